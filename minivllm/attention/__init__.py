@@ -1,0 +1,1 @@
+"""Attention: metadata for one step, the forward context, and the backend-dispatching op."""

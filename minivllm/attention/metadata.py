@@ -1,0 +1,71 @@
+"""What the attention op needs to know about one step's batch, and where the model finds it.
+
+Why a forward context: the model's forward signature stays `forward(input_ids, positions)` like a plain
+Hugging Face model, while every attention layer reads the same batch description (slot mapping, block
+tables, lengths). vLLM does the same with `set_forward_context`; it also keeps the metadata out of the
+traced graph, so torch.compile and CUDA graphs see only tensors at fixed addresses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+
+@dataclass
+class AttentionMetadata:
+    """A batch of sequences, each contributing `query_len` new tokens after `seq_len - query_len` cached ones.
+
+    Layout (T tokens packed over S sequences):
+      slot_mapping    [T] int64   cache slot (block_id * block_size + offset) for each new token; -1 = padding
+      query_start_loc [S+1] int32 cumulative query lengths (cu_seqlens_q)
+      seq_lens        [S] int32   total context length of each sequence including this step's tokens;
+                                  0 marks a padded row (its output is zeros and is discarded)
+      block_tables    [S, M] int32 physical block ids of each sequence, padded with 0 past its last block
+      max_query_len / max_seq_len: host-side upper bounds (kernels use them for grid sizes)
+      decode_only:    every sequence has query_len == 1 (then T == S)
+    """
+
+    slot_mapping: torch.Tensor
+    query_start_loc: torch.Tensor
+    seq_lens: torch.Tensor
+    block_tables: torch.Tensor
+    max_query_len: int
+    max_seq_len: int
+    decode_only: bool
+    # Host copies for the pure-PyTorch prefill path (None inside CUDA graphs).
+    query_start_loc_cpu: list[int] | None = None
+    seq_lens_cpu: list[int] | None = None
+
+    @property
+    def num_seqs(self) -> int:
+        return self.seq_lens.shape[0]
+
+
+@dataclass
+class ForwardContext:
+    attn_metadata: AttentionMetadata | None
+    backend: str = "torch"  # "torch" | "triton" | "unregistered"
+
+
+_forward_context: ForwardContext | None = None
+
+
+def get_forward_context() -> ForwardContext:
+    if _forward_context is None:
+        raise RuntimeError("attention called outside set_forward_context(): no batch metadata is set")
+    return _forward_context
+
+
+@contextlib.contextmanager
+def set_forward_context(attn_metadata: AttentionMetadata | None, backend: str) -> Iterator[None]:
+    global _forward_context
+    prev = _forward_context
+    _forward_context = ForwardContext(attn_metadata, backend)
+    try:
+        yield
+    finally:
+        _forward_context = prev

@@ -1,0 +1,211 @@
+"""Engine configuration as validated dataclasses.
+
+Why dataclasses: every knob a learner can turn lives in one place, with its default, its allowed range and
+the error message that names it. vLLM splits its configuration the same way (model / cache / scheduler /
+compilation), so the names here transfer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_AND_PIECEWISE")
+ATTENTION_BACKENDS = ("auto", "triton", "torch", "unregistered")
+DTYPES = {"auto": None, "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+          "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
+          "fp16": torch.float16, "half": torch.float16}
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(msg)
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """'auto' means CUDA when present, else CPU."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was asked for but CUDA is not available; use device='cpu' or 'auto'")
+    _check(dev.type in ("cpu", "cuda"), f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    return dev
+
+
+def resolve_dtype(dtype: str | torch.dtype, config_dtype: torch.dtype | None, device: torch.device) -> torch.dtype:
+    """'auto': the checkpoint's dtype on CUDA (fp32 stays fp32), fp32 on CPU (CPU half math is slow)."""
+    if isinstance(dtype, torch.dtype):
+        resolved = dtype
+    else:
+        _check(isinstance(dtype, str) and dtype in DTYPES,
+               f"dtype must be one of {sorted(DTYPES)} or a torch.dtype, got {dtype!r}")
+        resolved = DTYPES[dtype]
+    if resolved is None:
+        if device.type == "cpu":
+            resolved = torch.float32
+        else:
+            resolved = config_dtype if config_dtype in (torch.float16, torch.bfloat16) else torch.bfloat16
+    _check(resolved in (torch.float32, torch.float16, torch.bfloat16),
+           f"dtype must be float32, float16 or bfloat16, got {resolved}")
+    return resolved
+
+
+@dataclass
+class CacheConfig:
+    """Paged KV cache: blocks of `block_size` tokens, sized from memory or given directly."""
+
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    kv_cache_memory_bytes: int | None = None
+    num_gpu_blocks_override: int | None = None
+    enable_prefix_caching: bool = True
+    num_blocks: int = 0  # filled in at startup
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.block_size, int) and self.block_size in (8, 16, 32, 64, 128),
+               f"block_size must be one of 8, 16, 32, 64, 128, got {self.block_size!r}")
+        _check(isinstance(self.gpu_memory_utilization, (int, float)) and 0 < self.gpu_memory_utilization <= 1,
+               f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
+        if self.kv_cache_memory_bytes is not None:
+            _check(isinstance(self.kv_cache_memory_bytes, int) and self.kv_cache_memory_bytes > 0,
+                   f"kv_cache_memory_bytes must be a positive int, got {self.kv_cache_memory_bytes!r}")
+        if self.num_gpu_blocks_override is not None:
+            _check(isinstance(self.num_gpu_blocks_override, int) and self.num_gpu_blocks_override >= 2,
+                   f"num_gpu_blocks_override must be an int >= 2, got {self.num_gpu_blocks_override!r}")
+
+
+@dataclass
+class SchedulerConfig:
+    """Continuous batching limits: how many sequences and how many tokens one step may carry."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    enable_chunked_prefill: bool = True
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.max_num_seqs, int) and 1 <= self.max_num_seqs <= 4096,
+               f"max_num_seqs must be an int in [1, 4096], got {self.max_num_seqs!r}")
+        _check(isinstance(self.max_num_batched_tokens, int) and self.max_num_batched_tokens >= 1,
+               f"max_num_batched_tokens must be an int >= 1, got {self.max_num_batched_tokens!r}")
+
+
+@dataclass
+class CompilationConfig:
+    """torch.compile and CUDA graph settings, vLLM's vocabulary.
+
+    level 0: no compile; 1: stock torch.compile of the forward; 2: trace once with a dynamic batch dimension
+    (run-time recompiles are counted); 3: piecewise - the traced graph is split at the attention ops and each
+    piece is compiled (and, with graphs on, captured as a PIECEWISE graph).
+    """
+
+    level: int = 0
+    backend: str = "inductor"
+    custom_ops: list[str] = field(default_factory=lambda: ["all"])
+    compile_sizes: list[int] = field(default_factory=list)
+    compile_scope: str = "model"  # "model" | "layer" | "ops": the handbook's three scopes
+    cache_dir: str | None = None
+    cudagraph_mode: str | None = None  # None -> FULL_AND_PIECEWISE when graphs are on, NONE when eager
+    cudagraph_capture_sizes: list[int] | None = None
+    max_cudagraph_capture_size: int | None = None
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.level, int) and self.level in (0, 1, 2, 3),
+               f"compilation_config.level must be 0, 1, 2 or 3, got {self.level!r}")
+        _check(self.backend in ("inductor", "eager", "aot_eager"),
+               f"compilation_config.backend must be 'inductor', 'eager' or 'aot_eager', got {self.backend!r}")
+        _check(self.compile_scope in ("model", "layer", "ops"),
+               f"compilation_config.compile_scope must be 'model', 'layer' or 'ops', got {self.compile_scope!r}")
+        if isinstance(self.custom_ops, str):
+            self.custom_ops = [self.custom_ops]
+        if self.cudagraph_mode is not None:
+            _check(self.cudagraph_mode in CUDAGRAPH_MODES,
+                   f"cudagraph_mode must be one of {CUDAGRAPH_MODES}, got {self.cudagraph_mode!r}")
+        if self.cudagraph_capture_sizes is not None:
+            _check(all(isinstance(s, int) and s >= 1 for s in self.cudagraph_capture_sizes),
+                   f"cudagraph_capture_sizes must be positive ints, got {self.cudagraph_capture_sizes!r}")
+        if self.max_cudagraph_capture_size is not None:
+            _check(isinstance(self.max_cudagraph_capture_size, int) and self.max_cudagraph_capture_size >= 1,
+                   f"max_cudagraph_capture_size must be an int >= 1, got {self.max_cudagraph_capture_size!r}")
+
+    @classmethod
+    def from_any(cls, value: Any) -> "CompilationConfig":
+        """Accept a CompilationConfig, a dict, a JSON string (the CLI form) or None."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"compilation_config is not valid JSON: {e}") from None
+        if not isinstance(value, dict):
+            raise TypeError(f"compilation_config must be a dict, JSON string or CompilationConfig, got {type(value)}")
+        if "mode" in value and "level" not in value:  # vLLM renamed level -> mode
+            value = {**value, "level": value.pop("mode")}
+        known = set(cls.__dataclass_fields__)
+        unknown = set(value) - known
+        _check(not unknown, f"compilation_config has unknown keys {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**value)
+
+    def resolved_cache_dir(self) -> Path:
+        root = self.cache_dir or os.environ.get("MINIVLLM_CACHE_DIR") or "~/.cache/minivllm"
+        return Path(root).expanduser()
+
+
+def default_capture_sizes(max_size: int) -> list[int]:
+    """vLLM's default: 1, 2, 4, then every 8 up to 256, then every 16, capped at max_size."""
+    sizes = [1, 2, 4] + list(range(8, 257, 8)) + list(range(272, 1025, 16))
+    return [s for s in sizes if s <= max_size]
+
+
+@dataclass
+class EngineConfig:
+    """Everything the engine needs, resolved against the checkpoint at startup."""
+
+    model: str
+    dtype: torch.dtype = torch.float32
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    max_model_len: int = 0
+    seed: int = 0
+    enforce_eager: bool = False
+    attention_backend: str = "auto"
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    compilation: CompilationConfig = field(default_factory=CompilationConfig)
+
+    def __post_init__(self) -> None:
+        _check(self.attention_backend in ATTENTION_BACKENDS,
+               f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
+        _check(isinstance(self.seed, int), f"seed must be an int, got {self.seed!r}")
+
+    @property
+    def resolved_attention_backend(self) -> str:
+        if self.attention_backend != "auto":
+            return self.attention_backend
+        return "triton" if self.device.type == "cuda" else "torch"
+
+    @property
+    def use_cuda_graphs(self) -> bool:
+        return self.device.type == "cuda" and not self.enforce_eager and self.cudagraph_mode != "NONE"
+
+    @property
+    def cudagraph_mode(self) -> str:
+        if self.enforce_eager or self.device.type != "cuda":
+            return "NONE"
+        return self.compilation.cudagraph_mode or "FULL_AND_PIECEWISE"
+
+    def capture_sizes(self) -> list[int]:
+        c = self.compilation
+        max_size = c.max_cudagraph_capture_size or min(2 * self.scheduler.max_num_seqs, 512)
+        if c.cudagraph_capture_sizes is not None:
+            return sorted({s for s in c.cudagraph_capture_sizes if s <= max(max_size, max(c.cudagraph_capture_sizes))})
+        return default_capture_sizes(max_size)

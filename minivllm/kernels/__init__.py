@@ -1,0 +1,1 @@
+"""Attention and KV-cache kernels: Triton on CUDA, pure PyTorch everywhere (the reference)."""

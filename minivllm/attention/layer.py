@@ -1,0 +1,59 @@
+"""The attention layer and the `minivllm::unified_attention` custom op it calls.
+
+Why a custom op: torch.compile must see attention as ONE opaque node. Dynamo cannot trace into Triton
+launchers that read a global batch description, and a paged-KV write traced op by op is slow and
+fragile. Registered with torch.library, the op is a single node with a fake (shape-only) implementation,
+so the whole model traces with zero graph breaks, and level 3 can split the graph right at it.
+attention_backend="unregistered" calls the same Python function directly, to show what Dynamo does then.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from minivllm.attention.metadata import get_forward_context
+from minivllm.kernels import ops
+
+
+def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                           v_cache: torch.Tensor, scale: float) -> torch.Tensor:
+    """Store this step's K/V into the paged cache, then attend over the cache. q/k/v: [T, heads*D]."""
+    ctx = get_forward_context()
+    meta = ctx.attn_metadata
+    if meta is None:  # no batch (the profile run, before the KV cache exists): identity on q
+        return q.clone()
+    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
+    T = q.shape[0]
+    qv = q.view(T, -1, head_dim)
+    backend = "torch" if ctx.backend == "unregistered" else ctx.backend
+    ops.store_kvcache(k.view(T, num_kv_heads, head_dim), v.view(T, num_kv_heads, head_dim), k_cache, v_cache,
+                      meta.slot_mapping, backend)
+    out = ops.paged_attention(qv, k_cache, v_cache, meta, scale, backend)
+    return out.view(T, -1)
+
+
+@torch.library.custom_op("minivllm::unified_attention", mutates_args=("k_cache", "v_cache"))
+def unified_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                      v_cache: torch.Tensor, scale: float) -> torch.Tensor:
+    return unified_attention_impl(q, k, v, k_cache, v_cache, scale)
+
+
+@unified_attention.register_fake
+def _(q, k, v, k_cache, v_cache, scale):
+    return torch.empty_like(q)
+
+
+class Attention(nn.Module):
+    """Paged attention over this layer's slice of the KV cache (k_cache/v_cache are bound at startup)."""
+
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim, self.scale = num_heads, num_kv_heads, head_dim, scale
+        self.k_cache = torch.empty(0)
+        self.v_cache = torch.empty(0)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if get_forward_context().backend == "unregistered":
+            return unified_attention_impl(q, k, v, self.k_cache, self.v_cache, self.scale)
+        return torch.ops.minivllm.unified_attention(q, k, v, self.k_cache, self.v_cache, self.scale)

@@ -1,0 +1,135 @@
+"""Continuous batching: each step, decide which sequences run and how many tokens each contributes.
+
+The policy follows vLLM V1: running sequences first (a decode is one token; an unfinished chunked prefill
+continues), then waiting sequences in arrival order while the token budget (max_num_batched_tokens) and
+max_num_seqs allow. A long prompt is cut into chunks (chunked prefill). When blocks run out, the most
+recently admitted running sequence is preempted and will be recomputed from scratch; it goes back to the
+head of the queue, so nothing is lost and nothing starves.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from minivllm.config import SchedulerConfig
+from minivllm.engine.block_manager import BlockManager
+from minivllm.engine.sequence import Sequence, SequenceStatus
+
+
+@dataclass
+class ScheduledSeq:
+    seq: Sequence
+    num_new_tokens: int
+
+    @property
+    def completes_prompt(self) -> bool:
+        """After this step all known tokens are computed, so the step samples a new token for it."""
+        return self.seq.num_computed_tokens + self.num_new_tokens == self.seq.num_tokens
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled: list[ScheduledSeq] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(s.num_new_tokens for s in self.scheduled)
+
+    @property
+    def is_decode_only(self) -> bool:
+        return bool(self.scheduled) and all(s.num_new_tokens == 1 and s.completes_prompt for s in self.scheduled)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, block_manager: BlockManager) -> None:
+        self.config = config
+        self.block_manager = block_manager
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.num_preemptions = 0
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def num_unfinished(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
+        self.block_manager.free(seq)
+        seq.reset_for_recompute()
+        self.waiting.appendleft(seq)
+        out.preempted.append(seq)
+        self.num_preemptions += 1
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput()
+        budget = self.config.max_num_batched_tokens
+        bm = self.block_manager
+
+        # 1. Running sequences: decodes and unfinished prefill chunks.
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            n = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            while not bm.can_allocate(seq, n):
+                victim = self.running.pop()  # the newest admitted gives way
+                self._preempt(victim, out)
+                if victim is seq:
+                    break
+            else:
+                bm.allocate(seq, n)
+                out.scheduled.append(ScheduledSeq(seq, n))
+                budget -= n
+                i += 1
+                continue
+            break  # seq itself was preempted: nothing after it is left to look at
+
+        # 2. Waiting sequences, first come first served (none if someone was just preempted).
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs and not out.preempted:
+            seq = self.waiting[0]
+            cached = bm.find_cached_prefix(seq)
+            n = seq.num_tokens - len(cached) * bm.block_size
+            if n > budget:
+                if not self.config.enable_chunked_prefill:
+                    break
+                n = budget
+            if not bm.can_admit(seq, cached, n):
+                break
+            self.waiting.popleft()
+            bm.admit(seq, cached)
+            bm.allocate(seq, n)
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            out.scheduled.append(ScheduledSeq(seq, n))
+            budget -= n
+        return out
+
+    def update_computed(self, out: SchedulerOutput) -> None:
+        """After the forward pass: the scheduled tokens are now in the cache."""
+        for s in out.scheduled:
+            s.seq.num_computed_tokens += s.num_new_tokens
+            self.block_manager.cache_full_blocks(s.seq)
+
+    def finish(self, seq: Sequence, status: SequenceStatus) -> None:
+        seq.status = status
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        self.block_manager.free(seq)
+
+    def abort(self, request_id: str) -> Sequence | None:
+        for seq in list(self.running) + list(self.waiting):
+            if seq.request_id == request_id:
+                self.finish(seq, SequenceStatus.FINISHED_ABORTED)
+                return seq
+        return None

@@ -1,0 +1,196 @@
+"""Paged decode attention in Triton: one new query token per sequence against its whole cached context.
+
+Decode is memory-bound: every step reads each sequence's full K/V once and does little math with it. So the
+kernel is organised around reading the cache as few times as possible and keeping the GPU busy:
+
+* GQA: one program per (sequence, kv head) loads each K/V tile once and uses it for all `group` query heads
+  that share that kv head (a [group, D] x [D, tile] dot, rows padded to 16 for tl.dot).
+* Split-KV (flash-decoding): with few sequences there are too few programs to fill ~132 SMs, so each
+  context is cut into NUM_SPLITS pieces handled by separate programs; each writes an unnormalised partial
+  result (acc, max, sum) and a second small kernel merges them with the log-sum-exp trick.
+* CUDA graphs: the grid and NUM_SPLITS depend only on tensor shapes (the max context is
+  block_tables.shape[1] * block_size), never on seq_lens values; each program reads its own seq_len on the
+  device and skips what it does not need. Nothing here syncs with the host.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+_LOG2E = 1.4426950408889634
+_MIN_TOKENS_PER_SPLIT = 256  # below this, the merge costs more than the parallelism gains
+_MAX_SPLITS = 32
+
+
+def fix_interpreter_for_numpy_2_4() -> None:
+    """TRITON_INTERPRET only: let `range(start, end)` take device scalars again under NumPy >= 2.4.
+
+    Triton 3.6's interpreter converts a loop bound with int(ndarray of shape (1,)), which NumPy 2.4 rejects
+    (triton-lang/triton#9171, fixed upstream after 3.6). Compiled GPU kernels are not affected.
+    """
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    import triton.runtime.interpreter as interp
+
+    original = interp._patch_lang_tensor
+    if getattr(original, "_minivllm_fixed", False):
+        return
+
+    def patched(tensor, scope) -> None:
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patched._minivllm_fixed = True
+    interp._patch_lang_tensor = patched
+
+
+fix_interpreter_for_numpy_2_4()
+
+
+@triton.jit
+def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_ptr, part_ml_ptr,
+                   scale_log2, q_stride_s, q_stride_h, out_stride_s, out_stride_h,
+                   bt_stride_s, kv_stride_blk, kv_stride_tok, kv_stride_head,
+                   GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
+                   BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
+                   PRECISION: tl.constexpr):
+    seq = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    num_heads = tl.num_programs(1) * GROUP
+
+    g = tl.arange(0, GROUP_PAD)
+    d = tl.arange(0, HEAD_DIM)
+    heads = kv_head * GROUP + g
+    head_ok = g < GROUP
+    q = tl.load(q_ptr + seq * q_stride_s + heads[:, None] * q_stride_h + d[None, :],
+                mask=head_ok[:, None], other=0.0)
+    q = q.to(k_ptr.dtype.element_ty)
+
+    seq_len = tl.load(seq_lens_ptr + seq)
+    if NUM_SPLITS == 1:
+        start = 0
+        end = seq_len
+    else:  # this program's share of the context, rounded to whole tiles
+        per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), TILE_N) * TILE_N
+        start = split * per_split
+        end = tl.minimum(start + per_split, seq_len)
+
+    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)  # running max (log2 domain)
+    l_i = tl.zeros([GROUP_PAD], tl.float32)  # running sum of exp
+    acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
+    kv_base = kv_head * kv_stride_head
+    for n0 in range(start, end, TILE_N):
+        n = n0 + tl.arange(0, TILE_N)
+        n_ok = n < end
+        block = tl.load(bt_ptr + seq * bt_stride_s + n // BLOCK_SIZE, mask=n_ok, other=0).to(tl.int64)
+        tok = kv_base + block * kv_stride_blk + (n % BLOCK_SIZE) * kv_stride_tok  # [TILE_N]
+        k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=n_ok[None, :], other=0.0)  # [D, TILE_N]
+        s = tl.dot(q, k, input_precision=PRECISION) * scale_log2  # [GROUP_PAD, TILE_N]
+        s = tl.where(n_ok[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: every tile has >= 1 valid token
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_ptr + tok[:, None] + d[None, :], mask=n_ok[:, None], other=0.0)  # [TILE_N, D]
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        m_i = m_new
+
+    if NUM_SPLITS == 1:
+        l_safe = tl.where(l_i > 0, l_i, 1.0)  # seq_len 0 -> acc is 0 -> output 0, never NaN
+        out = acc / l_safe[:, None]
+        tl.store(out_ptr + seq * out_stride_s + heads[:, None] * out_stride_h + d[None, :],
+                 out.to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+    else:  # partials laid out [S, H, NUM_SPLITS, D] and [S, H, NUM_SPLITS, 2] (max, sum)
+        row = (seq * num_heads + heads) * NUM_SPLITS + split
+        tl.store(part_acc_ptr + row[:, None] * HEAD_DIM + d[None, :], acc, mask=head_ok[:, None])
+        tl.store(part_ml_ptr + row * 2, m_i, mask=head_ok)
+        tl.store(part_ml_ptr + row * 2 + 1, l_i, mask=head_ok)
+
+
+@triton.jit
+def _merge_splits_kernel(part_acc_ptr, part_ml_ptr, out_ptr, out_stride_s, out_stride_h,
+                         HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr):
+    """Combine the partial (acc, max, sum) of each split: out = sum_i acc_i 2^(m_i-m) / sum_i l_i 2^(m_i-m)."""
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    row = (seq * tl.num_programs(1) + head) * NUM_SPLITS
+    i = tl.arange(0, SPLITS_PAD)
+    d = tl.arange(0, HEAD_DIM)
+    ok = i < NUM_SPLITS
+    m = tl.load(part_ml_ptr + (row + i) * 2, mask=ok, other=float("-inf"))
+    l = tl.load(part_ml_ptr + (row + i) * 2 + 1, mask=ok, other=0.0)
+    acc = tl.load(part_acc_ptr + (row + i)[:, None] * HEAD_DIM + d[None, :], mask=ok[:, None], other=0.0)
+    m_max = tl.max(m, axis=0)
+    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)  # all splits empty (seq_len 0)
+    w = tl.exp2(m - m_max)  # empty splits have m = -inf -> weight 0
+    denom = tl.sum(l * w, axis=0)
+    denom = tl.where(denom > 0, denom, 1.0)
+    out = tl.sum(acc * w[:, None], axis=0) / denom
+    tl.store(out_ptr + seq * out_stride_s + head * out_stride_h + d, out.to(out_ptr.dtype.element_ty))
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 8  # interpreter: keep the grid small
+
+
+def choose_num_splits(num_seqs: int, num_kv_heads: int, max_context: int, device: torch.device) -> int:
+    """Split the context only when (seq, kv head) programs alone cannot fill the GPU. Shapes only."""
+    programs = num_seqs * num_kv_heads
+    target = 2 * _num_sms(device)
+    if programs >= target:
+        return 1
+    by_occupancy = triton.cdiv(target, programs)
+    by_length = max(1, max_context // _MIN_TOKENS_PER_SPLIT)
+    return max(1, min(by_occupancy, by_length, _MAX_SPLITS))
+
+
+def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                           block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float,
+                           out: torch.Tensor | None = None, num_splits: int | None = None) -> torch.Tensor:
+    """Attention of q [S, H, D] (one token per sequence) over the first seq_lens[s] cached tokens.
+
+    num_splits=None picks split-KV from shapes (see choose_num_splits); pass an int to force it (tests).
+    Rows with seq_len 0 produce zeros.
+    """
+    S, H, D = q.shape
+    _, block_size, Hkv, Dk = k_cache.shape
+    assert Dk == D and H % Hkv == 0 and k_cache.is_contiguous() and v_cache.is_contiguous()
+    assert D >= 16 and D & (D - 1) == 0, "head_dim must be a power of two >= 16"
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    if out is None:
+        out = torch.empty(S, H, D, dtype=q.dtype, device=q.device)
+    if S == 0:
+        return out
+    group = H // Hkv
+    max_context = block_tables.shape[1] * block_size
+    if num_splits is None:
+        num_splits = choose_num_splits(S, Hkv, max_context, q.device)
+    tile_n = max(block_size, 64 if D <= 128 else 32)
+    precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"  # exact fp32 dot; bf16/fp16 ignore it
+    if num_splits > 1:
+        part_acc = torch.empty(S, H, num_splits, D, dtype=torch.float32, device=q.device)
+        part_ml = torch.empty(S, H, num_splits, 2, dtype=torch.float32, device=q.device)
+    else:
+        part_acc = part_ml = out  # unused
+    _decode_kernel[(S, Hkv, num_splits)](
+        q, k_cache, v_cache, block_tables, seq_lens, out, part_acc, part_ml,
+        scale * _LOG2E, q.stride(0), q.stride(1), out.stride(0), out.stride(1),
+        block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=D,
+        BLOCK_SIZE=block_size, TILE_N=tile_n, NUM_SPLITS=num_splits, PRECISION=precision,
+        num_warps=4, num_stages=2,
+    )
+    if num_splits > 1:
+        _merge_splits_kernel[(S, H)](
+            part_acc, part_ml, out, out.stride(0), out.stride(1),
+            HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits), num_warps=4,
+        )
+    return out

@@ -1,0 +1,165 @@
+"""Paged prefill attention in Triton: packed variable-length causal queries over K/V in the paged cache.
+
+One kernel serves every batch that is not pure decode: fresh prompts, prompts with a cached prefix (prefix
+caching), later chunks of a chunked prefill, and decode rows (query_len 1) mixed in. Query token i of
+sequence s sits at position seq_lens[s] - query_len_s + i and sees cache positions [0, that position].
+
+Flash-attention structure: a program owns a tile of BLOCK_M query rows and streams the K/V of its sequence
+through in BLOCK_N-token tiles, keeping a running max / sum / accumulator (online softmax), so the
+[query, key] score matrix never exists in memory. Two refinements:
+
+* GQA packing: the BLOCK_M rows are BLOCK_M // GROUP_PAD query tokens x GROUP_PAD query heads of one kv
+  head, so each K/V tile is loaded once for the whole group (and decode rows still fill the tile).
+* Causal split of the key loop: tiles entirely at or below every row's diagonal need no mask; only the
+  last few tiles pay for masking.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from minivllm.kernels.triton_decode import _LOG2E, fix_interpreter_for_numpy_2_4
+
+fix_interpreter_for_numpy_2_4()
+
+
+@triton.jit
+def _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base, kv_stride_blk, kv_stride_tok,
+                 q_pos, kv_end, scale_log2,
+                 HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
+                 MASKED: tl.constexpr, PRECISION: tl.constexpr):
+    """Fold keys [n0, n0 + BLOCK_N) into the running softmax state of the BLOCK_M query rows."""
+    n = n0 + tl.arange(0, BLOCK_N)
+    d = tl.arange(0, HEAD_DIM)
+    if MASKED:
+        n_ok = n < kv_end
+        block = tl.load(bt_row_ptr + n // BLOCK_SIZE, mask=n_ok, other=0).to(tl.int64)
+    else:
+        block = tl.load(bt_row_ptr + n // BLOCK_SIZE).to(tl.int64)
+    tok = kv_base + block * kv_stride_blk + (n % BLOCK_SIZE) * kv_stride_tok  # [BLOCK_N]
+    if MASKED:
+        k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=n_ok[None, :], other=0.0)
+    else:
+        k = tl.load(k_ptr + tok[None, :] + d[:, None])  # [D, BLOCK_N]
+    s = tl.dot(q, k, input_precision=PRECISION) * scale_log2  # [BLOCK_M, BLOCK_N]
+    if MASKED:  # causal + end of context
+        s = tl.where((n[None, :] <= q_pos[:, None]) & n_ok[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    p = tl.exp2(s - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    if MASKED:
+        v = tl.load(v_ptr + tok[:, None] + d[None, :], mask=n_ok[:, None], other=0.0)
+    else:
+        v = tl.load(v_ptr + tok[:, None] + d[None, :])  # [BLOCK_N, D]
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+    return acc, m_new, l_i
+
+
+@triton.jit
+def _prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr, query_start_ptr, seq_lens_ptr, scale_log2,
+                    q_stride_t, q_stride_h, out_stride_t, out_stride_h,
+                    bt_stride_s, kv_stride_blk, kv_stride_tok, kv_stride_head,
+                    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
+                    BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    PRECISION: tl.constexpr):
+    seq = tl.program_id(0)
+    q_tile = tl.program_id(1)
+    kv_head = tl.program_id(2)
+    BLOCK_Q: tl.constexpr = BLOCK_M // GROUP_PAD  # query tokens per tile
+
+    q_start = tl.load(query_start_ptr + seq)
+    query_len = tl.load(query_start_ptr + seq + 1) - q_start
+    if q_tile * BLOCK_Q >= query_len:  # grid is sized for the longest query; shorter ones stop here
+        return
+    seq_len = tl.load(seq_lens_ptr + seq)
+    context_start = seq_len - query_len  # tokens already cached before this step's queries
+
+    r = tl.arange(0, BLOCK_M)
+    t = q_tile * BLOCK_Q + r // GROUP_PAD  # query token within the sequence
+    g = r % GROUP_PAD
+    head = kv_head * GROUP + g
+    row_ok = (t < query_len) & (g < GROUP)
+    d = tl.arange(0, HEAD_DIM)
+    q_rows = (q_start + t).to(tl.int64)
+    q = tl.load(q_ptr + q_rows[:, None] * q_stride_t + head[:, None] * q_stride_h + d[None, :],
+                mask=row_ok[:, None], other=0.0)
+    q = q.to(k_ptr.dtype.element_ty)
+    # Rows past query_len get positions past the context: they see every key, so no row is all -inf.
+    q_pos = context_start + t
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    bt_row_ptr = bt_ptr + seq * bt_stride_s
+    kv_base = kv_head * kv_stride_head
+    first_pos = context_start + q_tile * BLOCK_Q  # smallest position among this tile's queries
+    last_pos = context_start + tl.minimum((q_tile + 1) * BLOCK_Q, query_len) - 1
+    kv_end = tl.minimum(last_pos + 1, seq_len)  # seq_len 0 -> kv_end <= 0 -> no keys, zero output
+    full_end = tl.maximum(tl.minimum((first_pos + 1) // BLOCK_N * BLOCK_N, kv_end), 0)
+    for n0 in range(0, full_end, BLOCK_N):  # every key visible to every row: no mask
+        acc, m_i, l_i = _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base,
+                                     kv_stride_blk, kv_stride_tok, q_pos, kv_end, scale_log2,
+                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, PRECISION)
+    for n0 in range(full_end, kv_end, BLOCK_N):  # the diagonal: causal mask
+        acc, m_i, l_i = _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base,
+                                     kv_stride_blk, kv_stride_tok, q_pos, kv_end, scale_log2,
+                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, PRECISION)
+
+    l_safe = tl.where(l_i > 0, l_i, 1.0)
+    out = acc / l_safe[:, None]
+    tl.store(out_ptr + q_rows[:, None] * out_stride_t + head[:, None] * out_stride_h + d[None, :],
+             out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+
+
+def _tile_config(max_query_len: int, group_pad: int, head_dim: int, dtype: torch.dtype) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages): big tiles for long prompts, small ones for decode-ish batches."""
+    rows = max_query_len * group_pad
+    if dtype == torch.float32 or head_dim > 128:  # 4-byte / wide tiles: keep shared memory in budget
+        block_m, block_n = (64 if rows >= 64 else max(16, group_pad)), 32
+    elif rows >= 512:
+        block_m, block_n = 128, 64
+    elif rows >= 64:
+        block_m, block_n = 64, 64
+    else:
+        block_m, block_n = max(16, group_pad), 64
+    block_m = max(block_m, group_pad)
+    num_warps = 8 if block_m >= 128 else 4
+    return block_m, block_n, num_warps, 2
+
+
+def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                            block_tables: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
+                            max_query_len: int, scale: float, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Causal attention of packed queries q [T, H, D] over the paged cache (which already holds them).
+
+    max_query_len (a host int, an upper bound is fine) sizes the grid. Sequences with seq_len 0 give zeros;
+    with out=None, tokens past query_start_loc[-1] (batch padding) are zeros too.
+    """
+    T, H, D = q.shape
+    _, block_size, Hkv, Dk = k_cache.shape
+    assert Dk == D and H % Hkv == 0 and k_cache.is_contiguous() and v_cache.is_contiguous()
+    assert D >= 16 and D & (D - 1) == 0, "head_dim must be a power of two >= 16"
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    if out is None:
+        out = torch.zeros(T, H, D, dtype=q.dtype, device=q.device)
+    S = seq_lens.shape[0]
+    if T == 0 or S == 0 or max_query_len <= 0:
+        return out
+    group = H // Hkv
+    group_pad = triton.next_power_of_2(group)
+    block_m, block_n, num_warps, num_stages = _tile_config(max_query_len, group_pad, D, q.dtype)
+    precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"
+    grid = (S, triton.cdiv(max_query_len, block_m // group_pad), Hkv)
+    _prefill_kernel[grid](
+        q, k_cache, v_cache, out, block_tables, query_start_loc, seq_lens, scale * _LOG2E,
+        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
+        block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, BLOCK_SIZE=block_size,
+        BLOCK_M=block_m, BLOCK_N=block_n, PRECISION=precision,
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    return out

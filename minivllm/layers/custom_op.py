@@ -1,0 +1,51 @@
+"""CustomOp: a layer with a plain-PyTorch forward and, optionally, a hand-written kernel.
+
+Like vLLM's CustomOp, the choice is made per op name from `compilation_config.custom_ops`: "+rms_norm"
+forces the hand-written version, "-rms_norm" the native one (which Inductor can fuse with its neighbours),
+"all"/"none" set the default. The hand-written kernels live in minivllm/kernels and are registered with
+torch.library, so torch.compile sees each as one opaque op.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+_enabled: dict[str, bool] = {}
+_default = False
+
+
+def configure_custom_ops(spec: list[str], has_kernels: bool) -> None:
+    """Apply a custom_ops list such as ["all", "-silu_and_mul"] (kernels only exist where Triton runs)."""
+    global _default
+    _enabled.clear()
+    _default = False
+    for item in spec:
+        if item == "all":
+            _default = True
+        elif item == "none":
+            _default = False
+        elif item[:1] in "+-" and len(item) > 1:
+            _enabled[item[1:]] = item[0] == "+"
+        else:
+            raise ValueError(f"compilation_config.custom_ops entries must be 'all', 'none', '+name' or '-name', "
+                             f"got {item!r}")
+    if not has_kernels:
+        _default = False
+        for k in _enabled:
+            _enabled[k] = False
+
+
+def custom_op_enabled(name: str) -> bool:
+    return _enabled.get(name, _default)
+
+
+class CustomOp(nn.Module):
+    name = "custom_op"
+
+    def forward(self, *args, **kwargs):
+        if custom_op_enabled(self.name) and hasattr(self, "forward_custom"):
+            return self.forward_custom(*args, **kwargs)
+        return self.forward_native(*args, **kwargs)
+
+    def forward_native(self, *args, **kwargs):  # pragma: no cover - abstract
+        raise NotImplementedError

@@ -1,0 +1,52 @@
+"""Linear layers whose weights are packed at load time (q/k/v into one matmul, gate/up into another).
+
+One big matmul instead of three small ones: fewer kernel launches and better GPU utilisation. Each packed
+parameter has a `weight_loader` that copies a checkpoint shard ("q", "k", "v" or 0/1) into its slice.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Linear(nn.Module):
+    def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_features, in_features), requires_grad=False)
+        self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False) if bias else None
+        self.weight.weight_loader = self._load  # type: ignore[attr-defined]
+        if self.bias is not None:
+            self.bias.weight_loader = self._load  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _load(param: nn.Parameter, loaded: torch.Tensor, shard_id=None) -> None:
+        if param.shape != loaded.shape:
+            raise ValueError(f"checkpoint tensor has shape {tuple(loaded.shape)}, expected {tuple(param.shape)}")
+        param.data.copy_(loaded)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(x, self.weight, self.bias)
+
+
+class PackedLinear(Linear):
+    """Several projections of the same input stacked along the output dimension."""
+
+    def __init__(self, in_features: int, shard_sizes: dict, bias: bool = False) -> None:
+        super().__init__(in_features, sum(shard_sizes.values()), bias)
+        self.shard_offsets: dict = {}
+        off = 0
+        for shard_id, size in shard_sizes.items():
+            self.shard_offsets[shard_id] = (off, size)
+            off += size
+        for p in (self.weight, self.bias):
+            if p is not None:
+                p.weight_loader = self._load_shard  # type: ignore[attr-defined]
+                p.shard_ids = list(shard_sizes)  # type: ignore[attr-defined]
+
+    def _load_shard(self, param: nn.Parameter, loaded: torch.Tensor, shard_id=None) -> None:
+        off, size = self.shard_offsets[shard_id]
+        if loaded.shape[0] != size or loaded.shape[1:] != param.shape[1:]:
+            raise ValueError(f"checkpoint shard {shard_id!r} has shape {tuple(loaded.shape)}, expected "
+                             f"({size}, {', '.join(map(str, param.shape[1:]))})")
+        param.data.narrow(0, off, size).copy_(loaded)

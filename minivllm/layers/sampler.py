@@ -1,0 +1,56 @@
+"""Turn the last-position logits of each sequence into its next token.
+
+Greedy rows take the argmax. Sampled rows apply temperature, top-k and top-p, then draw with the
+"exponential race" (argmax of p / Exp(1) noise, equivalent to multinomial sampling). A request with its own
+seed draws its noise from its own generator, so its tokens do not depend on what else is in the batch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from minivllm.engine.sequence import Sequence
+
+
+class Sampler:
+    def __init__(self, device: torch.device, seed: int = 0) -> None:
+        self.device = device
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+
+    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
+        logits = logits.float()
+        params = [s.params for s in seqs]
+        greedy = [p.greedy for p in params]
+        if all(greedy):
+            return logits.argmax(dim=-1).tolist()
+        S, V = logits.shape
+        temps = torch.tensor([1.0 if p.greedy else p.temperature for p in params], device=logits.device)
+        scaled = logits / temps.unsqueeze(1)
+        if any(p.top_k > 0 or p.top_p < 1.0 for p in params):
+            scaled = self._top_k_top_p(scaled, params)
+        probs = torch.softmax(scaled, dim=-1)
+        noise = torch.empty_like(probs).exponential_(generator=self.generator)
+        for i, seq in enumerate(seqs):
+            if seq.params.seed is not None and not seq.params.greedy:
+                if seq.generator is None:
+                    seq.generator = torch.Generator(device=logits.device)
+                    seq.generator.manual_seed(seq.params.seed)
+                noise[i].exponential_(generator=seq.generator)
+        sampled = (probs / noise).argmax(dim=-1)
+        out = torch.where(torch.tensor(greedy, device=logits.device), logits.argmax(dim=-1), sampled)
+        return out.tolist()
+
+    @staticmethod
+    def _top_k_top_p(logits: torch.Tensor, params) -> torch.Tensor:
+        S, V = logits.shape
+        ks = torch.tensor([p.top_k if p.top_k > 0 else V for p in params], device=logits.device)
+        ps = torch.tensor([p.top_p for p in params], device=logits.device)
+        sorted_logits, idx = logits.sort(dim=-1, descending=True)
+        pos = torch.arange(V, device=logits.device).unsqueeze(0)
+        mask = pos >= ks.unsqueeze(1)
+        sorted_logits = sorted_logits.masked_fill(mask, float("-inf"))
+        probs = torch.softmax(sorted_logits, dim=-1)
+        mask = (probs.cumsum(dim=-1) - probs) > ps.unsqueeze(1)  # keeps at least the top token
+        sorted_logits = sorted_logits.masked_fill(mask, float("-inf"))
+        return torch.full_like(logits, float("-inf")).scatter(1, idx, sorted_logits)

@@ -1,0 +1,179 @@
+"""`LLM`: the offline-inference entry point, shaped like vLLM's so what learners practise transfers.
+
+    llm = LLM(model="assets/models/minivllm-tiny")
+    outs = llm.generate(["Q: 12+30= A:"], SamplingParams(temperature=0, max_tokens=8))
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Sequence as Seq
+
+import torch
+from tqdm.auto import tqdm
+
+from minivllm import DEFAULT_MODEL
+from minivllm.config import (CacheConfig, CompilationConfig, EngineConfig, SchedulerConfig, resolve_device,
+                             resolve_dtype)
+from minivllm.engine.llm_engine import LLMEngine
+from minivllm.loader import check_model_dir, load_model, load_model_config, load_tokenizer
+from minivllm.logger import init_logger
+from minivllm.outputs import RequestOutput
+from minivllm.sampling_params import SamplingParams
+from minivllm.worker.model_runner import ModelRunner
+from minivllm.worker.startup import GiB, StartupReport, choose_num_blocks
+
+logger = logging.getLogger("minivllm")
+
+PromptType = str | dict
+
+
+class LLM:
+    def __init__(self, model: str | None = None, *, dtype: str | torch.dtype = "auto", device: str = "auto",
+                 max_model_len: int | None = None, max_num_seqs: int = 256,
+                 max_num_batched_tokens: int | None = None, block_size: int = 16,
+                 gpu_memory_utilization: float = 0.9, kv_cache_memory_bytes: int | None = None,
+                 num_gpu_blocks_override: int | None = None, enable_prefix_caching: bool = True,
+                 enable_chunked_prefill: bool = True, seed: int = 0, enforce_eager: bool = False,
+                 attention_backend: str = "auto", compilation_config: Any = None,
+                 cudagraph_capture_sizes: list[int] | None = None, max_cudagraph_capture_size: int | None = None,
+                 cudagraph_mode: str | None = None, fallback: str | None = None, verify: bool = False) -> None:
+        init_logger()
+        t_start = time.perf_counter()
+        self.report = StartupReport()
+        path = check_model_dir(model or DEFAULT_MODEL)
+        model_config = load_model_config(path)
+        from minivllm.models.registry import get_model_class
+
+        get_model_class(model_config)  # unsupported architecture -> ValueError before any work
+        dev = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, model_config.torch_dtype, dev)
+        if max_model_len is not None and (not isinstance(max_model_len, int) or max_model_len < 2):
+            raise ValueError(f"max_model_len must be an int >= 2, got {max_model_len!r}")
+        if max_model_len is not None and max_model_len > model_config.max_position_embeddings:
+            raise ValueError(f"max_model_len={max_model_len} exceeds the model's max_position_embeddings "
+                             f"({model_config.max_position_embeddings})")
+        user_max_len = max_model_len
+        max_len = max_model_len or model_config.max_position_embeddings
+        comp = CompilationConfig.from_any(compilation_config)
+        for key, val in (("cudagraph_capture_sizes", cudagraph_capture_sizes), ("cudagraph_mode", cudagraph_mode),
+                         ("max_cudagraph_capture_size", max_cudagraph_capture_size)):
+            if val is not None:
+                setattr(comp, key, val)
+        comp.__post_init__()
+        if max_num_batched_tokens is None:
+            max_num_batched_tokens = 8192 if enable_chunked_prefill else max(max_len, 8192)
+        self.config = EngineConfig(
+            model=str(path), dtype=torch_dtype, device=dev, max_model_len=max_len, seed=seed,
+            enforce_eager=enforce_eager, attention_backend=attention_backend,
+            cache=CacheConfig(block_size, gpu_memory_utilization, kv_cache_memory_bytes, num_gpu_blocks_override,
+                              enable_prefix_caching),
+            scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, enable_chunked_prefill),
+            compilation=comp,
+        )
+        if not enable_chunked_prefill and max_num_batched_tokens < max_len:
+            raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be >= max_model_len "
+                             f"({max_len}) when enable_chunked_prefill=False, or a long prompt could never run")
+        torch.manual_seed(seed)
+        logger.info("Initializing minivllm engine: model=%s, arch=%s, dtype=%s, device=%s, max_model_len=%d, "
+                    "attention_backend=%s, enforce_eager=%s", path, model_config.architecture,
+                    str(torch_dtype).removeprefix("torch."), dev, max_len, self.config.resolved_attention_backend,
+                    enforce_eager)
+        if dev.type != "cuda" and not enforce_eager:
+            logger.info("CUDA graphs are unavailable on %s: running eagerly", dev)
+        self.tokenizer = load_tokenizer(path)
+        with self.report.phase("load_weights", dev):
+            model = load_model(path, model_config, dev, torch_dtype)
+        logger.info("Loading weights took %.2f s (%.3f GiB)", self.report.phases["load_weights"],
+                    sum(p.numel() * p.element_size() for p in model.parameters()) / GiB)
+        runner = ModelRunner(self.config, model_config, model)
+        with self.report.phase("profile_run", dev):
+            peak = runner.profile_run()
+        num_blocks = choose_num_blocks(runner, self.config.cache, peak, 0)
+        kv_tokens = num_blocks * block_size
+        if kv_tokens < max_len:
+            if user_max_len is not None or dev.type == "cuda":
+                raise ValueError(f"the KV cache holds {kv_tokens} tokens, fewer than max_model_len={max_len}; "
+                                 f"lower max_model_len or give the cache more memory (gpu_memory_utilization, "
+                                 f"kv_cache_memory_bytes, num_gpu_blocks_override)")
+            max_len = self.config.max_model_len = kv_tokens
+            logger.info("max_model_len lowered to %d to fit the KV cache", max_len)
+        with self.report.phase("kv_cache", dev):
+            runner.allocate_kv_cache(num_blocks)
+        self.report.num_gpu_blocks, self.report.kv_cache_tokens = num_blocks, kv_tokens
+        self.report.kv_cache_gib = num_blocks * runner.kv_bytes_per_block() / GiB
+        self.config.cache.num_blocks = num_blocks
+        logger.info("KV cache: %d blocks of %d tokens = %d tokens (%.3f GiB)", num_blocks, block_size, kv_tokens,
+                    self.report.kv_cache_gib)
+        self.model_runner = runner
+        self.engine = LLMEngine(self.config, model_config, self.tokenizer, runner, num_blocks)
+        self.report.phases["total"] = time.perf_counter() - t_start
+        logger.info("Engine ready in %.2f s", self.report.phases["total"])
+
+    # ---- public API ------------------------------------------------------------------------------
+    def get_tokenizer(self):
+        return self.tokenizer
+
+    def startup_report(self) -> StartupReport:
+        return self.report
+
+    def _normalize(self, prompts, sampling_params) -> tuple[list[tuple[str | None, list[int]]], list[SamplingParams]]:
+        if isinstance(prompts, (str, dict)):
+            prompts = [prompts]
+        if not isinstance(prompts, (list, tuple)):
+            raise TypeError(f"prompts must be a str, a {{'prompt_token_ids': [...]}} dict, or a list of them, "
+                            f"got {type(prompts).__name__}")
+        items = []
+        for i, p in enumerate(prompts):
+            if isinstance(p, str):
+                if not p:
+                    raise ValueError(f"prompts[{i}] is an empty string; a prompt must have at least 1 token")
+                items.append((p, self.tokenizer.encode(p)))
+            elif isinstance(p, dict) and "prompt_token_ids" in p:
+                ids = p["prompt_token_ids"]
+                if not isinstance(ids, (list, tuple)):
+                    raise TypeError(f"prompts[{i}]['prompt_token_ids'] must be a list of ints")
+                items.append((p.get("prompt"), list(ids)))
+            else:
+                raise TypeError(f"prompts[{i}] must be a str or a dict with 'prompt_token_ids', "
+                                f"got {type(p).__name__}")
+        if sampling_params is None:
+            sampling_params = SamplingParams()
+        if isinstance(sampling_params, SamplingParams):
+            params = [sampling_params] * len(items)
+        elif isinstance(sampling_params, (list, tuple)):
+            if len(sampling_params) != len(items):
+                raise ValueError(f"sampling_params has {len(sampling_params)} entries but there are {len(items)} "
+                                 f"prompts; give one SamplingParams or exactly one per prompt")
+            params = list(sampling_params)
+        else:
+            raise TypeError(f"sampling_params must be a SamplingParams or a list of them, "
+                            f"got {type(sampling_params).__name__}")
+        for i, ((_, ids), sp) in enumerate(zip(items, params)):
+            self.engine.validate(ids, sp, f"prompts[{i}]")  # all checked before any is queued
+        return items, params
+
+    def generate(self, prompts: PromptType | Seq[PromptType], sampling_params: SamplingParams | list | None = None,
+                 use_tqdm: bool = True) -> list[RequestOutput]:
+        items, params = self._normalize(prompts, sampling_params)
+        engine = self.engine
+        now = time.perf_counter()
+        seqs = [engine.add_request(engine.next_request_id(), ids, sp, text, now)
+                for (text, ids), sp in zip(items, params)]
+        bar = tqdm(total=len(seqs), desc="Processed prompts", disable=not use_tqdm, dynamic_ncols=True)
+        try:
+            n_out = 0
+            while engine.has_unfinished_requests():
+                for seq in engine.step():
+                    n_out += seq.num_output_tokens
+                    bar.update(1)
+                    bar.set_postfix_str(f"output {n_out / max(bar.format_dict['elapsed'], 1e-9):.1f} toks/s")
+        except BaseException:
+            for seq in seqs:  # leave the engine usable: no half-run request keeps its blocks
+                if not seq.is_finished:
+                    engine.abort_request(seq.request_id)
+            raise
+        finally:
+            bar.close()
+        return [engine.make_output(s) for s in seqs]

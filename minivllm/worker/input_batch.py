@@ -1,0 +1,122 @@
+"""Persistent input buffers at fixed device addresses.
+
+A CUDA graph replays the exact memory addresses it saw at capture, so every input the model reads (token
+ids, positions, slot mapping, block tables, lengths) lives in one buffer allocated once at startup. Each
+step writes the new batch into the front of these buffers and passes views of them to the model; a graph
+captured for size N reads the first N rows. Padded rows are filled with harmless values: slot -1 (the
+KV-store kernel skips it) and seq_len 0 (attention writes zeros for it); their outputs are discarded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from minivllm.attention.metadata import AttentionMetadata
+from minivllm.engine.scheduler import SchedulerOutput
+
+
+@dataclass
+class PreparedBatch:
+    num_tokens: int  # real tokens
+    num_padded_tokens: int  # tokens the forward runs on (>= num_tokens when padded for a graph)
+    num_seqs: int
+    attn_metadata: AttentionMetadata
+    logits_indices: torch.Tensor  # [num_seqs] row of each sequence's last token in the hidden states
+    sample_mask: list[bool]  # which sequences get a sampled token this step (prefill chunks do not)
+
+
+class InputBatch:
+    def __init__(self, max_num_tokens: int, max_num_seqs: int, max_blocks_per_seq: int, block_size: int,
+                 device: torch.device) -> None:
+        self.device, self.block_size = device, block_size
+        self.max_num_tokens, self.max_num_seqs = max_num_tokens, max_num_seqs
+        self.max_blocks_per_seq = max_blocks_per_seq
+        i32, i64 = torch.int32, torch.int64
+        self.input_ids = torch.zeros(max_num_tokens, dtype=i64, device=device)
+        self.positions = torch.zeros(max_num_tokens, dtype=i64, device=device)
+        self.slot_mapping = torch.full((max_num_tokens,), -1, dtype=i64, device=device)
+        self.query_start_loc = torch.zeros(max_num_seqs + 1, dtype=i32, device=device)
+        self.seq_lens = torch.zeros(max_num_seqs, dtype=i32, device=device)
+        self.block_tables = torch.zeros(max_num_seqs, max_blocks_per_seq, dtype=i32, device=device)
+        self.logits_indices = torch.zeros(max_num_seqs, dtype=i64, device=device)
+        # Host staging copies (pinned on CUDA so the copies are asynchronous).
+        pin = device.type == "cuda"
+        self.cpu_tokens = torch.zeros(4, max_num_tokens, dtype=i64, pin_memory=pin)  # ids, pos, slots, -
+        self.cpu_seqs = torch.zeros(3, max_num_seqs + 1, dtype=i32, pin_memory=pin)  # qsl, seq_lens, -
+        self.cpu_block_tables = torch.zeros(max_num_seqs, max_blocks_per_seq, dtype=i32, pin_memory=pin)
+        self.cpu_logits_indices = torch.zeros(max_num_seqs, dtype=i64, pin_memory=pin)
+
+    def buffers(self) -> dict[str, torch.Tensor]:
+        """Every persistent device buffer, by name (tests check their data_ptr() never changes)."""
+        return {k: v for k, v in vars(self).items() if isinstance(v, torch.Tensor) and v.device == self.device
+                and not k.startswith("cpu_")}
+
+    def prepare(self, sched: SchedulerOutput, pad_tokens_to: int | None = None,
+                pad_seqs_to: int | None = None) -> PreparedBatch:
+        bs = self.block_size
+        T, S = sched.num_tokens, len(sched.scheduled)
+        Tp, Sp = pad_tokens_to or T, pad_seqs_to or S
+        if Tp > self.max_num_tokens or Sp > self.max_num_seqs:
+            raise RuntimeError(f"batch of {Tp} tokens / {Sp} seqs exceeds the buffers "
+                               f"({self.max_num_tokens} / {self.max_num_seqs})")
+        ids = np.empty(T, dtype=np.int64)
+        pos = np.empty(T, dtype=np.int64)
+        qsl = np.zeros(Sp + 1, dtype=np.int32)
+        seq_lens = np.zeros(Sp, dtype=np.int32)
+        bt = self.cpu_block_tables.numpy()
+        max_blocks = 0
+        sample_mask = []
+        t = 0
+        for i, s in enumerate(sched.scheduled):
+            seq, n = s.seq, s.num_new_tokens
+            start = seq.num_computed_tokens
+            ids[t:t + n] = seq.token_ids[start:start + n]
+            pos[t:t + n] = np.arange(start, start + n)
+            t += n
+            qsl[i + 1] = t
+            seq_lens[i] = start + n
+            nb = len(seq.block_table)
+            bt[i, :nb] = seq.block_table
+            max_blocks = max(max_blocks, nb)
+            sample_mask.append(s.completes_prompt)
+        decode_only = sched.is_decode_only
+        # Padded decode rows own one (dummy) query token each; in a padded mixed batch they own none.
+        qsl[S + 1:] = T + np.arange(1, Sp - S + 1) if decode_only else T
+        table = np.asarray(bt[:S, :], dtype=np.int64) if S else np.zeros((0, 1), dtype=np.int64)
+        slots = (table[np.repeat(np.arange(S), np.diff(qsl[:S + 1])), pos // bs] * bs + pos % bs) if T else pos
+        # Stage on the host, then one asynchronous copy per buffer.
+        ct = self.cpu_tokens
+        ct[0, :T] = torch.from_numpy(ids)
+        ct[1, :T] = torch.from_numpy(pos)
+        ct[2, :T] = torch.from_numpy(slots)
+        ct[0, T:Tp] = 0
+        ct[1, T:Tp] = 0
+        ct[2, T:Tp] = -1
+        cs = self.cpu_seqs
+        cs[0, :Sp + 1] = torch.from_numpy(qsl)
+        cs[1, :Sp] = torch.from_numpy(seq_lens)
+        self.cpu_block_tables[S:Sp] = 0
+        self.cpu_logits_indices[:S] = torch.from_numpy(qsl[1:S + 1].astype(np.int64) - 1)
+        nb_copy = self.max_blocks_per_seq
+        self.input_ids[:Tp].copy_(ct[0, :Tp], non_blocking=True)
+        self.positions[:Tp].copy_(ct[1, :Tp], non_blocking=True)
+        self.slot_mapping[:Tp].copy_(ct[2, :Tp], non_blocking=True)
+        self.query_start_loc[:Sp + 1].copy_(cs[0, :Sp + 1], non_blocking=True)
+        self.seq_lens[:Sp].copy_(cs[1, :Sp], non_blocking=True)
+        self.block_tables[:Sp, :nb_copy].copy_(self.cpu_block_tables[:Sp, :nb_copy], non_blocking=True)
+        self.logits_indices[:S].copy_(self.cpu_logits_indices[:S], non_blocking=True)
+        meta = AttentionMetadata(
+            slot_mapping=self.slot_mapping[:Tp],
+            query_start_loc=self.query_start_loc[:Sp + 1],
+            seq_lens=self.seq_lens[:Sp],
+            block_tables=self.block_tables[:Sp],
+            max_query_len=int(np.diff(qsl).max()) if S else 0,
+            max_seq_len=int(seq_lens.max()) if S else 0,
+            decode_only=decode_only,
+            query_start_loc_cpu=qsl.tolist(),
+            seq_lens_cpu=seq_lens.tolist(),
+        )
+        return PreparedBatch(T, Tp, S, meta, self.logits_indices[:S], sample_mask)

@@ -1,0 +1,110 @@
+"""One step on the device: fill the persistent buffers, run the forward (eager, compiled or a replayed CUDA
+graph), compute logits for the sampled rows only, and sample."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+import torch
+from torch import nn
+
+from minivllm.attention.metadata import set_forward_context
+from minivllm.config import EngineConfig
+from minivllm.engine.scheduler import SchedulerOutput
+from minivllm.layers.sampler import Sampler
+from minivllm.models.config import ModelConfig
+from minivllm.worker.input_batch import InputBatch, PreparedBatch
+
+logger = logging.getLogger("minivllm")
+
+
+class ModelRunner:
+    def __init__(self, config: EngineConfig, model_config: ModelConfig, model: nn.Module) -> None:
+        self.config, self.model_config, self.model = config, model_config, model
+        self.device = config.device
+        self.backend = config.resolved_attention_backend
+        self.block_size = config.cache.block_size
+        self.max_blocks_per_seq = (config.max_model_len + self.block_size - 1) // self.block_size
+        sc = config.scheduler
+        self.max_num_tokens = max(sc.max_num_batched_tokens, sc.max_num_seqs)
+        self.input_batch = InputBatch(self.max_num_tokens, sc.max_num_seqs, self.max_blocks_per_seq,
+                                      self.block_size, self.device)
+        self.sampler = Sampler(self.device, config.seed)
+        self.kv_cache: torch.Tensor | None = None
+        # What runs the forward; torch.compile and the CUDA-graph dispatcher replace or wrap it.
+        self.forward_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = model.forward
+        self.cudagraph_dispatcher = None  # set by worker.cuda_graph when graphs are captured
+        self.step_stats = {"prefill_time": 0.0, "decode_time": 0.0, "prefill_steps": 0, "decode_steps": 0}
+
+    # ---- KV cache --------------------------------------------------------------------------------
+    def kv_bytes_per_block(self) -> int:
+        m = self.model_config
+        elem = torch.empty(0, dtype=self.config.dtype).element_size()
+        return 2 * m.num_hidden_layers * self.block_size * m.num_key_value_heads * m.head_dim * elem
+
+    def allocate_kv_cache(self, num_blocks: int) -> None:
+        """One tensor [layers, 2, blocks, block_size, kv_heads, head_dim]; each layer gets views of its slice."""
+        m = self.model_config
+        self.kv_cache = torch.zeros(m.num_hidden_layers, 2, num_blocks, self.block_size, m.num_key_value_heads,
+                                    m.head_dim, dtype=self.config.dtype, device=self.device)
+        layers = [mod for mod in self.model.modules() if type(mod).__name__ == "Attention"]
+        for i, attn in enumerate(layers):
+            attn.k_cache = self.kv_cache[i, 0]
+            attn.v_cache = self.kv_cache[i, 1]
+
+    @torch.inference_mode()
+    def profile_run(self) -> int:
+        """Run the largest batch once without a KV cache; return the peak activation bytes (CUDA only)."""
+        n = self.max_num_tokens
+        ids = torch.zeros(n, dtype=torch.long, device=self.device)
+        pos = torch.arange(n, device=self.device) % self.config.max_model_len
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+        with set_forward_context(None, self.backend):
+            hidden = self.model(ids, pos)
+            self.model.compute_logits(hidden[: self.config.scheduler.max_num_seqs])
+        if self.device.type != "cuda":
+            return 0
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - before
+        del hidden
+        torch.cuda.empty_cache()
+        return peak
+
+    # ---- one step --------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def execute(self, sched: SchedulerOutput) -> list[int | None]:
+        """Run one scheduled batch; return the sampled token per scheduled sequence (None for prefill chunks)."""
+        t0 = time.perf_counter()
+        pad_t = pad_s = None
+        runner = None
+        if self.cudagraph_dispatcher is not None:
+            runner, pad_t, pad_s = self.cudagraph_dispatcher.dispatch(sched)
+        batch = self.input_batch.prepare(sched, pad_t, pad_s)
+        hidden = self.run_forward(batch, runner)
+        seqs = [s.seq for s in sched.scheduled]
+        idx = [i for i, m in enumerate(batch.sample_mask) if m]
+        out: list[int | None] = [None] * len(seqs)
+        if idx:
+            rows = batch.logits_indices if len(idx) == len(seqs) else batch.logits_indices[idx]
+            logits = self.model.compute_logits(hidden[rows])
+            for i, tok in zip(idx, self.sampler(logits, [seqs[i] for i in idx])):
+                out[i] = tok
+        kind = "decode" if sched.is_decode_only else "prefill"
+        if self.device.type == "cuda" and not idx:
+            torch.cuda.synchronize()
+        self.step_stats[f"{kind}_time"] += time.perf_counter() - t0
+        self.step_stats[f"{kind}_steps"] += 1
+        return out
+
+    def run_forward(self, batch: PreparedBatch, runner=None) -> torch.Tensor:
+        ib = self.input_batch
+        n = batch.num_padded_tokens
+        with set_forward_context(batch.attn_metadata, self.backend):
+            if runner is not None:
+                return runner(n)
+            return self.forward_fn(ib.input_ids[:n], ib.positions[:n])

@@ -1,0 +1,77 @@
+"""Engine startup, phase by phase: load weights -> profile run -> size the KV cache -> compile -> capture.
+
+Each phase is timed and its memory noted in a StartupReport (`llm.startup_report()`), and logged with
+vLLM-style lines, because "why is startup slow?" is one of the handbook's questions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+
+logger = logging.getLogger("minivllm")
+GiB = 1 << 30
+
+
+@dataclass
+class StartupReport:
+    phases: dict[str, float] = field(default_factory=dict)  # seconds
+    memory_gib: dict[str, float] = field(default_factory=dict)
+    num_gpu_blocks: int = 0
+    kv_cache_tokens: int = 0
+    kv_cache_gib: float = 0.0
+    cudagraph: dict = field(default_factory=dict)  # filled by worker.cuda_graph
+    compile: dict = field(default_factory=dict)  # filled by compilation
+
+    @contextmanager
+    def phase(self, name: str, device: torch.device) -> Iterator[None]:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+        t0 = time.perf_counter()
+        yield
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            self.memory_gib[name] = (torch.cuda.memory_allocated() - before) / GiB
+        self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - t0
+
+    def as_dict(self) -> dict:
+        return {"phases_s": {k: round(v, 4) for k, v in self.phases.items()},
+                "memory_gib": {k: round(v, 4) for k, v in self.memory_gib.items()},
+                "num_gpu_blocks": self.num_gpu_blocks, "kv_cache_tokens": self.kv_cache_tokens,
+                "kv_cache_gib": round(self.kv_cache_gib, 4), "cudagraph": self.cudagraph, "compile": self.compile}
+
+    def __str__(self) -> str:
+        rows = [f"{k:<22}{v:8.2f} s" + (f"{self.memory_gib[k]:8.3f} GiB" if k in self.memory_gib else "")
+                for k, v in self.phases.items()]
+        rows.append(f"{'KV cache':<22}{self.num_gpu_blocks} blocks, {self.kv_cache_tokens} tokens, "
+                    f"{self.kv_cache_gib:.3f} GiB")
+        return "\n".join(rows)
+
+
+def choose_num_blocks(runner, cache_cfg, activation_peak: int, graph_reserve: int) -> int:
+    """How many KV blocks fit: the override, or the byte budget, or (CUDA) what gpu_memory_utilization leaves."""
+    per_block = runner.kv_bytes_per_block()
+    if cache_cfg.num_gpu_blocks_override is not None:
+        return cache_cfg.num_gpu_blocks_override
+    if cache_cfg.kv_cache_memory_bytes is not None:
+        return max(cache_cfg.kv_cache_memory_bytes // per_block, 1)
+    cfg = runner.config
+    if cfg.device.type == "cuda":
+        free, total = torch.cuda.mem_get_info()
+        used_by_others = total - free - torch.cuda.memory_reserved()
+        budget = total * cache_cfg.gpu_memory_utilization - used_by_others - torch.cuda.memory_allocated() \
+            - activation_peak - graph_reserve
+        logger.info("Memory profiling: weights %.2f GiB, activation peak %.2f GiB, graph reserve %.2f GiB, "
+                    "budget for KV cache %.2f GiB", torch.cuda.memory_allocated() / GiB, activation_peak / GiB,
+                    graph_reserve / GiB, budget / GiB)
+        return max(int(budget // per_block), 0)
+    # CPU default: room for 4 sequences of max_model_len (at least 8192 tokens), at most 2 GiB.
+    tokens = max(4 * cfg.max_model_len, 8192)
+    blocks = (tokens + runner.block_size - 1) // runner.block_size
+    return max(min(blocks, (2 * GiB) // per_block), 1)

@@ -44,9 +44,6 @@ class LLM:
         self.report = StartupReport()
         path = check_model_dir(model or DEFAULT_MODEL)
         model_config = load_model_config(path)
-        from minivllm.models.registry import get_model_class
-
-        get_model_class(model_config)  # unsupported architecture -> ValueError before any work
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, model_config.torch_dtype, dev)
         if max_model_len is not None and (not isinstance(max_model_len, int) or max_model_len < 2):

@@ -16,7 +16,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minivllm.models.config import ModelConfig
-from minivllm.models.registry import get_model_class
+from minivllm.models.registry import MODEL_REGISTRY, get_model_class
 
 logger = logging.getLogger("minivllm")
 
@@ -33,7 +33,14 @@ def check_model_dir(model: str | Path) -> Path:
 
 def load_model_config(path: Path) -> ModelConfig:
     with open(path / "config.json") as f:
-        return ModelConfig.from_dict(json.load(f))
+        raw = json.load(f)
+    archs = raw.get("architectures") or ["<none>"]
+    if archs[0] not in MODEL_REGISTRY:
+        raise ValueError(f"unsupported architecture {archs[0]!r} in config.json; supported: {sorted(MODEL_REGISTRY)}")
+    try:
+        return ModelConfig.from_dict(raw)
+    except KeyError as e:
+        raise ValueError(f"config.json of {str(path)!r} lacks the field {e}") from None
 
 
 def safetensors_files(path: Path) -> list[Path]:

@@ -104,9 +104,45 @@ class LLM:
         logger.info("KV cache: %d blocks of %d tokens = %d tokens (%.3f GiB)", num_blocks, block_size, kv_tokens,
                     self.report.kv_cache_gib)
         self.model_runner = runner
+        self._setup_compile_and_graphs(runner)
         self.engine = LLMEngine(self.config, model_config, self.tokenizer, runner, num_blocks)
         self.report.phases["total"] = time.perf_counter() - t_start
         logger.info("Engine ready in %.2f s", self.report.phases["total"])
+
+    def _setup_compile_and_graphs(self, runner: ModelRunner) -> None:
+        """torch.compile (compilation_config.level) first, then CUDA graph capture over the result."""
+        cfg = self.config
+        from minivllm.compilation.backend import compile_model
+
+        with self.report.phase("torch.compile", cfg.device):
+            self.report.compile = compile_model(runner, cfg)
+        mode = cfg.cudagraph_mode
+        self.report.cudagraph = {"mode": mode, "capture_sizes": cfg.capture_sizes() if mode != "NONE" else []}
+        if mode == "NONE":
+            return
+        from minivllm.worker.cuda_graph import CUDAGraphDispatcher
+
+        dispatcher = CUDAGraphDispatcher(runner, cfg.capture_sizes(), mode)
+        runner.cudagraph_dispatcher = dispatcher
+        with self.report.phase("cudagraph_capture", cfg.device):
+            if mode in ("FULL", "FULL_AND_PIECEWISE"):
+                if cfg.resolved_attention_backend != "triton":
+                    logger.warning("FULL CUDA graphs need attention_backend='triton' (the torch reference "
+                                   "syncs with the host); decode runs without FULL graphs")
+                else:
+                    self.report.cudagraph["FULL"] = dispatcher.capture_full().as_dict()
+            if mode in ("PIECEWISE", "FULL_AND_PIECEWISE"):
+                from minivllm.compilation.backend import capture_piecewise
+
+                stats = capture_piecewise(runner, dispatcher)
+                if stats is not None:
+                    self.report.cudagraph["PIECEWISE"] = stats.as_dict()
+
+    def compile_report(self) -> dict:
+        """Graphs traced, graph breaks and run-time recompiles of torch.compile (see compilation/)."""
+        from minivllm.compilation.backend import live_compile_report
+
+        return live_compile_report(self.model_runner, self.report.compile)
 
     # ---- public API ------------------------------------------------------------------------------
     def get_tokenizer(self):

@@ -52,8 +52,9 @@ class Attention(nn.Module):
         self.num_heads, self.num_kv_heads, self.head_dim, self.scale = num_heads, num_kv_heads, head_dim, scale
         self.k_cache = torch.empty(0)
         self.v_cache = torch.empty(0)
+        self.use_custom_op = True  # False for attention_backend="unregistered" (set by the model runner)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        if get_forward_context().backend == "unregistered":
+        if not self.use_custom_op:
             return unified_attention_impl(q, k, v, self.k_cache, self.v_cache, self.scale)
         return torch.ops.minivllm.unified_attention(q, k, v, self.k_cache, self.v_cache, self.scale)

@@ -114,20 +114,25 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr, query_start_ptr, seq_l
              out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
 
 
-def _tile_config(max_query_len: int, group_pad: int, head_dim: int, dtype: torch.dtype) -> tuple[int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps, num_stages): big tiles for long prompts, small ones for decode-ish batches."""
+def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,
+                        dtype: torch.dtype) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages). Checked offline for sm_90 (ptxas): no register spills.
+
+    Long prompts get 128-row tiles (wgmma, 8 warps); short queries (decode rows, small chunks) get small
+    tiles so the padding rows do not multiply the work. fp32 and D=256 tiles are smaller to fit registers.
+    """
     rows = max_query_len * group_pad
-    if dtype == torch.float32 or head_dim > 128:  # 4-byte / wide tiles: keep shared memory in budget
-        block_m, block_n = (64 if rows >= 64 else max(16, group_pad)), 32
+    if dtype == torch.float32:
+        block_m, block_n, warps = (64, 32, 8) if head_dim <= 128 else (32, 16, 8)
+    elif head_dim > 128:
+        block_m, block_n, warps = 64, 32, 8
     elif rows >= 512:
-        block_m, block_n = 128, 64
-    elif rows >= 64:
-        block_m, block_n = 64, 64
+        block_m, block_n, warps = 128, 64, 8
     else:
-        block_m, block_n = max(16, group_pad), 64
-    block_m = max(block_m, group_pad)
-    num_warps = 8 if block_m >= 128 else 4
-    return block_m, block_n, num_warps, 2
+        block_m, block_n, warps = 64, 64, 4
+    while block_m > 16 and block_m // 2 >= rows:  # few query rows: shrink the tile, not below 16
+        block_m //= 2
+    return max(block_m, group_pad), block_n, warps, 2
 
 
 def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -151,7 +156,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         return out
     group = H // Hkv
     group_pad = triton.next_power_of_2(group)
-    block_m, block_n, num_warps, num_stages = _tile_config(max_query_len, group_pad, D, q.dtype)
+    block_m, block_n, num_warps, num_stages = prefill_tile_config(max_query_len, group_pad, D, q.dtype)
     precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"
     grid = (S, triton.cdiv(max_query_len, block_m // group_pad), Hkv)
     _prefill_kernel[grid](

@@ -1,0 +1,27 @@
+"""Helpers the lab notebooks call: device detection, recorded-result loading, one figure helper, quizzes.
+
+    from minivllm.labs import detect_device, gpu_only, lab_model, load_recorded, figure
+
+Names are imported lazily: `python -m minivllm.labs.record` runs on GPU machines without the labs extras
+(plotly, ipywidgets), so nothing here may import them up front.
+"""
+
+_EXPORTS = {
+    "REPO_ROOT": "common", "detect_device": "common", "gpu_only": "common", "lab_model": "common",
+    "describe_model": "common", "round_floats": "common",
+    "load_recorded": "recorded", "check_provenance": "recorded", "describe_provenance": "recorded",
+    "RecordedResultsMissing": "recorded", "ProvenanceError": "recorded",
+    "figure": "plots",
+    "Question": "quiz", "grade": "quiz", "quiz_widget": "quiz",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(f"minivllm.labs.{_EXPORTS[name]}"), name)
+    raise AttributeError(name)
+
+
+__all__ = sorted(_EXPORTS)

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig, PretrainedConfig, Qwen2Config, Qwen3Config
+from transformers import (AutoModelForCausalLM, GenerationConfig, LlamaConfig, PretrainedConfig, Qwen2Config,
+                          Qwen3Config)
 
 from minivllm.tools.tokenizer import default_tokenizer, save_tokenizer
 
@@ -75,9 +76,9 @@ def make_config(shape: str, dtype: str = "float32", **overrides: Any) -> Pretrai
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     cls, params = SHAPES[shape]
     params = copy.deepcopy({**params, **overrides})
-    rope = params.pop("rope_parameters", None) or {"rope_type": "default", "rope_theta": params.pop("rope_theta")}
+    theta = params.pop("rope_theta")
+    rope = params.pop("rope_parameters", None) or {"rope_type": "default", "rope_theta": theta}
     rope.update(params.pop("rope_scaling", None) or {})
-    params.pop("rope_theta", None)
     if rope["rope_type"] == "llama3":  # transformers insists the original context is the shorter one
         params["max_position_embeddings"] = max(params["max_position_embeddings"],
                                                 rope["original_max_position_embeddings"])

@@ -43,7 +43,8 @@ _LETTER_OP = re.compile(r"^Q: (reverse|sort) ((?:[a-z] )*[a-z]) A:$")
 
 
 def is_test_prompt(prompt: str) -> bool:
-    """The fixed held-out 10%: decided by the prompt text alone, so no seed can leak a test prompt into training."""
+    """The fixed held-out 10%: decided by the prompt text alone, so no seed leaks a test prompt into
+    training."""
     return zlib.crc32(prompt.encode()) % 10 == 0
 
 
@@ -64,10 +65,11 @@ def _random_prompt(rng: random.Random, kind: str) -> str:
     return f"Q: {kind} {letters} A:"
 
 
-def make_examples(n: int, seed: int = 0, split: str = "train") -> list[tuple[str, str]]:
-    """`n` (prompt, answer) pairs, the kinds in turn. Test prompts are distinct; train prompts may repeat
-    (there are only 10,000 additions). The answer has no leading space and no EOS: the model writes
-    " " + answer + EOS after the prompt."""
+def make_examples(n: int, seed: int = 0, split: str = "train",
+                  kinds: Sequence[str] = KINDS) -> list[tuple[str, str]]:
+    """`n` (prompt, answer) pairs, taking `kinds` in turn (repeat a kind to give it more weight). Test
+    prompts are distinct; train prompts may repeat (there are only 10,000 additions). The answer has no
+    leading space and no EOS: the model writes " " + answer + EOS after the prompt."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     rng = random.Random(f"{split}:{seed}")
@@ -75,7 +77,7 @@ def make_examples(n: int, seed: int = 0, split: str = "train") -> list[tuple[str
     out: list[tuple[str, str]] = []
     seen: set[str] = set()
     while len(out) < n:
-        prompt = _random_prompt(rng, KINDS[len(out) % len(KINDS)])
+        prompt = _random_prompt(rng, kinds[len(out) % len(kinds)])
         if is_test_prompt(prompt) != want_test or (want_test and prompt in seen):
             continue
         seen.add(prompt)

@@ -36,6 +36,7 @@ class ModelRunner:
         # What runs the forward; torch.compile and the CUDA-graph dispatcher replace or wrap it.
         self.forward_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = model.forward
         self.cudagraph_dispatcher = None  # set by worker.cuda_graph when graphs are captured
+        self.piecewise = None  # compilation.backend.PiecewiseState when the forward is split at attention
         self.step_stats = {"prefill_time": 0.0, "decode_time": 0.0, "prefill_steps": 0, "decode_steps": 0}
 
     # ---- KV cache --------------------------------------------------------------------------------
@@ -53,6 +54,7 @@ class ModelRunner:
         for i, attn in enumerate(layers):
             attn.k_cache = self.kv_cache[i, 0]
             attn.v_cache = self.kv_cache[i, 1]
+            attn.use_custom_op = self.backend != "unregistered"
 
     @torch.inference_mode()
     def profile_run(self) -> int:
@@ -104,6 +106,9 @@ class ModelRunner:
     def run_forward(self, batch: PreparedBatch, runner=None) -> torch.Tensor:
         ib = self.input_batch
         n = batch.num_padded_tokens
+        if self.piecewise is not None:  # which piecewise graphs (if any) this step replays
+            d = self.cudagraph_dispatcher
+            self.piecewise.num_tokens = n if runner is None and d is not None and n in d.piecewise_sizes else None
         with set_forward_context(batch.attn_metadata, self.backend):
             if runner is not None:
                 return runner(n)

@@ -1,0 +1,48 @@
+"""Wires the benchmark modules into `minivllm bench ...` (each imported only when it runs)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+
+def _run(module: str):
+    def run(a: argparse.Namespace) -> int:
+        importlib.import_module(f"minivllm.bench.{module}").main(a)  # main() returns the result dict
+        return 0
+
+    return run
+
+
+def add_parsers(sub, engine_args) -> None:
+    lat = sub.add_parser("latency", help="TTFT and TPOT per batch size, eager vs graph modes (+ transformers)")
+    engine_args(lat)
+    lat.add_argument("--batch-sizes", default="1,2,4,8,16,32,64,128,256")
+    lat.add_argument("--input-len", type=int, default=128)
+    lat.add_argument("--output-len", type=int, default=256)
+    lat.add_argument("--modes", default="eager,FULL,PIECEWISE,FULL_AND_PIECEWISE")
+    lat.add_argument("--compare", default="", help="comma list: hf (eager), hf-compile (static cache + compile)")
+    lat.add_argument("--hf-batch-sizes", default="1,8,64", help="batch sizes the --compare baselines run at")
+    lat.add_argument("--json", default=None)
+    lat.set_defaults(func=_run("latency"))
+
+    thr = sub.add_parser("throughput", help="nano-vllm's offline workload: output tokens per second")
+    engine_args(thr)
+    thr.add_argument("--num-requests", type=int, default=256)
+    thr.add_argument("--input-len-range", default="100,1024")
+    thr.add_argument("--output-len-range", default="100,1024")
+    thr.add_argument("--temperature", type=float, default=0.6)
+    thr.add_argument("--compare", default="", help="hf: transformers continuous batching + static batched generate")
+    thr.add_argument("--hf-time-cap", type=float, default=120.0)
+    thr.add_argument("--check-correctness", action="store_true", help="greedy batched vs one-by-one, 16 requests")
+    thr.add_argument("--json", default=None)
+    thr.set_defaults(func=_run("throughput"))
+
+    st = sub.add_parser("startup", help="cold and warm engine starts, phase by phase")
+    engine_args(st)
+    st.add_argument("--json", default=None)
+    st.set_defaults(func=_run("startup"))
+
+    k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
+    k.add_argument("--json", default=None)
+    k.set_defaults(func=lambda a: (importlib.import_module("minivllm.bench.kernels").run_kernel_bench(a.json), 0)[1])

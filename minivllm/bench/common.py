@@ -1,0 +1,189 @@
+"""What every benchmark shares: provenance, random prompts, timing, tables, JSON, freeing an engine.
+
+Why provenance: a number without the GPU, the library versions, the commit and the exact command that
+produced it cannot be compared with anything later, so every JSON file carries them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ---- arguments ---------------------------------------------------------------------------------------
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parse `minivllm bench ...` arguments without running them, e.g. parse_args(["latency", "--modes", "eager"])
+    (tests and notebooks call a bench's main() with the result)."""
+    from minivllm import cli
+    from minivllm.bench import cli as bench_cli
+
+    parser = argparse.ArgumentParser(prog="minivllm bench")
+    bench_cli.add_parsers(parser.add_subparsers(dest="bench", required=True), cli._engine_args)
+    return parser.parse_args(argv)
+
+
+def int_list(s: str | Sequence[int]) -> list[int]:
+    return [int(x) for x in s.split(",") if x.strip()] if isinstance(s, str) else list(s)
+
+
+def str_list(s: str) -> list[str]:
+    return [x.strip() for x in (s or "").split(",") if x.strip()]
+
+
+def model_dir(args: argparse.Namespace) -> str:
+    from minivllm import DEFAULT_MODEL
+
+    return args.model or DEFAULT_MODEL
+
+
+def engine_kwargs(args: argparse.Namespace, **overrides: Any) -> dict:
+    """The `LLM(...)` keyword arguments the command line asked for, with a bench's own settings on top."""
+    from minivllm.cli import engine_kwargs as from_cli
+
+    kw = from_cli(args)
+    kw["model"] = model_dir(args)
+    kw.update(overrides)
+    return kw
+
+
+# ---- provenance --------------------------------------------------------------------------------------
+def git_info() -> dict:
+    def git(*cmd: str) -> str | None:
+        try:
+            return subprocess.run(["git", *cmd], cwd=REPO, capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    status = git("status", "--porcelain")
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+
+
+def model_shape(path: str) -> dict:
+    """The hyper-parameters that decide the speed (random weights in the same shape run as fast)."""
+    cfg = json.loads((Path(path) / "config.json").read_text())
+    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+            "head_dim", "vocab_size", "tie_word_embeddings")
+    return {"path": str(path), "architecture": (cfg.get("architectures") or ["?"])[0],
+            "dtype": cfg.get("dtype") or cfg.get("torch_dtype"), **{k: cfg.get(k) for k in keys}}
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    for name in ("triton", "transformers"):
+        try:
+            out[name] = __import__(name).__version__
+        except ImportError:
+            out[name] = None
+    return out
+
+
+def provenance(args: argparse.Namespace, path: str) -> dict:
+    cuda = torch.cuda.is_available()
+    return {
+        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join(sys.argv),
+        "args": {k: v for k, v in vars(args).items() if k != "func"},
+        "gpu": torch.cuda.get_device_name() if cuda else None,
+        "device": "cuda" if cuda else "cpu",
+        "cuda": torch.version.cuda,
+        "host": platform.node(),
+        **versions(),
+        "git": git_info(),
+        "model": model_shape(path),
+    }
+
+
+def write_json(path: str | None, result: dict) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(f"wrote {path}")
+
+
+# ---- workload and timing -----------------------------------------------------------------------------
+def random_prompts(n: int, length: int, high: int, seed: int) -> list[list[int]]:
+    """n prompts of `length` token ids drawn uniformly from [0, high). Random tokens, so no prefix-cache hits."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, high, (n, length), generator=g).tolist()
+
+
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """(result, seconds). The GPU runs asynchronously: synchronize before and after, or the clock lies."""
+    sync()
+    t0 = time.perf_counter()
+    out = fn()
+    sync()
+    return out, time.perf_counter() - t0
+
+
+def percentiles(values: Sequence[float], ps: Sequence[int] = (50, 90, 99)) -> dict:
+    import numpy as np
+
+    vals = [v for v in values if v is not None]
+    return {f"p{p}": float(np.percentile(vals, p)) if vals else None for p in ps}
+
+
+def free_engine(llm) -> None:
+    """Give an engine's GPU memory back before the next one starts (each sizes its KV cache from free memory).
+
+    `del llm` is not enough: compiled functions and captured graphs can keep the model, and through its
+    attention layers the KV cache, alive. So the big tensors are dropped by hand, then everything the LLM
+    object holds; it is unusable afterwards."""
+    runner = getattr(llm, "model_runner", None)
+    if runner is not None:
+        for m in runner.model.modules():
+            if hasattr(m, "k_cache"):
+                m.k_cache = m.v_cache = None
+        runner.kv_cache = None
+        if runner.cudagraph_dispatcher is not None:
+            runner.cudagraph_dispatcher.full_graphs.clear()
+        runner.cudagraph_dispatcher = None
+    llm.__dict__.clear()
+    del runner
+    gc.collect()
+    torch._dynamo.reset()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+# ---- output ------------------------------------------------------------------------------------------
+def fmt(v: Any, spec: str = ".2f") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return format(v, spec)
+    return str(v)
+
+
+def print_table(title: str, header: list[str], rows: list[list[Any]], spec: str = ".2f") -> str:
+    """A plain fixed-width table (copy-pasteable into an issue or a notebook)."""
+    cells = [header] + [[fmt(v, spec) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = [title, "  ".join(h.rjust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells[1:]]
+    text = "\n".join(lines)
+    print("\n" + text)
+    return text
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "FAIL")

@@ -1,0 +1,195 @@
+"""Kernel micro-benchmarks for the H200: are the attention kernels near the hardware's limits?
+
+* Decode attention is memory-bound, so it is judged by achieved bandwidth (bytes of K/V read, plus q and
+  out) as a fraction of what a plain device-to-device copy reaches on the same GPU (goal: >= 60% at batch
+  64, context 2048). Batch 1 and 8 with long contexts show what split-KV buys (auto vs forced 1 split).
+* Prefill attention is compute-bound, so it is judged in TFLOP/s against PyTorch's own fused attention
+  (scaled_dot_product_attention, causal) on the same unpaged shapes (goal: >= 0.6x).
+
+Every configuration is checked against a reference before it is timed. Times are medians of
+triton.testing.do_bench, which also flushes L2 between runs so small contexts are not served from cache.
+
+Run: python -m minivllm.bench.kernels [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+# Qwen3-0.6B attention layout
+HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE, DTYPE = 16, 8, 128, 16, torch.bfloat16
+DECODE_CASES = [(64, 2048), (1, 2048), (1, 8192), (8, 2048), (8, 8192)]  # (batch, context)
+PREFILL_CASES = [(8, 1024), (1, 4096)]  # (prompts, tokens each)
+
+
+def _provenance() -> dict:
+    import triton
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                                cwd=Path(__file__).resolve().parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": commit}
+
+
+def _ms(fn) -> float:
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
+
+def _paged(batch: int, context: int, gen: torch.Generator):
+    """A cache holding `batch` sequences of `context` tokens in shuffled blocks, plus its block tables."""
+    blocks_per_seq = context // BLOCK_SIZE
+    num_blocks = batch * blocks_per_seq + 1
+    shape = (num_blocks, BLOCK_SIZE, KV_HEADS, HEAD_DIM)
+    k_cache = torch.randn(shape, generator=gen, device="cuda", dtype=DTYPE)
+    v_cache = torch.randn(shape, generator=gen, device="cuda", dtype=DTYPE)
+    perm = torch.randperm(num_blocks - 1, generator=gen, device="cuda") + 1
+    block_tables = perm.view(batch, blocks_per_seq).to(torch.int32)
+    return k_cache, v_cache, block_tables
+
+
+def copy_bandwidth_gbps() -> float:
+    """Bytes read + written per second by a 1 GiB device-to-device copy: the practical bandwidth ceiling."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = _ms(lambda: dst.copy_(src))
+    return 2 * src.numel() / ms / 1e6
+
+
+def bench_decode(copy_gbps: float) -> list[dict]:
+    from minivllm.kernels.torch_ref import paged_decode_attention_ref
+    from minivllm.kernels.triton_decode import choose_num_splits, paged_decode_attention
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for batch, context in DECODE_CASES:
+        k_cache, v_cache, block_tables = _paged(batch, context, gen)
+        seq_lens = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+        q = torch.randn(batch, HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
+        out = torch.empty_like(q)
+        scale = HEAD_DIM ** -0.5
+        auto = choose_num_splits(batch, KV_HEADS, block_tables.shape[1] * BLOCK_SIZE, q.device)
+        ref = paged_decode_attention_ref(q, k_cache, v_cache, block_tables, seq_lens, scale)
+        elem = q.element_size()
+        nbytes = 2 * batch * context * KV_HEADS * HEAD_DIM * elem + 2 * q.numel() * elem
+        for splits in sorted({1, auto}):
+            paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale, out=out, num_splits=splits)
+            err = _rel_err(out, ref)
+            assert err <= 1e-2, f"decode batch={batch} ctx={context} splits={splits}: rel err {err:.2e}"
+            ms = _ms(lambda: paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale,
+                                                    out=out, num_splits=splits))
+            gbps = nbytes / ms / 1e6
+            rows.append({"batch": batch, "context": context, "num_splits": splits, "auto": splits == auto,
+                         "ms": ms, "GBps": gbps, "frac_of_copy": gbps / copy_gbps, "rel_err": err})
+        del k_cache, v_cache, ref
+    return rows
+
+
+def bench_prefill() -> list[dict]:
+    from minivllm.kernels.triton_prefill import paged_prefill_attention
+    from minivllm.kernels.triton_store_kv import store_kvcache
+
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    rows = []
+    for batch, length in PREFILL_CASES:
+        k_cache, v_cache, block_tables = _paged(batch, length, gen)
+        T = batch * length
+        q = torch.randn(T, HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
+        k = torch.randn(T, KV_HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
+        v = torch.randn(T, KV_HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
+        pos = torch.arange(length, device="cuda")
+        slots = (block_tables.long()[:, pos // BLOCK_SIZE] * BLOCK_SIZE + pos % BLOCK_SIZE).reshape(-1)
+        store_kvcache(k, v, k_cache, v_cache, slots)
+        query_start = torch.arange(0, T + 1, length, dtype=torch.int32, device="cuda")
+        seq_lens = torch.full((batch,), length, dtype=torch.int32, device="cuda")
+        scale = HEAD_DIM ** -0.5
+        out = torch.empty_like(q)
+
+        def dense(x: torch.Tensor, heads: int) -> torch.Tensor:  # [T, h, D] -> [B, H, L, D], GQA expanded
+            return x.view(batch, length, -1, HEAD_DIM).repeat_interleave(heads // x.shape[1], 2).transpose(1, 2)
+
+        qd, kd, vd = dense(q, HEADS), dense(k, HEADS).contiguous(), dense(v, HEADS).contiguous()
+        qd = qd.contiguous()
+
+        def triton_fn():
+            paged_prefill_attention(q, k_cache, v_cache, block_tables, query_start, seq_lens, length, scale, out=out)
+
+        def sdpa_fn():
+            return F.scaled_dot_product_attention(qd, kd, vd, is_causal=True, scale=scale)
+
+        triton_fn()
+        ref = sdpa_fn().transpose(1, 2).reshape(T, HEADS, HEAD_DIM)
+        err = _rel_err(out, ref)
+        assert err <= 2e-2, f"prefill batch={batch} len={length}: rel err {err:.2e} vs SDPA"
+        flops = 2 * 2 * batch * HEADS * length * length * HEAD_DIM / 2  # QK^T and PV, causal half
+        t_ms, s_ms = _ms(triton_fn), _ms(sdpa_fn)
+        rows.append({"batch": batch, "seq_len": length, "triton_ms": t_ms, "triton_tflops": flops / t_ms / 1e9,
+                     "sdpa_ms": s_ms, "sdpa_tflops": flops / s_ms / 1e9, "speed_vs_sdpa": s_ms / t_ms,
+                     "rel_err": err})
+        del k_cache, v_cache, qd, kd, vd, ref
+    return rows
+
+
+def run_kernel_bench(out_json: str | None = None) -> dict:
+    """Benchmark copy bandwidth, decode and prefill attention; print a table, optionally write JSON."""
+    if not torch.cuda.is_available():
+        raise SystemExit("minivllm.bench.kernels: no CUDA GPU found; these benchmarks only make sense on a GPU "
+                         "(the kernels' CPU correctness tests are in tests/test_kernels.py).")
+    result = {"provenance": _provenance(),
+              "layout": {"heads": HEADS, "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "block_size": BLOCK_SIZE,
+                         "dtype": str(DTYPE)}}
+    copy_gbps = copy_bandwidth_gbps()
+    result["copy_GBps"] = copy_gbps
+    result["decode"] = bench_decode(copy_gbps)
+    result["prefill"] = bench_prefill()
+    main_row = next(r for r in result["decode"] if r["batch"] == 64 and r["context"] == 2048 and r["auto"])
+    result["goals"] = {
+        "decode_b64_ctx2048_frac_of_copy>=0.6": main_row["frac_of_copy"] >= 0.6,
+        "prefill_vs_sdpa>=0.6": all(r["speed_vs_sdpa"] >= 0.6 for r in result["prefill"]),
+    }
+
+    p = result["provenance"]
+    print(f"{p['gpu']}  torch {p['torch']}  triton {p['triton']}  commit {p['git_commit']}  {p['date']}")
+    print(f"device copy bandwidth: {copy_gbps:8.1f} GB/s (read + write)\n")
+    print(f"{'decode':<8}{'batch':>6}{'ctx':>7}{'splits':>8}{'ms':>9}{'GB/s':>9}{'of copy':>9}")
+    for r in result["decode"]:
+        tag = "auto" if r["auto"] else ""
+        print(f"{tag:<8}{r['batch']:>6}{r['context']:>7}{r['num_splits']:>8}{r['ms']:>9.4f}{r['GBps']:>9.1f}"
+              f"{r['frac_of_copy']:>9.1%}")
+    print(f"\n{'prefill':<8}{'batch':>6}{'len':>7}{'triton ms':>11}{'TFLOP/s':>9}{'sdpa ms':>9}{'TFLOP/s':>9}"
+          f"{'ratio':>7}")
+    for r in result["prefill"]:
+        print(f"{'':<8}{r['batch']:>6}{r['seq_len']:>7}{r['triton_ms']:>11.3f}{r['triton_tflops']:>9.1f}"
+              f"{r['sdpa_ms']:>9.3f}{r['sdpa_tflops']:>9.1f}{r['speed_vs_sdpa']:>7.2f}")
+    print("\ngoals:", ", ".join(f"{k}: {'met' if v else 'MISSED'}" for k, v in result["goals"].items()))
+    if out_json:
+        Path(out_json).write_text(json.dumps(result, indent=2))
+        print(f"wrote {out_json}")
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    run_kernel_bench(parser.parse_args(argv).out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

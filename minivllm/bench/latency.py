@@ -1,0 +1,175 @@
+"""`minivllm bench latency`: TTFT and TPOT per batch size, eager vs CUDA-graph modes, vs transformers.
+
+Why: at small batch a decode step is bound by the CPU launching kernels one by one, not by the GPU; CUDA
+graphs replay the whole step with one launch. This bench shows how much that buys, per graph mode and batch
+size, next to transformers' eager `generate` and its static-cache + torch.compile recipe, run in the same
+process on the same checkpoint and prompts.
+
+Issue 5's goals, checked at the end: batch-1 TPOT with graphs <= 1.0 ms and >= 4x faster than hf-compile;
+the graph memory pool for all default capture sizes <= 256 MiB.
+
+    minivllm bench latency --model .ckpt/qwen3-0.6b --compare hf,hf-compile --json latency.json
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+
+import torch
+from tqdm.auto import tqdm
+
+from minivllm.bench import hf_baseline
+from minivllm.bench.common import (engine_kwargs, free_engine, int_list, model_dir, print_table, provenance,
+                                   random_prompts, str_list, timed, verdict, write_json)
+from minivllm.sampling_params import SamplingParams
+
+GRAPH_MODES = ("FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
+BASELINES = ("hf", "hf-compile")
+GOAL_TPOT_MS, GOAL_SPEEDUP, GOAL_POOL_MIB = 1.0, 4.0, 256.0
+
+
+def _as_prompts(ids: list[list[int]]) -> list[dict]:
+    return [{"prompt_token_ids": p} for p in ids]
+
+
+def measure(llm, batch: int, input_len: int, output_len: int, high: int) -> dict:
+    """One warm-up batch (other prompts, so no prefix-cache hits), then the measured batch of `batch` requests."""
+    greedy = dict(temperature=0.0, ignore_eos=True)
+    warm = random_prompts(batch, input_len, high, seed=10_000 + batch)
+    llm.generate(_as_prompts(warm), SamplingParams(max_tokens=min(output_len, 16), **greedy), use_tqdm=False)
+    disp = llm.model_runner.cudagraph_dispatcher
+    before = dict(disp.counts) if disp else {}
+    prompts = _as_prompts(random_prompts(batch, input_len, high, seed=batch))
+    outs, wall = timed(lambda: llm.generate(prompts, SamplingParams(max_tokens=output_len, **greedy),
+                                            use_tqdm=False))
+    steps = {k: v - before.get(k, 0) for k, v in disp.counts.items()} if disp else {}
+    tpots = [o.metrics.tpot for o in outs if o.metrics.tpot is not None]
+    return {"ttft_s": statistics.mean(o.metrics.ttft for o in outs),
+            "tpot_s": statistics.mean(tpots) if tpots else None,
+            "output_tok_s": sum(len(o.outputs[0].token_ids) for o in outs) / wall, "wall_s": wall,
+            "graph_step_frac": (steps["full"] + steps["piecewise"]) / max(sum(steps.values()), 1) if steps else 0.0,
+            "dispatch_counts": steps}
+
+
+def _graph_pool_mib(cudagraph: dict) -> float | None:
+    """Memory the captured graphs took (FULL and PIECEWISE captures share one pool), from the startup report."""
+    parts = [cudagraph[k]["total_mib"] for k in ("FULL", "PIECEWISE") if k in cudagraph]
+    return sum(parts) if parts else None
+
+
+def main(args) -> dict:
+    path = model_dir(args)
+    batch_sizes, modes, compare = int_list(args.batch_sizes), str_list(args.modes), str_list(args.compare)
+    hf_sizes = [b for b in int_list(args.hf_batch_sizes) if b in batch_sizes]
+    for m in modes:
+        if m not in ("eager", *GRAPH_MODES):
+            raise ValueError(f"--modes: unknown mode {m!r}; choose from eager, {', '.join(GRAPH_MODES)}")
+    for c in compare:
+        if c not in BASELINES:
+            raise ValueError(f"--compare: unknown baseline {c!r}; choose from {', '.join(BASELINES)}")
+    from minivllm.config import resolve_device, resolve_dtype
+    from minivllm.loader import check_model_dir, load_model_config
+
+    mcfg = load_model_config(check_model_dir(path))
+    high = min(mcfg.vocab_size, 10_000)
+    max_len = max(args.max_model_len or 0, args.input_len + args.output_len)
+    max_seqs = max(args.max_num_seqs, max(batch_sizes))
+    result = {"bench": "latency", "provenance": provenance(args, path), "modes": {}, "rows": [],
+              "settings": {"batch_sizes": batch_sizes, "input_len": args.input_len, "output_len": args.output_len,
+                           "hf_batch_sizes": hf_sizes, "max_num_seqs": max_seqs, "max_model_len": max_len}}
+    bar = tqdm(total=len(modes) * len(batch_sizes) + len(compare) * len(hf_sizes), desc="latency")
+    for mode in modes:
+        from minivllm import LLM
+
+        bar.set_description(f"latency: starting {mode}")
+        llm = LLM(**engine_kwargs(args, enforce_eager=mode == "eager", cudagraph_mode=None if mode == "eager" else mode,
+                                  max_num_seqs=max_seqs, max_model_len=max_len))
+        rep = llm.startup_report().as_dict()
+        result["modes"][mode] = {"cudagraph_mode": llm.config.cudagraph_mode,
+                                 "compile_level": rep["compile"].get("level", 0),
+                                 "attention_backend": llm.config.resolved_attention_backend,
+                                 "dtype": str(llm.config.dtype).removeprefix("torch."),
+                                 "capture_sizes": rep["cudagraph"].get("capture_sizes", []),
+                                 "graph_pool_mib": _graph_pool_mib(rep["cudagraph"]), "startup": rep}
+        for b in batch_sizes:
+            bar.set_description(f"latency: {mode} batch {b}")
+            result["rows"].append({"system": mode, "batch": b,
+                                   **measure(llm, b, args.input_len, args.output_len, high)})
+            bar.update(1)
+        free_engine(llm)
+        del llm
+    if compare and hf_sizes:
+        dev = resolve_device(args.device)
+        model = hf_baseline.load(path, resolve_dtype(args.dtype, mcfg.torch_dtype, dev), dev)
+        for kind in compare:
+            for b in hf_sizes:
+                bar.set_description(f"latency: {kind} batch {b}")
+                r = hf_baseline.generate_latency(model, random_prompts(b, args.input_len, high, seed=b),
+                                                 args.output_len, static_compile=kind == "hf-compile")
+                result["rows"].append({"system": kind, "batch": b, **r})
+                bar.update(1)
+        del model
+        gc.collect()
+        torch._dynamo.reset()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    bar.close()
+    result["goals"] = _report(result, modes, compare, batch_sizes, args)
+    write_json(args.json, result)
+    return result
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * 1e3
+
+
+def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: list[int], args) -> dict:
+    rows = result["rows"]
+    print_table("Latency per system and batch size (TTFT = mean over requests, TPOT = mean of per-request TPOT)",
+                ["system", "batch", "TTFT ms", "TPOT ms", "out tok/s", "graph steps"],
+                [[r["system"], r["batch"], _ms(r["ttft_s"]), _ms(r["tpot_s"]), r["output_tok_s"],
+                  f"{r['graph_step_frac']:.0%}" if "graph_step_frac" in r else "-"] for r in rows])
+    tpot = {(r["system"], r["batch"]): r["tpot_s"] for r in rows}
+    best = {b: min(((tpot[m, b], m) for m in modes if tpot.get((m, b)) is not None), default=(None, None))
+            for b in batch_sizes}
+    summary = []
+    for b in batch_sizes:
+        line = [b] + [_ms(tpot.get((s, b))) for s in modes + compare] + [best[b][1]]
+        for c in compare:
+            line.append(tpot[c, b] / best[b][0] if tpot.get((c, b)) and best[b][0] else None)
+        summary.append(line)
+    print_table("TPOT ms per batch size; ratio columns = baseline TPOT / best minivllm TPOT (higher = minivllm faster)",
+                ["batch"] + modes + compare + ["best"] + [f"{c}/best" for c in compare], summary)
+    pools = {m: info["graph_pool_mib"] for m, info in result["modes"].items()}
+    print_table("Engine per mode", ["mode", "cudagraph_mode", "compile level", "capture sizes", "graph pool MiB"],
+                [[m, i["cudagraph_mode"], i["compile_level"], len(i["capture_sizes"]), i["graph_pool_mib"]]
+                 for m, i in result["modes"].items()])
+
+    cuda = torch.cuda.is_available()
+    graph_b1 = [tpot[m, 1] for m in modes if m in GRAPH_MODES and tpot.get((m, 1)) is not None]
+    b1 = min(graph_b1) if graph_b1 else None
+    hfc = tpot.get(("hf-compile", 1))
+    measured_pools = [v for m, v in pools.items() if m in GRAPH_MODES and v is not None]
+    default_sizes = args.cudagraph_capture_sizes is None and args.max_cudagraph_capture_size is None
+    goals = {
+        "batch1_graph_tpot_ms": _ms(b1),
+        "tpot_le_1ms": (b1 * 1e3 <= GOAL_TPOT_MS) if cuda and b1 is not None else None,
+        "speedup_vs_hf_compile": hfc / b1 if hfc and b1 else None,
+        "speedup_ge_4x": (hfc / b1 >= GOAL_SPEEDUP) if cuda and hfc and b1 else None,
+        "max_graph_pool_mib": max(measured_pools) if measured_pools else None,
+        "default_capture_sizes": default_sizes,
+        "pool_le_256mib": (max(measured_pools) <= GOAL_POOL_MIB) if measured_pools and default_sizes else None,
+    }
+    print("\nGoals (issue 5):")
+    print(f"  batch-1 TPOT with graphs <= {GOAL_TPOT_MS} ms: {verdict(goals['tpot_le_1ms'])} "
+          f"({_fmt(goals['batch1_graph_tpot_ms'], '.3f')} ms)")
+    print(f"  >= {GOAL_SPEEDUP:g}x faster than hf-compile at batch 1: {verdict(goals['speedup_ge_4x'])} "
+          f"({_fmt(goals['speedup_vs_hf_compile'], '.2f')}x)")
+    print(f"  graph pool for the default capture sizes <= {GOAL_POOL_MIB:g} MiB: {verdict(goals['pool_le_256mib'])} "
+          f"({_fmt(goals['max_graph_pool_mib'], '.1f')} MiB{'' if default_sizes else ', custom sizes'})")
+    return goals
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)

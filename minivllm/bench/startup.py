@@ -1,0 +1,78 @@
+"""`minivllm bench startup`: a cold and a warm engine start, phase by phase.
+
+Why two processes: compiled kernels are cached on disk (MINIVLLM_CACHE_DIR, plus Inductor's and Triton's
+own caches, pointed inside it here) and in memory; only a fresh process shows what a second start really
+saves. The cold start gets a fresh, empty cache directory; the warm start reuses what the cold one wrote.
+Each child prints `llm.startup_report().as_dict()` as JSON; the parent puts the phases side by side.
+
+    minivllm bench startup --model .ckpt/qwen3-0.6b --compilation-config '{"level": 3}' --json startup.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from tqdm.auto import tqdm
+
+from minivllm.bench.common import REPO, engine_kwargs, model_dir, print_table, provenance, write_json
+
+MARKER = "MINIVLLM_STARTUP_JSON "
+
+
+def child(kwargs: dict) -> None:
+    """Runs in the subprocess: build the engine, generate one token (some work is lazy), print the report."""
+    t0 = time.perf_counter()
+    from minivllm import LLM, SamplingParams
+
+    import_s = time.perf_counter() - t0
+    llm = LLM(**kwargs)
+    t1 = time.perf_counter()
+    llm.generate([{"prompt_token_ids": [1, 2, 3, 4]}], SamplingParams(max_tokens=2, temperature=0), use_tqdm=False)
+    report = llm.startup_report().as_dict()
+    report["phases_s"] |= {"import": round(import_s, 4), "first_generate": round(time.perf_counter() - t1, 4)}
+    print(MARKER + json.dumps(report, default=str), flush=True)
+
+
+def run_child(kwargs: dict, cache_dir: str) -> dict:
+    env = {**os.environ, "MINIVLLM_CACHE_DIR": cache_dir,
+           "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
+           "TRITON_CACHE_DIR": os.path.join(cache_dir, "triton")}
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "minivllm.bench.startup", "--child", json.dumps(kwargs)],
+                          cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARKER)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"startup child failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    report = json.loads(lines[-1][len(MARKER):])
+    report["phases_s"]["process_wall"] = round(wall, 4)
+    return report
+
+
+def main(args) -> dict:
+    path = model_dir(args)
+    kwargs = engine_kwargs(args)
+    result = {"bench": "startup", "provenance": provenance(args, path), "engine_kwargs": kwargs}
+    with tempfile.TemporaryDirectory(prefix="minivllm-startup-") as cache_dir:
+        for kind in tqdm(["cold", "warm"], desc="engine starts (subprocesses)"):
+            result[kind] = run_child(kwargs, cache_dir)
+    cold, warm = result["cold"]["phases_s"], result["warm"]["phases_s"]
+    names = list(dict.fromkeys([*cold, *warm]))
+    rows = [[n, cold.get(n), warm.get(n), warm[n] / cold[n] if cold.get(n) and n in warm else None] for n in names]
+    result["ratio_warm_over_cold"] = {r[0]: r[3] for r in rows}
+    print_table("Engine startup phases (s): cold = empty compile cache, warm = reusing it",
+                ["phase", "cold s", "warm s", "warm/cold"], rows, spec=".3f")
+    write_json(args.json, result)
+    return result
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        child(json.loads(sys.argv[2]))
+    else:
+        sys.exit("usage: minivllm bench startup ... (this module's own entry point is for its child processes)")

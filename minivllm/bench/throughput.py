@@ -1,0 +1,165 @@
+"""`minivllm bench throughput`: nano-vllm's offline workload, output tokens per second.
+
+Why this workload: it is the number nano-vllm and vLLM publish (256 requests, random prompts of 100-1024
+tokens, 100-1024 output tokens each, EOS ignored), so ours can be put next to theirs. Besides tokens/s it
+reports what explains the number: steps per second, how full the batches were, how the time splits between
+prefill-containing and pure decode steps, preemptions, and per-request TTFT / TPOT percentiles.
+
+Issue 8's goal, checked at the end: >= 20,000 output tok/s on an H200 (random Qwen3-0.6B-shaped bf16).
+
+    minivllm bench throughput --model .ckpt/qwen3-0.6b --compare hf --check-correctness --json thr.json
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import time
+
+import torch
+
+from minivllm.bench import hf_baseline
+from minivllm.bench.common import (engine_kwargs, free_engine, int_list, model_dir, percentiles, print_table,
+                                   provenance, random_prompts, str_list, sync, verdict, write_json)
+from minivllm.sampling_params import SamplingParams
+
+GOAL_TOK_S = 20_000
+HF_STATIC_BATCH, HF_STATIC_NEW_TOKENS = 32, 128
+CHECK_REQUESTS, CHECK_TOKENS = 16, 32
+
+
+def workload(num: int, in_range: list[int], out_range: list[int], high: int, seed: int = 0):
+    """nano-vllm's bench.py, draw for draw (random.seed(0); lengths and ids with randint, bounds included), so
+    the same seed gives the same requests. `high` caps the ids at the vocabulary (10000 for real models)."""
+    rng = random.Random(seed)
+    prompts = [[rng.randint(0, high) for _ in range(rng.randint(*in_range))] for _ in range(num)]
+    max_tokens = [rng.randint(*out_range) for _ in range(num)]
+    return prompts, max_tokens
+
+
+def _delta(after: dict, before: dict) -> dict:
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+def run_engine(llm, prompts, max_tokens, temperature: float, high: int) -> dict:
+    """One short warm-up, then the whole workload in ONE llm.generate call, timed end to end."""
+    warm = random_prompts(2, 16, high, seed=12345)
+    llm.generate([{"prompt_token_ids": p} for p in warm], SamplingParams(max_tokens=16), use_tqdm=False)
+    runner, engine = llm.model_runner, llm.engine
+    steps0, engine0 = dict(runner.step_stats), dict(engine.stats)
+    params = [SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True) for n in max_tokens]
+    sync()
+    t0 = time.perf_counter()
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=True)
+    sync()
+    wall = time.perf_counter() - t0
+    st, es = _delta(runner.step_stats, steps0), _delta(engine.stats, engine0)
+    out_tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    busy = st["prefill_time"] + st["decode_time"]
+    return {
+        "wall_s": wall, "finished_requests": sum(o.finished for o in outs), "output_tokens": out_tokens, "prompt_tokens": sum(map(len, prompts)),
+        "output_tok_s": out_tokens / wall, "total_tok_s": (out_tokens + sum(map(len, prompts))) / wall,
+        "steps": es["steps"], "steps_per_s": es["steps"] / wall,
+        "mean_batch_seqs": es["scheduled_seqs"] / max(es["steps"], 1),
+        "mean_batch_tokens": es["scheduled_tokens"] / max(es["steps"], 1),
+        "prefill_steps": st["prefill_steps"], "decode_steps": st["decode_steps"],
+        "prefill_time_frac": st["prefill_time"] / busy if busy else None,
+        "decode_time_frac": st["decode_time"] / busy if busy else None,
+        "preemptions": es["preemptions"],
+        "ttft_s": percentiles([o.metrics.ttft for o in outs]),
+        "tpot_s": percentiles([o.metrics.tpot for o in outs]),
+    }
+
+
+def check_correctness(llm, prompts) -> dict:
+    """Greedy: the same requests batched together and one at a time must give the same tokens. Batching
+    changes which kernels and shapes run, so in bf16 an occasional late divergence can be rounding; an early
+    or frequent one is a bug (wrong masking, slots, or positions)."""
+    sp = SamplingParams(temperature=0.0, max_tokens=CHECK_TOKENS, ignore_eos=True)
+    reqs = [{"prompt_token_ids": p} for p in prompts]
+    batched = [o.outputs[0].token_ids for o in llm.generate(reqs, sp, use_tqdm=False)]
+    single = [llm.generate([r], sp, use_tqdm=False)[0].outputs[0].token_ids for r in reqs]
+    prefix = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), len(x)) for x, y in zip(batched, single)]
+    return {"requests": len(prompts), "tokens_compared": CHECK_TOKENS,
+            "matching": sum(x == y for x, y in zip(batched, single)), "mean_matching_prefix": statistics.mean(prefix), "first_divergence": prefix}
+
+
+def main(args) -> dict:
+    from minivllm import LLM
+    from minivllm.config import resolve_device, resolve_dtype
+    from minivllm.loader import check_model_dir, load_model_config
+
+    path = model_dir(args)
+    mcfg = load_model_config(check_model_dir(path))
+    in_range, out_range = int_list(args.input_len_range), int_list(args.output_len_range)
+    compare = str_list(args.compare)
+    if len(in_range) != 2 or len(out_range) != 2:
+        raise ValueError("--input-len-range and --output-len-range take two numbers: MIN,MAX")
+    if any(c != "hf" for c in compare):
+        raise ValueError(f"--compare: only 'hf' is known, got {args.compare!r}")
+    high = min(10_000, mcfg.vocab_size - 1)
+    prompts, max_tokens = workload(args.num_requests, in_range, out_range, high)
+    max_len = max(args.max_model_len or 0, in_range[1] + max(out_range[1], CHECK_TOKENS))
+    result = {"bench": "throughput", "provenance": provenance(args, path),
+              "settings": {"num_requests": args.num_requests, "input_len_range": in_range,
+                           "output_len_range": out_range, "temperature": args.temperature, "token_id_max": high,
+                           "max_model_len": max_len}}
+    llm = LLM(**engine_kwargs(args, max_model_len=max_len))
+    result["engine"] = {"cudagraph_mode": llm.config.cudagraph_mode, "dtype": str(llm.config.dtype),
+                        "attention_backend": llm.config.resolved_attention_backend,
+                        "max_num_seqs": llm.config.scheduler.max_num_seqs,
+                        "max_num_batched_tokens": llm.config.scheduler.max_num_batched_tokens,
+                        "startup": llm.startup_report().as_dict()}
+    result["minivllm"] = run_engine(llm, prompts, max_tokens, args.temperature, high)
+    if args.check_correctness:
+        check_prompts, _ = workload(CHECK_REQUESTS, in_range, out_range, high, seed=1)  # fresh: no cache hits
+        result["correctness"] = check_correctness(llm, check_prompts)
+    free_engine(llm)
+    del llm
+    if compare:
+        dev = resolve_device(args.device)
+        model = hf_baseline.load(path, resolve_dtype(args.dtype, mcfg.torch_dtype, dev), dev)
+        result["hf_continuous_batching"] = hf_baseline.continuous_batching(model, prompts, max_tokens,
+                                                                           args.temperature, args.hf_time_cap)
+        result["hf_static_batch"] = hf_baseline.static_batch(
+            model, prompts[:HF_STATIC_BATCH], min(HF_STATIC_NEW_TOKENS, out_range[1]), args.temperature)
+        del model
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    ok = result["minivllm"]["output_tok_s"] >= GOAL_TOK_S if torch.cuda.is_available() else None
+    result["goals"] = {"output_tok_s": result["minivllm"]["output_tok_s"], "ge_20k_tok_s": ok}
+    _report(result)
+    write_json(args.json, result)
+    return result
+
+
+def _report(result: dict) -> None:
+    m = result["minivllm"]
+    rows = [["minivllm", m["output_tokens"], m["wall_s"], m["output_tok_s"],
+             f"{m['finished_requests']}/{result['settings']['num_requests']}"]]
+    if "hf_continuous_batching" in result:
+        h = result["hf_continuous_batching"]
+        rows.append(["hf continuous batching" + (" (capped)" if h["capped"] else ""), h["output_tokens"],
+                     h["wall_s"], h["output_tok_s"], f"{h['finished_requests']}/{h['num_requests']}"])
+        s = result["hf_static_batch"]
+        rows.append([f"hf static batch {s['batch']}x{s['new_tokens']}", s["batch"] * s["new_tokens"], s["wall_s"],
+                     s["output_tok_s"], f"{s['batch']}/{s['batch']}"])
+    print_table("Throughput", ["system", "output tokens", "wall s", "output tok/s", "finished"], rows)
+    print_table("minivllm: per-request latency (s)", ["metric", "p50", "p90", "p99"],
+                [[k, *m[f"{k}_s"].values()] for k in ("ttft", "tpot")], spec=".4f")
+    print_table("minivllm: steps", ["steps/s", "mean batch (seqs)", "mean batch (tokens)", "prefill time",
+                                    "decode time", "prefill steps", "decode steps", "preemptions"],
+                [[m["steps_per_s"], m["mean_batch_seqs"], m["mean_batch_tokens"], _pct(m["prefill_time_frac"]),
+                  _pct(m["decode_time_frac"]), m["prefill_steps"], m["decode_steps"], m["preemptions"]]])
+    if "correctness" in result:
+        c = result["correctness"]
+        print(f"\nCorrectness (greedy, batched vs one by one): {c['matching']}/{c['requests']} requests have "
+              f"identical first {c['tokens_compared']} tokens (mean matching prefix {c['mean_matching_prefix']:.1f})")
+    print(f"\nGoal (issue 8): >= {GOAL_TOK_S:,} output tok/s: {verdict(result['goals']['ge_20k_tok_s'])} "
+          f"({m['output_tok_s']:,.0f} tok/s)")
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"

@@ -1,0 +1,313 @@
+"""torch.compile integration: levels 0-3, the piecewise split at attention, and piecewise CUDA graphs.
+
+  level 0  no compile (PIECEWISE graphs still trace the forward once, with pieces left uncompiled)
+  level 1  stock torch.compile of the forward: Dynamo re-traces when shapes change (counted)
+  level 2  trace once with a dynamic batch dimension, fullgraph; run-time recompiles are counted
+  level 3  level 2, then the FX graph is split at every `minivllm::unified_attention` node; each piece
+           is compiled by Inductor and, with PIECEWISE graphs on, captured per token count
+
+This is what vLLM does: trace the WHOLE forward once, then split at attention (not "per layer" or
+"selected ops"; those scopes are offered as compile_scope="layer"/"ops" so the lab can compare them).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+import torch
+import torch.fx as fx
+from torch._dynamo.utils import counters
+
+from minivllm.attention.metadata import AttentionMetadata, get_forward_context, set_forward_context
+from minivllm.compilation.cache import CompileCache, cache_key
+from minivllm.layers.custom_op import configure_custom_ops
+
+logger = logging.getLogger("minivllm")
+
+ATTENTION_OPS = ("minivllm.unified_attention",)
+
+
+def _is_attention(node: fx.Node) -> bool:
+    return node.op == "call_function" and any(a in str(node.target) for a in ATTENTION_OPS)
+
+
+class _CallableModule(torch.nn.Module):
+    """Lets a compiled artifact (or a graph runner) stand where the split graph expects a submodule."""
+
+    def __init__(self, fn: Callable) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+class PiecewiseGraphRunner:
+    """One piece of the split forward: compiled (or not), replayed from a CUDA graph per token count.
+
+    Inputs of a piece are weights (fixed), persistent buffers (fixed) or outputs of the previous piece or of
+    the eager attention in between. Any input whose address differs from the one captured is copied into
+    the captured tensor first, so replay is always correct; outputs of pieces come from the shared pool.
+    """
+
+    def __init__(self, fn: Callable, index: int, state: "PiecewiseState") -> None:
+        self.fn, self.index, self.state = fn, index, state
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, list, object]] = {}
+
+    def __call__(self, *args):
+        n = self.state.num_tokens
+        if n is None or torch.cuda.is_current_stream_capturing():
+            return self.fn(*args)
+        entry = self.graphs.get(n)
+        if entry is None:
+            if not self.state.capturing:
+                return self.fn(*args)
+            self.fn(*args)  # warm-up
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.state.pool):
+                out = self.fn(*args)
+            self.graphs[n] = (graph, list(args), out)
+            return out
+        graph, static_args, out = entry
+        for a, s in zip(args, static_args):
+            if isinstance(a, torch.Tensor) and a.data_ptr() != s.data_ptr():
+                s.copy_(a)
+        graph.replay()
+        return out
+
+
+class PiecewiseState:
+    def __init__(self) -> None:
+        self.num_tokens: int | None = None  # padded token count of the current step (None: no graphs)
+        self.capturing = False
+        self.pool = None
+        self.runners: list[PiecewiseGraphRunner] = []
+
+
+class SplitBackend:
+    """A Dynamo backend: split the traced graph at attention ops, compile pieces, wrap them for graphs."""
+
+    def __init__(self, compile_pieces: bool, inductor: bool, state: PiecewiseState, use_graphs: bool) -> None:
+        self.compile_pieces, self.inductor, self.state, self.use_graphs = compile_pieces, inductor, state, use_graphs
+        self.num_pieces = 0
+        self.num_attention_splits = 0
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Callable:
+        part = {"id": 0}
+
+        def split(node: fx.Node) -> int:
+            if _is_attention(node):
+                part["id"] += 1
+                pid = part["id"]
+                part["id"] += 1
+                return pid
+            return part["id"]
+
+        split_gm = torch.fx.passes.split_module.split_module(gm, None, split, keep_original_order=True)
+        attn_names = set()
+        for node in split_gm.graph.nodes:
+            if node.op == "call_module":
+                sub = getattr(split_gm, node.target)
+                if any(_is_attention(n) for n in sub.graph.nodes):
+                    attn_names.add(node.target)
+        self.num_attention_splits = len(attn_names)
+        pieces = [n for n in split_gm.graph.nodes if n.op == "call_module" and n.target not in attn_names]
+        self.num_pieces = len(pieces)
+        if self.compile_pieces and self.inductor:
+            self._compile_pieces(gm, split_gm, pieces)
+        if self.use_graphs:
+            for i, node in enumerate(pieces):
+                runner = PiecewiseGraphRunner(getattr(split_gm, node.target), i, self.state)
+                self.state.runners.append(runner)
+                setattr(split_gm, node.target, _CallableModule(runner))
+        return split_gm
+
+
+    @staticmethod
+    def _compile_pieces(gm: fx.GraphModule, split_gm: fx.GraphModule, pieces: list[fx.Node]) -> None:
+        """Compile each piece with Inductor once for every token count: its inputs' symbolic shapes come
+        from the example values Dynamo recorded on the original graph's nodes (same names after the split)."""
+        examples = {n.name: n.meta.get("example_value") for n in gm.graph.nodes}
+        for node in pieces:
+            sub = getattr(split_gm, node.target)
+            for ph in (n for n in sub.graph.nodes if n.op == "placeholder"):
+                ph.meta["example_value"] = examples[ph.name]
+            args = [ph.meta["example_value"] for ph in sub.graph.nodes if ph.op == "placeholder"]
+            compiled = torch._inductor.standalone_compile(sub, args, dynamic_shapes="from_graph")
+            setattr(split_gm, node.target, _CallableModule(compiled))
+
+
+def _dummy_metadata(runner, n: int) -> AttentionMetadata:
+    ib = runner.input_batch
+    ib.slot_mapping[:n].fill_(-1)
+    ib.seq_lens[:n].zero_()
+    ib.query_start_loc[: n + 1].copy_(torch.arange(n + 1, dtype=torch.int32, device=ib.device))
+    return AttentionMetadata(ib.slot_mapping[:n], ib.query_start_loc[: n + 1], ib.seq_lens[:n], ib.block_tables[:n],
+                             max_query_len=1, max_seq_len=1, decode_only=True,
+                             query_start_loc_cpu=list(range(n + 1)), seq_lens_cpu=[0] * n)
+
+
+def compile_model(runner, config) -> dict:
+    """Apply compilation_config to runner.forward_fn; return what was done (for the startup report)."""
+    c = config.compilation
+    has_kernels = config.resolved_attention_backend == "triton"
+    configure_custom_ops(c.custom_ops, has_kernels)
+    graphs_on = config.cudagraph_mode in ("PIECEWISE", "FULL_AND_PIECEWISE")
+    level = 0 if config.enforce_eager else c.level
+    info: dict = {"level": level, "backend": c.backend, "scope": c.compile_scope}
+    runner.piecewise = None
+    if level == 0 and not graphs_on:
+        return info
+    model = runner.model
+    state = PiecewiseState()
+    runner.piecewise = state
+    cache = None
+    if level > 0 and c.backend == "inductor":
+        from minivllm.compilation.cache import CompileCache
+
+        cache = CompileCache(c.resolved_cache_dir(), cache_key(config, runner.model_config))
+        cache.open()
+    breaks_before = sum(counters["graph_break"].values())
+    before = dict(counters["stats"])
+    t0 = time.perf_counter()
+    if level == 1:
+        if c.compile_scope == "layer":
+            for layer in model.model.layers:
+                layer.forward = torch.compile(layer.forward, backend=c.backend)
+            fn = model.forward
+        elif c.compile_scope == "ops":
+            fn = _compile_ops(model, c.backend)
+        else:
+            fn = torch.compile(model.forward, backend=c.backend)
+    else:
+        split = level == 3 or graphs_on
+        backend = SplitBackend(compile_pieces=level == 3, inductor=c.backend == "inductor", state=state,
+                               use_graphs=graphs_on) if split else c.backend
+        info["split_backend"] = backend if split else None
+        compiled = torch.compile(model.forward, backend=backend, fullgraph=True)
+
+        def fn(input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+            torch._dynamo.mark_dynamic(input_ids, 0)
+            torch._dynamo.mark_dynamic(positions, 0)
+            with torch.fx.experimental._config.patch(backed_size_oblivious=True):
+                return compiled(input_ids, positions)
+
+    runner.forward_fn = fn
+    # Compile now (startup), not on the first request: one run over a dummy batch.
+    n = min(8, runner.input_batch.max_num_seqs)
+    ib = runner.input_batch
+    try:
+        with torch.inference_mode(), set_forward_context(_dummy_metadata(runner, n), runner.backend):
+            fn(ib.input_ids[:n], ib.positions[:n])
+    except Exception:
+        if cache is not None and cache.warm:
+            logger.warning("Compiling from the warm cache failed: clearing %s and compiling from scratch", cache.dir)
+            cache.clear()
+            cache.open()
+            with torch.inference_mode(), set_forward_context(_dummy_metadata(runner, n), runner.backend):
+                fn(ib.input_ids[:n], ib.positions[:n])
+        else:
+            raise
+    if config.device.type == "cuda":
+        torch.cuda.synchronize()
+    took = time.perf_counter() - t0
+    if cache is not None:
+        if cache.warm:
+            logger.info("Directly load the compiled graph(s) from the cache %s, took %.3f s", cache.dir, took)
+        cache.seal()
+        info["cache_dir"] = str(cache.dir)
+        info["cache_warm"] = cache.warm
+    info["seconds"] = round(took, 3)
+    info["unique_graphs"] = counters["stats"].get("unique_graphs", 0) - before.get("unique_graphs", 0)
+    info["graph_breaks_at_startup"] = sum(counters["graph_break"].values()) - breaks_before
+    info["baseline_counters"] = {"unique_graphs": counters["stats"].get("unique_graphs", 0),
+                                 "graph_breaks": sum(counters["graph_break"].values())}
+    if level > 0:
+        logger.info("torch.compile took %.2f s in total (level %d)", took, level)
+    return info
+
+
+def _compile_ops(model, backend: str) -> Callable:
+    """compile_scope="ops": only the small elementwise layers (norms, activation) are compiled."""
+    from minivllm.layers.custom_op import CustomOp
+
+    for m in model.modules():
+        if isinstance(m, CustomOp):
+            m.forward_native = torch.compile(m.forward_native, backend=backend)
+    return model.forward
+
+
+def capture_piecewise(runner, dispatcher):
+    """Capture every piece of the split forward for each capture size (largest first, shared pool)."""
+    from minivllm.worker.cuda_graph import CaptureStats, MiB
+
+    state = getattr(runner, "piecewise", None)
+    if state is None or not state.runners:
+        return None
+    from tqdm.auto import tqdm
+    import gc
+
+    sizes = [s for s in dispatcher.sizes if s <= runner.input_batch.max_num_tokens]
+    stats = CaptureStats("PIECEWISE", sizes)
+    dispatcher.pool = dispatcher.pool or torch.cuda.graph_pool_handle()
+    state.pool = dispatcher.pool
+    ib = runner.input_batch
+    t_start = time.perf_counter()
+    torch.cuda.synchronize()
+    free_start = torch.cuda.mem_get_info()[0]
+    gc.collect()
+    gc.freeze()
+    state.capturing = True
+    try:
+        for n in tqdm(sorted(sizes, reverse=True), desc="Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)"):
+            t0 = time.perf_counter()
+            free0 = torch.cuda.mem_get_info()[0]
+            ib.input_ids[:n].zero_()
+            ib.positions[:n].zero_()
+            state.num_tokens = n
+            try:
+                with torch.inference_mode(), set_forward_context(_dummy_metadata(runner, n), runner.backend):
+                    runner.forward_fn(ib.input_ids[:n], ib.positions[:n])
+            except Exception as e:
+                for r in state.runners:
+                    r.graphs.clear()
+                from minivllm.worker.cuda_graph import CudaGraphCaptureError
+
+                raise CudaGraphCaptureError(
+                    f"CUDA graph capture failed (mode PIECEWISE, {n} tokens): {type(e).__name__}: {e}. Try "
+                    f"enforce_eager=True, cudagraph_mode='FULL' or smaller cudagraph_capture_sizes.") from e
+            torch.cuda.synchronize()
+            stats.seconds_per_size[n] = time.perf_counter() - t0
+            stats.pool_growth_mib[n] = (free0 - torch.cuda.mem_get_info()[0]) / MiB
+    finally:
+        state.capturing = False
+        state.num_tokens = None
+        gc.unfreeze()
+    dispatcher.piecewise_sizes = sorted(sizes)
+    stats.total_seconds = time.perf_counter() - t_start
+    stats.total_mib = (free_start - torch.cuda.mem_get_info()[0]) / MiB
+    dispatcher.stats["PIECEWISE"] = stats
+    logger.info("Graph capturing finished in %.2f secs, took %.3f GiB (mode PIECEWISE, %d sizes)",
+                stats.total_seconds, stats.total_mib / 1024, len(sizes))
+    return stats
+
+
+def live_compile_report(runner, info: dict) -> dict:
+    """Traces, graph breaks and recompiles since startup, plus the split and cache facts."""
+    base = info.get("baseline_counters", {"unique_graphs": 0, "graph_breaks": 0})
+    backend = info.get("split_backend")
+    return {
+        "level": info.get("level", 0),
+        "graphs_traced_at_startup": info.get("unique_graphs", 0),
+        "recompiles_at_runtime": counters["stats"].get("unique_graphs", 0) - base["unique_graphs"],
+        "graph_breaks": info.get("graph_breaks_at_startup", 0)
+        + sum(counters["graph_break"].values()) - base["graph_breaks"],
+        "graph_break_reasons": dict(counters["graph_break"]),
+        "pieces": getattr(backend, "num_pieces", None),
+        "attention_splits": getattr(backend, "num_attention_splits", None),
+        "compile_seconds": info.get("seconds"),
+        "cache_dir": info.get("cache_dir"),
+        "cache_warm": info.get("cache_warm"),
+    }

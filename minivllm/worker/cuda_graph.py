@@ -1,0 +1,149 @@
+"""CUDA graphs for decode: capture sizes, the dispatcher, padding, one shared memory pool.
+
+Why: in eager mode every op of every layer is a separate launch from Python (tens of microseconds of CPU
+per layer); at small batch the GPU finishes each kernel before the next is enqueued, so the step is bound
+by CPU time. A graph replays the whole recorded sequence of kernels with one launch.
+
+What makes replay correct: the graph reads and writes the exact addresses it saw while capturing. So all
+inputs come from the persistent buffers of InputBatch (fixed addresses), the KV cache is allocated before
+capture, and a batch of S sequences replays the graph of the smallest captured size B >= S with rows
+S..B-1 padded (slot -1: no KV write; seq_len 0: attention writes zeros); their outputs are discarded.
+Sizes are captured largest first into ONE memory pool, so the smaller graphs reuse the larger one's memory
+instead of each taking its own.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import logging
+import time
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+from minivllm.attention.metadata import AttentionMetadata, set_forward_context
+from minivllm.engine.scheduler import SchedulerOutput
+
+logger = logging.getLogger("minivllm")
+MiB = 1 << 20
+
+
+class CudaGraphCaptureError(RuntimeError):
+    """A capture failed; names the mode and size and says what to try instead."""
+
+
+@dataclass
+class CaptureStats:
+    mode: str
+    sizes: list[int] = field(default_factory=list)
+    seconds_per_size: dict[int, float] = field(default_factory=dict)
+    pool_growth_mib: dict[int, float] = field(default_factory=dict)
+    total_seconds: float = 0.0
+    total_mib: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"mode": self.mode, "sizes": self.sizes, "total_seconds": round(self.total_seconds, 3),
+                "total_mib": round(self.total_mib, 2),
+                "seconds_per_size": {k: round(v, 4) for k, v in self.seconds_per_size.items()},
+                "pool_growth_mib": {k: round(v, 3) for k, v in self.pool_growth_mib.items()}}
+
+
+class CUDAGraphDispatcher:
+    """Owns the captured FULL decode graphs and decides, per step, which graph (if any) runs it."""
+
+    def __init__(self, runner, capture_sizes: list[int], mode: str) -> None:
+        self.runner = runner
+        self.mode = mode
+        self.sizes = sorted(capture_sizes)
+        self.full_graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self.pool = None
+        self.piecewise_sizes: list[int] = []  # token counts the piecewise (compiled) forward has graphs for
+        self.stats: dict[str, CaptureStats] = {}
+        self.counts = {"full": 0, "piecewise": 0, "eager": 0}
+
+    # ---- capture ---------------------------------------------------------------------------------
+    def _decode_metadata(self, n: int) -> AttentionMetadata:
+        ib = self.runner.input_batch
+        return AttentionMetadata(slot_mapping=ib.slot_mapping[:n], query_start_loc=ib.query_start_loc[:n + 1],
+                                 seq_lens=ib.seq_lens[:n], block_tables=ib.block_tables[:n], max_query_len=1,
+                                 max_seq_len=self.runner.config.max_model_len, decode_only=True)
+
+    def _dummy_decode_inputs(self, n: int) -> None:
+        ib = self.runner.input_batch
+        ib.input_ids[:n].zero_()
+        ib.positions[:n].zero_()
+        ib.slot_mapping[:n].fill_(-1)
+        ib.seq_lens[:n].zero_()
+        ib.query_start_loc[:n + 1].copy_(torch.arange(n + 1, dtype=torch.int32, device=ib.device))
+
+    @torch.inference_mode()
+    def capture_full(self) -> CaptureStats:
+        runner, ib = self.runner, self.runner.input_batch
+        sizes = [s for s in self.sizes if s <= ib.max_num_seqs]
+        stats = CaptureStats("FULL", sorted(sizes))
+        self.pool = self.pool or torch.cuda.graph_pool_handle()
+        t_start = time.perf_counter()
+        torch.cuda.synchronize()
+        free_start = torch.cuda.mem_get_info()[0]
+        gc.collect()
+        gc.freeze()  # no Python GC pass (and its frees) while a capture is in progress
+        try:
+            for n in tqdm(sorted(sizes, reverse=True), desc="Capturing CUDA graphs (decode, FULL)",
+                          disable=not sizes):
+                t0 = time.perf_counter()
+                free0 = torch.cuda.mem_get_info()[0]
+                self._dummy_decode_inputs(n)
+                meta = self._decode_metadata(n)
+                try:
+                    with set_forward_context(meta, runner.backend):
+                        runner.forward_fn(ib.input_ids[:n], ib.positions[:n])  # warm-up: autotune, lazy init
+                        torch.cuda.synchronize()
+                        graph = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(graph, pool=self.pool):
+                            out = runner.forward_fn(ib.input_ids[:n], ib.positions[:n])
+                except Exception as e:
+                    self.full_graphs.clear()
+                    torch.cuda.synchronize()
+                    raise CudaGraphCaptureError(
+                        f"CUDA graph capture failed (mode FULL, batch size {n}): {type(e).__name__}: {e}. "
+                        f"Something in the forward is not capturable (a host sync such as .item(), or a "
+                        f"changing allocation). Try enforce_eager=True, cudagraph_mode='PIECEWISE', or smaller "
+                        f"cudagraph_capture_sizes.") from e
+                torch.cuda.synchronize()
+                self.full_graphs[n] = (graph, out)
+                stats.seconds_per_size[n] = time.perf_counter() - t0
+                stats.pool_growth_mib[n] = (free0 - torch.cuda.mem_get_info()[0]) / MiB
+        finally:
+            gc.unfreeze()
+        stats.total_seconds = time.perf_counter() - t_start
+        stats.total_mib = (free_start - torch.cuda.mem_get_info()[0]) / MiB
+        self.stats["FULL"] = stats
+        logger.info("Graph capturing finished in %.2f secs, took %.3f GiB (mode FULL, %d sizes)",
+                    stats.total_seconds, stats.total_mib / 1024, len(sizes))
+        return stats
+
+    # ---- per step ----------------------------------------------------------------------------------
+    def dispatch(self, sched: SchedulerOutput):
+        """Return (runner or None, padded token count, padded seq count) for this batch."""
+        S, T = len(sched.scheduled), sched.num_tokens
+        if sched.is_decode_only and self.full_graphs:
+            i = bisect.bisect_left(self.sizes, S)
+            if i < len(self.sizes) and self.sizes[i] in self.full_graphs:
+                n = self.sizes[i]
+                self.counts["full"] += 1
+                graph, out = self.full_graphs[n]
+
+                def replay(_n: int, graph=graph, out=out) -> torch.Tensor:
+                    graph.replay()
+                    return out
+
+                return replay, n, n
+        if self.piecewise_sizes:
+            i = bisect.bisect_left(self.piecewise_sizes, T)
+            if i < len(self.piecewise_sizes):
+                self.counts["piecewise"] += 1
+                return None, self.piecewise_sizes[i], None
+        self.counts["eager"] += 1
+        return None, None, None

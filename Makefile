@@ -1,0 +1,33 @@
+# Two commands matter: `make demo` and `make test`. Each creates .venv on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Pinned to match the GPU machine (torch 2.11 there; 2.13 CPU build here), transformers 5.17, triton 3.6.
+TORCH_SPEC ?= torch==2.13.0
+PIP := $(BIN)/python -m pip -q --disable-pip-version-check
+
+.PHONY: demo test lab labs book clean gpu-check
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(PIP) install "$(TORCH_SPEC)"
+	$(PIP) install "transformers==5.17.0" "triton==3.6.0"
+	$(PIP) install -e ".[dev,labs]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/minivllm demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --nbval labs --sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+
+labs: $(STAMP)
+	$(BIN)/python -m minivllm.labs.build
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab labs/
+
+clean:
+	rm -rf $(VENV) .pytest_cache book/_build

@@ -40,6 +40,10 @@ class LLM:
                  cudagraph_capture_sizes: list[int] | None = None, max_cudagraph_capture_size: int | None = None,
                  cudagraph_mode: str | None = None, fallback: str | None = None, verify: bool = False) -> None:
         init_logger()
+        if fallback not in (None, "auto"):
+            raise ValueError(f"fallback must be None or 'auto', got {fallback!r}")
+        self.fallback, self.verify = fallback, verify
+        self.fallback_report: list[dict] = []
         t_start = time.perf_counter()
         self.report = StartupReport()
         path = check_model_dir(model or DEFAULT_MODEL)
@@ -104,18 +108,61 @@ class LLM:
         logger.info("KV cache: %d blocks of %d tokens = %d tokens (%.3f GiB)", num_blocks, block_size, kv_tokens,
                     self.report.kv_cache_gib)
         self.model_runner = runner
+        self.engine_vocab = model_config.vocab_size
         self._setup_compile_and_graphs(runner)
         self.engine = LLMEngine(self.config, model_config, self.tokenizer, runner, num_blocks)
         self.report.phases["total"] = time.perf_counter() - t_start
         logger.info("Engine ready in %.2f s", self.report.phases["total"])
 
     def _setup_compile_and_graphs(self, runner: ModelRunner) -> None:
-        """torch.compile (compilation_config.level) first, then CUDA graph capture over the result."""
+        """torch.compile first, then CUDA graphs over the result; with fallback="auto", walk the ladder."""
+        if self.fallback is None:
+            self._setup_compile(runner)
+            self._setup_graphs(runner)
+            if self.verify:
+                self._verify(runner)
+            return
+        from minivllm.compilation.diagnose import diagnose
+
         cfg = self.config
+        ladder = [("as configured", {}), ("CUDA graphs off", {"graphs": False}),
+                  ("torch.compile off", {"compile": False}), ("both off", {"graphs": False, "compile": False})]
+        orig_level, orig_mode = cfg.compilation.level, cfg.compilation.cudagraph_mode
+        for step, (name, off) in enumerate(ladder):
+            cfg.compilation.level = 0 if off.get("compile") is False else orig_level
+            cfg.compilation.cudagraph_mode = "NONE" if off.get("graphs") is False else orig_mode
+            try:
+                self._setup_compile(runner)
+                self._setup_graphs(runner)
+                if self.verify:
+                    self._verify(runner)
+                self.fallback_report.append({"step": name, "ok": True})
+                if step:
+                    logger.warning("Fallback: running with %s", name)
+                return
+            except Exception as e:  # noqa: BLE001 - every failure is diagnosed and the next rung tried
+                d = diagnose(e)
+                self.fallback_report.append({"step": name, "ok": False, "layer": d.layer, "error": d.reason})
+                logger.warning("Startup with %s failed: %s", name, d)
+                self._reset_runner(runner)
+        raise RuntimeError(f"every rung of the fallback ladder failed: {self.fallback_report}")
+
+    def _reset_runner(self, runner: ModelRunner) -> None:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        runner.forward_fn = runner.model.forward
+        runner.cudagraph_dispatcher = None
+        runner.piecewise = None
+
+    def _setup_compile(self, runner: ModelRunner) -> None:
         from minivllm.compilation.backend import compile_model
 
-        with self.report.phase("torch.compile", cfg.device):
-            self.report.compile = compile_model(runner, cfg)
+        with self.report.phase("torch.compile", self.config.device):
+            self.report.compile = compile_model(runner, self.config)
+
+    def _setup_graphs(self, runner: ModelRunner) -> None:
+        cfg = self.config
         mode = cfg.cudagraph_mode
         self.report.cudagraph = {"mode": mode, "capture_sizes": cfg.capture_sizes() if mode != "NONE" else []}
         if mode == "NONE":
@@ -137,6 +184,36 @@ class LLM:
                 stats = capture_piecewise(runner, dispatcher)
                 if stats is not None:
                     self.report.cudagraph["PIECEWISE"] = stats.as_dict()
+
+    def _verify(self, runner: ModelRunner) -> None:
+        """Greedy probe through the optimized path vs plain eager; a difference is a NumericsError."""
+        from minivllm.compilation.diagnose import NumericsError
+
+        probe = [{"prompt_token_ids": [(7 * i + 3 * j) % min(self.engine_vocab, 1000) + 1 for j in range(5 + 3 * i)]}
+                 for i in range(4)]
+        params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+        fast = [o.outputs[0].token_ids for o in self._generate_with(runner, probe, params)]
+        saved = (runner.forward_fn, runner.cudagraph_dispatcher, runner.piecewise)
+        runner.forward_fn, runner.cudagraph_dispatcher, runner.piecewise = runner.model.forward, None, None
+        try:
+            slow = [o.outputs[0].token_ids for o in self._generate_with(runner, probe, params)]
+        finally:
+            runner.forward_fn, runner.cudagraph_dispatcher, runner.piecewise = saved
+        same = sum(a == b for a, b in zip(fast, slow))
+        self.report.compile["verify"] = {"probes": len(probe), "identical": same}
+        if same != len(probe):
+            raise NumericsError(f"verify: {len(probe) - same} of {len(probe)} greedy probes differ from eager")
+        logger.info("verify: %d/%d greedy probes identical to eager", same, len(probe))
+
+    def _generate_with(self, runner: ModelRunner, prompts, params):
+        """Run prompts on a throw-away engine (its own block manager: no prefix-cache hits across runs)."""
+        engine = LLMEngine(self.config, runner.model_config, self.tokenizer, runner, self.config.cache.num_blocks)
+        saved, self.engine = getattr(self, "engine", None), engine
+        try:
+            return self.generate(prompts, params, use_tqdm=False)
+        finally:
+            if saved is not None:
+                self.engine = saved
 
     def compile_report(self) -> dict:
         """Graphs traced, graph breaks and run-time recompiles of torch.compile (see compilation/)."""

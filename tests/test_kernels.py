@@ -173,6 +173,35 @@ def test_paged_prefill(dtype, layout):
     assert (fresh[n:] == 0).all() and rel_err(fresh, ref) <= TOL[dtype]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_random_batches(seed):
+    """Odd corners in one sweep: GQA 3 and 16, head_dim 16/32, block sizes 1..64, forced split counts."""
+    rng = random.Random(seed)
+    hkv, group = rng.choice([1, 2]), rng.choice([1, 3, 4, 16])
+    d, block_size = rng.choice([16, 32, 64]), rng.choice([1, 8, 16, 64])
+    seq_lens = [rng.choice([0, rng.randint(1, CTX)]) for _ in range(rng.randint(1, 4))]
+    query_lens = [rng.randint(1, L) if L else rng.randint(0, 1) for L in seq_lens]
+    qsl = [0]
+    for n in query_lens:
+        qsl.append(qsl[-1] + n)
+    num_blocks = num_blocks_for(seq_lens, block_size)
+    k_cache, v_cache = make_cache(num_blocks, block_size, hkv, d, torch.float32, seed=seed)
+    bt = shuffled_block_tables(seq_lens, block_size, num_blocks, seed=seed)
+    sl_t = torch.tensor(seq_lens, dtype=torch.int32, device=DEVICE)
+    scale = rng.uniform(0.05, 1.0)
+    q = torch.randn(qsl[-1], hkv * group, d, device=DEVICE)
+    qsl_t = torch.tensor(qsl, dtype=torch.int32, device=DEVICE)
+    if qsl[-1]:  # max_query_len may be any upper bound
+        max_q = max(query_lens) + rng.randint(0, 2)
+        out = paged_prefill_attention(q, k_cache, v_cache, bt, qsl_t, sl_t, max_q, scale)
+        ref = paged_prefill_attention_ref(q, k_cache, v_cache, bt, qsl, seq_lens, scale)
+        assert not out.isnan().any() and rel_err(out, ref) <= 1e-5
+    q1 = torch.randn(len(seq_lens), hkv * group, d, device=DEVICE)
+    out = paged_decode_attention(q1, k_cache, v_cache, bt, sl_t, scale, num_splits=rng.choice([None, 2, 5]))
+    ref = paged_decode_attention_ref(q1, k_cache, v_cache, bt, sl_t, scale)
+    assert not out.isnan().any() and rel_err(out, ref) <= 1e-5
+
+
 # ---- the reference itself vs dense attention ------------------------------------------------------------
 
 def test_torch_ref_matches_dense_sdpa():
@@ -192,9 +221,10 @@ def test_torch_ref_matches_dense_sdpa():
     out = paged_prefill_attention_ref(torch.cat(qs), k_cache, v_cache, bt, qsl, seq_lens, 0.2)
     for s, (n, L) in enumerate(zip(query_lens, seq_lens)):
         visible = torch.arange(L)[None, :] <= torch.arange(L - n, L)[:, None]  # causal with a prefix
-        dense = F.scaled_dot_product_attention(
-            qs[s].transpose(0, 1), ks[s].repeat_interleave(h // hkv, 1).transpose(0, 1),
-            vs[s].repeat_interleave(h // hkv, 1).transpose(0, 1), attn_mask=visible, scale=0.2).transpose(0, 1)
+        k_dense = ks[s].repeat_interleave(h // hkv, 1).transpose(0, 1)
+        v_dense = vs[s].repeat_interleave(h // hkv, 1).transpose(0, 1)
+        dense = F.scaled_dot_product_attention(qs[s].transpose(0, 1), k_dense, v_dense, attn_mask=visible,
+                                               scale=0.2).transpose(0, 1)
         assert rel_err(out[qsl[s]:qsl[s + 1]], dense) <= 1e-5
     # decode reference: last token of each sequence, plus a padded row
     q_dec = torch.randn(4, h, d)
@@ -266,4 +296,3 @@ def test_compile_fullgraph_no_graph_breaks(decode_only):
     compiled = torch.compile(step, fullgraph=True, backend="aot_eager")  # raises on any graph break
     out = compiled(q, k, v, kc, vc)
     assert rel_err(out, 2 * expected) <= 1e-5
-    assert torch.ops.minivllm.paged_decode_attention.default is not None

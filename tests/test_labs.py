@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -20,8 +19,8 @@ from minivllm.labs import lab01
 from minivllm.labs.build import LABS_DIR, SRC_DIR, cells_match, parse_source, sources
 from minivllm.labs.common import REPO_ROOT, detect_device, gpu_only, round_floats
 from minivllm.labs.quiz import feedback_html, grade, parse_choice
-from minivllm.labs.recorded import (PROVENANCE_FIELDS, ProvenanceError, RecordedResultsMissing, check_provenance,
-                                    load_recorded, make_provenance)
+from minivllm.labs.recorded import (PROVENANCE_FIELDS, ProvenanceError, RecordedResultsMissing,
+                                    check_provenance, load_recorded, make_provenance)
 
 ALLOWLIST = REPO_ROOT / "tests" / "nbval_skip_allowlist.txt"
 NOTEBOOKS = sorted(LABS_DIR.glob("*.ipynb"))
@@ -84,8 +83,8 @@ def test_q1_model_answer_is_tied_to_the_measured_numbers():
     assert "Measured on NVIDIA H200" in text
     assert "9.1 us eager, 1.2 us inside a graph" in text
     # batch 1 (CPU-bound) and the largest batch (GPU-bound), with the exposed CPU time and the saving
-    assert "batch 1: CPU enqueue 8.0 ms vs GPU 1.5 ms -> exposed CPU 6.5 ms; eager 8.3 ms, graph 1.6 ms: saved 6.7 ms" \
-        in text
+    assert ("batch 1: CPU enqueue 8.0 ms vs GPU 1.5 ms -> exposed CPU 6.5 ms; eager 8.3 ms, graph 1.6 ms: "
+            "saved 6.7 ms") in text
     assert "batch 256:" in text and "exposed CPU 0.0 ms" in text and "saved 0.5 ms" in text
     assert "10.0 ms eager, 2.5 ms with graphs" in text
 
@@ -106,7 +105,8 @@ def test_evidence_on_a_cpu_and_without_results():
 
 
 def test_feedback_html_is_escaped_and_colored():
-    html = feedback_html(lab01.Q1, "B", {"launch_overhead": {"device": "<cpu>", "n_ops": 1, "eager_us_per_op": 1.0}})
+    res = {"launch_overhead": {"device": "<cpu>", "n_ops": 1, "eager_us_per_op": 1.0}}
+    html = feedback_html(lab01.Q1, "B", res)
     assert html.startswith("<pre") and "#137333" in html and "&lt;cpu&gt;" in html
     assert "#b3261e" in feedback_html(lab01.Q1, "A")
 
@@ -236,6 +236,24 @@ def test_recorded_tables_and_figures_render():
     assert len(lab01.plot_tpot(CPU_RESULTS).data) == 1
 
 
+@pytest.mark.slow
+def test_lab01_recorded_section_renders_a_recorded_file(tmp_path, monkeypatch):
+    """Setup + section 2 of the notebook, in a kernel, with a stand-in recorded file (no GPU needed)."""
+    pytest.importorskip("nbclient")
+    from minivllm.labs.build import build_notebook, execute
+
+    (tmp_path / "lab01.json").write_text(json.dumps(GPU_RESULTS))
+    monkeypatch.setenv("MINIVLLM_LAB_RESULTS_DIR", str(tmp_path))
+    nb = build_notebook(SRC_DIR / "01_why_cuda_graphs.py")
+    nb.cells = nb.cells[:next(i for i, c in enumerate(nb.cells) if c.metadata.get("tags"))]
+    execute(nb, timeout=120)
+    outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    text = "".join(o.text for o in outs if o.output_type == "stream")
+    assert "Recorded on NVIDIA H200 with torch 2.13.0+cu130, commit 0123456789ab, 2026-11-30" in text
+    assert "480 per step (+ 9 copies)" in text and "        256          8.4          9.0" in text
+    assert sum("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outs) == 3
+
+
 def test_figure_helper():
     pytest.importorskip("plotly")
     from minivllm.labs.plots import figure
@@ -291,7 +309,7 @@ def test_record_refuses_to_write_cpu_numbers_as_gpu_results():
         record.main(["lab01"])
 
 
-# ---- notebooks: sources, skips, checked outputs -------------------------------------------------------------
+# ---- notebooks: sources, skips, checked outputs ----------------------------------------------------------
 def test_parse_source():
     src = ('# header comment\n# %% [markdown]\n# # Title\n#\n# text\n\n# %%\nx = 1\n\n'
            '# %% tags=["nbval-skip"] id="gpu-cell"\nif gpu():\n    pass\n')

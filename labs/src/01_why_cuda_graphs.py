@@ -24,9 +24,10 @@
 # ## 1. Setup · 环境准备
 
 # %%
-from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only,
-                           grade, lab_model, load_recorded, quiz_widget)
-from minivllm.labs import lab01
+from IPython.display import display
+
+from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device,
+                           gpu_only, lab01, lab_model, load_recorded, quiz_widget)
 
 device = detect_device()
 print(device)
@@ -144,7 +145,8 @@ if gpu_only("The live eager / graphs toggle"):
 #
 # Two of the handbook's self-test questions. Pick an answer and press *Check*: the feedback gives the
 # handbook's model answer and the numbers this lab measured (recorded GPU results when present, else yours).
-# Without widgets, grade a letter directly: `grade(lab01.Q1, "C", rec or here)`.
+# Without widgets, grade a letter directly:
+# `from minivllm.labs import grade; print(grade(lab01.Q1, "C", rec or here)[1])`.
 #
 # **Q1.** A decode step takes 20 ms, of which 5 ms is kernel-launch overhead. What can a CUDA graph give?
 

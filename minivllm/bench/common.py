@@ -25,8 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 # ---- arguments ---------------------------------------------------------------------------------------
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """Parse `minivllm bench ...` arguments without running them, e.g. parse_args(["latency", "--modes", "eager"])
-    (tests and notebooks call a bench's main() with the result)."""
+    """Parse `minivllm bench ...` arguments without running anything, e.g. parse_args(["latency", "--modes",
+    "eager"]); tests and notebooks pass the result to a bench's main()."""
     from minivllm import cli
     from minivllm.bench import cli as bench_cli
 
@@ -75,8 +75,8 @@ def git_info() -> dict:
 def model_shape(path: str) -> dict:
     """The hyper-parameters that decide the speed (random weights in the same shape run as fast)."""
     cfg = json.loads((Path(path) / "config.json").read_text())
-    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-            "head_dim", "vocab_size", "tie_word_embeddings")
+    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+            "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings")
     return {"path": str(path), "architecture": (cfg.get("architectures") or ["?"])[0],
             "dtype": cfg.get("dtype") or cfg.get("torch_dtype"), **{k: cfg.get(k) for k in keys}}
 
@@ -107,6 +107,22 @@ def provenance(args: argparse.Namespace, path: str) -> dict:
     }
 
 
+def jsonable(obj: Any) -> Any:
+    """A plain-data copy (unknown objects become strings). Reports can hold live objects, such as a compile
+    backend that owns CUDA graphs; keeping those would keep their memory after the engine is freed."""
+    return json.loads(json.dumps(obj, default=str))
+
+
+def try_baseline(name: str, fn: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
+    """fn(*args, **kwargs), a baseline; if it fails, say so and go on: it must not cost the engine numbers
+    already measured."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - any failure of a third-party baseline
+        print(f"warning: baseline {name} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
 def write_json(path: str | None, result: dict) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -116,7 +132,7 @@ def write_json(path: str | None, result: dict) -> None:
 
 # ---- workload and timing -----------------------------------------------------------------------------
 def random_prompts(n: int, length: int, high: int, seed: int) -> list[list[int]]:
-    """n prompts of `length` token ids drawn uniformly from [0, high). Random tokens, so no prefix-cache hits."""
+    """n prompts of `length` token ids drawn uniformly from [0, high). Random: no prefix-cache hits."""
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, high, (n, length), generator=g).tolist()
 
@@ -157,6 +173,10 @@ def free_engine(llm) -> None:
         if runner.cudagraph_dispatcher is not None:
             runner.cudagraph_dispatcher.full_graphs.clear()
         runner.cudagraph_dispatcher = None
+        pieces = getattr(runner, "piecewise", None)  # piecewise graphs live with the split compiled forward
+        for piece in getattr(pieces, "runners", None) or []:
+            getattr(piece, "graphs", {}).clear()
+        runner.piecewise = None
     llm.__dict__.clear()
     del runner
     gc.collect()

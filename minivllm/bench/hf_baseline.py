@@ -19,7 +19,8 @@ from minivllm.bench.common import sync, timed
 def load(path: str, dtype: torch.dtype, device: torch.device):
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa").to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa")
+    return model.to(device).eval()
 
 
 def _static_compile_kwargs(model) -> dict:
@@ -32,7 +33,8 @@ def _static_compile_kwargs(model) -> dict:
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(torch._dynamo.config, name):
             setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), cap))
-    return dict(cache_implementation="static", compile_config=CompileConfig(fullgraph=True, mode="reduce-overhead"))
+    return dict(cache_implementation="static",
+                compile_config=CompileConfig(fullgraph=True, mode="reduce-overhead"))
 
 
 @torch.inference_mode()
@@ -82,7 +84,7 @@ def continuous_batching(model, prompts: list[list[int]], max_tokens: list[int], 
 
     It may be much slower than the engine, so it runs under a time cap: results are collected until all
     requests finish or the cap is reached, then the manager is hard-stopped, which hands back the
-    unfinished requests with the tokens they had so far. tok/s counts every token produced.
+    unfinished requests with the tokens they had so far. tok/s counts every token produced, finished or not.
     (Not under inference_mode: the manager's thread updates tensors that warm-up would then have created as
     inference tensors, which fails.)"""
     from transformers import GenerationConfig
@@ -107,25 +109,24 @@ def continuous_batching(model, prompts: list[list[int]], max_tokens: list[int], 
     t0 = time.perf_counter()
     for p, n in zip(prompts, max_tokens):
         manager.add_request(p, max_new_tokens=n, eos_token_id=-1)  # eos -1: ignore EOS, like ignore_eos
-    results = {}
+    done = {}
     with tqdm(total=len(prompts), desc="transformers continuous batching") as bar:
-        while len(results) < len(prompts) and time.perf_counter() - t0 < time_cap:
+        while len(done) < len(prompts) and time.perf_counter() - t0 < time_cap:
             r = manager.get_result(timeout=0.1)
             if r is not None and r.is_finished():
-                results[r.request_id] = r
+                done[r.request_id] = r
                 bar.update(1)
             elif r is None and not manager.is_running():
                 break
-    capped = len(results) < len(prompts)
+    wall = time.perf_counter() - t0  # (a hard stop lets the step in flight finish: at most one more step)
+    capped = len(done) < len(prompts)
     manager.stop(block=True, timeout=60, hard_stop=capped)
-    wall = time.perf_counter() - t0
-    finished = sum(1 for r in results.values() if r.error is None)
-    while (r := manager.get_result(timeout=0.1)) is not None:  # the unfinished ones, with partial outputs
-        results[r.request_id] = r
-    tokens = sum(len(r.generated_tokens) for r in results.values())
-    errors = {r.error for r in results.values() if r.error is not None}
+    partial = []  # the unfinished requests, handed back with the tokens they had
+    while (r := manager.get_result(timeout=0.1)) is not None:
+        partial.append(r)
     manager.destroy()
-    return {"finished_requests": finished, "num_requests": len(prompts), "capped": capped, "time_cap_s": time_cap,
-            "wall_s": wall, "output_tokens": tokens, "output_tok_s": tokens / wall, "warmup_s": warmup_s,
-            "attn_implementation": attn,
-            "errors": sorted(errors)[:3]}
+    tokens = sum(len(r.generated_tokens) for r in [*done.values(), *partial])
+    return {"finished_requests": sum(r.error is None for r in done.values()), "num_requests": len(prompts),
+            "capped": capped, "time_cap_s": time_cap, "wall_s": wall, "output_tokens": tokens,
+            "output_tok_s": tokens / wall, "warmup_s": warmup_s, "attn_implementation": attn,
+            "errors": sorted({r.error for r in done.values() if r.error is not None})[:3]}

@@ -90,7 +90,8 @@ def bench_decode(copy_gbps: float) -> list[dict]:
         elem = q.element_size()
         nbytes = 2 * batch * context * KV_HEADS * HEAD_DIM * elem + 2 * q.numel() * elem
         for splits in sorted({1, auto}):
-            paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale, out=out, num_splits=splits)
+            paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale, out=out,
+                                   num_splits=splits)
             err = _rel_err(out, ref)
             assert err <= 1e-2, f"decode batch={batch} ctx={context} splits={splits}: rel err {err:.2e}"
             ms = _ms(lambda: paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale,
@@ -123,13 +124,14 @@ def bench_prefill() -> list[dict]:
         out = torch.empty_like(q)
 
         def dense(x: torch.Tensor, heads: int) -> torch.Tensor:  # [T, h, D] -> [B, H, L, D], GQA expanded
-            return x.view(batch, length, -1, HEAD_DIM).repeat_interleave(heads // x.shape[1], 2).transpose(1, 2)
+            x = x.view(batch, length, -1, HEAD_DIM)
+            return x.repeat_interleave(heads // x.shape[2], 2).transpose(1, 2).contiguous()
 
-        qd, kd, vd = dense(q, HEADS), dense(k, HEADS).contiguous(), dense(v, HEADS).contiguous()
-        qd = qd.contiguous()
+        qd, kd, vd = dense(q, HEADS), dense(k, HEADS), dense(v, HEADS)
 
         def triton_fn():
-            paged_prefill_attention(q, k_cache, v_cache, block_tables, query_start, seq_lens, length, scale, out=out)
+            paged_prefill_attention(q, k_cache, v_cache, block_tables, query_start, seq_lens, length, scale,
+                                    out=out)
 
         def sdpa_fn():
             return F.scaled_dot_product_attention(qd, kd, vd, is_causal=True, scale=scale)
@@ -140,9 +142,10 @@ def bench_prefill() -> list[dict]:
         assert err <= 2e-2, f"prefill batch={batch} len={length}: rel err {err:.2e} vs SDPA"
         flops = 2 * 2 * batch * HEADS * length * length * HEAD_DIM / 2  # QK^T and PV, causal half
         t_ms, s_ms = _ms(triton_fn), _ms(sdpa_fn)
-        rows.append({"batch": batch, "seq_len": length, "triton_ms": t_ms, "triton_tflops": flops / t_ms / 1e9,
-                     "sdpa_ms": s_ms, "sdpa_tflops": flops / s_ms / 1e9, "speed_vs_sdpa": s_ms / t_ms,
-                     "rel_err": err})
+        rows.append({"batch": batch, "seq_len": length,
+                     "triton_ms": t_ms, "triton_tflops": flops / t_ms / 1e9,
+                     "sdpa_ms": s_ms, "sdpa_tflops": flops / s_ms / 1e9,
+                     "speed_vs_sdpa": s_ms / t_ms, "rel_err": err})
         del k_cache, v_cache, qd, kd, vd, ref
     return rows
 
@@ -150,8 +153,8 @@ def bench_prefill() -> list[dict]:
 def run_kernel_bench(out_json: str | None = None) -> dict:
     """Benchmark copy bandwidth, decode and prefill attention; print a table, optionally write JSON."""
     if not torch.cuda.is_available():
-        raise SystemExit("minivllm.bench.kernels: no CUDA GPU found; these benchmarks only make sense on a GPU "
-                         "(the kernels' CPU correctness tests are in tests/test_kernels.py).")
+        raise SystemExit("minivllm.bench.kernels: no CUDA GPU found; these benchmarks only make sense on a "
+                         "GPU (the kernels' CPU correctness tests are in tests/test_kernels.py).")
     result = {"provenance": _provenance(),
               "layout": {"heads": HEADS, "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "block_size": BLOCK_SIZE,
                          "dtype": str(DTYPE)}}

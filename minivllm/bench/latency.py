@@ -20,8 +20,9 @@ import torch
 from tqdm.auto import tqdm
 
 from minivllm.bench import hf_baseline
-from minivllm.bench.common import (engine_kwargs, free_engine, int_list, model_dir, print_table, provenance,
-                                   random_prompts, str_list, timed, verdict, write_json)
+from minivllm.bench.common import (engine_kwargs, free_engine, int_list, jsonable, model_dir, print_table,
+                                   provenance, random_prompts, str_list, timed, try_baseline, verdict,
+                                   write_json)
 from minivllm.sampling_params import SamplingParams
 
 GRAPH_MODES = ("FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
@@ -34,7 +35,7 @@ def _as_prompts(ids: list[list[int]]) -> list[dict]:
 
 
 def measure(llm, batch: int, input_len: int, output_len: int, high: int) -> dict:
-    """One warm-up batch (other prompts, so no prefix-cache hits), then the measured batch of `batch` requests."""
+    """A warm-up batch (other prompts: no prefix-cache hits), then the measured batch of `batch` requests."""
     greedy = dict(temperature=0.0, ignore_eos=True)
     warm = random_prompts(batch, input_len, high, seed=10_000 + batch)
     llm.generate(_as_prompts(warm), SamplingParams(max_tokens=min(output_len, 16), **greedy), use_tqdm=False)
@@ -45,15 +46,15 @@ def measure(llm, batch: int, input_len: int, output_len: int, high: int) -> dict
                                             use_tqdm=False))
     steps = {k: v - before.get(k, 0) for k, v in disp.counts.items()} if disp else {}
     tpots = [o.metrics.tpot for o in outs if o.metrics.tpot is not None]
+    graph_steps = steps.get("full", 0) + steps.get("piecewise", 0)
     return {"ttft_s": statistics.mean(o.metrics.ttft for o in outs),
             "tpot_s": statistics.mean(tpots) if tpots else None,
             "output_tok_s": sum(len(o.outputs[0].token_ids) for o in outs) / wall, "wall_s": wall,
-            "graph_step_frac": (steps["full"] + steps["piecewise"]) / max(sum(steps.values()), 1) if steps else 0.0,
-            "dispatch_counts": steps}
+            "graph_step_frac": graph_steps / max(sum(steps.values()), 1), "dispatch_counts": steps}
 
 
 def _graph_pool_mib(cudagraph: dict) -> float | None:
-    """Memory the captured graphs took (FULL and PIECEWISE captures share one pool), from the startup report."""
+    """Memory the captured graphs took (FULL and PIECEWISE share one pool), from the startup report."""
     parts = [cudagraph[k]["total_mib"] for k in ("FULL", "PIECEWISE") if k in cudagraph]
     return sum(parts) if parts else None
 
@@ -76,16 +77,18 @@ def main(args) -> dict:
     max_len = max(args.max_model_len or 0, args.input_len + args.output_len)
     max_seqs = max(args.max_num_seqs, max(batch_sizes))
     result = {"bench": "latency", "provenance": provenance(args, path), "modes": {}, "rows": [],
-              "settings": {"batch_sizes": batch_sizes, "input_len": args.input_len, "output_len": args.output_len,
-                           "hf_batch_sizes": hf_sizes, "max_num_seqs": max_seqs, "max_model_len": max_len}}
+              "settings": {"batch_sizes": batch_sizes, "input_len": args.input_len,
+                           "output_len": args.output_len, "hf_batch_sizes": hf_sizes,
+                           "max_num_seqs": max_seqs, "max_model_len": max_len}}
     bar = tqdm(total=len(modes) * len(batch_sizes) + len(compare) * len(hf_sizes), desc="latency")
-    for mode in modes:
+    for mode in modes:  # one engine per mode, reused across batch sizes
         from minivllm import LLM
 
         bar.set_description(f"latency: starting {mode}")
-        llm = LLM(**engine_kwargs(args, enforce_eager=mode == "eager", cudagraph_mode=None if mode == "eager" else mode,
+        eager = mode == "eager"
+        llm = LLM(**engine_kwargs(args, enforce_eager=eager, cudagraph_mode=None if eager else mode,
                                   max_num_seqs=max_seqs, max_model_len=max_len))
-        rep = llm.startup_report().as_dict()
+        rep = jsonable(llm.startup_report().as_dict())
         result["modes"][mode] = {"cudagraph_mode": llm.config.cudagraph_mode,
                                  "compile_level": rep["compile"].get("level", 0),
                                  "attention_backend": llm.config.resolved_attention_backend,
@@ -105,9 +108,11 @@ def main(args) -> dict:
         for kind in compare:
             for b in hf_sizes:
                 bar.set_description(f"latency: {kind} batch {b}")
-                r = hf_baseline.generate_latency(model, random_prompts(b, args.input_len, high, seed=b),
-                                                 args.output_len, static_compile=kind == "hf-compile")
-                result["rows"].append({"system": kind, "batch": b, **r})
+                prompts = random_prompts(b, args.input_len, high, seed=b)
+                r = try_baseline(f"{kind} batch {b}", hf_baseline.generate_latency, model, prompts,
+                                 args.output_len, static_compile=kind == "hf-compile")
+                result["rows"].append({"system": kind, "batch": b, "ttft_s": None, "tpot_s": None,
+                                       "output_tok_s": None, **r})
                 bar.update(1)
         del model
         gc.collect()
@@ -126,7 +131,7 @@ def _ms(v: float | None) -> float | None:
 
 def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: list[int], args) -> dict:
     rows = result["rows"]
-    print_table("Latency per system and batch size (TTFT = mean over requests, TPOT = mean of per-request TPOT)",
+    print_table("Latency per system and batch size (TTFT: mean over requests; TPOT: mean of per-request)",
                 ["system", "batch", "TTFT ms", "TPOT ms", "out tok/s", "graph steps"],
                 [[r["system"], r["batch"], _ms(r["ttft_s"]), _ms(r["tpot_s"]), r["output_tok_s"],
                   f"{r['graph_step_frac']:.0%}" if "graph_step_frac" in r else "-"] for r in rows])
@@ -139,10 +144,11 @@ def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: lis
         for c in compare:
             line.append(tpot[c, b] / best[b][0] if tpot.get((c, b)) and best[b][0] else None)
         summary.append(line)
-    print_table("TPOT ms per batch size; ratio columns = baseline TPOT / best minivllm TPOT (higher = minivllm faster)",
+    print_table("TPOT ms per batch size; X/best = baseline TPOT / best minivllm TPOT (> 1: minivllm faster)",
                 ["batch"] + modes + compare + ["best"] + [f"{c}/best" for c in compare], summary)
     pools = {m: info["graph_pool_mib"] for m, info in result["modes"].items()}
-    print_table("Engine per mode", ["mode", "cudagraph_mode", "compile level", "capture sizes", "graph pool MiB"],
+    print_table("Engine per mode", ["mode", "cudagraph_mode", "compile level", "capture sizes",
+                                    "graph pool MiB"],
                 [[m, i["cudagraph_mode"], i["compile_level"], len(i["capture_sizes"]), i["graph_pool_mib"]]
                  for m, i in result["modes"].items()])
 
@@ -150,24 +156,25 @@ def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: lis
     graph_b1 = [tpot[m, 1] for m in modes if m in GRAPH_MODES and tpot.get((m, 1)) is not None]
     b1 = min(graph_b1) if graph_b1 else None
     hfc = tpot.get(("hf-compile", 1))
-    measured_pools = [v for m, v in pools.items() if m in GRAPH_MODES and v is not None]
+    measured = [v for m, v in pools.items() if m in GRAPH_MODES and v is not None]
     default_sizes = args.cudagraph_capture_sizes is None and args.max_cudagraph_capture_size is None
     goals = {
         "batch1_graph_tpot_ms": _ms(b1),
         "tpot_le_1ms": (b1 * 1e3 <= GOAL_TPOT_MS) if cuda and b1 is not None else None,
         "speedup_vs_hf_compile": hfc / b1 if hfc and b1 else None,
         "speedup_ge_4x": (hfc / b1 >= GOAL_SPEEDUP) if cuda and hfc and b1 else None,
-        "max_graph_pool_mib": max(measured_pools) if measured_pools else None,
+        "max_graph_pool_mib": max(measured) if measured else None,
         "default_capture_sizes": default_sizes,
-        "pool_le_256mib": (max(measured_pools) <= GOAL_POOL_MIB) if measured_pools and default_sizes else None,
+        "pool_le_256mib": (max(measured) <= GOAL_POOL_MIB) if measured and default_sizes else None,
     }
     print("\nGoals (issue 5):")
     print(f"  batch-1 TPOT with graphs <= {GOAL_TPOT_MS} ms: {verdict(goals['tpot_le_1ms'])} "
           f"({_fmt(goals['batch1_graph_tpot_ms'], '.3f')} ms)")
     print(f"  >= {GOAL_SPEEDUP:g}x faster than hf-compile at batch 1: {verdict(goals['speedup_ge_4x'])} "
           f"({_fmt(goals['speedup_vs_hf_compile'], '.2f')}x)")
-    print(f"  graph pool for the default capture sizes <= {GOAL_POOL_MIB:g} MiB: {verdict(goals['pool_le_256mib'])} "
-          f"({_fmt(goals['max_graph_pool_mib'], '.1f')} MiB{'' if default_sizes else ', custom sizes'})")
+    print(f"  graph pool for the default capture sizes <= {GOAL_POOL_MIB:g} MiB: "
+          f"{verdict(goals['pool_le_256mib'])} ({_fmt(goals['max_graph_pool_mib'], '.1f')} MiB"
+          f"{'' if default_sizes else ', custom sizes'})")
     return goals
 
 

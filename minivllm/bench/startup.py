@@ -29,7 +29,8 @@ def child(kwargs: dict) -> None:
     import_s = time.perf_counter() - t0
     llm = LLM(**kwargs)
     t1 = time.perf_counter()
-    llm.generate([{"prompt_token_ids": [1, 2, 3, 4]}], SamplingParams(max_tokens=2, temperature=0), use_tqdm=False)
+    llm.generate([{"prompt_token_ids": [1, 2, 3, 4]}], SamplingParams(max_tokens=2, temperature=0),
+                 use_tqdm=False)
     report = llm.startup_report().as_dict()
     phases = report["phases_s"]
     named = sum(v for k, v in phases.items() if k != "total")
@@ -69,7 +70,8 @@ def main(args) -> dict:
             result[kind] = run_child(kwargs, cache_dir)
     cold, warm = result["cold"]["phases_s"], result["warm"]["phases_s"]
     names = list(dict.fromkeys([*cold, *warm]))
-    rows = [[n, cold.get(n), warm.get(n), warm[n] / cold[n] if cold.get(n) and n in warm else None] for n in names]
+    rows = [[n, cold.get(n), warm.get(n), warm[n] / cold[n] if cold.get(n) and n in warm else None]
+            for n in names]
     result["ratio_warm_over_cold"] = {r[0]: r[3] for r in rows}
     print_table("Engine startup phases (s): cold = empty compile cache, warm = reusing it",
                 ["phase", "cold s", "warm s", "warm/cold"], rows, spec=".3f")
@@ -81,4 +83,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--child":
         child(json.loads(sys.argv[2]))
     else:
-        sys.exit("usage: minivllm bench startup ... (this module's own entry point is for its child processes)")
+        sys.exit("usage: minivllm bench startup ... (this entry point is for its child processes)")

@@ -20,8 +20,9 @@ import time
 import torch
 
 from minivllm.bench import hf_baseline
-from minivllm.bench.common import (engine_kwargs, free_engine, int_list, model_dir, percentiles, print_table,
-                                   provenance, random_prompts, str_list, sync, verdict, write_json)
+from minivllm.bench.common import (engine_kwargs, free_engine, int_list, jsonable, model_dir, percentiles,
+                                   print_table, provenance, random_prompts, str_list, sync, try_baseline,
+                                   verdict, write_json)
 from minivllm.sampling_params import SamplingParams
 
 GOAL_TOK_S = 20_000
@@ -55,11 +56,12 @@ def run_engine(llm, prompts, max_tokens, temperature: float, high: int) -> dict:
     sync()
     wall = time.perf_counter() - t0
     st, es = _delta(runner.step_stats, steps0), _delta(engine.stats, engine0)
-    out_tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    out_tokens, prompt_tokens = sum(len(o.outputs[0].token_ids) for o in outs), sum(map(len, prompts))
     busy = st["prefill_time"] + st["decode_time"]
     return {
-        "wall_s": wall, "finished_requests": sum(o.finished for o in outs), "output_tokens": out_tokens, "prompt_tokens": sum(map(len, prompts)),
-        "output_tok_s": out_tokens / wall, "total_tok_s": (out_tokens + sum(map(len, prompts))) / wall,
+        "wall_s": wall, "finished_requests": sum(o.finished for o in outs), "output_tokens": out_tokens,
+        "prompt_tokens": prompt_tokens, "output_tok_s": out_tokens / wall,
+        "total_tok_s": (out_tokens + prompt_tokens) / wall,
         "steps": es["steps"], "steps_per_s": es["steps"] / wall,
         "mean_batch_seqs": es["scheduled_seqs"] / max(es["steps"], 1),
         "mean_batch_tokens": es["scheduled_tokens"] / max(es["steps"], 1),
@@ -75,14 +77,17 @@ def run_engine(llm, prompts, max_tokens, temperature: float, high: int) -> dict:
 def check_correctness(llm, prompts) -> dict:
     """Greedy: the same requests batched together and one at a time must give the same tokens. Batching
     changes which kernels and shapes run, so in bf16 an occasional late divergence can be rounding; an early
-    or frequent one is a bug (wrong masking, slots, or positions)."""
+    or frequent one is a bug (wrong masking, slots, or positions). The one-by-one pass finds the prompts in
+    the prefix cache, so it checks cache hits against full prefills too."""
     sp = SamplingParams(temperature=0.0, max_tokens=CHECK_TOKENS, ignore_eos=True)
     reqs = [{"prompt_token_ids": p} for p in prompts]
     batched = [o.outputs[0].token_ids for o in llm.generate(reqs, sp, use_tqdm=False)]
     single = [llm.generate([r], sp, use_tqdm=False)[0].outputs[0].token_ids for r in reqs]
-    prefix = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), len(x)) for x, y in zip(batched, single)]
+    pairs = list(zip(batched, single))
+    prefix = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), len(x)) for x, y in pairs]
     return {"requests": len(prompts), "tokens_compared": CHECK_TOKENS,
-            "matching": sum(x == y for x, y in zip(batched, single)), "mean_matching_prefix": statistics.mean(prefix), "first_divergence": prefix}
+            "matching": sum(x == y for x, y in pairs), "mean_matching_prefix": statistics.mean(prefix),
+            "first_divergence": prefix}
 
 
 def main(args) -> dict:
@@ -103,14 +108,14 @@ def main(args) -> dict:
     max_len = max(args.max_model_len or 0, in_range[1] + max(out_range[1], CHECK_TOKENS))
     result = {"bench": "throughput", "provenance": provenance(args, path),
               "settings": {"num_requests": args.num_requests, "input_len_range": in_range,
-                           "output_len_range": out_range, "temperature": args.temperature, "token_id_max": high,
-                           "max_model_len": max_len}}
+                           "output_len_range": out_range, "temperature": args.temperature,
+                           "token_id_max": high, "max_model_len": max_len}}
     llm = LLM(**engine_kwargs(args, max_model_len=max_len))
     result["engine"] = {"cudagraph_mode": llm.config.cudagraph_mode, "dtype": str(llm.config.dtype),
                         "attention_backend": llm.config.resolved_attention_backend,
                         "max_num_seqs": llm.config.scheduler.max_num_seqs,
                         "max_num_batched_tokens": llm.config.scheduler.max_num_batched_tokens,
-                        "startup": llm.startup_report().as_dict()}
+                        "startup": jsonable(llm.startup_report().as_dict())}
     result["minivllm"] = run_engine(llm, prompts, max_tokens, args.temperature, high)
     if args.check_correctness:
         check_prompts, _ = workload(CHECK_REQUESTS, in_range, out_range, high, seed=1)  # fresh: no cache hits
@@ -120,12 +125,15 @@ def main(args) -> dict:
     if compare:
         dev = resolve_device(args.device)
         model = hf_baseline.load(path, resolve_dtype(args.dtype, mcfg.torch_dtype, dev), dev)
-        result["hf_continuous_batching"] = hf_baseline.continuous_batching(model, prompts, max_tokens,
-                                                                           args.temperature, args.hf_time_cap)
-        result["hf_static_batch"] = hf_baseline.static_batch(
-            model, prompts[:HF_STATIC_BATCH], min(HF_STATIC_NEW_TOKENS, out_range[1]), args.temperature)
+        result["hf_continuous_batching"] = try_baseline(
+            "hf continuous batching", hf_baseline.continuous_batching, model, prompts, max_tokens,
+            args.temperature, args.hf_time_cap)
+        result["hf_static_batch"] = try_baseline(
+            "hf static batch", hf_baseline.static_batch, model, prompts[:HF_STATIC_BATCH],
+            min(HF_STATIC_NEW_TOKENS, out_range[1]), args.temperature)
         del model
         gc.collect()
+        torch._dynamo.reset()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
     ok = result["minivllm"]["output_tok_s"] >= GOAL_TOK_S if torch.cuda.is_available() else None
@@ -136,27 +144,31 @@ def main(args) -> dict:
 
 
 def _report(result: dict) -> None:
-    m = result["minivllm"]
-    rows = [["minivllm", m["output_tokens"], m["wall_s"], m["output_tok_s"],
-             f"{m['finished_requests']}/{result['settings']['num_requests']}"]]
-    if "hf_continuous_batching" in result:
-        h = result["hf_continuous_batching"]
-        rows.append(["hf continuous batching" + (" (capped)" if h["capped"] else ""), h["output_tokens"],
-                     h["wall_s"], h["output_tok_s"], f"{h['finished_requests']}/{h['num_requests']}"])
-        s = result["hf_static_batch"]
-        rows.append([f"hf static batch {s['batch']}x{s['new_tokens']}", s["batch"] * s["new_tokens"], s["wall_s"],
-                     s["output_tok_s"], f"{s['batch']}/{s['batch']}"])
+    m, n = result["minivllm"], result["settings"]["num_requests"]
+    rows = [["minivllm", m["output_tokens"], m["wall_s"], m["output_tok_s"], f"{m['finished_requests']}/{n}"]]
+    h, s = result.get("hf_continuous_batching"), result.get("hf_static_batch")
+    if h is not None:
+        rows.append(["hf continuous batching" + (" (capped)" if h.get("capped") else ""),
+                     h.get("output_tokens"), h.get("wall_s"), h.get("output_tok_s"),
+                     h["error"][:40] if "error" in h else f"{h['finished_requests']}/{n}"])
+    if s is not None:
+        ok = "error" not in s
+        rows.append([f"hf static batch {s['batch']}x{s['new_tokens']}" if ok else "hf static batch",
+                     s["batch"] * s["new_tokens"] if ok else None, s.get("wall_s"), s.get("output_tok_s"),
+                     f"{s['batch']}/{s['batch']}" if ok else s["error"][:40]])
     print_table("Throughput", ["system", "output tokens", "wall s", "output tok/s", "finished"], rows)
     print_table("minivllm: per-request latency (s)", ["metric", "p50", "p90", "p99"],
                 [[k, *m[f"{k}_s"].values()] for k in ("ttft", "tpot")], spec=".4f")
     print_table("minivllm: steps", ["steps/s", "mean batch (seqs)", "mean batch (tokens)", "prefill time",
                                     "decode time", "prefill steps", "decode steps", "preemptions"],
-                [[m["steps_per_s"], m["mean_batch_seqs"], m["mean_batch_tokens"], _pct(m["prefill_time_frac"]),
-                  _pct(m["decode_time_frac"]), m["prefill_steps"], m["decode_steps"], m["preemptions"]]])
+                [[m["steps_per_s"], m["mean_batch_seqs"], m["mean_batch_tokens"],
+                  _pct(m["prefill_time_frac"]), _pct(m["decode_time_frac"]), m["prefill_steps"],
+                  m["decode_steps"], m["preemptions"]]])
     if "correctness" in result:
         c = result["correctness"]
         print(f"\nCorrectness (greedy, batched vs one by one): {c['matching']}/{c['requests']} requests have "
-              f"identical first {c['tokens_compared']} tokens (mean matching prefix {c['mean_matching_prefix']:.1f})")
+              f"identical first {c['tokens_compared']} tokens "
+              f"(mean matching prefix {c['mean_matching_prefix']:.1f})")
     print(f"\nGoal (issue 8): >= {GOAL_TOK_S:,} output tok/s: {verdict(result['goals']['ge_20k_tok_s'])} "
           f"({m['output_tok_s']:,.0f} tok/s)")
 

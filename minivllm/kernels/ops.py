@@ -40,7 +40,8 @@ def _(key, value, k_cache, v_cache, slot_mapping) -> None:
 
 @torch.library.custom_op("minivllm::paged_decode_attention", mutates_args=())
 def paged_decode_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                              block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
+                              block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                              scale: float) -> torch.Tensor:
     from minivllm.kernels.triton_decode import paged_decode_attention as launch
 
     return launch(q, k_cache, v_cache, block_tables, seq_lens, scale)

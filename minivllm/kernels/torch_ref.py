@@ -31,7 +31,7 @@ def paged_decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
     k = k_cache[block_tables.long()].reshape(S, M * block_size, Hkv, D)
     v = v_cache[block_tables.long()].reshape(S, M * block_size, Hkv, D)
     group = H // Hkv
-    qf = q.float().view(S, Hkv, group, D)
+    qf = q.float().reshape(S, Hkv, group, D)  # reshape: q may be a strided view of a fused qkv tensor
     scores = torch.einsum("sgqd,sngd->sgqn", qf, k.float()) * scale  # [S,Hkv,group,N]
     pos = torch.arange(M * block_size, device=q.device)
     mask = pos.view(1, 1, 1, -1) < seq_lens.view(S, 1, 1, 1)

@@ -115,7 +115,7 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
 @triton.jit
 def _merge_splits_kernel(part_acc_ptr, part_ml_ptr, out_ptr, out_stride_s, out_stride_h,
                          HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr):
-    """Combine the partial (acc, max, sum) of each split: out = sum_i acc_i 2^(m_i-m) / sum_i l_i 2^(m_i-m)."""
+    """Merge the splits' partials: out = sum_i acc_i 2^(m_i - m) / sum_i l_i 2^(m_i - m), m = max_i m_i."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     row = (seq * tl.num_programs(1) + head) * NUM_SPLITS

@@ -66,7 +66,7 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr, query_start_ptr, seq_l
                     BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     PRECISION: tl.constexpr):
     seq = tl.program_id(0)
-    q_tile = tl.program_id(1)
+    q_tile = tl.num_programs(1) - 1 - tl.program_id(1)  # longest (last, most keys) tiles launch first
     kv_head = tl.program_id(2)
     BLOCK_Q: tl.constexpr = BLOCK_M // GROUP_PAD  # query tokens per tile
 
@@ -123,13 +123,15 @@ def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,
     """
     rows = max_query_len * group_pad
     if dtype == torch.float32:
-        block_m, block_n, warps = (64, 32, 8) if head_dim <= 128 else (32, 16, 8)
+        block_m, block_n, warps = (64, 32, 8) if head_dim <= 64 else (32, 16, 8)
     elif head_dim > 128:
         block_m, block_n, warps = 64, 32, 8
     elif rows >= 512:
         block_m, block_n, warps = 128, 64, 8
-    else:
+    elif rows > 32:
         block_m, block_n, warps = 64, 64, 4
+    else:
+        block_m, block_n, warps = 32, 32, 4
     while block_m > 16 and block_m // 2 >= rows:  # few query rows: shrink the tile, not below 16
         block_m //= 2
     return max(block_m, group_pad), block_n, warps, 2
@@ -137,7 +139,8 @@ def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,
 
 def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             block_tables: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
-                            max_query_len: int, scale: float, out: torch.Tensor | None = None) -> torch.Tensor:
+                            max_query_len: int, scale: float,
+                            out: torch.Tensor | None = None) -> torch.Tensor:
     """Causal attention of packed queries q [T, H, D] over the paged cache (which already holds them).
 
     max_query_len (a host int, an upper bound is fine) sizes the grid. Sequences with seq_len 0 give zeros;

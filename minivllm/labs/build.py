@@ -109,8 +109,9 @@ def cells_match(src: Path, nb_path: Path) -> list[str]:
         return [f"{nb_path.name}: {len(have)} cells, source has {len(want)}"]
     diffs = []
     for i, (a, b) in enumerate(zip(want, have)):
-        for key, va, vb in (("type", a.cell_type, b.cell_type), ("source", a.source, b.source),
-                            ("tags", a.metadata.get("tags", []), b.metadata.get("tags", [])), ("id", a.id, b.id)):
+        pairs = (("type", a.cell_type, b.cell_type), ("source", a.source, b.source),
+                 ("tags", a.metadata.get("tags", []), b.metadata.get("tags", [])), ("id", a.id, b.id))
+        for key, va, vb in pairs:
             if va != vb:
                 diffs.append(f"{nb_path.name} cell {i} ({a.id}): {key} differs")
     return diffs

@@ -39,7 +39,8 @@ class Device:
     def __str__(self) -> str:
         if self.kind == "cuda":
             return f"device: cuda ({self.name}, {self.capability})"
-        return "device: cpu (no CUDA GPU: run-it-here cells use a tiny CPU configuration, GPU-only cells skip)"
+        return ("device: cpu (no CUDA GPU: run-it-here cells use a tiny CPU configuration, "
+                "GPU-only cells skip)")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,7 +62,8 @@ def gpu_only(what: str = "This cell") -> bool:
     tests/nbval_skip_allowlist.txt), because their output on a GPU cannot match a CPU run's."""
     if torch.cuda.is_available():
         return True
-    print(f"{what} needs a CUDA GPU; skipped on this CPU. The recorded H200 results above show what it measures.")
+    print(f"{what} needs a CUDA GPU; skipped on this CPU. "
+          f"The recorded H200 results above show what it measures.")
     return False
 
 

@@ -1,4 +1,4 @@
-"""Lab 01, "Why CUDA graphs": the measurements, shared by the notebook and `python -m minivllm.labs.record lab01`.
+"""Lab 01, "Why CUDA graphs": the measurements, shared by the notebook and `minivllm.labs.record lab01`.
 
 The handbook says a launch costs 5-10 us, a big model launches 1000+ kernels per step, and so 25-50% of a
 20 ms decode step is overhead a graph removes. The measurements here check each step of that argument:
@@ -61,7 +61,7 @@ def launch_overhead(n_ops: int = 1000, reps: int = 20) -> dict:
     """Cost per tiny op (`x.add_(1)` on one element): eager; and on CUDA, inside one graph replay.
 
     The op does almost no work, so eager time per op is the launch path (Python, dispatcher, driver). In a
-    graph the CPU submits all N kernels with one call; what is left per op is the GPU's own per-kernel cost."""
+    graph the CPU submits all N kernels with one call; what is left per op is the GPU's cost per kernel."""
     dev = "cuda" if _cuda() else "cpu"
     x = torch.zeros(1, device=dev)
 
@@ -109,7 +109,8 @@ def free_memory() -> None:
 
 def _prompts(llm, batch: int, length: int) -> list[dict]:
     vocab = min(llm.engine.model_config.vocab_size, 500)
-    return [{"prompt_token_ids": [3 + (7 * i + 13 * j) % (vocab - 3) for j in range(length)]} for i in range(batch)]
+    return [{"prompt_token_ids": [3 + (7 * i + 13 * j) % (vocab - 3) for j in range(length)]}
+            for i in range(batch)]
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -215,8 +216,8 @@ def _decode_inputs(runner, batch: int, context: int):
     ib, bs = runner.input_batch, runner.block_size
     nb = context // bs + 1
     if batch > ib.max_num_seqs or batch * nb > runner.kv_cache.shape[2]:
-        raise ValueError(f"batch {batch} x {nb} blocks does not fit the engine (max_num_seqs={ib.max_num_seqs}, "
-                         f"{runner.kv_cache.shape[2]} KV blocks)")
+        raise ValueError(f"batch {batch} x {nb} blocks does not fit the engine "
+                         f"(max_num_seqs={ib.max_num_seqs}, {runner.kv_cache.shape[2]} KV blocks)")
     dev = ib.device
     table = torch.arange(batch * nb, dtype=torch.int32, device=dev).view(batch, nb)
     ib.input_ids[:batch].copy_(torch.arange(batch, device=dev) % 97 + 3)
@@ -226,8 +227,9 @@ def _decode_inputs(runner, batch: int, context: int):
     ib.slot_mapping[:batch].copy_(table[:, context // bs].long() * bs + context % bs)
     ib.seq_lens[:batch].fill_(context + 1)
     ib.query_start_loc[:batch + 1].copy_(torch.arange(batch + 1, dtype=torch.int32, device=dev))
-    return AttentionMetadata(slot_mapping=ib.slot_mapping[:batch], query_start_loc=ib.query_start_loc[:batch + 1],
-                             seq_lens=ib.seq_lens[:batch], block_tables=ib.block_tables[:batch], max_query_len=1,
+    return AttentionMetadata(slot_mapping=ib.slot_mapping[:batch],
+                             query_start_loc=ib.query_start_loc[:batch + 1], seq_lens=ib.seq_lens[:batch],
+                             block_tables=ib.block_tables[:batch], max_query_len=1,
                              max_seq_len=runner.config.max_model_len, decode_only=True,
                              query_start_loc_cpu=list(range(batch + 1)), seq_lens_cpu=[context + 1] * batch)
 
@@ -315,14 +317,21 @@ def measure_tpot_ms(llm, batch: int = 1, new_tokens: int = 64, prompt_len: int =
 
 
 def engine_tpot(llms: dict, batch_sizes: tuple[int, ...] = (1, 8), new_tokens: int = 64) -> dict:
-    """TPOT (ms) per engine mode ({"eager": llm, "graphs": llm}) and batch size, after one warm-up run."""
+    """TPOT (ms) per engine mode ({"eager": llm, "graphs": llm}) and batch size, after one warm-up run.
+
+    For the graphs engine it also keeps what capturing cost at startup, and how many steps really replayed a
+    graph (if none did, the "graphs" numbers would silently be eager ones)."""
     res = {"batch": list(batch_sizes), "new_tokens": new_tokens}
     for mode, llm in llms.items():
         measure_tpot_ms(llm, 1, 8)  # warm-up: first-call costs (Triton JIT, allocator) are not TPOT
         res[f"{mode}_ms"] = [measure_tpot_ms(llm, b, new_tokens) for b in batch_sizes]
         cg = llm.startup_report().cudagraph.get("FULL")
         if cg:
-            res["capture"] = {"sizes": cg["sizes"], "seconds": cg["total_seconds"], "mib": cg["total_mib"]}
+            res["capture"] = {"sizes": cg.get("sizes"), "seconds": cg.get("total_seconds"),
+                              "mib": cg.get("total_mib")}
+        dispatcher = getattr(llm.model_runner, "cudagraph_dispatcher", None)
+        if dispatcher is not None:
+            res[f"{mode}_steps_by_path"] = dict(dispatcher.counts)
     return round_floats(res)
 
 
@@ -392,10 +401,11 @@ def census_table(res: dict) -> str:
     per_layer = c.get("kernels_per_layer") or c.get("ops_per_layer")
     unit = "GPU kernels" if c.get("kernels_per_layer") else "ops dispatched"
     lines = [f"One decode step, {c['num_layers']} decoder layers ({c['device']}):",
-             f"  ops dispatched from Python: {c['ops_per_layer']} per layer (mean), {c['ops_per_step']} per step"]
+             f"  ops dispatched from Python: {c['ops_per_layer']} per layer (mean), "
+             f"{c['ops_per_step']} per step"]
     if "kernels_per_step" in c:
-        lines.append(f"  GPU kernels:                {c['kernels_per_layer']} per layer, {c['kernels_per_step']} "
-                     f"per step (+ {c['copies_per_step']} copies)")
+        lines.append(f"  GPU kernels:                {c['kernels_per_layer']} per layer, "
+                     f"{c['kernels_per_step']} per step (+ {c['copies_per_step']} copies)")
     if per_layer:
         lines.append(f"  an 80-layer model at this rate: about {round(80 * per_layer)} {unit} per step "
                      f"(handbook: '1000+ kernels')")
@@ -427,8 +437,8 @@ def plot_tpot(res: dict):
 
     t = res["tpot"]
     series = {m: t[f"{m}_ms"] for m in ("eager", "graphs") if f"{m}_ms" in t}
-    return figure([f"batch {b}" for b in t["batch"]], series, kind="bar", toggle=True, y_title="ms per output token",
-                  title=f"Engine TPOT ({t['new_tokens']} new tokens)")
+    return figure([f"batch {b}" for b in t["batch"]], series, kind="bar", toggle=True,
+                  y_title="ms per output token", title=f"Engine TPOT ({t['new_tokens']} new tokens)")
 
 
 # ---- e) self-test questions 1 and 4 ---------------------------------------------------------------------
@@ -444,19 +454,22 @@ def q1_evidence(res: dict | None) -> str:
     lines = [f"{_source(res)}:"]
     lo = res.get("launch_overhead") or {}
     if "graph_us_per_op" in lo:
-        lines.append(f"- one tiny op: {lo['eager_us_per_op']} us eager, {lo['graph_us_per_op']} us inside a graph")
+        lines.append(f"- one tiny op: {lo['eager_us_per_op']} us eager, "
+                     f"{lo['graph_us_per_op']} us inside a graph")
     elif "eager_us_per_op" in lo:
-        lines.append(f"- one tiny op costs {lo['eager_us_per_op']} us eagerly on this {lo.get('device', 'device')}")
+        lines.append(f"- one tiny op costs {lo['eager_us_per_op']} us eagerly on this "
+                     f"{lo.get('device', 'device')}")
     c = res.get("census") or {}
     if c:
         what = "kernels" if "kernels_per_step" in c else "ops"
-        lines.append(f"- one decode step of the engine: {c.get('kernels_per_step', c['ops_per_step'])} {what} "
-                     f"over {c['num_layers']} layers")
+        lines.append(f"- one decode step of the engine: "
+                     f"{c.get('kernels_per_step', c['ops_per_step'])} {what} over {c['num_layers']} layers")
     b = res.get("bound") or {}
     if "graph_ms" in b:
         for i in sorted({0, len(b["batch"]) - 1}):
-            lines.append(f"- batch {b['batch'][i]}: CPU enqueue {b['enqueue_ms'][i]} ms vs GPU {b['gpu_ms'][i]} ms "
-                         f"-> exposed CPU {b['exposed_cpu_ms'][i]} ms; eager {b['eager_ms'][i]} ms, graph "
+            lines.append(f"- batch {b['batch'][i]}: CPU enqueue {b['enqueue_ms'][i]} ms vs GPU "
+                         f"{b['gpu_ms'][i]} ms -> exposed CPU {b['exposed_cpu_ms'][i]} ms; "
+                         f"eager {b['eager_ms'][i]} ms, graph "
                          f"{b['graph_ms'][i]} ms: saved {b['saved_ms'][i]} ms")
     t = res.get("tpot") or {}
     if "graphs_ms" in t:
@@ -479,8 +492,9 @@ def q4_evidence(res: dict | None) -> str:
                      f"(and {b['capture_mib'][i]} MiB); a decode step takes {b['graph_ms'][i]} ms")
         if 5 in b["batch"] and 8 in b["batch"]:
             i5, i8 = b["batch"].index(5), b["batch"].index(8)
-            lines.append(f"- GPU time of a decode step: batch 5 {b['gpu_ms'][i5]} ms, batch 8 {b['gpu_ms'][i8]} ms: "
-                         f"padding 5 -> 8 costs {round(b['gpu_ms'][i8] - b['gpu_ms'][i5], 4)} ms")
+            lines.append(f"- GPU time of a decode step: batch 5 {b['gpu_ms'][i5]} ms, "
+                         f"batch 8 {b['gpu_ms'][i8]} ms: padding 5 -> 8 costs "
+                         f"{round(b['gpu_ms'][i8] - b['gpu_ms'][i5], 4)} ms")
     cap = (res.get("tpot") or {}).get("capture")
     if cap:
         lines.append(f"- the engine captured sizes {cap['sizes']} at startup in {cap['seconds']} s, "
@@ -495,8 +509,8 @@ Q1 = Question(
     prompt="A decode step takes 20 ms, of which 5 ms is kernel-launch overhead. What can a CUDA graph give?",
     options=(
         ("15 ms: the graph removes the 5 ms of launch overhead, always.",
-         "Launches are asynchronous: the CPU enqueues while the GPU computes. Only CPU time the GPU waits for "
-         "is lost, so only that can be won back."),
+         "Launches are asynchronous: the CPU enqueues while the GPU computes. Only CPU time the GPU waits "
+         "for is lost, so only that can be won back."),
         ("At best about 15 ms, and only if all 5 ms is CPU time the GPU waits on; close to 20 ms (no gain) "
          "if the GPU is the bottleneck.",
          "A graph removes exposed CPU time: max(0, enqueue - GPU time), which shrinks as the batch grows."),
@@ -526,7 +540,7 @@ Q4 = Question(
          "Padded rows are computed and thrown away; they change nothing in the real rows."),
     ),
     correct=1,
-    model_answer="a graph replays one shape only; capture costs time and memory and would stall serving; padding "
-                 "a memory-bound decode is cheap.",
+    model_answer="a graph replays one shape only; capture costs time and memory and would stall serving; "
+                 "padding a memory-bound decode is cheap.",
     evidence=q4_evidence,
 )

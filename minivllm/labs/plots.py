@@ -53,7 +53,8 @@ def figure(x: Sequence, series: dict[str, Sequence[float | None]], *, kind: str 
     if toggle and len(series) > 1:
         names = list(series)
         buttons = [dict(label="all", method="update", args=[{"visible": [True] * len(names)}])]
-        buttons += [dict(label=n, method="update", args=[{"visible": [m == n for m in names]}]) for n in names]
+        buttons += [dict(label=n, method="update", args=[{"visible": [m == n for m in names]}])
+                    for n in names]
         fig.update_layout(updatemenus=[dict(type="buttons", direction="right", buttons=buttons, x=0, y=1.15,
                                             xanchor="left", yanchor="top", showactive=True)])
     return fig

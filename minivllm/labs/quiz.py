@@ -43,13 +43,14 @@ def parse_choice(q: Question, answer: str | int) -> int:
         for i, (label, (text, _)) in enumerate(zip(q.labels(), q.options)):
             if a in (text, label):
                 return i
-    raise ValueError(f"answer must be a letter A-{chr(64 + len(q.options))} (or an option's text), got {answer!r}")
+    raise ValueError(f"answer must be a letter A-{chr(64 + len(q.options))} (or an option's text), "
+                     f"got {answer!r}")
 
 
 def grade(q: Question, answer: str | int | None, results: dict | None = None) -> tuple[bool, str]:
     """Grade one answer: (correct, feedback). Feedback = verdict + why + model answer + measured evidence.
 
-    An empty or unparseable answer is graded wrong with a hint, never an exception (it comes from a widget)."""
+    An empty or unparseable answer is graded wrong with a hint, never an exception (widgets send them)."""
     try:
         if answer is None or answer == "":
             raise ValueError("pick one option first")

@@ -37,8 +37,8 @@ def resolve_model(spec: str | None) -> str:
     if spec in SHAPES:
         return lab_model(spec)
     if not (Path(spec) / "config.json").exists():
-        raise SystemExit(f"--model {spec!r} is neither 'default', a shape ({', '.join(sorted(SHAPES))}) nor a "
-                         f"checkpoint directory with a config.json")
+        raise SystemExit(f"--model {spec!r} is neither 'default', a shape ({', '.join(sorted(SHAPES))}) "
+                         f"nor a checkpoint directory with a config.json")
     return spec
 
 
@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repetitions (for tests)")
     args = ap.parse_args(argv)
     if args.out is None and not torch.cuda.is_available():
-        ap.error(f"no CUDA GPU: refusing to write CPU numbers to {results_path(args.lab).relative_to(REPO_ROOT)}; "
+        ap.error(f"no CUDA GPU: refusing to write CPU numbers to "
+                 f"{results_path(args.lab).relative_to(REPO_ROOT)}; "
                  f"give --out (e.g. --out /tmp/{args.lab}.json)")
     out = Path(args.out) if args.out else results_path(args.lab)
     model = resolve_model(args.model)

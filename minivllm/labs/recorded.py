@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -21,6 +22,8 @@ import torch
 from minivllm.labs.common import REPO_ROOT
 
 RESULTS_DIR = REPO_ROOT / "assets" / "results" / "h200"
+#: Set to read recorded results from elsewhere (tests render a lab with a stand-in file this way).
+RESULTS_DIR_ENV = "MINIVLLM_LAB_RESULTS_DIR"
 #: Every recorded file must say where its numbers come from.
 PROVENANCE_FIELDS = ("gpu", "torch", "commit", "date", "command")
 
@@ -34,7 +37,7 @@ class ProvenanceError(ValueError):
 
 
 def results_path(lab: str) -> Path:
-    return RESULTS_DIR / f"{lab}.json"
+    return Path(os.environ.get(RESULTS_DIR_ENV) or RESULTS_DIR) / f"{lab}.json"
 
 
 def check_provenance(data: Any, lab: str | None = None) -> dict:
@@ -46,11 +49,13 @@ def check_provenance(data: Any, lab: str | None = None) -> dict:
         raise ProvenanceError(f"recorded results are for lab {data.get('lab')!r}, expected {lab!r}")
     prov = data.get("provenance")
     if not isinstance(prov, dict):
-        raise ProvenanceError(f"recorded results have no 'provenance' object (needed: {', '.join(PROVENANCE_FIELDS)})")
+        raise ProvenanceError(f"recorded results have no 'provenance' object "
+                              f"(needed: {', '.join(PROVENANCE_FIELDS)})")
     missing = [k for k in PROVENANCE_FIELDS if not (isinstance(prov.get(k), str) and prov[k].strip())]
     if missing:
-        raise ProvenanceError(f"recorded results lack provenance field(s) {', '.join(missing)}; re-record them "
-                              f"with `python -m minivllm.labs.record {data.get('lab', '<lab>')}`")
+        raise ProvenanceError(f"recorded results lack provenance field(s) {', '.join(missing)}; "
+                              f"re-record them with "
+                              f"`python -m minivllm.labs.record {data.get('lab', '<lab>')}`")
     return prov
 
 
@@ -77,8 +82,8 @@ def describe_provenance(data: dict) -> str:
     """One stable line: where and how the numbers were measured."""
     p = data["provenance"]
     extra = f", model {p['model']}" if p.get("model") else ""
-    return (f"Recorded on {p['gpu']} with torch {p['torch']}, commit {p['commit'][:12]}, {p['date'][:10]}{extra}\n"
-            f"  command: {p['command']}")
+    return (f"Recorded on {p['gpu']} with torch {p['torch']}, commit {p['commit'][:12]}, "
+            f"{p['date'][:10]}{extra}\n  command: {p['command']}")
 
 
 def _git(*args: str) -> str:

@@ -1,0 +1,95 @@
+"""The benchmarks run end to end on the CPU with a tiny random checkpoint and tiny settings.
+
+The numbers mean nothing here; what is checked is that every bench runs, returns positive numbers, and
+writes JSON carrying its provenance (GPU, versions, commit, date, command, model shape).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from minivllm.bench import latency, throughput
+from minivllm.bench.common import parse_args
+from minivllm.tools.make_random_checkpoint import make_random_checkpoint
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory) -> str:
+    return str(make_random_checkpoint("tiny", tmp_path_factory.mktemp("bench") / "tiny", dtype="float32"))
+
+
+def check_provenance(data: dict) -> None:
+    p = data["provenance"]
+    for key in ("date_utc", "command", "args", "gpu", "torch", "triton", "transformers", "git", "model"):
+        assert key in p, key
+    assert p["torch"] and p["transformers"] and "T" in p["date_utc"]
+    assert set(p["git"]) == {"commit", "dirty"}
+    assert p["model"]["num_hidden_layers"] == 2 and p["model"]["architecture"] == "Qwen3ForCausalLM"
+
+
+def test_latency(ckpt, tmp_path):
+    out = tmp_path / "latency.json"
+    args = parse_args(["latency", "--model", ckpt, "--batch-sizes", "1,2", "--input-len", "8", "--output-len",
+                       "4", "--modes", "eager", "--compare", "hf,hf-compile", "--hf-batch-sizes", "1",
+                       "--json", str(out)])
+    result = latency.main(args)
+    data = json.loads(out.read_text())
+    check_provenance(data)
+    rows = {(r["system"], r["batch"]): r for r in data["rows"]}
+    assert set(rows) == {("eager", 1), ("eager", 2), ("hf", 1), ("hf-compile", 1)}
+    for r in rows.values():
+        assert r["ttft_s"] > 0 and r["tpot_s"] > 0 and r["output_tok_s"] > 0
+    assert result["modes"]["eager"]["cudagraph_mode"] == "NONE"
+    assert "tpot_le_1ms" in data["goals"]
+
+
+def test_latency_rejects_unknown_mode(ckpt):
+    with pytest.raises(ValueError, match="unknown mode"):
+        latency.main(parse_args(["latency", "--model", ckpt, "--modes", "eager,FAST"]))
+
+
+def test_throughput(ckpt, tmp_path, monkeypatch):
+    monkeypatch.setattr(throughput, "CHECK_REQUESTS", 2)  # the real check is 16 requests x 32 tokens
+    monkeypatch.setattr(throughput, "CHECK_TOKENS", 4)
+    out = tmp_path / "throughput.json"
+    args = parse_args(["throughput", "--model", ckpt, "--num-requests", "4", "--input-len-range", "8,16",
+                       "--output-len-range", "4,8", "--compare", "hf", "--hf-time-cap", "60",
+                       "--check-correctness", "--json", str(out)])
+    throughput.main(args)
+    data = json.loads(out.read_text())
+    check_provenance(data)
+    m = data["minivllm"]
+    assert m["finished_requests"] == 4 and m["output_tokens"] >= 16 and m["output_tok_s"] > 0
+    assert m["steps_per_s"] > 0 and m["mean_batch_seqs"] > 0 and m["prefill_steps"] >= 1
+    assert 0 < m["prefill_time_frac"] < 1 and m["preemptions"] == 0
+    assert all(v > 0 for v in m["ttft_s"].values()) and all(v > 0 for v in m["tpot_s"].values())
+    assert data["correctness"]["matching"] == 2  # greedy, fp32: batched == one by one
+    cb = data["hf_continuous_batching"]
+    assert cb["finished_requests"] == 4 and cb["output_tokens"] == m["output_tokens"] and not cb["errors"]
+    assert data["hf_static_batch"]["output_tok_s"] > 0
+
+
+def test_workload_matches_nano_vllm():
+    """Same draws as nano-vllm's bench.py: random.seed(0), then randint for lengths, ids and max_tokens."""
+    import random
+
+    random.seed(0)
+    want = [[random.randint(0, 10000) for _ in range(random.randint(100, 1024))] for _ in range(3)]
+    want_max = [random.randint(100, 1024) for _ in range(3)]
+    assert throughput.workload(3, [100, 1024], [100, 1024], 10000) == (want, want_max)
+
+
+def test_startup_via_cli(ckpt, tmp_path):
+    """Two child processes (cold, warm); also checks the `minivllm bench` wiring."""
+    from minivllm.cli import main
+
+    out = tmp_path / "startup.json"
+    assert main(["bench", "startup", "--model", ckpt, "--enforce-eager", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    check_provenance(data)
+    for kind in ("cold", "warm"):
+        phases = data[kind]["phases_s"]
+        assert phases["total"] > 0 and phases["load_weights"] > 0 and phases["process_wall"] > phases["total"]
+    assert data["ratio_warm_over_cold"]["total"] > 0

@@ -1,0 +1,132 @@
+"""torch.compile levels on the CPU (Inductor's CPU backend): same greedy tokens as eager, zero graph breaks
+with registered ops, visible breaks without, one trace for all batch sizes, a compile cache that is reused
+and survives corruption, and the fallback ladder ending in a working engine."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from minivllm import LLM, SamplingParams
+from minivllm.compilation.diagnose import NumericsError, diagnose
+from tests.helpers import random_prompts, tiny_checkpoint
+
+PARAMS = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return str(tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path_factory.mktemp("c"))))
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return [{"prompt_token_ids": p} for p in random_prompts(500, [3, 11, 20, 6, 1], seed=21)]
+
+
+@pytest.fixture(scope="module")
+def eager_tokens(ckpt, prompts):
+    llm = LLM(ckpt, max_model_len=64, enforce_eager=True)
+    return [o.outputs[0].token_ids for o in llm.generate(prompts, PARAMS, use_tqdm=False)]
+
+
+def tokens(llm, prompts):
+    return [o.outputs[0].token_ids for o in llm.generate(prompts, PARAMS, use_tqdm=False)]
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_levels_match_eager_without_breaks(ckpt, prompts, eager_tokens, level, tmp_path):
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": level, "backend": "eager",
+                                                          "cache_dir": str(tmp_path)})
+    assert tokens(llm, prompts) == eager_tokens
+    rep = llm.compile_report()
+    assert rep["graph_breaks"] == 0, rep
+    if level >= 2:  # one trace serves every batch size: 1..5 sequences, prefill and decode
+        assert rep["recompiles_at_runtime"] == 0, rep
+    if level == 3:
+        assert rep["attention_splits"] == 2 and rep["pieces"] == 3, rep  # 2 layers -> 3 pieces
+
+
+def test_unregistered_attention_breaks_the_graph(ckpt, prompts, eager_tokens):
+    llm = LLM(ckpt, max_model_len=64, attention_backend="unregistered",
+              compilation_config={"level": 1, "backend": "eager"})
+    assert tokens(llm, prompts) == eager_tokens
+    rep = llm.compile_report()
+    assert rep["graph_breaks"] > 0, rep
+    with pytest.raises(Exception) as info:  # fullgraph (level 2) cannot trace it at all
+        LLM(ckpt, max_model_len=64, attention_backend="unregistered", compilation_config={"level": 2,
+                                                                                          "backend": "eager"})
+    assert diagnose(info.value).layer == "compile"
+
+
+def test_inductor_cache_warm_start_and_corruption(ckpt, prompts, eager_tokens, tmp_path, caplog):
+    cc = {"level": 3, "backend": "inductor", "cache_dir": str(tmp_path)}
+    cold = LLM(ckpt, max_model_len=64, compilation_config=cc)
+    assert tokens(cold, prompts) == eager_tokens
+    assert cold.compile_report()["cache_warm"] is False
+    warm = LLM(ckpt, max_model_len=64, compilation_config=cc)
+    assert warm.compile_report()["cache_warm"] is True
+    assert tokens(warm, prompts) == eager_tokens
+    entry = next(tmp_path.glob("torch_compile_cache/*"))
+    victim = next(p for p in sorted(entry.rglob("*")) if p.is_file() and p.name != "minivllm_manifest.json")
+    victim.write_bytes(b"garbage")
+    with caplog.at_level(logging.WARNING, logger="minivllm"):
+        rebuilt = LLM(ckpt, max_model_len=64, compilation_config=cc)
+    assert "corrupted" in caplog.text
+    assert rebuilt.compile_report()["cache_warm"] is False
+    assert tokens(rebuilt, prompts) == eager_tokens
+
+
+def test_fallback_ladder_after_injected_compile_failure(ckpt, prompts, eager_tokens, monkeypatch):
+    import minivllm.compilation.backend as backend
+
+    real = backend.compile_model
+
+    def failing(runner, config):
+        if config.compilation.level > 0:
+            raise RuntimeError("torch._inductor.exc.InductorError: injected failure")
+        return real(runner, config)
+
+    monkeypatch.setattr(backend, "compile_model", failing)
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 2}, fallback="auto", verify=True)
+    steps = llm.fallback_report
+    assert steps[0] == {"step": "as configured", "ok": False, "layer": "compile", "error": steps[0]["error"]}
+    assert steps[-1] == {"step": "torch.compile off", "ok": True}
+    assert tokens(llm, prompts) == eager_tokens
+
+
+def test_fallback_ladder_after_injected_graph_failure(ckpt, prompts, eager_tokens, monkeypatch):
+    from minivllm.worker.cuda_graph import CudaGraphCaptureError
+
+    def failing(self, runner):
+        if self.config.compilation.cudagraph_mode != "NONE":
+            raise CudaGraphCaptureError("CUDA graph capture failed (mode FULL, batch size 8): injected")
+
+    monkeypatch.setattr(LLM, "_setup_graphs", failing)
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 2, "backend": "eager",
+                                                          "cudagraph_mode": "FULL"}, fallback="auto")
+    assert [s["ok"] for s in llm.fallback_report] == [False, True]
+    assert llm.fallback_report[0]["layer"] == "graph"
+    assert llm.report.compile["level"] == 2  # compile kept, graphs dropped
+    assert tokens(llm, prompts) == eager_tokens
+
+
+def test_verify_catches_a_silently_wrong_path(ckpt, monkeypatch):
+    import minivllm.compilation.backend as backend
+
+    real = backend.compile_model
+
+    def corrupting(runner, config):
+        info = real(runner, config)
+        if config.compilation.level > 0:
+            fwd = runner.model.forward
+            runner.forward_fn = lambda ids, pos: fwd(ids, pos) * -1.0  # a "fused" op that flips the sign
+        return info
+
+    monkeypatch.setattr(backend, "compile_model", corrupting)
+    with pytest.raises(NumericsError, match="greedy probes differ"):
+        LLM(ckpt, max_model_len=64, compilation_config={"level": 1, "backend": "eager"}, verify=True)
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 1, "backend": "eager"}, verify=True,
+              fallback="auto")
+    assert llm.fallback_report[0]["layer"] == "numerics"

@@ -1,8 +1,9 @@
 """Triton kernels vs the PyTorch reference, and the reference vs plain dense attention.
 
 On CPU the kernels run under TRITON_INTERPRET=1 (set in conftest.py), which is slow, so shapes stay tiny
-there; with CUDA the same tests use longer contexts and also cover bf16/fp16. Every output buffer is
-poisoned first (NaN), so an element the kernel forgot to write fails the test.
+there; with CUDA the same tests use longer contexts and also cover bf16. (bf16 is GPU-only because
+Triton 3.6's interpreter computes tl.dot on bf16 inputs wrongly; fp16 exercises the same low-precision
+casts on CPU.) Every output buffer is poisoned first (NaN), so an element the kernel forgot to write fails.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from minivllm.kernels.torch_ref import (paged_decode_attention_ref, paged_prefil
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
-DTYPES = [torch.float32, torch.bfloat16, torch.float16] if CUDA else [torch.float32]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16] if CUDA else [torch.float32, torch.float16]
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 1e-2}
 CTX = 1000 if CUDA else 100  # longest context in the random cases
 

@@ -37,7 +37,7 @@ def _static_compile_kwargs(model) -> dict:
                 compile_config=CompileConfig(fullgraph=True, mode="reduce-overhead"))
 
 
-@torch.inference_mode()
+@torch.no_grad()  # what generate itself uses (inference tensors can trip the static cache)
 def generate_latency(model, prompts: list[list[int]], new_tokens: int, static_compile: bool) -> dict:
     """TTFT = time of a 1-token generate; TPOT = (time(N tokens) - time(1 token)) / (N - 1).
 
@@ -61,7 +61,7 @@ def generate_latency(model, prompts: list[list[int]], new_tokens: int, static_co
             "compiled": static_compile and model.device.type == "cuda"}
 
 
-@torch.inference_mode()
+@torch.no_grad()  # what generate itself uses (inference tensors can trip the static cache)
 def static_batch(model, prompts: list[list[int]], new_tokens: int, temperature: float) -> dict:
     """Static-cache (compiled on CUDA) batched generate: prompts left-padded to one length, all decode the
     same number of tokens. The classic "just batch it" baseline: no continuous batching, padding wasted."""

@@ -51,7 +51,11 @@ class CaptureStats:
 
 
 class CUDAGraphDispatcher:
-    """Owns the captured FULL decode graphs and decides, per step, which graph (if any) runs it."""
+    """Owns the captured FULL decode graphs and decides, per step, which graph (if any) runs it.
+
+    A FULL graph covers the whole decode step including the LM head, so its replay returns logits for
+    every (padded) row; piecewise graphs and eager runs return hidden states.
+    """
 
     def __init__(self, runner, capture_sizes: list[int], mode: str) -> None:
         self.runner = runner
@@ -98,11 +102,12 @@ class CUDAGraphDispatcher:
                 meta = self._decode_metadata(n)
                 try:
                     with set_forward_context(meta, runner.backend):
-                        runner.forward_fn(ib.input_ids[:n], ib.positions[:n])  # warm-up: autotune, lazy init
+                        runner.model.compute_logits(runner.forward_fn(ib.input_ids[:n], ib.positions[:n]))  # warm-up
                         torch.cuda.synchronize()
                         graph = torch.cuda.CUDAGraph()
                         with torch.cuda.graph(graph, pool=self.pool):
-                            out = runner.forward_fn(ib.input_ids[:n], ib.positions[:n])
+                            # The LM head is in the graph too: a decode step samples every row.
+                            out = runner.model.compute_logits(runner.forward_fn(ib.input_ids[:n], ib.positions[:n]))
                 except Exception as e:
                     self.full_graphs.clear()
                     torch.cuda.synchronize()

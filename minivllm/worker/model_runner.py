@@ -91,10 +91,13 @@ class ModelRunner:
         seqs = [s.seq for s in sched.scheduled]
         idx = [i for i, m in enumerate(batch.sample_mask) if m]
         out: list[int | None] = [None] * len(seqs)
-        if idx:
+        if idx and runner is not None:  # a FULL graph returned the logits of every (padded) decode row
+            logits = hidden[: len(seqs)]
+        elif idx:
             rows = batch.logits_indices if len(idx) == len(seqs) else batch.logits_indices[idx]
             logits = self.model.compute_logits(hidden[rows])
-            for i, tok in zip(idx, self.sampler(logits, [seqs[i] for i in idx])):
+        if idx:
+            for i, tok in zip(idx, self.sampler(logits, [seqs[i] for i in idx])):  # noqa: B020
                 out[i] = tok
         kind = "decode" if sched.is_decode_only else "prefill"
         if self.device.type == "cuda" and not idx:

@@ -91,7 +91,7 @@ class LLM:
         runner = ModelRunner(self.config, model_config, model)
         with self.report.phase("profile_run", dev):
             peak = runner.profile_run()
-        num_blocks = choose_num_blocks(runner, self.config.cache, peak, 0)
+        num_blocks = choose_num_blocks(runner, self.config.cache, peak, self._graph_memory_estimate(runner, peak))
         kv_tokens = num_blocks * block_size
         if kv_tokens < max_len:
             if user_max_len is not None or dev.type == "cuda":
@@ -113,6 +113,21 @@ class LLM:
         self.engine = LLMEngine(self.config, model_config, self.tokenizer, runner, num_blocks)
         self.report.phases["total"] = time.perf_counter() - t_start
         logger.info("Engine ready in %.2f s", self.report.phases["total"])
+
+    def _graph_memory_estimate(self, runner: ModelRunner, activation_peak: int) -> int:
+        """Reserve room for the graph pool BEFORE sizing the KV cache, so capture cannot run out of memory.
+
+        One shared pool holds what the largest captured batch needs (smaller sizes reuse it), which is at
+        most the profile run's activation peak scaled to that batch; FULL and PIECEWISE each get that much,
+        plus a fixed 64 MiB for graph bookkeeping.
+        """
+        cfg = self.config
+        if cfg.cudagraph_mode == "NONE":
+            return 0
+        largest = max(cfg.capture_sizes(), default=0)
+        per_mode = int(activation_peak * min(1.0, largest / runner.max_num_tokens))
+        modes = 2 if cfg.cudagraph_mode == "FULL_AND_PIECEWISE" else 1
+        return modes * per_mode + (64 << 20)
 
     def _setup_compile_and_graphs(self, runner: ModelRunner) -> None:
         """torch.compile first, then CUDA graphs over the result; with fallback="auto", walk the ladder."""

@@ -83,7 +83,8 @@ class LLM:
                     enforce_eager)
         if dev.type != "cuda" and not enforce_eager:
             logger.info("CUDA graphs are unavailable on %s: running eagerly", dev)
-        self.tokenizer = load_tokenizer(path)
+        with self.report.phase("load_tokenizer", dev):
+            self.tokenizer = load_tokenizer(path)
         with self.report.phase("load_weights", dev):
             model = load_model(path, model_config, dev, torch_dtype)
         logger.info("Loading weights took %.2f s (%.3f GiB)", self.report.phases["load_weights"],
@@ -237,6 +238,34 @@ class LLM:
         return live_compile_report(self.model_runner, self.report.compile)
 
     # ---- public API ------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Free the GPU memory of this engine now (KV cache, graphs, compiled code, weights).
+
+        `del llm` is not enough: compiled code and graph pools keep references, and a second engine in the
+        same process sizes its KV cache from the memory that is free.
+        """
+        import gc
+
+        import torch._dynamo
+
+        runner = getattr(self, "model_runner", None)
+        if runner is not None:
+            runner.cudagraph_dispatcher = None
+            runner.piecewise = None
+            runner.split_backend = None
+            runner.forward_fn = None
+            runner.kv_cache = None
+            for m in runner.model.modules():
+                if hasattr(m, "k_cache"):
+                    m.k_cache = m.v_cache = torch.empty(0)
+            runner.model = None
+        self.model_runner = None
+        self.engine = None
+        torch._dynamo.reset()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
     def get_tokenizer(self):
         return self.tokenizer
 

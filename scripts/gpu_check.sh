@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All GPU work of a session in one script: GPU tests, then benchmarks, JSON under $OUT.
-#   bash scripts/gpu_check.sh tests     # kernels + CUDA-graph tests, kernel bench (about 5 min)
-#   bash scripts/gpu_check.sh bench     # latency, throughput, compile, startup, lab01 recordings
+#   bash scripts/gpu_check.sh kernels   # kernel tests + kernel bench (about 4 min)
+#   bash scripts/gpu_check.sh A         # CUDA-graph tests + latency (issue 5)
+#   bash scripts/gpu_check.sh B         # throughput (issue 8), compile levels (issue 6), lab 01 recording
 # Runs on the device machine (torch 2.11 + triton 3.6 + transformers 5.17 preinstalled, no internet).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,29 +20,32 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 $PY -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 [ -d "$CK" ] || $PY -m minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 "$CK" >/dev/null
 
-if [ "$stage" = tests ]; then
-  log "GPU tests"
-  MINIVLLM_GPU_MODEL=$CK timeout 300 $PY -m pytest -x -q -p no:cacheprovider tests/test_kernels.py \
-      tests/test_cuda_graphs_gpu.py 2>&1 | tail -40 | tee "$OUT/gpu_tests.log"
+if [ "$stage" = kernels ]; then
+  log "kernel tests"
+  timeout 300 $PY -m pytest -x -q -p no:cacheprovider tests/test_kernels.py 2>&1 | tail -5 | tee "$OUT/kernel_tests.log"
   log "bench kernels"
   timeout 150 $PY -m minivllm.cli bench kernels --json "$OUT/kernels.json" 2>&1 | tail -30
-  log "bench latency (quick)"
-  timeout 200 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,8,64 \
-      --modes eager,FULL_AND_PIECEWISE --compare hf-compile --hf-batch-sizes 1 --output-len 128 \
-      --json "$OUT/latency_quick.json" 2>&1 | grep -v "^INFO" | tail -25
 fi
 
-if [ "$stage" = bench ]; then
+if [ "$stage" = A ]; then  # graph correctness, then issue 5's latency table
+  log "GPU tests (graphs)"
+  MINIVLLM_GPU_MODEL=$CK timeout 240 $PY -m pytest -x -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
+      2>&1 | tail -15 | tee "$OUT/gpu_tests.log"
   log "bench latency"
-  timeout 420 $PY -m minivllm.cli bench latency --model "$CK" --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE \
-      --compare hf,hf-compile --json "$OUT/latency.json" 2>&1 | grep -v "^INFO" | tail -40
+  timeout 330 $PY -m minivllm.cli bench latency --model "$CK" --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE \
+      --compare hf,hf-compile --hf-batch-sizes 1,8 --json "$OUT/latency.json" 2>&1 | grep -v "^INFO" | tail -45
 fi
 
-if [ "$stage" = bench2 ]; then
+if [ "$stage" = B ]; then  # issue 8 throughput, issue 6 compile levels, lab 01
   log "bench throughput"
-  timeout 300 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 4096 --compare hf \
-      --hf-time-cap 60 --check-correctness --json "$OUT/throughput.json" 2>&1 | grep -v "^INFO" | tail -30
+  timeout 200 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 --compare hf \
+      --hf-time-cap 45 --check-correctness --json "$OUT/throughput.json" 2>&1 | grep -v "^INFO" | tail -30
+  log "bench compile levels"
+  timeout 200 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,8,64 --output-len 128 \
+      --modes NONE@L0,NONE@L2,NONE@L3,FULL_AND_PIECEWISE@L0,FULL_AND_PIECEWISE@L3 \
+      --json "$OUT/compile.json" 2>&1 | grep -v "^INFO" | tail -25
   log "lab01 recording"
-  timeout 150 $PY -m minivllm.labs.record lab01 --model "$CK" --out "$OUT/lab01.json" 2>&1 | tail -10
+  timeout 150 $PY -m minivllm.labs.record lab01 --model "$CK" --out "$OUT/lab01.json" 2>&1 | tail -8
 fi
+
 log "done"

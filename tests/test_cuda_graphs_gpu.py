@@ -20,8 +20,17 @@ SIZES = [1, 2, 4, 8, 16]
 MODES = ["FULL", "PIECEWISE", "FULL_AND_PIECEWISE"]
 
 
+def _default_model() -> str:
+    """The embedded model, or (before it exists) a small random Qwen3 checkpoint."""
+    if os.path.isdir(DEFAULT_MODEL):
+        return DEFAULT_MODEL
+    from minivllm.tools.make_random_checkpoint import make_random_checkpoint
+
+    return str(make_random_checkpoint("tiny", "/tmp/minivllm_tiny_gpu", dtype="bfloat16"))
+
+
 def _models():
-    models = [DEFAULT_MODEL]
+    models = [_default_model()]
     if os.environ.get("MINIVLLM_GPU_MODEL"):
         models.append(os.environ["MINIVLLM_GPU_MODEL"])
     return models
@@ -35,12 +44,12 @@ def _run(llm, prompts, max_tokens=16):
 
 @pytest.mark.parametrize("model", _models())
 def test_graph_modes_match_eager_at_every_batch_size(model):
-    common = dict(model=model, max_model_len=512, max_num_seqs=32, dtype="bfloat16", seed=0)
+    common = dict(model=model, max_model_len=512, max_num_seqs=32, dtype="bfloat16", seed=0, gpu_memory_utilization=0.3)
     eager = LLM(**common, enforce_eager=True)
     V = min(eager.engine.model_config.vocab_size, 5000)
     batches = {b: random_prompts(V, [7 + (i * 13) % 50 for i in range(b)], seed=b) for b in range(1, 21)}
     ref = {b: _run(eager, p) for b, p in batches.items()}
-    del eager
+    eager.shutdown()
     for mode in MODES:
         llm = LLM(**common, cudagraph_mode=mode, cudagraph_capture_sizes=SIZES)
         ptrs = {k: v.data_ptr() for k, v in llm.model_runner.input_batch.buffers().items()}
@@ -53,12 +62,12 @@ def test_graph_modes_match_eager_at_every_batch_size(model):
         if mode != "FULL":
             assert counts["piecewise"] > 0, counts
         assert counts["eager"] > 0  # batches above 16 (and prefills above 16 tokens in FULL mode) run eagerly
-        del llm
-        torch.cuda.empty_cache()
+        llm.shutdown()
 
 
 def test_sampling_inside_replays_follows_the_seed():
-    llm = LLM(DEFAULT_MODEL, max_model_len=256, max_num_seqs=8, cudagraph_capture_sizes=[1, 2, 4, 8])
+    llm = LLM(_default_model(), max_model_len=256, max_num_seqs=8, cudagraph_capture_sizes=[1, 2, 4, 8],
+              gpu_memory_utilization=0.3)
     p = [{"prompt_token_ids": random_prompts(500, [6], seed=3)[0]}]
 
     def sample(seed):
@@ -71,12 +80,14 @@ def test_sampling_inside_replays_follows_the_seed():
                                    use_tqdm=False)[0].outputs[0].token_ids) for _ in range(3)}
     assert len(unseeded) == 3
     assert llm.model_runner.cudagraph_dispatcher.counts["full"] > 0
+    llm.shutdown()
 
 
 def test_capture_failure_names_mode_and_size_and_leaves_nothing():
     from minivllm.worker.cuda_graph import CudaGraphCaptureError
 
-    llm = LLM(DEFAULT_MODEL, max_model_len=256, max_num_seqs=8, enforce_eager=True)
+    llm = LLM(_default_model(), max_model_len=256, max_num_seqs=8, enforce_eager=True,
+              gpu_memory_utilization=0.3)
     from minivllm.worker.cuda_graph import CUDAGraphDispatcher
 
     runner = llm.model_runner
@@ -93,5 +104,6 @@ def test_capture_failure_names_mode_and_size_and_leaves_nothing():
         d.capture_full()
     assert not d.full_graphs
     runner.forward_fn = orig
-    out = llm.generate("Q: 1+2= A:", SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
+    out = llm.generate({"prompt_token_ids": [5, 6, 7]}, SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
     assert out[0].outputs[0].token_ids
+    llm.shutdown()

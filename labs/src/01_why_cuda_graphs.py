@@ -23,7 +23,7 @@
 # %% [markdown]
 # ## 1. Setup · 环境准备
 
-# %%
+# %% tags=["nbval-check-output"]
 from IPython.display import display
 
 from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device,
@@ -38,7 +38,7 @@ print(device)
 # `load_recorded` refuses a results file without its provenance (GPU, torch version, commit, date and the
 # command that produced it), so every number below can be traced and re-measured with that command.
 
-# %%
+# %% tags=["nbval-check-output"]
 try:
     rec = load_recorded("lab01")
     print(describe_provenance(rec))
@@ -53,7 +53,7 @@ except RecordedResultsMissing as e:
 # the launch path (Python, PyTorch's dispatcher, the CUDA driver). Captured in a CUDA graph, the CPU submits
 # all 1,000 kernels with a single call; what remains per op is the GPU's own cost of running a kernel.
 
-# %%
+# %% tags=["nbval-check-output"]
 lab01.plot_launch(rec) if rec else None
 
 # %% [markdown]
@@ -63,7 +63,7 @@ lab01.plot_launch(rec) if rec else None
 # makes (`aten::linear` counts once, even though it calls `aten::addmm` inside); *GPU kernels* are what the
 # GPU runs. Multiply by 80 layers to check the handbook's "1000+ kernels per forward".
 
-# %%
+# %% tags=["nbval-check-output"]
 if rec:
     print(lab01.census_table(rec))
 
@@ -79,10 +79,10 @@ if rec:
 # the eager wall time and the replay time of the same forward captured as a graph. Check: does *saved*
 # follow *exposed CPU*? At which batch size does the GPU time overtake the enqueue time?
 
-# %%
+# %% tags=["nbval-check-output"]
 lab01.plot_bound(rec) if rec else None
 
-# %%
+# %% tags=["nbval-check-output"]
 if rec:
     print(lab01.bound_table(rec))
 
@@ -92,7 +92,7 @@ if rec:
 # Time per output token of the whole engine (scheduler, input preparation, forward, sampling) with
 # `enforce_eager=True` and with FULL decode graphs. The buttons show one mode at a time.
 
-# %%
+# %% tags=["nbval-check-output"]
 lab01.plot_tpot(rec) if rec else None
 
 # %% [markdown]
@@ -164,7 +164,7 @@ quiz_widget(lab01.Q4, rec or here)
 #
 # Read after answering. The recorded GPU numbers first, then the ones measured here.
 
-# %%
+# %% tags=["nbval-check-output"]
 for q in (lab01.Q1, lab01.Q4):
     print(f"{q.qid.upper()}: {q.model_answer}\n{q.evidence(rec)}\n")
 

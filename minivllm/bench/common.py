@@ -159,30 +159,8 @@ def percentiles(values: Sequence[float], ps: Sequence[int] = (50, 90, 99)) -> di
 
 
 def free_engine(llm) -> None:
-    """Give an engine's GPU memory back before the next one starts (each sizes its KV cache from free memory).
-
-    `del llm` is not enough: compiled functions and captured graphs can keep the model, and through its
-    attention layers the KV cache, alive. So the big tensors are dropped by hand, then everything the LLM
-    object holds; it is unusable afterwards."""
-    runner = getattr(llm, "model_runner", None)
-    if runner is not None:
-        for m in runner.model.modules():
-            if hasattr(m, "k_cache"):
-                m.k_cache = m.v_cache = None
-        runner.kv_cache = None
-        if runner.cudagraph_dispatcher is not None:
-            runner.cudagraph_dispatcher.full_graphs.clear()
-        runner.cudagraph_dispatcher = None
-        pieces = getattr(runner, "piecewise", None)  # piecewise graphs live with the split compiled forward
-        for piece in getattr(pieces, "runners", None) or []:
-            getattr(piece, "graphs", {}).clear()
-        runner.piecewise = None
-    llm.__dict__.clear()
-    del runner
-    gc.collect()
-    torch._dynamo.reset()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    """Give an engine's GPU memory back before the next one starts (each sizes its KV cache from free memory)."""
+    llm.shutdown()
 
 
 # ---- output ------------------------------------------------------------------------------------------

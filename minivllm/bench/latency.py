@@ -25,7 +25,7 @@ from minivllm.bench.common import (engine_kwargs, free_engine, int_list, jsonabl
                                    write_json)
 from minivllm.sampling_params import SamplingParams
 
-GRAPH_MODES = ("FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
+GRAPH_MODES = ("NONE", "FULL", "PIECEWISE", "FULL_AND_PIECEWISE")  # a mode may end in @L<level>: "FULL@L3"
 BASELINES = ("hf", "hf-compile")
 GOAL_TPOT_MS, GOAL_SPEEDUP, GOAL_POOL_MIB = 1.0, 4.0, 256.0
 
@@ -64,7 +64,7 @@ def main(args) -> dict:
     batch_sizes, modes, compare = int_list(args.batch_sizes), str_list(args.modes), str_list(args.compare)
     hf_sizes = [b for b in int_list(args.hf_batch_sizes) if b in batch_sizes]
     for m in modes:
-        if m not in ("eager", *GRAPH_MODES):
+        if m.partition("@L")[0] not in ("eager", *GRAPH_MODES) or (m.partition("@L")[2] or "0") not in "0123":
             raise ValueError(f"--modes: unknown mode {m!r}; choose from eager, {', '.join(GRAPH_MODES)}")
     for c in compare:
         if c not in BASELINES:
@@ -86,8 +86,10 @@ def main(args) -> dict:
 
         bar.set_description(f"latency: starting {mode}")
         eager = mode == "eager"
-        llm = LLM(**engine_kwargs(args, enforce_eager=eager, cudagraph_mode=None if eager else mode,
-                                  max_num_seqs=max_seqs, max_model_len=max_len))
+        graph_mode, _, level = mode.partition("@L")
+        extra = {"compilation_config": {"level": int(level)}} if level else {}
+        llm = LLM(**engine_kwargs(args, enforce_eager=eager, cudagraph_mode=None if eager else graph_mode,
+                                  max_num_seqs=max_seqs, max_model_len=max_len, **extra))
         rep = jsonable(llm.startup_report().as_dict())
         result["modes"][mode] = {"cudagraph_mode": llm.config.cudagraph_mode,
                                  "compile_level": rep["compile"].get("level", 0),

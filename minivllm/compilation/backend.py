@@ -140,7 +140,16 @@ class SplitBackend:
 
 
 def _dummy_metadata(runner, n: int) -> AttentionMetadata:
+    """A batch whose attention writes nothing and reads nothing: n decode rows with seq_len 0, or, above
+    max_num_seqs, one sequence of n query tokens with seq_len 0 (its output is zeros)."""
     ib = runner.input_batch
+    if n > ib.max_num_seqs:
+        ib.slot_mapping[:n].fill_(-1)
+        ib.seq_lens[:1].zero_()
+        ib.query_start_loc[:2].copy_(torch.tensor([0, n], dtype=torch.int32))
+        return AttentionMetadata(ib.slot_mapping[:n], ib.query_start_loc[:2], ib.seq_lens[:1], ib.block_tables[:1],
+                                 max_query_len=n, max_seq_len=0, decode_only=False,
+                                 query_start_loc_cpu=[0, n], seq_lens_cpu=[0])
     ib.slot_mapping[:n].fill_(-1)
     ib.seq_lens[:n].zero_()
     ib.query_start_loc[: n + 1].copy_(torch.arange(n + 1, dtype=torch.int32, device=ib.device))
@@ -185,7 +194,7 @@ def compile_model(runner, config) -> dict:
         split = level == 3 or graphs_on
         backend = SplitBackend(compile_pieces=level == 3, inductor=c.backend == "inductor", state=state,
                                use_graphs=graphs_on) if split else c.backend
-        info["split_backend"] = backend if split else None
+        runner.split_backend = backend if split else None
         compiled = torch.compile(model.forward, backend=backend, fullgraph=True)
 
         def fn(input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -297,7 +306,7 @@ def capture_piecewise(runner, dispatcher):
 def live_compile_report(runner, info: dict) -> dict:
     """Traces, graph breaks and recompiles since startup, plus the split and cache facts."""
     base = info.get("baseline_counters", {"unique_graphs": 0, "graph_breaks": 0})
-    backend = info.get("split_backend")
+    backend = getattr(runner, "split_backend", None)
     return {
         "level": info.get("level", 0),
         "graphs_traced_at_startup": info.get("unique_graphs", 0),

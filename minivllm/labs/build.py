@@ -87,12 +87,15 @@ def build_notebook(src: Path) -> nbformat.NotebookNode:
 
 
 def execute(nb: nbformat.NotebookNode, timeout: int = 600) -> nbformat.NotebookNode:
-    """Run every cell in a fresh kernel in labs/ (nbval's working directory), like a learner would."""
+    """Run every cell in a fresh kernel in labs/ (nbval's working directory), like a learner would.
+
+    GPUs are hidden from the kernel: the stored outputs must be the ones CI (a CPU) reproduces, whatever
+    machine regenerates them."""
     from nbclient import NotebookClient
 
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TOKENIZERS_PARALLELISM": "false"}
     NotebookClient(nb, timeout=timeout, kernel_name=KERNELSPEC["name"],
-                   resources={"metadata": {"path": str(LABS_DIR)}}).execute()
+                   resources={"metadata": {"path": str(LABS_DIR)}}).execute(env=env)
     return nb
 
 

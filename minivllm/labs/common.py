@@ -7,10 +7,12 @@ keep that detail in return values and print only what is stable (the kind of dev
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
 import platform
+import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -74,7 +76,7 @@ def lab_model(shape: str | None = None) -> str:
     shape=None: the embedded model (assets/models/minivllm-tiny) when it exists, else a random tiny
     checkpoint (same code paths, seconds to make). shape="qwen3-0.6b" etc.: a random-weight checkpoint of a
     real model's shape, in bfloat16, for GPU measurements where the size matters (speed depends on shapes,
-    not on weight values). Made once per process, in a temporary directory."""
+    not on weight values). Made once per process, in a temporary directory removed at exit."""
     if shape is None and (Path(DEFAULT_MODEL) / "config.json").exists():
         return DEFAULT_MODEL
     from transformers.utils import logging as hf_logging
@@ -83,6 +85,7 @@ def lab_model(shape: str | None = None) -> str:
 
     shape = shape or "tiny"
     out = Path(tempfile.mkdtemp(prefix=f"minivllm-lab-{shape}-"))
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
     hf_logging.disable_progress_bar()  # no progress bar in notebook outputs
     make_random_checkpoint(shape, out, dtype="float32" if shape.startswith("tiny") else "bfloat16")
     return str(out)

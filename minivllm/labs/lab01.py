@@ -401,10 +401,10 @@ def census_table(res: dict) -> str:
     per_layer = c.get("kernels_per_layer") or c.get("ops_per_layer")
     unit = "GPU kernels" if c.get("kernels_per_layer") else "ops dispatched"
     lines = [f"One decode step, {c['num_layers']} decoder layers ({c['device']}):",
-             f"  ops dispatched from Python: {c['ops_per_layer']} per layer (mean), "
+             f"  ops dispatched from Python: {c['ops_per_layer'] or 'n/a'} per layer (mean), "
              f"{c['ops_per_step']} per step"]
     if "kernels_per_step" in c:
-        lines.append(f"  GPU kernels:                {c['kernels_per_layer']} per layer, "
+        lines.append(f"  GPU kernels:                {c['kernels_per_layer'] or 'n/a'} per layer, "
                      f"{c['kernels_per_step']} per step (+ {c['copies_per_step']} copies)")
     if per_layer:
         lines.append(f"  an 80-layer model at this rate: about {round(80 * per_layer)} {unit} per step "

@@ -55,7 +55,19 @@ class StartupReport:
 
 
 def choose_num_blocks(runner, cache_cfg, activation_peak: int, graph_reserve: int) -> int:
-    """How many KV blocks fit: the override, or the byte budget, or (CUDA) what gpu_memory_utilization leaves."""
+    """How many KV blocks fit: the override, or the byte budget, or (CUDA) what gpu_memory_utilization leaves.
+
+    Memory-derived counts are capped at what max_num_seqs sequences of max_model_len tokens can ever hold
+    (x2 for the prefix cache): a tiny model on a big GPU would otherwise get hundreds of millions of blocks,
+    and the block manager keeps a Python object per block.
+    """
+    cfg = runner.config
+    cap = 2 * cfg.scheduler.max_num_seqs * runner.max_blocks_per_seq
+    return min(_blocks_from_memory(runner, cache_cfg, activation_peak, graph_reserve), cap) \
+        if cache_cfg.num_gpu_blocks_override is None else cache_cfg.num_gpu_blocks_override
+
+
+def _blocks_from_memory(runner, cache_cfg, activation_peak: int, graph_reserve: int) -> int:
     per_block = runner.kv_bytes_per_block()
     if cache_cfg.num_gpu_blocks_override is not None:
         return cache_cfg.num_gpu_blocks_override

@@ -119,12 +119,12 @@ def make_random_checkpoint(shape: str, out_dir: str | Path, dtype: str = "float3
     model = random_model(config, seed)
     model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0)
     model.save_pretrained(str(out_dir))
-    _add_classic_config_keys(out_dir / "config.json", config)
+    add_classic_config_keys(out_dir / "config.json", config)
     save_tokenizer(default_tokenizer(), out_dir)
     return out_dir
 
 
-def _add_classic_config_keys(path: Path, config: PretrainedConfig) -> None:
+def add_classic_config_keys(path: Path, config: PretrainedConfig) -> None:
     """Published config.json files say rope_theta / rope_scaling / torch_dtype; transformers 5 writes
     rope_parameters / dtype. Write both, so a loader written against either form reads ours."""
     cfg = json.loads(path.read_text())

@@ -24,6 +24,7 @@ from transformers import (GenerationConfig, PreTrainedModel, PreTrainedTokenizer
                           Qwen3ForCausalLM)
 
 from minivllm.tools import tiny_task
+from minivllm.tools.make_random_checkpoint import add_classic_config_keys
 from minivllm.tools.tokenizer import default_tokenizer, save_tokenizer
 
 MAX_NEW_TOKENS = 8  # the longest answer, " f e d c b a" + EOS, is 7 tokens
@@ -133,10 +134,12 @@ def train(out_dir: Path, seed: int = 0, steps: int = 2500, batch_size: int = 64,
     train_s = time.time() - start
     model.eval()
     # Save in half precision (small file), then measure what was shipped: reload, evaluate in fp32.
-    model.to(dtype).config.dtype = dtype
+    model.to(dtype)
+    model.config.dtype = dtype
     model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0,
                                                max_new_tokens=MAX_NEW_TOKENS, do_sample=False)
     model.save_pretrained(str(out_dir))
+    add_classic_config_keys(out_dir / "config.json", model.config)
     save_tokenizer(tok, out_dir)
     shipped = Qwen3ForCausalLM.from_pretrained(str(out_dir), dtype=torch.float32).eval()
     stats = {
@@ -193,7 +196,8 @@ Numbers: 0-99 plus 0-99. Letters: 3-6 lowercase letters, separated by spaces.
   License: the repository's own (Apache-2.0), for data, weights and tokenizer.
 - Tokenizer: byte-level BPE (512 tokens, digits split one by one) trained by `minivllm/tools/tokenizer.py`
   on generated text; `<pad>`=0, `<s>`=1, `</s>`=2.
-- Training: {s["steps"]} steps of AdamW (lr {s["lr"]}, warmup then cosine, batch {s["batch_size"]}, loss on
+- Training: {s["steps"]} steps of AdamW (lr {s["lr"]}, 5% warmup then cosine to 0, weight decay 0.1,
+  batch {s["batch_size"]}, half of the examples additions, a quarter each reversing and sorting; loss on
   answer tokens + EOS only), seed {s["seed"]}, on {device} with 1 thread: {s["train_seconds"]} s
   ({s["train_seconds"] / 60:.1f} min). Final training loss (mean of the last 100 steps): {s["final_loss"]}.
 - Weights: bfloat16 safetensors, {s["weights_bytes"]:,} bytes; {s["params"]:,} parameters.

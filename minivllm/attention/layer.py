@@ -16,32 +16,43 @@ from minivllm.attention.metadata import get_forward_context
 from minivllm.kernels import ops
 
 
-def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
-                           v_cache: torch.Tensor, scale: float) -> torch.Tensor:
-    """Store this step's K/V into the paged cache, then attend over the cache. q/k/v: [T, heads*D]."""
+def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                           k_cache: torch.Tensor, v_cache: torch.Tensor, scale: float) -> None:
+    """Store this step's K/V into the paged cache, then attend over the cache into `out`. q/k/v/out: [T, heads*D].
+
+    The output buffer is an argument (allocated by the code before the op) rather than a result: with the
+    forward split at attention, `out` then lives in the previous piece's CUDA-graph memory, at the same
+    address on every replay, so the next piece can read it without a copy (vLLM does the same).
+    """
     ctx = get_forward_context()
     meta = ctx.attn_metadata
     if meta is None:  # no batch (the profile run, before the KV cache exists): identity on q
-        return q.clone()
+        out.copy_(q)
+        return
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     T = q.shape[0]
-    qv = q.view(T, -1, head_dim)
-    backend = "torch" if ctx.backend == "unregistered" else ctx.backend
+    # Inside this (already opaque) op the Triton launchers are called directly; "unregistered" on a CPU
+    # falls back to the PyTorch reference, which Dynamo can trace into (and break on).
+    backend = ctx.backend
+    if backend != "torch" and q.device.type != "cuda":
+        backend = "torch"
+    elif backend == "triton":
+        backend = "unregistered"
     ops.store_kvcache(k.view(T, num_kv_heads, head_dim), v.view(T, num_kv_heads, head_dim), k_cache, v_cache,
                       meta.slot_mapping, backend)
-    out = ops.paged_attention(qv, k_cache, v_cache, meta, scale, backend)
-    return out.view(T, -1)
+    ops.paged_attention(q.view(T, -1, head_dim), k_cache, v_cache, meta, scale, backend,
+                        out=out.view(T, -1, head_dim))
 
 
-@torch.library.custom_op("minivllm::unified_attention", mutates_args=("k_cache", "v_cache"))
-def unified_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
-                      v_cache: torch.Tensor, scale: float) -> torch.Tensor:
-    return unified_attention_impl(q, k, v, k_cache, v_cache, scale)
+@torch.library.custom_op("minivllm::unified_attention", mutates_args=("out", "k_cache", "v_cache"))
+def unified_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, k_cache: torch.Tensor,
+                      v_cache: torch.Tensor, scale: float) -> None:
+    unified_attention_impl(q, k, v, out, k_cache, v_cache, scale)
 
 
 @unified_attention.register_fake
-def _(q, k, v, k_cache, v_cache, scale):
-    return torch.empty_like(q)
+def _(q, k, v, out, k_cache, v_cache, scale) -> None:
+    return None
 
 
 class Attention(nn.Module):
@@ -55,6 +66,9 @@ class Attention(nn.Module):
         self.use_custom_op = True  # False for attention_backend="unregistered" (set by the model runner)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(q)
         if not self.use_custom_op:
-            return unified_attention_impl(q, k, v, self.k_cache, self.v_cache, self.scale)
-        return torch.ops.minivllm.unified_attention(q, k, v, self.k_cache, self.v_cache, self.scale)
+            unified_attention_impl(q, k, v, out, self.k_cache, self.v_cache, self.scale)
+        else:
+            torch.ops.minivllm.unified_attention(q, k, v, out, self.k_cache, self.v_cache, self.scale)
+        return out

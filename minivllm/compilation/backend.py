@@ -44,17 +44,31 @@ class _CallableModule(torch.nn.Module):
         return self.fn(*args)
 
 
+def weak_ref(x):
+    """A tensor viewing x's memory without owning it (CUDA graph trees do the same).
+
+    Each captured piece keeps its inputs and outputs only through such views, so once a capture is done its
+    memory returns to the shared pool and the next (smaller) capture reuses it: all sizes share one pool
+    instead of each keeping its own activations alive. Safe because only one size replays at a time.
+    """
+    if not isinstance(x, torch.Tensor):
+        return x
+    st = x.untyped_storage()
+    storage = torch._C._construct_storage_from_data_pointer(st.data_ptr(), x.device, st.nbytes())
+    return torch.empty(0, dtype=x.dtype, device=x.device).set_(storage, x.storage_offset(), x.shape, x.stride())
+
+
 class PiecewiseGraphRunner:
     """One piece of the split forward: compiled (or not), replayed from a CUDA graph per token count.
 
-    Inputs of a piece are weights (fixed), persistent buffers (fixed) or outputs of the previous piece or of
-    the eager attention in between. Any input whose address differs from the one captured is copied into
-    the captured tensor first, so replay is always correct; outputs of pieces come from the shared pool.
+    Inputs of a piece are weights and persistent buffers (fixed addresses) or outputs of the previous piece,
+    including the attention output buffer, which the previous piece allocates (so it sits in the pool at a
+    fixed address too). A replay therefore needs no copies; an input at a new address is a bug and raises.
     """
 
     def __init__(self, fn: Callable, index: int, state: "PiecewiseState") -> None:
         self.fn, self.index, self.state = fn, index, state
-        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, list, object]] = {}
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, list[int], object]] = {}
 
     def __call__(self, *args):
         n = self.state.num_tokens
@@ -68,12 +82,14 @@ class PiecewiseGraphRunner:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self.state.pool):
                 out = self.fn(*args)
-            self.graphs[n] = (graph, list(args), out)
+            ptrs = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
+            weak = tuple(weak_ref(o) for o in out) if isinstance(out, (tuple, list)) else weak_ref(out)
+            self.graphs[n] = (graph, ptrs, weak)
             return out
-        graph, static_args, out = entry
-        for a, s in zip(args, static_args):
-            if isinstance(a, torch.Tensor) and a.data_ptr() != s.data_ptr():
-                s.copy_(a)
+        graph, ptrs, out = entry
+        for i, (a, p) in enumerate(zip(args, ptrs)):
+            if p is not None and a.data_ptr() != p:
+                raise RuntimeError(f"piecewise graph {self.index} (size {n}): input {i} moved since capture")
         graph.replay()
         return out
 

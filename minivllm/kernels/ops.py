@@ -94,23 +94,26 @@ def store_kvcache(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
-                    scale: float, backend: str) -> torch.Tensor:
-    """Attention of q [T, H, D] over the paged cache described by meta; returns [T, H, D].
+                    scale: float, backend: str, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Attention of q [T, H, D] over the paged cache described by meta; returns [T, H, D] (in `out` if given).
 
     Pure-decode batches take the decode path (one query per sequence, split-KV, graph-safe); anything else
-    (prompts, cached prefixes, chunks, mixed decode rows) takes the prefill path.
+    (prompts, cached prefixes, chunks, mixed decode rows) takes the prefill path. "triton" calls the
+    registered ops; "unregistered" the same launchers directly (the engine's unified_attention op, itself
+    registered, uses the launchers directly too: one opaque op is enough).
     """
     _check_backend(backend)
     if backend == "torch":
         if meta.decode_only:
-            return torch_ref.paged_decode_attention_ref(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
-                                                        scale)
-        qsl = meta.query_start_loc_cpu
-        lens = meta.seq_lens_cpu
-        qsl = qsl if qsl is not None else meta.query_start_loc.tolist()  # host sync: fallback only
-        lens = lens if lens is not None else meta.seq_lens.tolist()
-        return torch_ref.paged_prefill_attention_ref(q, k_cache, v_cache, meta.block_tables, qsl, lens, scale)
-    if backend == "triton":
+            res = torch_ref.paged_decode_attention_ref(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale)
+        else:
+            qsl = meta.query_start_loc_cpu
+            lens = meta.seq_lens_cpu
+            qsl = qsl if qsl is not None else meta.query_start_loc.tolist()  # host sync: fallback only
+            lens = lens if lens is not None else meta.seq_lens.tolist()
+            res = torch_ref.paged_prefill_attention_ref(q, k_cache, v_cache, meta.block_tables, qsl, lens, scale)
+        return res if out is None else out.copy_(res)
+    if backend == "triton" and out is None:
         if meta.decode_only:
             return torch.ops.minivllm.paged_decode_attention(q, k_cache, v_cache, meta.block_tables,
                                                              meta.seq_lens, scale)
@@ -121,6 +124,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     from minivllm.kernels.triton_prefill import paged_prefill_attention
 
     if meta.decode_only:
-        return paged_decode_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale)
+        return paged_decode_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale, out=out)
+    if out is not None and meta.query_start_loc_cpu is not None and meta.query_start_loc_cpu[-1] < q.shape[0]:
+        out[meta.query_start_loc_cpu[-1]:].zero_()  # padding tokens of a padded mixed batch
     return paged_prefill_attention(q, k_cache, v_cache, meta.block_tables, meta.query_start_loc,
-                                   meta.seq_lens, meta.max_query_len, scale)
+                                   meta.seq_lens, meta.max_query_len, scale, out=out)

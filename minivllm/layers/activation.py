@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from minivllm.kernels import elementwise_ops  # noqa: F401  (registers torch.ops.minivllm.*)
 from minivllm.layers.custom_op import CustomOp
 
 
@@ -14,3 +15,7 @@ class SiluAndMul(CustomOp):
     def forward_native(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = x.chunk(2, dim=-1)
         return F.silu(gate) * up
+
+    def forward_custom(self, x: torch.Tensor) -> torch.Tensor:
+        """One Triton kernel: no separate silu(gate) tensor, no extra launches."""
+        return torch.ops.minivllm.silu_and_mul(x)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
+
+from minivllm.kernels import elementwise_ops  # noqa: F401  (registers torch.ops.minivllm.*)
+from minivllm.layers.custom_op import CustomOp
 
 
 def _llama3_inv_freq(inv_freq: torch.Tensor, scaling: dict) -> torch.Tensor:
@@ -23,7 +25,9 @@ def _llama3_inv_freq(inv_freq: torch.Tensor, scaling: dict) -> torch.Tensor:
     return torch.where(mid, (1 - smooth) * inv_freq / factor + smooth * inv_freq, scaled)
 
 
-class RotaryEmbedding(nn.Module):
+class RotaryEmbedding(CustomOp):
+    name = "rotary_embedding"
+
     def __init__(self, head_dim: int, max_position: int, base: float, rope_scaling: dict | None = None) -> None:
         super().__init__()
         self.head_dim = head_dim
@@ -39,10 +43,14 @@ class RotaryEmbedding(nn.Module):
         cache = torch.cat([freqs.cos(), freqs.sin()], dim=-1).float()  # [max_pos, head_dim]
         self.register_buffer("cos_sin_cache", cache, persistent=False)
 
-    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+    def forward_native(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         """q [T, Hq*D], k [T, Hk*D] -> rotated, same shapes."""
         cos, sin = self.cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)  # [T, D/2]
         return self._apply(q, cos, sin), self._apply(k, cos, sin)
+
+    def forward_custom(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+        """One Triton kernel for q and k together (cos/sin gathered once per token)."""
+        return torch.ops.minivllm.rotary_embedding(positions, q, k, self.cos_sin_cache, self.head_dim)
 
     def _apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         T = x.shape[0]

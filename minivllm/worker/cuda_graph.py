@@ -66,6 +66,7 @@ class CUDAGraphDispatcher:
         self.piecewise_sizes: list[int] = []  # token counts the piecewise (compiled) forward has graphs for
         self.stats: dict[str, CaptureStats] = {}
         self.counts = {"full": 0, "piecewise": 0, "eager": 0}
+        self.logits_buf: torch.Tensor | None = None  # FULL graphs write their logits here (outside the pool)
 
     # ---- capture ---------------------------------------------------------------------------------
     def _decode_metadata(self, n: int) -> AttentionMetadata:
@@ -88,6 +89,9 @@ class CUDAGraphDispatcher:
         sizes = [s for s in self.sizes if s <= ib.max_num_seqs]
         stats = CaptureStats("FULL", sorted(sizes))
         self.pool = self.pool or torch.cuda.graph_pool_handle()
+        if sizes and self.logits_buf is None:
+            vocab, dtype = runner.model_config.vocab_size, runner.config.dtype
+            self.logits_buf = torch.empty(max(sizes), vocab, dtype=dtype, device=ib.device)
         t_start = time.perf_counter()
         torch.cuda.synchronize()
         free_start = torch.cuda.mem_get_info()[0]
@@ -106,8 +110,12 @@ class CUDAGraphDispatcher:
                         torch.cuda.synchronize()
                         graph = torch.cuda.CUDAGraph()
                         with torch.cuda.graph(graph, pool=self.pool):
-                            # The LM head is in the graph too: a decode step samples every row.
-                            out = runner.model.compute_logits(runner.forward_fn(ib.input_ids[:n], ib.positions[:n]))
+                            # The LM head is in the graph too (a decode step samples every row). Its result
+                            # goes to one persistent buffer shared by all sizes, so no graph keeps its own
+                            # [n, vocab] output alive in the pool.
+                            out = self.logits_buf[:n]
+                            out.copy_(runner.model.compute_logits(
+                                runner.forward_fn(ib.input_ids[:n], ib.positions[:n])))
                 except Exception as e:
                     self.full_graphs.clear()
                     torch.cuda.synchronize()

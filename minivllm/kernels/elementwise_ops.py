@@ -1,0 +1,73 @@
+"""The fused elementwise kernels (RMSNorm, residual-add + RMSNorm, rotary, SiLU-and-mul) as torch ops.
+
+Why torch.library (as in ops.py): torch.compile cannot trace a Triton launcher, but a registered op with a
+fake implementation is one opaque graph node, so the model traces with zero graph breaks, and Inductor
+leaves these kernels alone while fusing whatever is around them.
+
+Every op is functional (mutates_args=()): it returns new tensors instead of writing x/residual/q/k in
+place. That keeps the compiled graph free of auto_functionalize copies, and it is CUDA-graph safe: the
+outputs come from the graph's memory pool, the grid depends only on shapes, and nothing syncs with the host.
+
+Triton is imported lazily inside the op bodies, so importing this module (which the layers do, to register
+the ops) works on machines without Triton; the layers only call these ops when custom kernels are enabled.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+@torch.library.custom_op("minivllm::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """weight * rmsnorm(x) over the last dim; x may be a strided [T, H, D] view."""
+    from minivllm.kernels.triton_norm import rms_norm as launch
+
+    return launch(x, weight, eps)[0]
+
+
+@rms_norm.register_fake
+def _(x, weight, eps):
+    return x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, weight.dtype))
+
+
+@torch.library.custom_op("minivllm::fused_add_rms_norm", mutates_args=())
+def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                       eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weight * rmsnorm(x + residual), x + residual), from one read of x and residual."""
+    from minivllm.kernels.triton_norm import rms_norm as launch
+
+    out, new_residual = launch(x, weight, eps, residual)
+    return out, new_residual
+
+
+@fused_add_rms_norm.register_fake
+def _(x, residual, weight, eps):
+    return (x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, weight.dtype)),
+            x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, residual.dtype)))
+
+
+@torch.library.custom_op("minivllm::rotary_embedding", mutates_args=())
+def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor,
+                     head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Neox-style RoPE of q [T, Hq*D] and k [T, Hk*D] at positions [T]; returns new (q, k)."""
+    from minivllm.kernels.triton_rotary import rotary_embedding as launch
+
+    return launch(positions, q, k, cos_sin_cache, head_dim)
+
+
+@rotary_embedding.register_fake
+def _(positions, q, k, cos_sin_cache, head_dim):
+    return q.new_empty(q.shape), k.new_empty(k.shape)
+
+
+@torch.library.custom_op("minivllm::silu_and_mul", mutates_args=())
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """silu(x[..., :I]) * x[..., I:] for x [..., 2I]."""
+    from minivllm.kernels.triton_activation import silu_and_mul as launch
+
+    return launch(x)
+
+
+@silu_and_mul.register_fake
+def _(x):
+    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))

@@ -1,0 +1,65 @@
+"""Triton rotary embedding (neox / rotate-half layout) applied to q and k in one kernel.
+
+Why: the native version gathers cos/sin, splits, multiplies, concatenates and casts, separately for q and
+k (~20 launches). Here one program per token loads its position's cos/sin row once from the fp32
+cos_sin_cache [max_pos, D] (= cat(cos, sin), D/2 each) and rotates every q head and every k head.
+
+q/k may be column slices of the fused qkv output (row stride != width): only the last dim must be
+contiguous. Math is fp32, results are cast to the input dtype into new contiguous [T, H*D] tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rotate_heads(src, dst, cos, sin, H: tl.constexpr, H_PAD: tl.constexpr, HALF: tl.constexpr,
+                  HALF_PAD: tl.constexpr):
+    h = tl.arange(0, H_PAD)[:, None]
+    d = tl.arange(0, HALF_PAD)[None, :]
+    mask = (h < H) & (d < HALF)
+    off = h * (2 * HALF) + d
+    x1 = tl.load(src + off, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(src + off + HALF, mask=mask, other=0.0).to(tl.float32)
+    dtype = dst.dtype.element_ty
+    tl.store(dst + off, (x1 * cos - x2 * sin).to(dtype), mask=mask)
+    tl.store(dst + off + HALF, (x2 * cos + x1 * sin).to(dtype), mask=mask)
+
+
+@triton.jit
+def _rotary_kernel(pos_ptr, q_ptr, k_ptr, cache_ptr, q_out_ptr, k_out_ptr, q_stride_t, k_stride_t, cache_stride,
+                   HQ: tl.constexpr, HK: tl.constexpr, HQ_PAD: tl.constexpr, HK_PAD: tl.constexpr,
+                   HALF: tl.constexpr, HALF_PAD: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    pos = tl.load(pos_ptr + t).to(tl.int64)
+    d = tl.arange(0, HALF_PAD)
+    row = cache_ptr + pos * cache_stride
+    cos = tl.load(row + d, mask=d < HALF, other=0.0).to(tl.float32)[None, :]
+    sin = tl.load(row + HALF + d, mask=d < HALF, other=0.0).to(tl.float32)[None, :]
+    _rotate_heads(q_ptr + t * q_stride_t, q_out_ptr + t * (HQ * 2 * HALF), cos, sin, HQ, HQ_PAD, HALF, HALF_PAD)
+    _rotate_heads(k_ptr + t * k_stride_t, k_out_ptr + t * (HK * 2 * HALF), cos, sin, HK, HK_PAD, HALF, HALF_PAD)
+
+
+def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor,
+                     head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """positions [T], q [T, Hq*D], k [T, Hk*D] -> rotated (q, k), new contiguous tensors of the same shapes."""
+    T = q.shape[0]
+    q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    if T == 0:
+        return q_out, k_out
+    q2, k2 = q.reshape(T, -1), k.reshape(T, -1)
+    q2 = q2 if q2.stride(-1) == 1 else q2.contiguous()
+    k2 = k2 if k2.stride(-1) == 1 else k2.contiguous()
+    cache = cos_sin_cache if cos_sin_cache.stride(-1) == 1 else cos_sin_cache.contiguous()
+    hq, hk, half = q2.shape[1] // head_dim, k2.shape[1] // head_dim, head_dim // 2
+    _rotary_kernel[(T,)](
+        positions, q2, k2, cache, q_out, k_out, q2.stride(0), k2.stride(0), cache.stride(0),
+        HQ=hq, HK=hk, HQ_PAD=triton.next_power_of_2(hq), HK_PAD=triton.next_power_of_2(hk),
+        HALF=half, HALF_PAD=triton.next_power_of_2(half),
+        num_warps=4,
+    )
+    return q_out, k_out

@@ -68,3 +68,17 @@ def test_preemption_matches_hf(ckpt_root, prefix_caching):
     check_against_hf(path, prompts, outs)
     bm = llm.engine.block_manager
     assert bm.num_free_blocks == bm.num_blocks and all(b.ref_count == 0 for b in bm.blocks)
+
+
+def test_embedded_model_matches_hf_and_answers():
+    from minivllm import DEFAULT_MODEL
+    from minivllm.tools import tiny_task
+
+    llm = LLM(DEFAULT_MODEL)
+    prompts = [p for p, _ in tiny_task.make_examples(12, seed=3, split="test")]
+    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=10, ignore_eos=True), use_tqdm=False)
+    for o in outs:
+        assert o.outputs[0].token_ids == hf_greedy(DEFAULT_MODEL, o.prompt_token_ids, 10), o.prompt
+    answers = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=16), use_tqdm=False)
+    assert tiny_task.score(prompts, [a.outputs[0].text for a in answers]) >= 11 / 12
+    assert all(a.outputs[0].finish_reason == "stop" for a in answers)  # the model stops itself with EOS

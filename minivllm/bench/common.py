@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import shlex
 import subprocess
@@ -69,7 +70,10 @@ def git_info() -> dict:
             return None
 
     status = git("status", "--porcelain")
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+    commit = git("rev-parse", "HEAD")
+    if commit is None and os.environ.get("MINIVLLM_GIT_COMMIT"):  # the GPU machine gets a tree without .git
+        return {"commit": os.environ["MINIVLLM_GIT_COMMIT"], "dirty": os.environ.get("MINIVLLM_GIT_DIRTY") == "1"}
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
 def model_shape(path: str) -> dict:

@@ -1,0 +1,267 @@
+"""The fused elementwise Triton ops (minivllm::rms_norm, fused_add_rms_norm, rotary_embedding, silu_and_mul)
+against the layers' forward_native, plus the torch.compile trace and the CustomOp on/off switch.
+
+On CPU the kernels run under TRITON_INTERPRET=1 (conftest.py), so shapes stay small and dtypes are fp32 and
+fp16; with CUDA the same tests add bf16, long batches (T = 8192) and a CUDA-graph capture/replay check.
+Inputs include the strided views the model really passes: column slices of a fused qkv output and
+Qwen3's [T, H, D] per-head view of such a slice.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minivllm.layers.activation import SiluAndMul
+from minivllm.layers.custom_op import configure_custom_ops
+from minivllm.layers.layernorm import RMSNorm
+from minivllm.layers.rotary import RotaryEmbedding
+
+pytest.importorskip("triton")
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+DTYPES = [torch.float32, torch.bfloat16, torch.float16] if CUDA else [torch.float32, torch.float16]
+TOL = {torch.float32: 2e-6, torch.bfloat16: 2e-2, torch.float16: 5e-3}
+TOKENS = [1, 7, 300, 8192] if CUDA else [1, 7, 40]
+
+
+def check(out: torch.Tensor, ref: torch.Tensor) -> None:
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    tol = TOL[ref.dtype]
+    torch.testing.assert_close(out, ref, atol=tol * max(1.0, ref.abs().max().item()), rtol=tol)
+
+
+def randn(*shape, dtype=torch.float32, seed=0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(DEVICE, dtype)
+
+
+def make_norm(n: int, dtype: torch.dtype) -> RMSNorm:
+    norm = RMSNorm(n, eps=1e-6).to(DEVICE, dtype)
+    norm.weight.data.copy_(randn(n, seed=99) * 0.5 + 1)
+    return norm
+
+
+@pytest.fixture(autouse=True)
+def _restore_custom_ops():
+    yield
+    configure_custom_ops(["none"], has_kernels=False)  # the module's initial state: everything native
+
+
+# ---- RMSNorm ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("T", TOKENS)
+@pytest.mark.parametrize("hidden", [64, 96])
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_rms_norm(dtype, T, hidden, with_residual):
+    norm = make_norm(hidden, dtype)
+    x = randn(T, hidden, dtype=dtype, seed=T) * 3
+    if not with_residual:
+        check(norm.forward_custom(x), norm.forward_native(x))
+        return
+    residual = randn(T, hidden, dtype=dtype, seed=T + 1)
+    out, res = norm.forward_custom(x, residual)
+    ref_out, ref_res = norm.forward_native(x, residual)
+    check(out, ref_out)
+    check(res, ref_res)
+    assert x.equal(randn(T, hidden, dtype=dtype, seed=T) * 3), "inputs must not be modified"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_rms_norm_strided_inputs(dtype, with_residual):
+    """Rows with a stride wider than the row (a column slice), as the model's inputs can be."""
+    T, hidden = 9, 64
+    norm = make_norm(hidden, dtype)
+    wide = randn(T, 3 * hidden, dtype=dtype, seed=1)
+    x = wide[:, hidden:2 * hidden]
+    assert not x.is_contiguous()
+    if with_residual:
+        residual = randn(T, 2 * hidden, dtype=dtype, seed=2)[:, :hidden]
+        for a, b in zip(norm.forward_custom(x, residual), norm.forward_native(x, residual)):
+            check(a, b)
+    else:
+        check(norm.forward_custom(x), norm.forward_native(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("T", TOKENS[:2])
+def test_qk_norm_per_head_view(dtype, T):
+    """Qwen3's q_norm/k_norm: RMSNorm over head_dim of a [T, H, D] view of a slice of the fused qkv output."""
+    H, Hkv, D = 4, 2, 64
+    norm = make_norm(D, dtype)
+    qkv = randn(T, (H + 2 * Hkv) * D, dtype=dtype, seed=3)
+    for view in (qkv[:, :H * D].reshape(T, H, D), qkv[:, H * D:(H + Hkv) * D].reshape(T, Hkv, D)):
+        assert T == 1 or not view.is_contiguous()  # (a single row counts as contiguous)
+        out = norm.forward_custom(view)
+        check(out, norm.forward_native(view))
+        assert out.view(T, -1).shape == (T, view.shape[1] * D)  # the model flattens the result with view()
+
+
+def test_rms_norm_empty_and_4d():
+    norm = make_norm(64, torch.float32)
+    assert norm.forward_custom(randn(0, 64)).shape == (0, 64)
+    x = randn(2, 3, 5, 64)
+    check(norm.forward_custom(x), norm.forward_native(x))
+
+
+# ---- SiLU and mul ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("T", TOKENS)
+@pytest.mark.parametrize("inter", [64, 1100])  # 1100: not a power of two, and more than one column block
+def test_silu_and_mul(dtype, T, inter):
+    if T > 7 and inter > 64 and not CUDA:
+        pytest.skip("slow under the interpreter")
+    act = SiluAndMul()
+    x = randn(T, 2 * inter, dtype=dtype, seed=T) * 4
+    check(act.forward_custom(x), act.forward_native(x))
+
+
+def test_silu_and_mul_strided():
+    act = SiluAndMul()
+    x = randn(5, 300, seed=4)[:, :256]
+    assert not x.is_contiguous()
+    check(act.forward_custom(x), act.forward_native(x))
+    assert act.forward_custom(randn(0, 256)).shape == (0, 128)
+
+
+# ---- rotary ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("T", TOKENS)
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("heads", [(4, 2), (3, 1)])  # (q heads, kv heads); 3: not a power of two
+@pytest.mark.parametrize("fused_qkv", [True, False])
+def test_rotary(dtype, T, head_dim, heads, fused_qkv):
+    if not CUDA and T > 7 and (head_dim, heads, fused_qkv) != (128, (4, 2), True):
+        pytest.skip("slow under the interpreter")
+    hq, hk = heads
+    rope = RotaryEmbedding(head_dim, max_position=4096, base=10000.0).to(DEVICE)
+    positions = torch.randint(0, 4096, (T,), generator=torch.Generator().manual_seed(T)).to(DEVICE)
+    if fused_qkv:  # q and k are column slices of the qkv projection's output (row stride != width)
+        qkv = randn(T, (hq + 2 * hk) * head_dim, dtype=dtype, seed=5)
+        q, k = qkv[:, :hq * head_dim], qkv[:, hq * head_dim:(hq + hk) * head_dim]
+    else:
+        q, k = randn(T, hq * head_dim, dtype=dtype, seed=6), randn(T, hk * head_dim, dtype=dtype, seed=7)
+    out_q, out_k = rope.forward_custom(positions, q, k)
+    ref_q, ref_k = rope.forward_native(positions, q, k)
+    check(out_q, ref_q)
+    check(out_k, ref_k)
+
+
+def test_rotary_llama3_scaling_and_int32_positions():
+    scaling = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 256}
+    rope = RotaryEmbedding(64, max_position=2048, base=500000.0, rope_scaling=scaling).to(DEVICE)
+    positions = torch.tensor([0, 5, 2047, 300], device=DEVICE)
+    q, k = randn(4, 4 * 64, seed=8), randn(4, 2 * 64, seed=9)
+    ref = rope.forward_native(positions, q, k)
+    for out, r in zip(rope.forward_custom(positions.int(), q, k), ref):
+        check(out, r)
+
+
+# ---- torch.compile and the CustomOp switch ---------------------------------------------------------------
+
+class _Block(torch.nn.Module):
+    """The elementwise part of a Qwen3 decoder layer: norms, per-head q/k norms, rotary, SiLU-and-mul."""
+
+    def __init__(self, hq=4, hk=2, d=64, hidden=64):
+        super().__init__()
+        self.hq, self.hk, self.d = hq, hk, d
+        self.norm, self.q_norm, self.k_norm = RMSNorm(hidden), RMSNorm(d), RMSNorm(d)
+        self.rope = RotaryEmbedding(d, 512, 10000.0)
+        self.act = SiluAndMul()
+
+    def forward(self, positions, qkv, x, residual):
+        T, d = qkv.shape[0], self.d
+        q, k, _ = qkv.split([self.hq * d, self.hk * d, self.hk * d], dim=-1)
+        q = self.q_norm(q.reshape(T, -1, d)).view(T, -1)
+        k = self.k_norm(k.reshape(T, -1, d)).view(T, -1)
+        q, k = self.rope(positions, q, k)
+        h = self.norm(x)
+        h, residual = self.norm(h, residual)
+        return q, k, self.act(torch.cat([h, x], dim=-1)), residual
+
+
+def _block_inputs(T=5):
+    blk = _Block().to(DEVICE)
+    positions = torch.randint(0, 512, (T,), generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    return blk, (positions, randn(T, 8 * 64, seed=10), randn(T, 64, seed=11), randn(T, 64, seed=12))
+
+
+def test_compile_fullgraph_no_graph_breaks():
+    from torch._dynamo.utils import counters
+
+    configure_custom_ops(["all"], has_kernels=True)
+    blk, args = _block_inputs()
+    torch._dynamo.reset()
+    counters.clear()
+    seen: list[str] = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
+    compiled = torch.compile(blk, fullgraph=True, backend=backend)
+    outs = compiled(*args)
+    assert sum(counters["graph_break"].values()) == 0
+    for op in ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul"):
+        assert any(f"minivllm.{op}" in t for t in seen), f"{op} not in the traced graph"
+    configure_custom_ops(["none"], has_kernels=False)
+    for out, ref in zip(outs, blk(*args)):
+        check(out, ref)
+    torch._dynamo.reset()
+
+
+def _spy(monkeypatch, cls, calls):
+    for which in ("forward_native", "forward_custom"):
+        orig = getattr(cls, which)
+
+        def wrapped(self, *a, _orig=orig, _which=which, **kw):
+            calls.append((cls.name, _which))
+            return _orig(self, *a, **kw)
+
+        monkeypatch.setattr(cls, which, wrapped)
+
+
+def test_custom_op_switch(monkeypatch):
+    calls: list[tuple[str, str]] = []
+    for cls in (RMSNorm, SiluAndMul, RotaryEmbedding):
+        _spy(monkeypatch, cls, calls)
+    blk, args = _block_inputs(T=2)
+
+    def used():
+        calls.clear()
+        blk(*args)
+        return set(calls)
+
+    configure_custom_ops(["all"], has_kernels=True)
+    assert used() == {("rms_norm", "forward_custom"), ("silu_and_mul", "forward_custom"),
+                      ("rotary_embedding", "forward_custom")}
+    configure_custom_ops(["all", "-rms_norm"], has_kernels=True)
+    assert used() == {("rms_norm", "forward_native"), ("silu_and_mul", "forward_custom"),
+                      ("rotary_embedding", "forward_custom")}
+    configure_custom_ops(["all"], has_kernels=False)  # CPU without kernels: everything native
+    assert {which for _, which in used()} == {"forward_native"}
+
+
+@pytest.mark.skipif(not CUDA, reason="CUDA graphs need a GPU")
+def test_cuda_graph_replay():
+    """Capture the ops once, then replay with new input values: outputs follow (no host syncs, fixed grid)."""
+    configure_custom_ops(["all"], has_kernels=True)
+    blk, args = _block_inputs(T=16)
+    static = [a.clone() for a in args]
+    blk(*static)  # warm-up: compile the kernels outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = blk(*static)
+    _, new_args = _block_inputs(T=16)
+    new_args = (torch.randint(0, 512, (16,), device=DEVICE),) + tuple(a * 2 for a in new_args[1:])
+    for s, a in zip(static, new_args):
+        s.copy_(a)
+    graph.replay()
+    configure_custom_ops(["none"], has_kernels=False)
+    for out, ref in zip(outs, blk(*new_args)):
+        check(out, ref)

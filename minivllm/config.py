@@ -108,7 +108,7 @@ class CompilationConfig:
 
     level: int = 0
     backend: str = "inductor"
-    custom_ops: list[str] = field(default_factory=lambda: ["all"])
+    custom_ops: list[str] | None = None  # None: hand-written kernels at level 0, Inductor's at levels >= 1
     compile_sizes: list[int] = field(default_factory=list)
     compile_scope: str = "model"  # "model" | "layer" | "ops": the handbook's three scopes
     cache_dir: str | None = None
@@ -125,6 +125,12 @@ class CompilationConfig:
                f"compilation_config.compile_scope must be 'model', 'layer' or 'ops', got {self.compile_scope!r}")
         if isinstance(self.custom_ops, str):
             self.custom_ops = [self.custom_ops]
+
+    def resolved_custom_ops(self) -> list[str]:
+        """As vLLM: with Inductor compiling, let it generate (and fuse) the small ops; else use ours."""
+        if self.custom_ops is not None:
+            return self.custom_ops
+        return ["none"] if self.level >= 1 and self.backend == "inductor" else ["all"]
         if self.cudagraph_mode is not None:
             _check(self.cudagraph_mode in CUDAGRAPH_MODES,
                    f"cudagraph_mode must be one of {CUDAGRAPH_MODES}, got {self.cudagraph_mode!r}")

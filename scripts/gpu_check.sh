@@ -41,7 +41,7 @@ if [ "$stage" = B ]; then  # issue 8 throughput, issue 6 compile levels, lab 01
   timeout 200 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 --compare hf \
       --hf-time-cap 45 --check-correctness --json "$OUT/throughput.json" 2>&1 | grep -v "^INFO" | tail -30
   log "bench compile levels"
-  timeout 200 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,8,64 --output-len 128 \
+  timeout 170 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,8,64 --output-len 128 \
       --modes NONE@L0,NONE@L2,NONE@L3,FULL_AND_PIECEWISE@L0,FULL_AND_PIECEWISE@L3 \
       --json "$OUT/compile.json" 2>&1 | grep -v "^INFO" | tail -25
   log "lab01 recording"
@@ -50,16 +50,16 @@ fi
 
 if [ "$stage" = final ]; then  # one call, most important first; each stage writes its JSON when done
   log "bench throughput"
-  timeout 150 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 --compare hf \
+  timeout 140 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 --compare hf \
       --hf-time-cap 35 --check-correctness --json "$OUT/throughput.json" 2>&1 | grep -v "^INFO" | grep -v "it/s" | tail -40
   log "bench compile levels"
-  timeout 200 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,8,64 --output-len 128 \
+  timeout 170 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,8,64 --output-len 128 \
       --modes FULL,FULL@L2,NONE@L2,NONE@L3,FULL_AND_PIECEWISE@L3 \
       --json "$OUT/compile.json" 2>&1 | grep -v "^INFO" | grep -v "it/s" | tail -30
   log "lab01 recording"
-  timeout 100 $PY -m minivllm.labs.record lab01 --model "$CK" --out "$OUT/lab01.json" 2>&1 | grep -v "it/s" | tail -8
+  timeout 90 $PY -m minivllm.labs.record lab01 --model "$CK" --out "$OUT/lab01.json" 2>&1 | grep -v "it/s" | tail -8
   log "GPU tests (graphs)"
-  MINIVLLM_GPU_MODEL=$CK timeout 100 $PY -m pytest -x -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
+  MINIVLLM_GPU_MODEL=$CK timeout 80 $PY -m pytest -x -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
       2>&1 | grep -v "^INFO" | tail -12 | tee "$OUT/gpu_tests.log"
 fi
 

@@ -178,7 +178,7 @@ def compile_model(runner, config) -> dict:
     """Apply compilation_config to runner.forward_fn; return what was done (for the startup report)."""
     c = config.compilation
     has_kernels = config.resolved_attention_backend == "triton"
-    configure_custom_ops(c.custom_ops, has_kernels)
+    configure_custom_ops(c.resolved_custom_ops(), has_kernels)
     graphs_on = config.cudagraph_mode in ("PIECEWISE", "FULL_AND_PIECEWISE")
     level = 0 if config.enforce_eager else c.level
     info: dict = {"level": level, "backend": c.backend, "scope": c.compile_scope}

@@ -46,13 +46,13 @@ class RotaryEmbedding(CustomOp):
     def forward_native(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         """q [T, Hq*D], k [T, Hk*D] -> rotated, same shapes."""
         cos, sin = self.cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)  # [T, D/2]
-        return self._apply(q, cos, sin), self._apply(k, cos, sin)
+        return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
 
     def forward_custom(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         """One Triton kernel for q and k together (cos/sin gathered once per token)."""
         return torch.ops.minivllm.rotary_embedding(positions, q, k, self.cos_sin_cache, self.head_dim)
 
-    def _apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         T = x.shape[0]
         xs = x.view(T, -1, self.head_dim).float()
         x1, x2 = xs.chunk(2, dim=-1)

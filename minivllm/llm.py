@@ -255,9 +255,7 @@ class LLM:
             runner.split_backend = None
             runner.forward_fn = None
             runner.kv_cache = None
-            for m in runner.model.modules():
-                if hasattr(m, "k_cache"):
-                    m.k_cache = m.v_cache = torch.empty(0)
+            runner.kv_caches = None
             runner.model = None
         self.model_runner = None
         self.engine = None

@@ -17,7 +17,7 @@ from minivllm.kernels import ops
 
 
 def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                           k_cache: torch.Tensor, v_cache: torch.Tensor, scale: float) -> None:
+                           layer_idx: int, scale: float) -> None:
     """Store this step's K/V into the paged cache, then attend over the cache into `out`. q/k/v/out: [T, heads*D].
 
     The output buffer is an argument (allocated by the code before the op) rather than a result: with the
@@ -26,9 +26,10 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
     """
     ctx = get_forward_context()
     meta = ctx.attn_metadata
-    if meta is None:  # no batch (the profile run, before the KV cache exists): identity on q
+    if meta is None or ctx.kv_caches is None:  # the profile run, before the KV cache exists: identity on q
         out.copy_(q)
         return
+    k_cache, v_cache = ctx.kv_caches[layer_idx]
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     T = q.shape[0]
     # Inside this (already opaque) op the Triton launchers are called directly; "unregistered" on a CPU
@@ -44,31 +45,30 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
                         out=out.view(T, -1, head_dim))
 
 
-@torch.library.custom_op("minivllm::unified_attention", mutates_args=("out", "k_cache", "v_cache"))
-def unified_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, k_cache: torch.Tensor,
-                      v_cache: torch.Tensor, scale: float) -> None:
-    unified_attention_impl(q, k, v, out, k_cache, v_cache, scale)
+@torch.library.custom_op("minivllm::unified_attention", mutates_args=("out",))
+def unified_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int,
+                      scale: float) -> None:
+    unified_attention_impl(q, k, v, out, layer_idx, scale)
 
 
 @unified_attention.register_fake
-def _(q, k, v, out, k_cache, v_cache, scale) -> None:
+def _(q, k, v, out, layer_idx, scale) -> None:
     return None
 
 
 class Attention(nn.Module):
-    """Paged attention over this layer's slice of the KV cache (k_cache/v_cache are bound at startup)."""
+    """Paged attention over this layer's slice of the KV cache (found by layer index in the forward context)."""
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float) -> None:
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float, layer_idx: int) -> None:
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim, self.scale = num_heads, num_kv_heads, head_dim, scale
-        self.k_cache = torch.empty(0)
-        self.v_cache = torch.empty(0)
+        self.layer_idx = layer_idx  # which (k_cache, v_cache) of the forward context is this layer's
         self.use_custom_op = True  # False for attention_backend="unregistered" (set by the model runner)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(q)
         if not self.use_custom_op:
-            unified_attention_impl(q, k, v, out, self.k_cache, self.v_cache, self.scale)
+            unified_attention_impl(q, k, v, out, self.layer_idx, self.scale)
         else:
-            torch.ops.minivllm.unified_attention(q, k, v, out, self.k_cache, self.v_cache, self.scale)
+            torch.ops.minivllm.unified_attention(q, k, v, out, self.layer_idx, self.scale)
         return out

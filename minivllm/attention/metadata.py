@@ -49,6 +49,9 @@ class AttentionMetadata:
 class ForwardContext:
     attn_metadata: AttentionMetadata | None
     backend: str = "torch"  # "torch" | "triton" | "unregistered"
+    # (k_cache, v_cache) per layer. The attention op finds its cache here by layer index instead of taking
+    # it as an argument, so a compiled graph never has the (huge) KV cache as an input it must copy back.
+    kv_caches: list | None = None
 
 
 _forward_context: ForwardContext | None = None
@@ -61,10 +64,11 @@ def get_forward_context() -> ForwardContext:
 
 
 @contextlib.contextmanager
-def set_forward_context(attn_metadata: AttentionMetadata | None, backend: str) -> Iterator[None]:
+def set_forward_context(attn_metadata: AttentionMetadata | None, backend: str,
+                        kv_caches: list | None = None) -> Iterator[None]:
     global _forward_context
     prev = _forward_context
-    _forward_context = ForwardContext(attn_metadata, backend)
+    _forward_context = ForwardContext(attn_metadata, backend, kv_caches)
     try:
         yield
     finally:

@@ -224,14 +224,16 @@ def compile_model(runner, config) -> dict:
     n = min(8, runner.input_batch.max_num_seqs)
     ib = runner.input_batch
     try:
-        with torch.inference_mode(), set_forward_context(_dummy_metadata(runner, n), runner.backend):
+        ctx = set_forward_context(_dummy_metadata(runner, n), runner.backend, runner.kv_caches)
+        with torch.inference_mode(), ctx:
             fn(ib.input_ids[:n], ib.positions[:n])
     except Exception:
         if cache is not None and cache.warm:
             logger.warning("Compiling from the warm cache failed: clearing %s and compiling from scratch", cache.dir)
             cache.clear()
             cache.open()
-            with torch.inference_mode(), set_forward_context(_dummy_metadata(runner, n), runner.backend):
+            ctx = set_forward_context(_dummy_metadata(runner, n), runner.backend, runner.kv_caches)
+            with torch.inference_mode(), ctx:
                 fn(ib.input_ids[:n], ib.positions[:n])
         else:
             raise
@@ -293,7 +295,8 @@ def capture_piecewise(runner, dispatcher):
             ib.positions[:n].zero_()
             state.num_tokens = n
             try:
-                with torch.inference_mode(), set_forward_context(_dummy_metadata(runner, n), runner.backend):
+                ctx = set_forward_context(_dummy_metadata(runner, n), runner.backend, runner.kv_caches)
+                with torch.inference_mode(), ctx:
                     runner.forward_fn(ib.input_ids[:n], ib.positions[:n])
             except Exception as e:
                 for r in state.runners:

@@ -273,7 +273,7 @@ def bound_sweep(llm, batch_sizes: tuple[int, ...] = (1, 2, 4, 5, 8, 16, 32, 64, 
         meta = _decode_inputs(runner, b, context)
 
         def forward(b=b, meta=meta):
-            with set_forward_context(meta, runner.backend):
+            with set_forward_context(meta, runner.backend, runner.kv_caches):
                 return runner.forward_fn(ib.input_ids[:b], ib.positions[:b])
 
         for _ in range(3):
@@ -288,7 +288,7 @@ def bound_sweep(llm, batch_sizes: tuple[int, ...] = (1, 2, 4, 5, 8, 16, 32, 64, 
         torch.cuda.synchronize()
         reserved, t0 = torch.cuda.memory_reserved(), time.perf_counter()
         graph = torch.cuda.CUDAGraph()
-        with set_forward_context(meta, runner.backend), torch.cuda.graph(graph):
+        with set_forward_context(meta, runner.backend, runner.kv_caches), torch.cuda.graph(graph):
             runner.forward_fn(ib.input_ids[:b], ib.positions[:b])
         torch.cuda.synchronize()
         cols["capture_s"].append(time.perf_counter() - t0)

@@ -18,14 +18,14 @@ from minivllm.models.config import ModelConfig
 
 
 class DecoderAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
         H, Hkv, D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.q_size, self.kv_size, self.head_dim = H * D, Hkv * D, D
         self.qkv_proj = PackedLinear(cfg.hidden_size, {"q": H * D, "k": Hkv * D, "v": Hkv * D}, bias=cfg.qkv_bias)
         self.o_proj = Linear(H * D, cfg.hidden_size)
         self.rotary_emb = RotaryEmbedding(D, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
-        self.attn = Attention(H, Hkv, D, scale=D ** -0.5)
+        self.attn = Attention(H, Hkv, D, scale=D ** -0.5, layer_idx=layer_idx)
         self.qk_norm = cfg.qk_norm
         if cfg.qk_norm:
             self.q_norm = RMSNorm(D, cfg.rms_norm_eps)
@@ -54,9 +54,9 @@ class DecoderMLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
-        self.self_attn = DecoderAttention(cfg)
+        self.self_attn = DecoderAttention(cfg, layer_idx)
         self.mlp = DecoderMLP(cfg)
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -77,7 +77,7 @@ class DecoderModel(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.embed_tokens.weight.requires_grad_(False)
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

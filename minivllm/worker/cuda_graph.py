@@ -105,7 +105,7 @@ class CUDAGraphDispatcher:
                 self._dummy_decode_inputs(n)
                 meta = self._decode_metadata(n)
                 try:
-                    with set_forward_context(meta, runner.backend):
+                    with set_forward_context(meta, runner.backend, runner.kv_caches):
                         runner.model.compute_logits(runner.forward_fn(ib.input_ids[:n], ib.positions[:n]))  # warm-up
                         torch.cuda.synchronize()
                         graph = torch.cuda.CUDAGraph()

@@ -33,6 +33,7 @@ class ModelRunner:
                                       self.block_size, self.device)
         self.sampler = Sampler(self.device, config.seed)
         self.kv_cache: torch.Tensor | None = None
+        self.kv_caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # per-layer views of kv_cache
         # What runs the forward; torch.compile and the CUDA-graph dispatcher replace or wrap it.
         self.forward_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = model.forward
         self.cudagraph_dispatcher = None  # set by worker.cuda_graph when graphs are captured
@@ -50,11 +51,10 @@ class ModelRunner:
         m = self.model_config
         self.kv_cache = torch.zeros(m.num_hidden_layers, 2, num_blocks, self.block_size, m.num_key_value_heads,
                                     m.head_dim, dtype=self.config.dtype, device=self.device)
-        layers = [mod for mod in self.model.modules() if type(mod).__name__ == "Attention"]
-        for i, attn in enumerate(layers):
-            attn.k_cache = self.kv_cache[i, 0]
-            attn.v_cache = self.kv_cache[i, 1]
-            attn.use_custom_op = self.backend != "unregistered"
+        self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(m.num_hidden_layers)]
+        for mod in self.model.modules():
+            if type(mod).__name__ == "Attention":
+                mod.use_custom_op = self.backend != "unregistered"
 
     @torch.inference_mode()
     def profile_run(self) -> int:
@@ -112,7 +112,7 @@ class ModelRunner:
         if self.piecewise is not None:  # which piecewise graphs (if any) this step replays
             d = self.cudagraph_dispatcher
             self.piecewise.num_tokens = n if runner is None and d is not None and n in d.piecewise_sizes else None
-        with set_forward_context(batch.attn_metadata, self.backend):
+        with set_forward_context(batch.attn_metadata, self.backend, self.kv_caches):
             if runner is not None:
                 return runner(n)
             return self.forward_fn(ib.input_ids[:n], ib.positions[:n])

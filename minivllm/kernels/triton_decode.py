@@ -162,6 +162,15 @@ def decode_tile_config(head_dim: int, dtype: torch.dtype) -> tuple[int, int]:
     return (64, 4) if head_dim <= 128 else (32, 8)
 
 
+def check_paged_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor):
+    """Shared by the decode and prefill launchers: layouts the kernels assume; returns (q, block_size, Hkv)."""
+    H, D = q.shape[1:]
+    _, block_size, Hkv, Dk = k_cache.shape
+    assert Dk == D and H % Hkv == 0 and k_cache.is_contiguous() and v_cache.is_contiguous()
+    assert D >= 16 and D & (D - 1) == 0, "head_dim must be a power of two >= 16"
+    return (q if q.stride(-1) == 1 else q.contiguous()), block_size, Hkv
+
+
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float,
                            out: torch.Tensor | None = None, num_splits: int | None = None) -> torch.Tensor:
@@ -171,11 +180,7 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     Rows with seq_len 0 produce zeros.
     """
     S, H, D = q.shape
-    _, block_size, Hkv, Dk = k_cache.shape
-    assert Dk == D and H % Hkv == 0 and k_cache.is_contiguous() and v_cache.is_contiguous()
-    assert D >= 16 and D & (D - 1) == 0, "head_dim must be a power of two >= 16"
-    if q.stride(-1) != 1:
-        q = q.contiguous()
+    q, block_size, Hkv = check_paged_inputs(q, k_cache, v_cache)
     if out is None:
         out = torch.empty(S, H, D, dtype=q.dtype, device=q.device)
     if S == 0:

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from minivllm.kernels.triton_decode import _LOG2E, fix_interpreter_for_numpy_2_4
+from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs, fix_interpreter_for_numpy_2_4
 
 fix_interpreter_for_numpy_2_4()
 
@@ -147,11 +147,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     with out=None, tokens past query_start_loc[-1] (batch padding) are zeros too.
     """
     T, H, D = q.shape
-    _, block_size, Hkv, Dk = k_cache.shape
-    assert Dk == D and H % Hkv == 0 and k_cache.is_contiguous() and v_cache.is_contiguous()
-    assert D >= 16 and D & (D - 1) == 0, "head_dim must be a power of two >= 16"
-    if q.stride(-1) != 1:
-        q = q.contiguous()
+    q, block_size, Hkv = check_paged_inputs(q, k_cache, v_cache)
     if out is None:
         out = torch.zeros(T, H, D, dtype=q.dtype, device=q.device)
     S = seq_lens.shape[0]

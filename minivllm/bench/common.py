@@ -7,7 +7,6 @@ produced it cannot be compared with anything later, so every JSON file carries t
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import platform

@@ -96,7 +96,6 @@ def bench_decode(copy_gbps: float) -> list[dict]:
             gbps = nbytes / ms / 1e6
             rows.append({"batch": batch, "context": context, "num_splits": splits, "auto": splits == auto,
                          "ms": ms, "GBps": gbps, "frac_of_copy": gbps / copy_gbps, "rel_err": err})
-        del k_cache, v_cache, ref
     return rows
 
 
@@ -143,7 +142,6 @@ def bench_prefill() -> list[dict]:
                      "triton_ms": t_ms, "triton_tflops": flops / t_ms / 1e9,
                      "sdpa_ms": s_ms, "sdpa_tflops": flops / s_ms / 1e9,
                      "speed_vs_sdpa": s_ms / t_ms, "rel_err": err})
-        del k_cache, v_cache, qd, kd, vd, ref
     return rows
 
 

@@ -20,8 +20,8 @@ import torch
 import torch.fx as fx
 from torch._dynamo.utils import counters
 
-from minivllm.attention.metadata import AttentionMetadata, get_forward_context, set_forward_context
-from minivllm.compilation.cache import CompileCache, cache_key
+from minivllm.attention.metadata import AttentionMetadata, set_forward_context
+from minivllm.compilation.cache import cache_key
 from minivllm.layers.custom_op import configure_custom_ops
 
 logger = logging.getLogger("minivllm")

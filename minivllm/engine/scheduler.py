@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from minivllm.config import SchedulerConfig
 from minivllm.engine.block_manager import BlockManager
@@ -37,8 +38,9 @@ class SchedulerOutput:
     def num_tokens(self) -> int:
         return sum(s.num_new_tokens for s in self.scheduled)
 
-    @property
+    @cached_property
     def is_decode_only(self) -> bool:
+        """Every sequence adds exactly its one newest token (asked several times a step, so cached)."""
         return bool(self.scheduled) and all(s.num_new_tokens == 1 and s.completes_prompt for s in self.scheduled)
 
     @property

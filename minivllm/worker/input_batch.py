@@ -48,6 +48,8 @@ class InputBatch:
         self.cpu_seqs = torch.zeros(3, max_num_seqs + 1, dtype=i32, pin_memory=pin)  # qsl, seq_lens, -
         self.cpu_block_tables = torch.zeros(max_num_seqs, max_blocks_per_seq, dtype=i32, pin_memory=pin)
         self.cpu_logits_indices = torch.zeros(max_num_seqs, dtype=i64, pin_memory=pin)
+        # (seq_id, blocks written) per block-table row, so a step rewrites only a sequence's new blocks.
+        self.row_owner: list[tuple[int, int, int]] = [(-1, 0, 0)] * max_num_seqs
 
     def buffers(self) -> dict[str, torch.Tensor]:
         """Every persistent device buffer, by name (tests check their data_ptr() never changes)."""
@@ -62,26 +64,37 @@ class InputBatch:
         if Tp > self.max_num_tokens or Sp > self.max_num_seqs:
             raise RuntimeError(f"batch of {Tp} tokens / {Sp} seqs exceeds the buffers "
                                f"({self.max_num_tokens} / {self.max_num_seqs})")
-        ids = np.empty(T, dtype=np.int64)
-        pos = np.empty(T, dtype=np.int64)
         qsl = np.zeros(Sp + 1, dtype=np.int32)
         seq_lens = np.zeros(Sp, dtype=np.int32)
         bt = self.cpu_block_tables.numpy()
-        max_blocks = 0
-        sample_mask = []
-        t = 0
-        for i, s in enumerate(sched.scheduled):
-            seq, n = s.seq, s.num_new_tokens
-            start = seq.num_computed_tokens
-            ids[t:t + n] = seq.token_ids[start:start + n]
-            pos[t:t + n] = np.arange(start, start + n)
-            t += n
-            qsl[i + 1] = t
-            seq_lens[i] = start + n
-            nb = len(seq.block_table)
-            bt[i, :nb] = seq.block_table
-            max_blocks = max(max_blocks, nb)
-            sample_mask.append(s.completes_prompt)
+        seqs = [s.seq for s in sched.scheduled]
+        for i, seq in enumerate(seqs):  # block-table rows: write only what changed since the last step
+            owner = (seq.seq_id, seq.num_preemptions)  # a recomputed sequence has a brand-new table
+            nb, row = len(seq.block_table), self.row_owner[i]
+            done = row[2] if row[:2] == owner else 0
+            if nb > done:
+                bt[i, done:nb] = seq.block_table[done:]
+            self.row_owner[i] = (*owner, nb)
+        if sched.is_decode_only:  # the common step: one token per sequence, no per-row slicing
+            ids = np.fromiter((seq.token_ids[-1] for seq in seqs), dtype=np.int64, count=S)
+            pos = np.fromiter((seq.num_computed_tokens for seq in seqs), dtype=np.int64, count=S)
+            qsl[1:S + 1] = np.arange(1, S + 1)
+            seq_lens[:S] = pos + 1
+            sample_mask = [True] * S
+        else:
+            ids = np.empty(T, dtype=np.int64)
+            pos = np.empty(T, dtype=np.int64)
+            sample_mask = []
+            t = 0
+            for i, s in enumerate(sched.scheduled):
+                seq, n = s.seq, s.num_new_tokens
+                start = seq.num_computed_tokens
+                ids[t:t + n] = seq.token_ids[start:start + n]
+                pos[t:t + n] = np.arange(start, start + n)
+                t += n
+                qsl[i + 1] = t
+                seq_lens[i] = start + n
+                sample_mask.append(s.completes_prompt)
         decode_only = sched.is_decode_only
         # Padded decode rows own one (dummy) query token each; in a padded mixed batch they own none.
         qsl[S + 1:] = T + np.arange(1, Sp - S + 1) if decode_only else T
@@ -98,7 +111,9 @@ class InputBatch:
         cs = self.cpu_seqs
         cs[0, :Sp + 1] = torch.from_numpy(qsl)
         cs[1, :Sp] = torch.from_numpy(seq_lens)
-        self.cpu_block_tables[S:Sp] = 0
+        if Sp > S:
+            self.cpu_block_tables[S:Sp] = 0
+            self.row_owner[S:Sp] = [(-1, 0, 0)] * (Sp - S)
         self.cpu_logits_indices[:S] = torch.from_numpy(qsl[1:S + 1].astype(np.int64) - 1)
         nb_copy = self.max_blocks_per_seq
         self.input_ids[:Tp].copy_(ct[0, :Tp], non_blocking=True)

@@ -93,6 +93,8 @@ class ModelRunner:
         out: list[int | None] = [None] * len(seqs)
         if idx and runner is not None:  # a FULL graph returned the logits of every (padded) decode row
             logits = hidden[: len(seqs)]
+        elif idx and sched.is_decode_only:  # row i of the hidden states is sequence i: no gather needed
+            logits = self.model.compute_logits(hidden[: len(seqs)])
         elif idx:
             rows = batch.logits_indices if len(idx) == len(seqs) else batch.logits_indices[idx]
             logits = self.model.compute_logits(hidden[rows])

@@ -25,6 +25,9 @@ if [ "$stage" = kernels ]; then
   timeout 300 $PY -m pytest -x -q -p no:cacheprovider tests/test_kernels.py 2>&1 | tail -5 | tee "$OUT/kernel_tests.log"
   log "bench kernels"
   timeout 150 $PY -m minivllm.cli bench kernels --json "$OUT/kernels.json" 2>&1 | tail -30
+  log "triton vs torch end to end (bf16, 16 prompts x 32 tokens)"
+  timeout 120 $PY -m minivllm.cli bench backends --model "$CK" --dtype bfloat16 --json "$OUT/backends.json" 2>&1 \
+      | grep -v "^INFO" | tail -22
 fi
 
 if [ "$stage" = A ]; then  # graph correctness, then issue 5's latency table

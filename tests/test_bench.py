@@ -93,3 +93,14 @@ def test_startup_via_cli(ckpt, tmp_path):
         phases = data[kind]["phases_s"]
         assert phases["total"] > 0 and phases["load_weights"] > 0 and phases["process_wall"] > phases["total"]
     assert data["ratio_warm_over_cold"]["total"] > 0
+
+
+def test_backends_bench_triton_matches_torch_end_to_end(tmp_path):
+    """Issue 4 end to end: the Triton kernels (interpreted on a CPU) give the reference's greedy tokens."""
+    from minivllm.cli import main
+
+    out = tmp_path / "backends.json"
+    assert main(["bench", "backends", "--dtype", "float32", "--num-prompts", "3", "--num-tokens", "5",
+                 "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["identical"] == result["prompts"] == 3

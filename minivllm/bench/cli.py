@@ -43,6 +43,14 @@ def add_parsers(sub, engine_args) -> None:
     st.add_argument("--json", default=None)
     st.set_defaults(func=_run("startup"))
 
+    be = sub.add_parser("backends", help="Triton vs PyTorch attention: same greedy tokens end to end?")
+    be.add_argument("--model", default=None)
+    be.add_argument("--dtype", default="auto")
+    be.add_argument("--num-prompts", type=int, default=16)
+    be.add_argument("--num-tokens", type=int, default=32)
+    be.add_argument("--json", default=None)
+    be.set_defaults(func=_run("backends"))
+
     k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
     k.add_argument("--json", default=None)
     k.set_defaults(func=lambda a: (importlib.import_module("minivllm.bench.kernels").run_kernel_bench(a.json), 0)[1])

@@ -3,6 +3,7 @@
 #   bash scripts/gpu_check.sh kernels   # kernel tests + kernel bench (about 4 min)
 #   bash scripts/gpu_check.sh A         # CUDA-graph tests + latency (issue 5)
 #   bash scripts/gpu_check.sh B         # throughput (issue 8), compile levels (issue 6), lab 01 recording
+#   bash scripts/gpu_check.sh final     # throughput, compile levels, lab 01, graph tests (one call, ~7 min)
 # Runs on the device machine (torch 2.11 + triton 3.6 + transformers 5.17 preinstalled, no internet).
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -117,3 +117,20 @@ def test_capture_failure_names_mode_and_size_and_leaves_nothing():
     out = llm.generate({"prompt_token_ids": [5, 6, 7]}, SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
     assert out[0].outputs[0].token_ids
     llm.shutdown()
+
+
+@pytest.mark.parametrize("mode, level", [("NONE", 2), ("FULL", 2), ("FULL_AND_PIECEWISE", 3)])
+def test_compiled_modes_match_eager_on_gpu(mode, level):
+    """Inductor on CUDA, with and without graphs (an illegal memory access here was seen at level 2 when the
+    KV cache was still an input of the compiled graph; it is now looked up by layer index)."""
+    model = _default_model()
+    prompts = random_prompts(500, [5, 12, 30, 7], seed=4)
+    eager = LLM(model, max_model_len=256, max_num_seqs=8, enforce_eager=True, gpu_memory_utilization=0.3)
+    ref = _run(eager, prompts)
+    eager.shutdown()
+    llm = LLM(model, max_model_len=256, max_num_seqs=8, cudagraph_mode=mode, compilation_config={"level": level},
+              cudagraph_capture_sizes=[1, 2, 4, 8], gpu_memory_utilization=0.3)
+    assert _run(llm, prompts) == ref
+    rep = llm.compile_report()
+    assert rep["graph_breaks"] == 0 and rep["recompiles_at_runtime"] == 0, rep
+    llm.shutdown()

@@ -39,7 +39,8 @@ def main(args: argparse.Namespace | None = None) -> int:
     for o in outs:
         ok = tiny_task.check(o.prompt, o.outputs[0].text)
         right += ok
-        print(f"  {o.prompt:<28} -> {o.outputs[0].text.strip():<14} {'right' if ok else 'WRONG (expected ' + tiny_task.answer(o.prompt) + ')'}")
+        verdict = "right" if ok else f"WRONG (expected {tiny_task.answer(o.prompt)})"
+        print(f"  {o.prompt:<28} -> {o.outputs[0].text.strip():<14} {verdict}")
     print(f"  {right}/{len(outs)} right")
     if args is not None and getattr(args, "skip_modes", False):
         return 0
@@ -50,7 +51,8 @@ def main(args: argparse.Namespace | None = None) -> int:
     if cuda:
         modes += [("CUDA graphs (FULL_AND_PIECEWISE)", dict(enforce_eager=False)),
                   ("compile level 3 + graphs", dict(enforce_eager=False, compilation_config={"level": 3}))]
-    print(f"\n== Modes on this machine ({'CUDA: ' + torch.cuda.get_device_name() if cuda else 'CPU, no CUDA graphs'}) ==")
+    where = f"CUDA: {torch.cuda.get_device_name()}" if cuda else "CPU, no CUDA graphs"
+    print(f"\n== Modes on this machine ({where}) ==")
     print(f"  {'mode':<36}{'output tok/s':>14}{'vs eager':>10}")
     base = None
     for name, kw in modes:

@@ -106,7 +106,8 @@ def load_weights(model: nn.Module, path: Path, device: torch.device, dtype: torc
     got = loaded
     missing = sorted(expected - got)
     if missing:
-        raise ValueError(f"checkpoint {str(path)!r} is missing weights: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        more = " ..." if len(missing) > 5 else ""
+        raise ValueError(f"checkpoint {str(path)!r} is missing weights: {missing[:5]}{more}")
 
 
 def load_model(path: Path, cfg: ModelConfig, device: torch.device, dtype: torch.dtype) -> nn.Module:

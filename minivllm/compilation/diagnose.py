@@ -39,7 +39,8 @@ def diagnose(exc: BaseException) -> Diagnosis:
     if any(isinstance(x, NumericsError) for x in chain):
         return Diagnosis("numerics", reason, "an optimized path changed the output: bisect with compilation_config "
                          "level 0 and cudagraph_mode NONE, then re-enable one at a time; check custom ops")
-    if any(type(x).__name__ == "CudaGraphCaptureError" for x in chain) or any(m.lower() in text for m in _GRAPH_MARKERS):
+    graph_error = any(type(x).__name__ == "CudaGraphCaptureError" for x in chain)
+    if graph_error or any(m.lower() in text for m in _GRAPH_MARKERS):
         return Diagnosis("graph", reason, "turn CUDA graphs off (enforce_eager=True or cudagraph_mode='NONE'), "
                          "or capture fewer/smaller sizes; look for host syncs (.item()) in the forward")
     if "torch._dynamo" in text or "torch._inductor" in text or any(m in text for m in _COMPILE_MARKERS):

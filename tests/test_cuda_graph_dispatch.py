@@ -1,0 +1,92 @@
+"""The CPU-checkable half of CUDA graphs: capture sizes, the dispatcher's padding choice, padded inputs."""
+
+from __future__ import annotations
+
+import torch
+
+from minivllm.config import CompilationConfig, EngineConfig, SchedulerConfig, default_capture_sizes
+from minivllm.engine.scheduler import ScheduledSeq, SchedulerOutput
+from minivllm.engine.sequence import Sequence
+from minivllm.sampling_params import SamplingParams
+from minivllm.worker.cuda_graph import CUDAGraphDispatcher
+from minivllm.worker.input_batch import InputBatch
+
+
+def test_default_capture_sizes_follow_vllm():
+    sizes = default_capture_sizes(512)
+    assert sizes[:4] == [1, 2, 4, 8] and 248 in sizes and 256 in sizes and 264 not in sizes
+    assert sizes[-3:] == [480, 496, 512]
+    cfg = EngineConfig(model="m", scheduler=SchedulerConfig(max_num_seqs=8))
+    assert cfg.capture_sizes() == [1, 2, 4, 8, 16]  # up to min(2 x max_num_seqs, 512)
+    cfg = EngineConfig(model="m", compilation=CompilationConfig(cudagraph_capture_sizes=[4, 1, 4]))
+    assert cfg.capture_sizes() == [1, 4]
+    assert EngineConfig(model="m", enforce_eager=True).cudagraph_mode == "NONE"
+
+
+def _decode_batch(n: int) -> SchedulerOutput:
+    out = SchedulerOutput()
+    for i in range(n):
+        seq = Sequence(str(i), [1, 2, 3], SamplingParams())
+        seq.num_computed_tokens = 2  # the newest token is the one to compute: a decode step
+        seq.block_table = [i]
+        out.scheduled.append(ScheduledSeq(seq, 1))
+    return out
+
+
+def _prefill_batch(lengths: list[int]) -> SchedulerOutput:
+    out = SchedulerOutput()
+    for i, n in enumerate(lengths):
+        seq = Sequence(f"p{i}", list(range(1, n + 1)), SamplingParams())
+        seq.block_table = [10 + i, 20 + i]
+        out.scheduled.append(ScheduledSeq(seq, n))
+    return out
+
+
+def test_dispatcher_pads_to_the_nearest_captured_size():
+    d = CUDAGraphDispatcher(runner=None, capture_sizes=[1, 2, 4, 8], mode="FULL_AND_PIECEWISE")
+    d.full_graphs = {n: (None, None) for n in (1, 2, 4, 8)}  # stand-ins: dispatch never replays
+    d.piecewise_sizes = [1, 2, 4, 8]
+    for batch, padded in [(1, 1), (3, 4), (5, 8), (8, 8)]:
+        runner, pad_t, pad_s = d.dispatch(_decode_batch(batch))
+        assert runner is not None and pad_t == pad_s == padded
+    assert d.dispatch(_decode_batch(9)) == (None, None, None)  # above the largest size: eager
+    runner, pad_t, pad_s = d.dispatch(_prefill_batch([3, 2]))  # mixed/prefill: PIECEWISE by token count
+    assert runner is None and pad_t == 8 and pad_s is None
+    assert d.dispatch(_prefill_batch([9]))[1] is None
+    assert d.counts == {"full": 4, "piecewise": 1, "eager": 2}
+
+
+def test_padded_rows_write_no_kv_and_attend_to_nothing():
+    ib = InputBatch(max_num_tokens=16, max_num_seqs=8, max_blocks_per_seq=4, block_size=4,
+                    device=torch.device("cpu"))
+    ptrs = {k: v.data_ptr() for k, v in ib.buffers().items()}
+    batch = ib.prepare(_decode_batch(3), pad_tokens_to=4, pad_seqs_to=4)
+    m = batch.attn_metadata
+    assert m.decode_only and m.slot_mapping.tolist() == [2, 6, 10, -1]  # block i, offset 2; pad row: -1
+    assert m.seq_lens.tolist() == [3, 3, 3, 0]  # pad row: seq_len 0 -> zeros, discarded
+    assert m.query_start_loc.tolist() == [0, 1, 2, 3, 4]
+    assert ib.input_ids[:4].tolist() == [3, 3, 3, 0] and ib.positions[:4].tolist() == [2, 2, 2, 0]
+    mixed = ib.prepare(_prefill_batch([3, 2]), pad_tokens_to=8)
+    assert mixed.attn_metadata.slot_mapping.tolist() == [40, 41, 42, 44, 45, -1, -1, -1]
+    assert mixed.attn_metadata.query_start_loc.tolist() == [0, 3, 5]
+    assert {k: v.data_ptr() for k, v in ib.buffers().items()} == ptrs  # persistent buffers never move
+
+
+def test_block_table_rows_are_rewritten_after_preemption():
+    ib = InputBatch(max_num_tokens=16, max_num_seqs=4, max_blocks_per_seq=4, block_size=4,
+                    device=torch.device("cpu"))
+    sched = _decode_batch(1)
+    seq = sched.scheduled[0].seq
+    seq.block_table = [5]
+    assert ib.prepare(sched).attn_metadata.slot_mapping.tolist() == [22]
+    seq.reset_for_recompute()  # preempted: same sequence, brand-new blocks after readmission
+    seq.num_computed_tokens, seq.block_table = 2, [7]
+    assert ib.prepare(_with(seq)).attn_metadata.slot_mapping.tolist() == [30]
+    seq.block_table = [7, 9]  # grows: only the new entry is written
+    seq.token_ids += [4, 5, 6]
+    seq.num_computed_tokens = 5
+    assert ib.prepare(_with(seq)).attn_metadata.slot_mapping.tolist() == [37]
+
+
+def _with(seq: Sequence) -> SchedulerOutput:
+    return SchedulerOutput(scheduled=[ScheduledSeq(seq, 1)])

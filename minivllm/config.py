@@ -200,10 +200,6 @@ class EngineConfig:
         return "triton" if self.device.type == "cuda" else "torch"
 
     @property
-    def use_cuda_graphs(self) -> bool:
-        return self.device.type == "cuda" and not self.enforce_eager and self.cudagraph_mode != "NONE"
-
-    @property
     def cudagraph_mode(self) -> str:
         if self.enforce_eager or self.device.type != "cuda":
             return "NONE"

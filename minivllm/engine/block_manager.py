@@ -148,12 +148,6 @@ class BlockManager:
         seq.block_table = []
         seq.block_hashes = []
 
-    def reset_prefix_cache(self) -> None:
-        for b in self.blocks:
-            if b.ref_count == 0:
-                b.block_hash, b.parent_hash, b.token_ids = None, None, ()
-        self.cached = {h: i for h, i in self.cached.items() if self.blocks[i].block_hash == h}
-
     def check_invariants(self) -> None:
         """Used by tests: ref counts, free queue and hash index agree with each other."""
         for b in self.blocks:

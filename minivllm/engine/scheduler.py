@@ -62,9 +62,6 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def num_unfinished(self) -> int:
-        return len(self.waiting) + len(self.running)
-
     def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
         self.block_manager.free(seq)
         seq.reset_for_recompute()

@@ -90,3 +90,34 @@ def test_block_table_rows_are_rewritten_after_preemption():
 
 def _with(seq: Sequence) -> SchedulerOutput:
     return SchedulerOutput(scheduled=[ScheduledSeq(seq, 1)])
+
+
+def test_capture_bookkeeping_largest_first_and_per_size_memory(monkeypatch):
+    """capture_all_sizes (shared by FULL and PIECEWISE), with the CUDA memory calls faked on a CPU."""
+    import gc
+
+    import pytest
+
+    from minivllm.worker.cuda_graph import MiB, CudaGraphCaptureError, capture_all_sizes
+
+    free = {"bytes": 1000 * MiB}
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (free["bytes"], 2000 * MiB))
+    order = []
+
+    def capture_one(n):
+        assert gc.isenabled() and gc.get_freeze_count() > 0  # GC frozen during capture
+        order.append(n)
+        free["bytes"] -= (8 if n == 4 else 1) * MiB  # the largest graph takes most of the pool
+
+    stats = capture_all_sizes("FULL", [1, 4, 2], "test", capture_one)
+    assert order == [4, 2, 1] and stats.sizes == [1, 2, 4]
+    assert stats.pool_growth_mib == {4: 8.0, 2: 1.0, 1: 1.0} and stats.total_mib == 10.0
+    assert gc.get_freeze_count() == 0
+
+    def failing(n):
+        raise CudaGraphCaptureError(f"mode FULL, batch size {n}")
+
+    with pytest.raises(CudaGraphCaptureError, match="batch size 2"):
+        capture_all_sizes("FULL", [2], "test", failing)
+    assert gc.get_freeze_count() == 0  # unfrozen even when a capture fails

@@ -268,57 +268,40 @@ def _compile_ops(model, backend: str) -> Callable:
 
 def capture_piecewise(runner, dispatcher):
     """Capture every piece of the split forward for each capture size (largest first, shared pool)."""
-    from minivllm.worker.cuda_graph import CaptureStats, MiB
+    from minivllm.worker.cuda_graph import CudaGraphCaptureError, capture_all_sizes
 
     state = getattr(runner, "piecewise", None)
     if state is None or not state.runners:
         return None
-    from tqdm.auto import tqdm
-    import gc
-
-    sizes = [s for s in dispatcher.sizes if s <= runner.input_batch.max_num_tokens]
-    stats = CaptureStats("PIECEWISE", sizes)
+    ib = runner.input_batch
+    sizes = [s for s in dispatcher.sizes if s <= ib.max_num_tokens]
     dispatcher.pool = dispatcher.pool or torch.cuda.graph_pool_handle()
     state.pool = dispatcher.pool
-    ib = runner.input_batch
-    t_start = time.perf_counter()
-    torch.cuda.synchronize()
-    free_start = torch.cuda.mem_get_info()[0]
-    gc.collect()
-    gc.freeze()
+
+    def capture_one(n: int) -> None:  # each piece runner captures itself on this forward
+        ib.input_ids[:n].zero_()
+        ib.positions[:n].zero_()
+        state.num_tokens = n
+        try:
+            ctx = set_forward_context(_dummy_metadata(runner, n), runner.backend, runner.kv_caches)
+            with torch.inference_mode(), ctx:
+                runner.forward_fn(ib.input_ids[:n], ib.positions[:n])
+        except Exception as e:
+            for r in state.runners:
+                r.graphs.clear()
+            raise CudaGraphCaptureError(
+                f"CUDA graph capture failed (mode PIECEWISE, {n} tokens): {type(e).__name__}: {e}. Try "
+                f"enforce_eager=True, cudagraph_mode='FULL' or smaller cudagraph_capture_sizes.") from e
+
     state.capturing = True
     try:
-        for n in tqdm(sorted(sizes, reverse=True), desc="Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)"):
-            t0 = time.perf_counter()
-            free0 = torch.cuda.mem_get_info()[0]
-            ib.input_ids[:n].zero_()
-            ib.positions[:n].zero_()
-            state.num_tokens = n
-            try:
-                ctx = set_forward_context(_dummy_metadata(runner, n), runner.backend, runner.kv_caches)
-                with torch.inference_mode(), ctx:
-                    runner.forward_fn(ib.input_ids[:n], ib.positions[:n])
-            except Exception as e:
-                for r in state.runners:
-                    r.graphs.clear()
-                from minivllm.worker.cuda_graph import CudaGraphCaptureError
-
-                raise CudaGraphCaptureError(
-                    f"CUDA graph capture failed (mode PIECEWISE, {n} tokens): {type(e).__name__}: {e}. Try "
-                    f"enforce_eager=True, cudagraph_mode='FULL' or smaller cudagraph_capture_sizes.") from e
-            torch.cuda.synchronize()
-            stats.seconds_per_size[n] = time.perf_counter() - t0
-            stats.pool_growth_mib[n] = (free0 - torch.cuda.mem_get_info()[0]) / MiB
+        stats = capture_all_sizes("PIECEWISE", sizes, "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)",
+                                  capture_one)
     finally:
         state.capturing = False
         state.num_tokens = None
-        gc.unfreeze()
     dispatcher.piecewise_sizes = sorted(sizes)
-    stats.total_seconds = time.perf_counter() - t_start
-    stats.total_mib = (free_start - torch.cuda.mem_get_info()[0]) / MiB
     dispatcher.stats["PIECEWISE"] = stats
-    logger.info("Graph capturing finished in %.2f secs, took %.3f GiB (mode PIECEWISE, %d sizes)",
-                stats.total_seconds, stats.total_mib / 1024, len(sizes))
     return stats
 
 

@@ -19,6 +19,7 @@ import gc
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
@@ -48,6 +49,33 @@ class CaptureStats:
                 "total_mib": round(self.total_mib, 2),
                 "seconds_per_size": {k: round(v, 4) for k, v in self.seconds_per_size.items()},
                 "pool_growth_mib": {k: round(v, 3) for k, v in self.pool_growth_mib.items()}}
+
+
+def capture_all_sizes(mode: str, sizes: list[int], desc: str, capture_one: Callable[[int], None]) -> CaptureStats:
+    """The bookkeeping every capture pass shares: sizes largest first (the smaller graphs then reuse the
+    pool memory of the larger one), Python's GC frozen (no frees mid-capture), time and pool growth per
+    size, and vLLM's log line. `capture_one(n)` captures size n and raises a CudaGraphCaptureError."""
+    stats = CaptureStats(mode, sorted(sizes))
+    t_start = time.perf_counter()
+    torch.cuda.synchronize()
+    free_start = torch.cuda.mem_get_info()[0]
+    gc.collect()
+    gc.freeze()
+    try:
+        for n in tqdm(sorted(sizes, reverse=True), desc=desc, disable=not sizes):
+            t0 = time.perf_counter()
+            free0 = torch.cuda.mem_get_info()[0]
+            capture_one(n)
+            torch.cuda.synchronize()
+            stats.seconds_per_size[n] = time.perf_counter() - t0
+            stats.pool_growth_mib[n] = (free0 - torch.cuda.mem_get_info()[0]) / MiB
+    finally:
+        gc.unfreeze()
+    stats.total_seconds = time.perf_counter() - t_start
+    stats.total_mib = (free_start - torch.cuda.mem_get_info()[0]) / MiB
+    logger.info("Graph capturing finished in %.2f secs, took %.3f GiB (mode %s, %d sizes)",
+                stats.total_seconds, stats.total_mib / 1024, mode, len(sizes))
+    return stats
 
 
 class CUDAGraphDispatcher:
@@ -87,54 +115,37 @@ class CUDAGraphDispatcher:
     def capture_full(self) -> CaptureStats:
         runner, ib = self.runner, self.runner.input_batch
         sizes = [s for s in self.sizes if s <= ib.max_num_seqs]
-        stats = CaptureStats("FULL", sorted(sizes))
         self.pool = self.pool or torch.cuda.graph_pool_handle()
         if sizes and self.logits_buf is None:
             vocab, dtype = runner.model_config.vocab_size, runner.config.dtype
             self.logits_buf = torch.empty(max(sizes), vocab, dtype=dtype, device=ib.device)
-        t_start = time.perf_counter()
-        torch.cuda.synchronize()
-        free_start = torch.cuda.mem_get_info()[0]
-        gc.collect()
-        gc.freeze()  # no Python GC pass (and its frees) while a capture is in progress
-        try:
-            for n in tqdm(sorted(sizes, reverse=True), desc="Capturing CUDA graphs (decode, FULL)",
-                          disable=not sizes):
-                t0 = time.perf_counter()
-                free0 = torch.cuda.mem_get_info()[0]
-                self._dummy_decode_inputs(n)
-                meta = self._decode_metadata(n)
-                try:
-                    with set_forward_context(meta, runner.backend, runner.kv_caches):
-                        runner.model.compute_logits(runner.forward_fn(ib.input_ids[:n], ib.positions[:n]))  # warm-up
-                        torch.cuda.synchronize()
-                        graph = torch.cuda.CUDAGraph()
-                        with torch.cuda.graph(graph, pool=self.pool):
-                            # The LM head is in the graph too (a decode step samples every row). Its result
-                            # goes to one persistent buffer shared by all sizes, so no graph keeps its own
-                            # [n, vocab] output alive in the pool.
-                            out = self.logits_buf[:n]
-                            out.copy_(runner.model.compute_logits(
-                                runner.forward_fn(ib.input_ids[:n], ib.positions[:n])))
-                except Exception as e:
-                    self.full_graphs.clear()
+
+        def capture_one(n: int) -> None:
+            self._dummy_decode_inputs(n)
+            meta = self._decode_metadata(n)
+            try:
+                with set_forward_context(meta, runner.backend, runner.kv_caches):
+                    runner.model.compute_logits(runner.forward_fn(ib.input_ids[:n], ib.positions[:n]))  # warm-up
                     torch.cuda.synchronize()
-                    raise CudaGraphCaptureError(
-                        f"CUDA graph capture failed (mode FULL, batch size {n}): {type(e).__name__}: {e}. "
-                        f"Something in the forward is not capturable (a host sync such as .item(), or a "
-                        f"changing allocation). Try enforce_eager=True, cudagraph_mode='PIECEWISE', or smaller "
-                        f"cudagraph_capture_sizes.") from e
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph, pool=self.pool):
+                        # The LM head is in the graph too (a decode step samples every row). Its result goes
+                        # to one persistent buffer shared by all sizes, so no graph keeps its own [n, vocab]
+                        # output alive in the pool.
+                        out = self.logits_buf[:n]
+                        out.copy_(runner.model.compute_logits(runner.forward_fn(ib.input_ids[:n], ib.positions[:n])))
+            except Exception as e:
+                self.full_graphs.clear()
                 torch.cuda.synchronize()
-                self.full_graphs[n] = (graph, out)
-                stats.seconds_per_size[n] = time.perf_counter() - t0
-                stats.pool_growth_mib[n] = (free0 - torch.cuda.mem_get_info()[0]) / MiB
-        finally:
-            gc.unfreeze()
-        stats.total_seconds = time.perf_counter() - t_start
-        stats.total_mib = (free_start - torch.cuda.mem_get_info()[0]) / MiB
+                raise CudaGraphCaptureError(
+                    f"CUDA graph capture failed (mode FULL, batch size {n}): {type(e).__name__}: {e}. "
+                    f"Something in the forward is not capturable (a host sync such as .item(), or a "
+                    f"changing allocation). Try enforce_eager=True, cudagraph_mode='PIECEWISE', or smaller "
+                    f"cudagraph_capture_sizes.") from e
+            self.full_graphs[n] = (graph, out)
+
+        stats = capture_all_sizes("FULL", sizes, "Capturing CUDA graphs (decode, FULL)", capture_one)
         self.stats["FULL"] = stats
-        logger.info("Graph capturing finished in %.2f secs, took %.3f GiB (mode FULL, %d sizes)",
-                    stats.total_seconds, stats.total_mib / 1024, len(sizes))
         return stats
 
     # ---- per step ----------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # All GPU work of a session in one script: GPU tests, then benchmarks, JSON under $OUT.
+#   bash scripts/gpu_check.sh verify    # quick check: compile levels on GPU, backends, throughput, b1 TPOT
 #   bash scripts/gpu_check.sh kernels   # kernel tests + kernel bench (about 4 min)
 #   bash scripts/gpu_check.sh A         # CUDA-graph tests + latency (issue 5)
 #   bash scripts/gpu_check.sh B         # throughput (issue 8), compile levels (issue 6), lab 01 recording
@@ -20,6 +21,22 @@ log "env"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 $PY -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 [ -d "$CK" ] || $PY -m minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 "$CK" >/dev/null
+
+if [ "$stage" = verify ]; then  # quick check of the current code: compile levels first, then baselines
+  log "GPU tests (compile levels with graphs, then graph modes)"
+  MINIVLLM_GPU_MODEL=$CK timeout 200 $PY -m pytest -x -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
+      -k "compiled or seed or failure" 2>&1 | grep -v "^INFO" | tail -12 | tee "$OUT/gpu_tests.log"
+  log "triton vs torch end to end (bf16, 16 prompts x 32 tokens)"
+  timeout 90 $PY -m minivllm.cli bench backends --model "$CK" --dtype bfloat16 --json "$OUT/backends.json" 2>&1 \
+      | grep -v "^INFO" | tail -22
+  log "bench throughput (no baselines)"
+  timeout 110 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
+      --json "$OUT/throughput.json" 2>&1 | grep -v "it/s" | tail -30
+  log "bench latency b1: FULL vs FULL@L2 vs hf-compile"
+  timeout 150 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,64 --modes FULL,FULL@L2 \
+      --compare hf-compile --hf-batch-sizes 1 --json "$OUT/latency_b1.json" 2>&1 | grep -v "^INFO" \
+      | grep -v "it/s" | tail -30
+fi
 
 if [ "$stage" = kernels ]; then
   log "kernel tests"

@@ -24,6 +24,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                    help="comma-separated batch sizes, e.g. 1,2,4,8")
     p.add_argument("--max-cudagraph-capture-size", type=int, default=None)
     p.add_argument("--no-prefix-caching", action="store_true")
+    p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
+                   help="launch step n+1 before reading step n's tokens (default: on with CUDA)")
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -35,7 +37,7 @@ def engine_kwargs(a: argparse.Namespace) -> dict:
                 compilation_config=a.compilation_config, cudagraph_mode=a.cudagraph_mode,
                 cudagraph_capture_sizes=a.cudagraph_capture_sizes,
                 max_cudagraph_capture_size=a.max_cudagraph_capture_size,
-                enable_prefix_caching=not a.no_prefix_caching, seed=a.seed)
+                enable_prefix_caching=not a.no_prefix_caching, async_scheduling=a.async_scheduling, seed=a.seed)
 
 
 def cmd_generate(a: argparse.Namespace) -> int:

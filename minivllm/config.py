@@ -89,12 +89,16 @@ class SchedulerConfig:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     enable_chunked_prefill: bool = True
+    # Launch step n+1 before reading step n's tokens (CPU work overlaps GPU work). None: on for CUDA.
+    async_scheduling: bool | None = None
 
     def __post_init__(self) -> None:
         _check(isinstance(self.max_num_seqs, int) and 1 <= self.max_num_seqs <= 4096,
                f"max_num_seqs must be an int in [1, 4096], got {self.max_num_seqs!r}")
         _check(isinstance(self.max_num_batched_tokens, int) and self.max_num_batched_tokens >= 1,
                f"max_num_batched_tokens must be an int >= 1, got {self.max_num_batched_tokens!r}")
+        _check(self.async_scheduling in (None, True, False),
+               f"async_scheduling must be None, True or False, got {self.async_scheduling!r}")
 
 
 @dataclass
@@ -198,6 +202,12 @@ class EngineConfig:
         if self.attention_backend != "auto":
             return self.attention_backend
         return "triton" if self.device.type == "cuda" else "torch"
+
+    @property
+    def resolved_async_scheduling(self) -> bool:
+        if self.scheduler.async_scheduling is not None:
+            return self.scheduler.async_scheduling
+        return self.device.type == "cuda"  # on a CPU nothing runs concurrently, so there is nothing to overlap
 
     @property
     def cudagraph_mode(self) -> str:

@@ -38,7 +38,8 @@ class LLM:
                  enable_chunked_prefill: bool = True, seed: int = 0, enforce_eager: bool = False,
                  attention_backend: str = "auto", compilation_config: Any = None,
                  cudagraph_capture_sizes: list[int] | None = None, max_cudagraph_capture_size: int | None = None,
-                 cudagraph_mode: str | None = None, fallback: str | None = None, verify: bool = False) -> None:
+                 cudagraph_mode: str | None = None, async_scheduling: bool | None = None,
+                 fallback: str | None = None, verify: bool = False) -> None:
         init_logger()
         if fallback not in (None, "auto"):
             raise ValueError(f"fallback must be None or 'auto', got {fallback!r}")
@@ -70,7 +71,7 @@ class LLM:
             enforce_eager=enforce_eager, attention_backend=attention_backend,
             cache=CacheConfig(block_size, gpu_memory_utilization, kv_cache_memory_bytes, num_gpu_blocks_override,
                               enable_prefix_caching),
-            scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, enable_chunked_prefill),
+            scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, enable_chunked_prefill, async_scheduling),
             compilation=comp,
         )
         if not enable_chunked_prefill and max_num_batched_tokens < max_len:
@@ -78,9 +79,9 @@ class LLM:
                              f"({max_len}) when enable_chunked_prefill=False, or a long prompt could never run")
         torch.manual_seed(seed)
         logger.info("Initializing minivllm engine: model=%s, arch=%s, dtype=%s, device=%s, max_model_len=%d, "
-                    "attention_backend=%s, enforce_eager=%s", path, model_config.architecture,
+                    "attention_backend=%s, enforce_eager=%s, async_scheduling=%s", path, model_config.architecture,
                     str(torch_dtype).removeprefix("torch."), dev, max_len, self.config.resolved_attention_backend,
-                    enforce_eager)
+                    enforce_eager, self.config.resolved_async_scheduling)
         if dev.type != "cuda" and not enforce_eager:
             logger.info("CUDA graphs are unavailable on %s: running eagerly", dev)
         with self.report.phase("load_tokenizer", dev):
@@ -325,6 +326,7 @@ class LLM:
             for seq in seqs:  # leave the engine usable: no half-run request keeps its blocks
                 if not seq.is_finished:
                     engine.abort_request(seq.request_id)
+            engine.discard_inflight()
             raise
         finally:
             bar.close()

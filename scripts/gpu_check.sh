@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # All GPU work of a session in one script: GPU tests, then benchmarks, JSON under $OUT.
+#   bash scripts/gpu_check.sh debug     # compile levels with full logs, async scheduling on the GPU
 #   bash scripts/gpu_check.sh verify    # quick check: compile levels on GPU, backends, throughput, b1 TPOT
 #   bash scripts/gpu_check.sh kernels   # kernel tests + kernel bench (about 4 min)
 #   bash scripts/gpu_check.sh A         # CUDA-graph tests + latency (issue 5)
@@ -21,6 +22,26 @@ log "env"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 $PY -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 [ -d "$CK" ] || $PY -m minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 "$CK" >/dev/null
+
+if [ "$stage" = debug ]; then  # compile levels on the GPU with full logs; async scheduling on the GPU
+  log "compiled modes on GPU (full log in compiled_tests.log)"
+  timeout 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py -k "compiled or failure" \
+      > "$OUT/compiled_tests.log" 2>&1; tail -5 "$OUT/compiled_tests.log"
+  log "level 2 debug (full log in l2_debug.log)"
+  TORCHDYNAMO_VERBOSE=1 timeout 150 $PY scripts/debug_compile_gpu.py > "$OUT/l2_debug.log" 2>&1
+  grep -E "level 2 forward|FULL@L2|NONE@L2|Error" "$OUT/l2_debug.log" | head -20
+  log "async scheduling + graph modes on GPU (embedded model)"
+  timeout 150 $PY -m pytest -q -p no:cacheprovider tests/test_async_scheduling.py \
+      "tests/test_cuda_graphs_gpu.py::test_graph_modes_match_eager_at_every_batch_size" > "$OUT/async_tests.log" 2>&1
+  tail -4 "$OUT/async_tests.log"
+  log "bench throughput: async vs sync"
+  timeout 170 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 --compare sync \
+      --json "$OUT/throughput.json" 2>&1 | grep -v "^INFO" | grep -v "it/s" | tail -32
+  log "bench latency: FULL vs FULL+sync, hf-compile"
+  timeout 120 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,64 --modes FULL,FULL+sync \
+      --compare hf-compile --hf-batch-sizes 1 --json "$OUT/latency_b1.json" 2>&1 | grep -v "^INFO" \
+      | grep -v "it/s" | tail -16
+fi
 
 if [ "$stage" = verify ]; then  # quick check of the current code: compile levels first, then baselines
   log "GPU tests (compile levels with graphs, then graph modes)"

@@ -110,7 +110,7 @@ def test_capture_failure_names_mode_and_size_and_leaves_nothing():
 
     runner.forward_fn = bad_forward
     d = CUDAGraphDispatcher(runner, [1, 2], "FULL")
-    with pytest.raises(CudaGraphCaptureError, match=r"mode FULL, batch size 2.*enforce_eager=True"):
+    with pytest.raises(CudaGraphCaptureError, match=r"(?s)mode FULL, batch size 2.*enforce_eager=True"):
         d.capture_full()
     assert not d.full_graphs
     runner.forward_fn = orig

@@ -2,7 +2,8 @@
 
 After any random sequence of adds, steps and aborts: the invariants hold after every operation, each
 request ends exactly once (none lost, none duplicated), and once all are done every block is free with a
-reference count of zero.
+reference count of zero. Async scheduling is modelled too: a step's sampled tokens land only after the
+next step was scheduled (they are pending meanwhile).
 """
 
 from __future__ import annotations
@@ -26,30 +27,40 @@ op = st.one_of(
 )
 
 
-def run_step(sched: Scheduler, finished: dict) -> None:
+def run_step(sched: Scheduler, finished: dict, state: dict) -> None:
     out = sched.schedule()
     assert len({id(s.seq) for s in out.scheduled}) == len(out.scheduled), "a sequence scheduled twice"
     assert out.num_tokens <= sched.config.max_num_batched_tokens
     assert len(sched.running) <= sched.config.max_num_seqs
-    for s in out.scheduled:  # every scheduled token has a slot
+    for s in out.scheduled:  # every scheduled token has a slot, and no finished sequence is scheduled
         assert len(s.seq.block_table) * BLOCK >= s.seq.num_computed_tokens + s.num_new_tokens
+        assert not s.seq.is_finished and s.seq.num_scheduled_total <= MAX_LEN
+    sampled = [s.seq for s in out.scheduled if s.completes_prompt]
     sched.update_computed(out)
-    for s in out.scheduled:
-        seq = s.seq
-        if seq.num_computed_tokens == seq.num_tokens:
-            seq.append_token(seq.seq_id % 7)  # few distinct tokens -> shared prefixes and cache hits
-            if seq.num_output_tokens >= seq.params.max_tokens or seq.num_tokens >= MAX_LEN:
-                sched.finish(seq, SequenceStatus.FINISHED_LENGTH)
-                assert seq.request_id not in finished
-                finished[seq.request_id] = seq
+    for seq in sampled:
+        seq.num_pending += 1
+    if state["async"]:  # the tokens of the step launched before this one land now
+        done, state["inflight"] = state["inflight"], sampled
+    else:
+        done = sampled
+    for seq in done:
+        if seq.is_finished:
+            continue
+        seq.num_pending -= 1
+        seq.append_token(seq.seq_id % 7)  # few distinct tokens -> shared prefixes and cache hits
+        if seq.num_output_tokens >= seq.params.max_tokens or seq.num_tokens >= MAX_LEN:
+            sched.finish(seq, SequenceStatus.FINISHED_LENGTH)
+            assert seq.request_id not in finished
+            finished[seq.request_id] = seq
 
 
 @settings(max_examples=150, deadline=None)
 @given(ops=st.lists(op, max_size=60), num_blocks=st.integers(MAX_LEN // BLOCK, 30),
-       budget=st.integers(1, 48), max_seqs=st.integers(1, 6), caching=st.booleans())
-def test_random_workload_frees_everything(ops, num_blocks, budget, max_seqs, caching):
+       budget=st.integers(1, 48), max_seqs=st.integers(1, 6), caching=st.booleans(), async_=st.booleans())
+def test_random_workload_frees_everything(ops, num_blocks, budget, max_seqs, caching, async_):
     bm = BlockManager(num_blocks, BLOCK, enable_prefix_caching=caching)
-    sched = Scheduler(SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=budget), bm)
+    sched = Scheduler(SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=budget), bm, MAX_LEN)
+    state = {"async": async_, "inflight": []}
     added: dict[str, Sequence] = {}
     finished: dict[str, Sequence] = {}
     for o in ops:
@@ -61,7 +72,7 @@ def test_random_workload_frees_everything(ops, num_blocks, budget, max_seqs, cac
             added[rid] = seq
             sched.add(seq)
         elif o[0] == "step":
-            run_step(sched, finished)
+            run_step(sched, finished, state)
         else:
             rid = str(o[1])
             if rid in added and rid not in finished:
@@ -71,7 +82,7 @@ def test_random_workload_frees_everything(ops, num_blocks, budget, max_seqs, cac
     for _ in range(2000):  # drain: everything still queued must finish
         if not sched.has_unfinished():
             break
-        run_step(sched, finished)
+        run_step(sched, finished, state)
         bm.check_invariants()
     assert not sched.has_unfinished(), "a request starved"
     assert set(finished) == set(added), "a request was lost"

@@ -32,7 +32,8 @@ def add_parsers(sub, engine_args) -> None:
     thr.add_argument("--input-len-range", default="100,1024")
     thr.add_argument("--output-len-range", default="100,1024")
     thr.add_argument("--temperature", type=float, default=0.6)
-    thr.add_argument("--compare", default="", help="hf: transformers continuous batching + static batched generate")
+    thr.add_argument("--compare", default="", help="comma list: hf (transformers continuous batching + static "
+                     "batched generate), sync (this engine with async scheduling off)")
     thr.add_argument("--hf-time-cap", type=float, default=120.0)
     thr.add_argument("--check-correctness", action="store_true", help="greedy batched vs one-by-one, 16 requests")
     thr.add_argument("--json", default=None)

@@ -25,7 +25,8 @@ from minivllm.bench.common import (engine_kwargs, free_engine, int_list, jsonabl
                                    write_json)
 from minivllm.sampling_params import SamplingParams
 
-GRAPH_MODES = ("NONE", "FULL", "PIECEWISE", "FULL_AND_PIECEWISE")  # a mode may end in @L<level>: "FULL@L3"
+# A mode may end in @L<level> ("FULL@L3") and in +sync or +async ("FULL@L2+sync": async scheduling off).
+GRAPH_MODES = ("NONE", "FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
 BASELINES = ("hf", "hf-compile")
 GOAL_TPOT_MS, GOAL_SPEEDUP, GOAL_POOL_MIB = 1.0, 4.0, 256.0
 
@@ -41,16 +42,32 @@ def measure(llm, batch: int, input_len: int, output_len: int, high: int) -> dict
     llm.generate(_as_prompts(warm), SamplingParams(max_tokens=min(output_len, 16), **greedy), use_tqdm=False)
     disp = llm.model_runner.cudagraph_dispatcher
     before = dict(disp.counts) if disp else {}
+    st0 = dict(llm.model_runner.step_stats)
     prompts = _as_prompts(random_prompts(batch, input_len, high, seed=batch))
     outs, wall = timed(lambda: llm.generate(prompts, SamplingParams(max_tokens=output_len, **greedy),
                                             use_tqdm=False))
     steps = {k: v - before.get(k, 0) for k, v in disp.counts.items()} if disp else {}
     tpots = [o.metrics.tpot for o in outs if o.metrics.tpot is not None]
     graph_steps = steps.get("full", 0) + steps.get("piecewise", 0)
-    return {"ttft_s": statistics.mean(o.metrics.ttft for o in outs),
+    st = {k: v - st0[k] for k, v in llm.model_runner.step_stats.items()}
+    n_dec = max(st["decode_steps"], 1)
+    return {"decode_wall_ms_per_step": st["decode_time"] / n_dec * 1e3,
+            "decode_gpu_ms_per_step": st["decode_gpu_time"] / n_dec * 1e3 if torch.cuda.is_available() else None,
+            "ttft_s": statistics.mean(o.metrics.ttft for o in outs),
             "tpot_s": statistics.mean(tpots) if tpots else None,
             "output_tok_s": sum(len(o.outputs[0].token_ids) for o in outs) / wall, "wall_s": wall,
             "graph_step_frac": graph_steps / max(sum(steps.values()), 1), "dispatch_counts": steps}
+
+
+def parse_mode(mode: str) -> tuple[str, int | None, bool | None]:
+    """"FULL@L2+sync" -> ("FULL", 2, False): graph mode (or eager), compile level, async scheduling."""
+    rest, _, sched = mode.partition("+")
+    graph_mode, _, level = rest.partition("@L")
+    if graph_mode not in ("eager", *GRAPH_MODES) or level not in ("", "0", "1", "2", "3") \
+            or sched not in ("", "sync", "async"):
+        raise ValueError(f"--modes: unknown mode {mode!r}; use eager or {', '.join(GRAPH_MODES)}, optionally "
+                         f"followed by @L<0-3> (compile level) and +sync/+async (async scheduling)")
+    return graph_mode, int(level) if level else None, {"": None, "sync": False, "async": True}[sched]
 
 
 def _graph_pool_mib(cudagraph: dict) -> float | None:
@@ -64,8 +81,7 @@ def main(args) -> dict:
     batch_sizes, modes, compare = int_list(args.batch_sizes), str_list(args.modes), str_list(args.compare)
     hf_sizes = [b for b in int_list(args.hf_batch_sizes) if b in batch_sizes]
     for m in modes:
-        if m.partition("@L")[0] not in ("eager", *GRAPH_MODES) or (m.partition("@L")[2] or "0") not in "0123":
-            raise ValueError(f"--modes: unknown mode {m!r}; choose from eager, {', '.join(GRAPH_MODES)}")
+        parse_mode(m)
     for c in compare:
         if c not in BASELINES:
             raise ValueError(f"--compare: unknown baseline {c!r}; choose from {', '.join(BASELINES)}")
@@ -85,15 +101,18 @@ def main(args) -> dict:
         from minivllm import LLM
 
         bar.set_description(f"latency: starting {mode}")
-        eager = mode == "eager"
-        graph_mode, _, level = mode.partition("@L")
-        extra = {"compilation_config": {"level": int(level)}} if level else {}
+        graph_mode, level, async_sched = parse_mode(mode)
+        eager = graph_mode == "eager"
+        extra = {"compilation_config": {"level": level}} if level is not None else {}
+        if async_sched is not None:
+            extra["async_scheduling"] = async_sched
         llm = LLM(**engine_kwargs(args, enforce_eager=eager, cudagraph_mode=None if eager else graph_mode,
                                   max_num_seqs=max_seqs, max_model_len=max_len, **extra))
         rep = jsonable(llm.startup_report().as_dict())
         result["modes"][mode] = {"cudagraph_mode": llm.config.cudagraph_mode,
                                  "compile_level": rep["compile"].get("level", 0),
                                  "attention_backend": llm.config.resolved_attention_backend,
+                                 "async_scheduling": llm.config.resolved_async_scheduling,
                                  "dtype": str(llm.config.dtype).removeprefix("torch."),
                                  "capture_sizes": rep["cudagraph"].get("capture_sizes", []),
                                  "graph_pool_mib": _graph_pool_mib(rep["cudagraph"]), "startup": rep}
@@ -134,9 +153,11 @@ def _ms(v: float | None) -> float | None:
 def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: list[int], args) -> dict:
     rows = result["rows"]
     print_table("Latency per system and batch size (TTFT: mean over requests; TPOT: mean of per-request)",
-                ["system", "batch", "TTFT ms", "TPOT ms", "out tok/s", "graph steps"],
+                ["system", "batch", "TTFT ms", "TPOT ms", "out tok/s", "graph steps", "decode step ms",
+                 "GPU ms/step"],
                 [[r["system"], r["batch"], _ms(r["ttft_s"]), _ms(r["tpot_s"]), r["output_tok_s"],
-                  f"{r['graph_step_frac']:.0%}" if "graph_step_frac" in r else "-"] for r in rows])
+                  f"{r['graph_step_frac']:.0%}" if "graph_step_frac" in r else "-",
+                  r.get("decode_wall_ms_per_step"), r.get("decode_gpu_ms_per_step")] for r in rows])
     tpot = {(r["system"], r["batch"]): r["tpot_s"] for r in rows}
     best = {b: min(((tpot[m, b], m) for m in modes if tpot.get((m, b)) is not None), default=(None, None))
             for b in batch_sizes}

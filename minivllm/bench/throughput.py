@@ -58,7 +58,16 @@ def run_engine(llm, prompts, max_tokens, temperature: float, high: int) -> dict:
     st, es = _delta(runner.step_stats, steps0), _delta(engine.stats, engine0)
     out_tokens, prompt_tokens = sum(len(o.outputs[0].token_ids) for o in outs), sum(map(len, prompts))
     busy = st["prefill_time"] + st["decode_time"]
+    n_dec, n_steps = max(st["decode_steps"], 1), max(es["steps"], 1)
+    cpu = es["schedule_time"] + st["cpu_launch_time"] + es["process_time"]
     return {
+        "async_scheduling": llm.config.resolved_async_scheduling,
+        "decode_wall_ms_per_step": st["decode_time"] / n_dec * 1e3,
+        "decode_gpu_ms_per_step": st["decode_gpu_time"] / n_dec * 1e3 if torch.cuda.is_available() else None,
+        "cpu_ms_per_step": cpu / n_steps * 1e3, "wait_ms_per_step": es["wait_time"] / n_steps * 1e3,
+        "cpu_ms_per_step_parts": {"schedule": es["schedule_time"] / n_steps * 1e3,
+                                  "prepare_and_launch": st["cpu_launch_time"] / n_steps * 1e3,
+                                  "process_tokens": es["process_time"] / n_steps * 1e3},
         "wall_s": wall, "finished_requests": sum(o.finished for o in outs), "output_tokens": out_tokens,
         "prompt_tokens": prompt_tokens, "output_tok_s": out_tokens / wall,
         "total_tok_s": (out_tokens + prompt_tokens) / wall,
@@ -101,8 +110,9 @@ def main(args) -> dict:
     compare = str_list(args.compare)
     if len(in_range) != 2 or len(out_range) != 2:
         raise ValueError("--input-len-range and --output-len-range take two numbers: MIN,MAX")
-    if any(c != "hf" for c in compare):
-        raise ValueError(f"--compare: only 'hf' is known, got {args.compare!r}")
+    if any(c not in ("hf", "sync") for c in compare):
+        raise ValueError(f"--compare: choose from hf (transformers), sync (this engine, async scheduling off); "
+                         f"got {args.compare!r}")
     high = min(10_000, mcfg.vocab_size - 1)
     prompts, max_tokens = workload(args.num_requests, in_range, out_range, high)
     max_len = max(args.max_model_len or 0, in_range[1] + max(out_range[1], CHECK_TOKENS))
@@ -122,7 +132,12 @@ def main(args) -> dict:
         result["correctness"] = check_correctness(llm, check_prompts)
     free_engine(llm)
     del llm
-    if compare:
+    if "sync" in compare:  # the same engine with async scheduling off: what the CPU/GPU overlap buys
+        llm = LLM(**engine_kwargs(args, max_model_len=max_len, async_scheduling=False))
+        result["minivllm_sync"] = run_engine(llm, prompts, max_tokens, args.temperature, high)
+        free_engine(llm)
+        del llm
+    if "hf" in compare:
         dev = resolve_device(args.device)
         model = hf_baseline.load(path, resolve_dtype(args.dtype, mcfg.torch_dtype, dev), dev)
         result["hf_continuous_batching"] = try_baseline(
@@ -146,6 +161,10 @@ def main(args) -> dict:
 def _report(result: dict) -> None:
     m, n = result["minivllm"], result["settings"]["num_requests"]
     rows = [["minivllm", m["output_tokens"], m["wall_s"], m["output_tok_s"], f"{m['finished_requests']}/{n}"]]
+    y = result.get("minivllm_sync")
+    if y is not None:
+        rows.append(["minivllm, async scheduling off", y["output_tokens"], y["wall_s"], y["output_tok_s"],
+                     f"{y['finished_requests']}/{n}"])
     h, s = result.get("hf_continuous_batching"), result.get("hf_static_batch")
     if h is not None:
         rows.append(["hf continuous batching" + (" (capped)" if h.get("capped") else ""),
@@ -164,6 +183,12 @@ def _report(result: dict) -> None:
                 [[m["steps_per_s"], m["mean_batch_seqs"], m["mean_batch_tokens"],
                   _pct(m["prefill_time_frac"]), _pct(m["decode_time_frac"]), m["prefill_steps"],
                   m["decode_steps"], m["preemptions"]]])
+    print_table("minivllm: where a decode step's time goes (ms per step)",
+                ["async scheduling", "wall / decode step", "GPU / decode step", "CPU / step", "CPU waits / step",
+                 "schedule", "prepare+launch", "process tokens"],
+                [[str(x["async_scheduling"]), x["decode_wall_ms_per_step"], x["decode_gpu_ms_per_step"],
+                  x["cpu_ms_per_step"], x["wait_ms_per_step"], *x["cpu_ms_per_step_parts"].values()]
+                 for x in (m, y) if x is not None], spec=".3f")
     if "correctness" in result:
         c = result["correctness"]
         print(f"\nCorrectness (greedy, batched vs one by one): {c['matching']}/{c['requests']} requests have "

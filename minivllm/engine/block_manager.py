@@ -126,7 +126,7 @@ class BlockManager:
         if not self.enable_prefix_caching:
             return
         bs = self.block_size
-        num_full = seq.num_computed_tokens // bs
+        num_full = min(seq.num_computed_tokens, seq.num_tokens) // bs  # a pending token's id is not known yet
         for i in range(len(seq.block_hashes), num_full):
             parent = seq.block_hashes[i - 1] if i > 0 else None
             tokens = tuple(seq.token_ids[i * bs:(i + 1) * bs])

@@ -1,4 +1,11 @@
-"""The step loop: scheduler -> model runner -> sampled tokens -> stop checks -> finished requests."""
+"""The step loop: scheduler -> model runner -> sampled tokens -> stop checks -> finished requests.
+
+Synchronous: schedule, launch, wait for the tokens, process them; the GPU idles while the CPU schedules,
+prepares and processes. Async scheduling (vLLM's `async_scheduling`): launch step n+1 *before* waiting
+for step n's tokens, so the CPU work of one step overlaps the GPU work of the other. Step n+1 takes its
+pending input ids from step n's sampler output on the device; a sequence that step n finishes (EOS, stop)
+wastes one row of step n+1, whose result is dropped.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ from minivllm.engine.scheduler import Scheduler
 from minivllm.engine.sequence import Sequence, SequenceStatus
 from minivllm.outputs import CompletionOutput, RequestOutput
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.model_runner import ModelRunnerOutput
 
 logger = logging.getLogger("minivllm")
 
@@ -20,13 +28,16 @@ class LLMEngine:
         self.config, self.model_config, self.tokenizer = config, model_config, tokenizer
         self.model_runner = model_runner
         self.block_manager = BlockManager(num_blocks, config.cache.block_size, config.cache.enable_prefix_caching)
-        self.scheduler = Scheduler(config.scheduler, self.block_manager)
+        self.scheduler = Scheduler(config.scheduler, self.block_manager, config.max_model_len)
+        self.async_scheduling = config.resolved_async_scheduling
+        self.inflight: ModelRunnerOutput | None = None  # the launched step whose tokens are not read yet
         eos = list(model_config.eos_token_ids)
         if getattr(tokenizer, "eos_token_id", None) is not None and tokenizer.eos_token_id not in eos:
             eos.append(tokenizer.eos_token_id)
         self.eos_token_ids = set(eos)
         self._ids = count()
-        self.stats = {"steps": 0, "scheduled_tokens": 0, "scheduled_seqs": 0, "preemptions": 0}
+        self.stats = {"steps": 0, "scheduled_tokens": 0, "scheduled_seqs": 0, "preemptions": 0,
+                      "schedule_time": 0.0, "wait_time": 0.0, "process_time": 0.0}
 
     # ---- requests --------------------------------------------------------------------------------
     def next_request_id(self) -> str:
@@ -62,28 +73,54 @@ class LLMEngine:
 
     # ---- one step --------------------------------------------------------------------------------
     def step(self) -> list[Sequence]:
-        """Schedule, run the model, append tokens; return the sequences that finished in this step."""
+        """Schedule and launch a step, then process the tokens of the previous step (async) or of this one
+        (sync); return the sequences that finished."""
+        t0 = time.perf_counter()
         sched = self.scheduler.schedule()
-        if sched.is_empty:
-            if self.scheduler.has_unfinished():
+        self.stats["schedule_time"] += time.perf_counter() - t0
+        launched = None
+        if not sched.is_empty:
+            now = time.perf_counter()
+            for s in sched.scheduled:
+                if s.seq.metrics.first_scheduled_time is None:
+                    s.seq.metrics.first_scheduled_time = now
+            launched = self.model_runner.execute_model(sched, self.inflight)
+            self.scheduler.update_computed(sched)
+            for seq in launched.seqs:
+                seq.num_pending += 1
+            self.stats["steps"] += 1
+            self.stats["scheduled_tokens"] += sched.num_tokens
+            self.stats["scheduled_seqs"] += len(sched.scheduled)
+            self.stats["preemptions"] += len(sched.preempted)
+        if self.async_scheduling:
+            done, self.inflight = self.inflight, launched
+        else:
+            done = launched
+        if done is None:
+            if launched is None and self.scheduler.has_unfinished():
                 raise RuntimeError("scheduler made no progress: a request needs more KV blocks than exist")
             return []
+        finished = self._process(done)
+        if self.inflight is not None and all(seq.is_finished for seq in self.inflight.seqs):
+            self.inflight = None  # only rows of finished sequences: nothing to read back
+        kind = (launched or done).kind
+        self.model_runner.step_stats[f"{kind}_time"] += time.perf_counter() - t0
+        return finished
+
+    def _process(self, out: ModelRunnerOutput) -> list[Sequence]:
+        """Read a step's tokens (the only wait for the GPU), append them and apply the stop checks."""
+        t0 = time.perf_counter()
+        tokens = out.token_ids()
         now = time.perf_counter()
-        for s in sched.scheduled:
-            if s.seq.metrics.first_scheduled_time is None:
-                s.seq.metrics.first_scheduled_time = now
-        sampled = self.model_runner.execute(sched)
-        self.scheduler.update_computed(sched)
-        self.stats["steps"] += 1
-        self.stats["scheduled_tokens"] += sched.num_tokens
-        self.stats["scheduled_seqs"] += len(sched.scheduled)
-        self.stats["preemptions"] += len(sched.preempted)
-        now = time.perf_counter()
+        self.stats["wait_time"] += now - t0
+        gpu = out.gpu_seconds()
+        if gpu is not None:
+            self.model_runner.step_stats[f"{out.kind}_gpu_time"] += gpu
         finished = []
-        for s, tok in zip(sched.scheduled, sampled):
-            if tok is None:
-                continue
-            seq = s.seq
+        for seq, tok in zip(out.seqs, tokens):
+            if seq.is_finished:
+                continue  # finished (or aborted) while this step was in flight: drop its row
+            seq.num_pending -= 1
             seq.append_token(tok)
             if seq.metrics.first_token_time is None:
                 seq.metrics.first_token_time = now
@@ -93,7 +130,14 @@ class LLMEngine:
                 seq.metrics.finished_time = now
                 self.scheduler.finish(seq, status)
                 finished.append(seq)
+        self.stats["process_time"] += time.perf_counter() - now
         return finished
+
+    def discard_inflight(self) -> None:
+        """Forget the step in flight (after its requests were aborted); wait for it so nothing outlives it."""
+        if self.inflight is not None:
+            self.inflight.token_ids()
+            self.inflight = None
 
     def _check_stop(self, seq: Sequence, tok: int) -> SequenceStatus | None:
         p = seq.params

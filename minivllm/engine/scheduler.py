@@ -5,6 +5,10 @@ continues), then waiting sequences in arrival order while the token budget (max_
 max_num_seqs allow. A long prompt is cut into chunks (chunked prefill). When blocks run out, the most
 recently admitted running sequence is preempted and will be recomputed from scratch; it goes back to the
 head of the queue, so nothing is lost and nothing starves.
+
+Async scheduling: a sequence's pending token (sampled by the step still in flight) counts as a token to
+compute, so its next decode is scheduled before the CPU knows its value. A sequence whose pending token is
+its last one (max_tokens or max_model_len reached) is not scheduled again: it finishes when the token lands.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ class ScheduledSeq:
     @property
     def completes_prompt(self) -> bool:
         """After this step all known tokens are computed, so the step samples a new token for it."""
-        return self.seq.num_computed_tokens + self.num_new_tokens == self.seq.num_tokens
+        return self.seq.num_computed_tokens + self.num_new_tokens == self.seq.num_scheduled_total
 
 
 @dataclass
@@ -49,8 +53,9 @@ class SchedulerOutput:
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, block_manager: BlockManager) -> None:
+    def __init__(self, config: SchedulerConfig, block_manager: BlockManager, max_model_len: int | None = None) -> None:
         self.config = config
+        self.max_model_len = max_model_len
         self.block_manager = block_manager
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -78,7 +83,10 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
-            n = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            if seq.num_pending and self._last_token_pending(seq):
+                i += 1  # nothing left to compute: it finishes when its pending token lands
+                continue
+            n = min(seq.num_scheduled_total - seq.num_computed_tokens, budget)
             while not bm.can_allocate(seq, n):
                 victim = self.running.pop()  # the newest admitted gives way
                 self._preempt(victim, out)
@@ -95,6 +103,8 @@ class Scheduler:
         # 2. Waiting sequences, first come first served (none if someone was just preempted).
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs and not out.preempted:
             seq = self.waiting[0]
+            if seq.num_pending:
+                break  # preempted while its token was in flight: admit it once the token has landed
             cached = bm.find_cached_prefix(seq)
             n = seq.num_tokens - len(cached) * bm.block_size
             if n > budget:
@@ -111,6 +121,11 @@ class Scheduler:
             out.scheduled.append(ScheduledSeq(seq, n))
             budget -= n
         return out
+
+    def _last_token_pending(self, seq: Sequence) -> bool:
+        total = seq.num_scheduled_total
+        return (seq.num_output_tokens + seq.num_pending >= seq.params.max_tokens
+                or (self.max_model_len is not None and total >= self.max_model_len))
 
     def update_computed(self, out: SchedulerOutput) -> None:
         """After the forward pass: the scheduled tokens are now in the cache."""

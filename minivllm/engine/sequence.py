@@ -33,6 +33,10 @@ class Sequence:
 
     After a prefill (or a decode) step every token but the newest sampled one is computed, so a decode step
     schedules exactly one token. Preemption by recompute simply resets `num_computed_tokens` to 0.
+
+    With async scheduling the next step is scheduled before the CPU has read the token just sampled: that
+    token is *pending* (`num_pending` = 1). It already counts for scheduling (the next decode computes it;
+    its id is copied on the device from the previous step's sampler output) but not in `token_ids` yet.
     """
 
     def __init__(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
@@ -46,6 +50,7 @@ class Sequence:
         self.params = params
         self.status = SequenceStatus.WAITING
         self.num_computed_tokens = 0
+        self.num_pending = 0  # sampled on the device, not yet read by the CPU (async scheduling)
         self.num_cached_tokens = 0  # prefix-cache hits at the last (re)admission
         self.block_table: list[int] = []
         self.block_hashes: list[bytes] = []  # hash chain over this sequence's full, computed blocks
@@ -58,6 +63,11 @@ class Sequence:
     @property
     def num_tokens(self) -> int:
         return len(self.token_ids)
+
+    @property
+    def num_scheduled_total(self) -> int:
+        """Tokens the scheduler plans with: the known ones plus the pending one (if any)."""
+        return len(self.token_ids) + self.num_pending
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -3,6 +3,10 @@
 Greedy rows take the argmax. Sampled rows apply temperature, top-k and top-p, then draw with the
 "exponential race" (argmax of p / Exp(1) noise, equivalent to multinomial sampling). A request with its own
 seed draws its noise from its own generator, so its tokens do not depend on what else is in the batch.
+
+The result stays on the device: the engine reads it later (async scheduling overlaps that wait with the
+next step), and per-row parameters go up through pinned memory, because a plain `torch.tensor(..., device=
+"cuda")` from pageable memory synchronizes the stream and would stall the CPU behind the GPU.
 """
 
 from __future__ import annotations
@@ -18,14 +22,18 @@ class Sampler:
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
 
-    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
-        logits = logits.float()
+    def _to_device(self, values: list, dtype: torch.dtype) -> torch.Tensor:
+        host = torch.tensor(values, dtype=dtype, pin_memory=self.device.type == "cuda")
+        return host.to(self.device, non_blocking=True)
+
+    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> torch.Tensor:
+        """Sampled token ids [len(seqs)] (int64, on the logits' device)."""
         params = [s.params for s in seqs]
         greedy = [p.greedy for p in params]
         if all(greedy):
-            return logits.argmax(dim=-1).tolist()
-        S, V = logits.shape
-        temps = torch.tensor([1.0 if p.greedy else p.temperature for p in params], device=logits.device)
+            return logits.argmax(dim=-1)
+        logits = logits.float()
+        temps = self._to_device([1.0 if p.greedy else p.temperature for p in params], torch.float32)
         scaled = logits / temps.unsqueeze(1)
         if any(p.top_k > 0 or p.top_p < 1.0 for p in params):
             scaled = self._top_k_top_p(scaled, params)
@@ -38,14 +46,14 @@ class Sampler:
                     seq.generator.manual_seed(seq.params.seed)
                 noise[i].exponential_(generator=seq.generator)
         sampled = (probs / noise).argmax(dim=-1)
-        out = torch.where(torch.tensor(greedy, device=logits.device), logits.argmax(dim=-1), sampled)
-        return out.tolist()
+        if not any(greedy):
+            return sampled
+        return torch.where(self._to_device(greedy, torch.bool), logits.argmax(dim=-1), sampled)
 
-    @staticmethod
-    def _top_k_top_p(logits: torch.Tensor, params) -> torch.Tensor:
+    def _top_k_top_p(self, logits: torch.Tensor, params) -> torch.Tensor:
         S, V = logits.shape
-        ks = torch.tensor([p.top_k if p.top_k > 0 else V for p in params], device=logits.device)
-        ps = torch.tensor([p.top_p for p in params], device=logits.device)
+        ks = self._to_device([p.top_k if p.top_k > 0 else V for p in params], torch.int64)
+        ps = self._to_device([p.top_p for p in params], torch.float32)
         sorted_logits, idx = logits.sort(dim=-1, descending=True)
         pos = torch.arange(V, device=logits.device).unsqueeze(0)
         mask = pos >= ks.unsqueeze(1)

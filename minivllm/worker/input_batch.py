@@ -5,6 +5,11 @@ ids, positions, slot mapping, block tables, lengths) lives in one buffer allocat
 step writes the new batch into the front of these buffers and passes views of them to the model; a graph
 captured for size N reads the first N rows. Padded rows are filled with harmless values: slot -1 (the
 KV-store kernel skips it) and seq_len 0 (attention writes zeros for it); their outputs are discarded.
+
+Async scheduling: a row whose newest token is still pending (sampled by the step in flight) gets its id on
+the device, gathered from that step's sampler output, so the CPU never waits for it. The host staging
+buffers are reused every step, so before rewriting them we wait (an event) until the previous step's
+copies out of them have run; by then the GPU has only just started that step, so the wait is short.
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ class PreparedBatch:
     num_padded_tokens: int  # tokens the forward runs on (>= num_tokens when padded for a graph)
     num_seqs: int
     attn_metadata: AttentionMetadata
-    logits_indices: torch.Tensor  # [num_seqs] row of each sequence's last token in the hidden states
-    sample_mask: list[bool]  # which sequences get a sampled token this step (prefill chunks do not)
+    logits_indices: torch.Tensor  # [len(sample_rows)] hidden-state row of each sampled sequence's last token
+    sample_rows: list[int]  # which scheduled sequences get a sampled token (unfinished prefill chunks do not)
 
 
 class InputBatch:
@@ -42,12 +47,15 @@ class InputBatch:
         self.seq_lens = torch.zeros(max_num_seqs, dtype=i32, device=device)
         self.block_tables = torch.zeros(max_num_seqs, max_blocks_per_seq, dtype=i32, device=device)
         self.logits_indices = torch.zeros(max_num_seqs, dtype=i64, device=device)
+        self.pending_idx = torch.zeros(2, max_num_seqs, dtype=i64, device=device)  # (dst token, src sampled row)
         # Host staging copies (pinned on CUDA so the copies are asynchronous).
         pin = device.type == "cuda"
         self.cpu_tokens = torch.zeros(4, max_num_tokens, dtype=i64, pin_memory=pin)  # ids, pos, slots, -
         self.cpu_seqs = torch.zeros(3, max_num_seqs + 1, dtype=i32, pin_memory=pin)  # qsl, seq_lens, -
         self.cpu_block_tables = torch.zeros(max_num_seqs, max_blocks_per_seq, dtype=i32, pin_memory=pin)
         self.cpu_logits_indices = torch.zeros(max_num_seqs, dtype=i64, pin_memory=pin)
+        self.cpu_pending_idx = torch.zeros(2, max_num_seqs, dtype=i64, pin_memory=pin)
+        self.staged = torch.cuda.Event() if pin else None  # recorded after the copies out of the host buffers
         # (seq_id, blocks written) per block-table row, so a step rewrites only a sequence's new blocks.
         self.row_owner: list[tuple[int, int, int]] = [(-1, 0, 0)] * max_num_seqs
 
@@ -57,7 +65,11 @@ class InputBatch:
                 and not k.startswith("cpu_")}
 
     def prepare(self, sched: SchedulerOutput, pad_tokens_to: int | None = None,
-                pad_seqs_to: int | None = None) -> PreparedBatch:
+                pad_seqs_to: int | None = None, prev=None) -> PreparedBatch:
+        """Write the batch into the buffers. `prev` (a ModelRunnerOutput) is the step in flight, whose sampled
+        tokens are the pending ones of this batch."""
+        if self.staged is not None:
+            self.staged.synchronize()
         bs = self.block_size
         T, S = sched.num_tokens, len(sched.scheduled)
         Tp, Sp = pad_tokens_to or T, pad_seqs_to or S
@@ -75,26 +87,34 @@ class InputBatch:
             if nb > done:
                 bt[i, done:nb] = seq.block_table[done:]
             self.row_owner[i] = (*owner, nb)
+        pending: list[tuple[int, int]] = []  # (token row here, row in prev's sampled tokens)
         if sched.is_decode_only:  # the common step: one token per sequence, no per-row slicing
             ids = np.fromiter((seq.token_ids[-1] for seq in seqs), dtype=np.int64, count=S)
             pos = np.fromiter((seq.num_computed_tokens for seq in seqs), dtype=np.int64, count=S)
             qsl[1:S + 1] = np.arange(1, S + 1)
             seq_lens[:S] = pos + 1
-            sample_mask = [True] * S
+            sample_rows = list(range(S))
+            if prev is not None:
+                pending = [(i, prev.row_of[seq.seq_id]) for i, seq in enumerate(seqs) if seq.num_pending]
         else:
             ids = np.empty(T, dtype=np.int64)
             pos = np.empty(T, dtype=np.int64)
-            sample_mask = []
+            sample_rows = []
             t = 0
             for i, s in enumerate(sched.scheduled):
                 seq, n = s.seq, s.num_new_tokens
                 start = seq.num_computed_tokens
-                ids[t:t + n] = seq.token_ids[start:start + n]
+                known = seq.token_ids[start:start + n]
+                ids[t:t + len(known)] = known
+                if len(known) < n:  # the last one is pending: its id arrives on the device
+                    ids[t + n - 1] = 0
+                    pending.append((t + n - 1, prev.row_of[seq.seq_id]))
                 pos[t:t + n] = np.arange(start, start + n)
                 t += n
                 qsl[i + 1] = t
                 seq_lens[i] = start + n
-                sample_mask.append(s.completes_prompt)
+                if s.completes_prompt:
+                    sample_rows.append(i)
         decode_only = sched.is_decode_only
         # Padded decode rows own one (dummy) query token each; in a padded mixed batch they own none.
         qsl[S + 1:] = T + np.arange(1, Sp - S + 1) if decode_only else T
@@ -114,7 +134,8 @@ class InputBatch:
         if Sp > S:
             self.cpu_block_tables[S:Sp] = 0
             self.row_owner[S:Sp] = [(-1, 0, 0)] * (Sp - S)
-        self.cpu_logits_indices[:S] = torch.from_numpy(qsl[1:S + 1].astype(np.int64) - 1)
+        k = len(sample_rows)
+        self.cpu_logits_indices[:k] = torch.from_numpy(qsl[1:S + 1][sample_rows].astype(np.int64) - 1)
         nb_copy = self.max_blocks_per_seq
         self.input_ids[:Tp].copy_(ct[0, :Tp], non_blocking=True)
         self.positions[:Tp].copy_(ct[1, :Tp], non_blocking=True)
@@ -122,7 +143,11 @@ class InputBatch:
         self.query_start_loc[:Sp + 1].copy_(cs[0, :Sp + 1], non_blocking=True)
         self.seq_lens[:Sp].copy_(cs[1, :Sp], non_blocking=True)
         self.block_tables[:Sp, :nb_copy].copy_(self.cpu_block_tables[:Sp, :nb_copy], non_blocking=True)
-        self.logits_indices[:S].copy_(self.cpu_logits_indices[:S], non_blocking=True)
+        self.logits_indices[:k].copy_(self.cpu_logits_indices[:k], non_blocking=True)
+        if pending:
+            self._gather_pending(pending, prev.sampled)
+        if self.staged is not None:
+            self.staged.record()
         meta = AttentionMetadata(
             slot_mapping=self.slot_mapping[:Tp],
             query_start_loc=self.query_start_loc[:Sp + 1],
@@ -134,4 +159,15 @@ class InputBatch:
             query_start_loc_cpu=qsl.tolist(),
             seq_lens_cpu=seq_lens.tolist(),
         )
-        return PreparedBatch(T, Tp, S, meta, self.logits_indices[:S], sample_mask)
+        return PreparedBatch(T, Tp, S, meta, self.logits_indices[:k], sample_rows)
+
+    def _gather_pending(self, pending: list[tuple[int, int]], sampled: torch.Tensor) -> None:
+        """input_ids[dst] = sampled[src] on the device, behind the copies above (same stream)."""
+        n = len(pending)
+        if all(d == j and s == j for j, (d, s) in enumerate(pending)):  # the steady state: same rows, in order
+            self.input_ids[:n].copy_(sampled[:n])
+            return
+        self.cpu_pending_idx[:, :n] = torch.tensor(pending, dtype=torch.int64).T
+        self.pending_idx[:, :n].copy_(self.cpu_pending_idx[:, :n], non_blocking=True)
+        dst, src = self.pending_idx[0, :n], self.pending_idx[1, :n]
+        self.input_ids.index_copy_(0, dst, sampled.index_select(0, src))

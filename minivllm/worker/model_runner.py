@@ -20,6 +20,42 @@ from minivllm.worker.input_batch import InputBatch, PreparedBatch
 logger = logging.getLogger("minivllm")
 
 
+class ModelRunnerOutput:
+    """One launched step: the sequences that got a token and those tokens, still on the device.
+
+    `start_copy()` queues a non-blocking copy of the tokens to pinned host memory and records an event;
+    `token_ids()` waits for that event only, not for the steps queued after this one.
+    """
+
+    def __init__(self, seqs: list, sampled: torch.Tensor | None, kind: str) -> None:
+        self.seqs, self.sampled, self.kind = seqs, sampled, kind
+        self.row_of = {seq.seq_id: i for i, seq in enumerate(seqs)}  # where each sequence's token is
+        self.gpu_start: torch.cuda.Event | None = None
+        self.done: torch.cuda.Event | None = None
+        self._host: torch.Tensor | None = None
+
+    def start_copy(self) -> None:
+        if self.sampled is not None and self.sampled.device.type == "cuda":
+            self._host = torch.empty(self.sampled.shape, dtype=self.sampled.dtype, pin_memory=True)
+            self._host.copy_(self.sampled, non_blocking=True)
+        else:
+            self._host = self.sampled
+        if self.gpu_start is not None:  # CUDA: the event doubles as the end of the step's GPU timing
+            self.done = torch.cuda.Event(enable_timing=True)
+            self.done.record()
+
+    def token_ids(self) -> list[int]:
+        if self.done is not None:
+            self.done.synchronize()
+        return [] if self._host is None else self._host.tolist()
+
+    def gpu_seconds(self) -> float | None:
+        """GPU time from the step's first copy to its sampled tokens (call after token_ids())."""
+        if self.gpu_start is None or self.done is None:
+            return None
+        return self.gpu_start.elapsed_time(self.done) / 1e3
+
+
 class ModelRunner:
     def __init__(self, config: EngineConfig, model_config: ModelConfig, model: nn.Module) -> None:
         self.config, self.model_config, self.model = config, model_config, model
@@ -38,7 +74,9 @@ class ModelRunner:
         self.forward_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = model.forward
         self.cudagraph_dispatcher = None  # set by worker.cuda_graph when graphs are captured
         self.piecewise = None  # compilation.backend.PiecewiseState when the forward is split at attention
-        self.step_stats = {"prefill_time": 0.0, "decode_time": 0.0, "prefill_steps": 0, "decode_steps": 0}
+        # Wall time per kind of step, GPU time (CUDA events) per kind, and CPU time spent launching steps.
+        self.step_stats = {"prefill_time": 0.0, "decode_time": 0.0, "prefill_steps": 0, "decode_steps": 0,
+                           "prefill_gpu_time": 0.0, "decode_gpu_time": 0.0, "cpu_launch_time": 0.0}
 
     # ---- KV cache --------------------------------------------------------------------------------
     def kv_bytes_per_block(self) -> int:
@@ -79,33 +117,34 @@ class ModelRunner:
 
     # ---- one step --------------------------------------------------------------------------------
     @torch.inference_mode()
-    def execute(self, sched: SchedulerOutput) -> list[int | None]:
-        """Run one scheduled batch; return the sampled token per scheduled sequence (None for prefill chunks)."""
+    def execute_model(self, sched: SchedulerOutput, prev: ModelRunnerOutput | None = None) -> ModelRunnerOutput:
+        """Launch one scheduled batch and return without waiting for the GPU. `prev` is the step still in
+        flight (async scheduling): the pending tokens of this batch are its sampled tokens."""
         t0 = time.perf_counter()
-        pad_t = pad_s = None
-        runner = None
+        runner = pad_t = pad_s = None
         if self.cudagraph_dispatcher is not None:
             runner, pad_t, pad_s = self.cudagraph_dispatcher.dispatch(sched)
-        batch = self.input_batch.prepare(sched, pad_t, pad_s)
+        timing = self.device.type == "cuda"
+        if timing:
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+        batch = self.input_batch.prepare(sched, pad_t, pad_s, prev)
         hidden = self.run_forward(batch, runner)
         seqs = [s.seq for s in sched.scheduled]
-        idx = [i for i, m in enumerate(batch.sample_mask) if m]
-        out: list[int | None] = [None] * len(seqs)
-        if idx and runner is not None:  # a FULL graph returned the logits of every (padded) decode row
-            logits = hidden[: len(seqs)]
-        elif idx and sched.is_decode_only:  # row i of the hidden states is sequence i: no gather needed
-            logits = self.model.compute_logits(hidden[: len(seqs)])
-        elif idx:
-            rows = batch.logits_indices if len(idx) == len(seqs) else batch.logits_indices[idx]
-            logits = self.model.compute_logits(hidden[rows])
-        if idx:
-            for i, tok in zip(idx, self.sampler(logits, [seqs[i] for i in idx])):  # noqa: B020
-                out[i] = tok
-        kind = "decode" if sched.is_decode_only else "prefill"
-        if self.device.type == "cuda" and not idx:
-            torch.cuda.synchronize()
-        self.step_stats[f"{kind}_time"] += time.perf_counter() - t0
-        self.step_stats[f"{kind}_steps"] += 1
+        rows = batch.sample_rows
+        sampled = None
+        if rows and runner is not None:  # a FULL graph returned the logits of every (padded) decode row
+            sampled = self.sampler(hidden[: len(seqs)], seqs)
+        elif rows and sched.is_decode_only:  # row i of the hidden states is sequence i: no gather needed
+            sampled = self.sampler(self.model.compute_logits(hidden[: len(seqs)]), seqs)
+        elif rows:
+            sampled = self.sampler(self.model.compute_logits(hidden[batch.logits_indices]), [seqs[i] for i in rows])
+        out = ModelRunnerOutput([seqs[i] for i in rows], sampled, "decode" if sched.is_decode_only else "prefill")
+        if timing:
+            out.gpu_start = start
+        out.start_copy()
+        self.step_stats[f"{out.kind}_steps"] += 1
+        self.step_stats["cpu_launch_time"] += time.perf_counter() - t0
         return out
 
     def run_forward(self, batch: PreparedBatch, runner=None) -> torch.Tensor:

@@ -186,7 +186,11 @@ class LLM:
             return
         from minivllm.worker.cuda_graph import CUDAGraphDispatcher
 
-        dispatcher = CUDAGraphDispatcher(runner, cfg.capture_sizes(), mode)
+        sizes = cfg.capture_sizes()
+        if runner.min_num_tokens > 1:  # the traced forward never runs 1 token: batch 1 replays size 2
+            sizes = sorted({max(s, runner.min_num_tokens) for s in sizes})
+            self.report.cudagraph["capture_sizes"] = sizes
+        dispatcher = CUDAGraphDispatcher(runner, sizes, mode)
         runner.cudagraph_dispatcher = dispatcher
         with self.report.phase("cudagraph_capture", cfg.device):
             if mode in ("FULL", "FULL_AND_PIECEWISE"):

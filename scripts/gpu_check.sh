@@ -1,108 +1,98 @@
 #!/usr/bin/env bash
-# All GPU work of a session in one script: GPU tests, then benchmarks, JSON under $OUT.
-#   bash scripts/gpu_check.sh debug     # compile levels with full logs, async scheduling on the GPU
-#   bash scripts/gpu_check.sh verify    # quick check: compile levels on GPU, backends, throughput, b1 TPOT
-#   bash scripts/gpu_check.sh kernels   # kernel tests + kernel bench (about 4 min)
-#   bash scripts/gpu_check.sh A         # CUDA-graph tests + latency (issue 5)
-#   bash scripts/gpu_check.sh B         # throughput (issue 8), compile levels (issue 6), lab 01 recording
-#   bash scripts/gpu_check.sh final     # throughput, compile levels, lab 01, graph tests (one call, ~7 min)
+# All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
+#
+#   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [all|tests|latency|compile|
+#                                                                                 throughput|kernels|lab01]
+#
+# "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
+# deadline so the whole call ends in time (MINIVLLM_GPU_DEADLINE_S, default 520 s); a step that would
+# start too late is skipped. Lane 0: GPU tests, latency (issue 5), kernels (issue 4). Lane 1: compile
+# levels (issue 6), throughput (issue 8), cold/warm startup (issue 6), triton vs torch end to end (issue
+# 4), lab 01. Everything lands in $OUT/results.tar.gz
+# (the device tool returns at most 8 files) plus $OUT/summary.log.
 # Runs on the device machine (torch 2.11 + triton 3.6 + transformers 5.17 preinstalled, no internet).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/minivllm_out}
-mkdir -p "$OUT"
+RES=/tmp/minivllm_results
+mkdir -p "$OUT" "$RES"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export MINIVLLM_CACHE_DIR=/tmp/minivllm_cache
 PY=python3
 CK=/tmp/ckpt/qwen3-0.6b
-stage=${1:-tests}
-log() { echo "=== $(date -u +%H:%M:%S) $*"; }
+START=$(date +%s)
+DEADLINE=$((START + ${MINIVLLM_GPU_DEADLINE_S:-520}))
+log() { echo "=== $(date -u +%H:%M:%S) [lane ${LANE:-0}] $*"; }
+
+# step NAME CAP_S CMD...: run CMD with a timeout of min(CAP_S, time left), output to $RES/NAME.log
+step() {
+  local name=$1 cap=$2; shift 2
+  local left=$((DEADLINE - $(date +%s) - 10))
+  if [ "$left" -lt 30 ]; then log "SKIP $name (deadline)"; return; fi
+  [ "$cap" -gt "$left" ] && cap=$left
+  log "$name (cap ${cap}s)"
+  timeout "$cap" "$@" > "$RES/$name.log" 2>&1
+  log "$name exit $?"
+  grep -v -E "^INFO|it/s\]|it/s, |^\s*$" "$RES/$name.log" | tail -${TAILN:-25}
+}
+
+gpu_tests() {
+  MINIVLLM_GPU_MODEL=$CK step gpu_tests 190 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
+    "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
+}
+latency() {  # issue 5: every graph mode vs eager and transformers, batch 1..256
+  TAILN=40 step latency 250 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile --hf-batch-sizes 1 \
+    --json "$RES/latency.json"
+}
+compile_levels() {  # issue 6: TPOT per level with and without graphs (+ async off), batch 1, 8, 64
+  TAILN=40 step compile 200 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,8,64 --modes FULL,FULL@L2,NONE@L2,FULL_AND_PIECEWISE@L3 --json "$RES/compile.json"
+}
+startup() {
+  step startup 110 $PY -m minivllm.cli bench startup --model "$CK" --max-model-len 512 \
+    --compilation-config '{"level": 3}' --json "$RES/startup.json"
+}
+throughput() {  # issue 8
+  TAILN=40 step throughput 150 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
+    --compare hf --hf-time-cap 25 --check-correctness --json "$RES/throughput.json"
+}
+kernels() {  # issue 4
+  TAILN=60 step kernels 90 $PY -m minivllm.cli bench kernels --sweep-prefill --json "$RES/kernels.json"
+}
+backends() {
+  step backends 60 $PY -m minivllm.cli bench backends --model "$CK" --dtype bfloat16 --json "$RES/backends.json"
+}
+lab01() {
+  step lab01 100 $PY -m minivllm.labs.record lab01 --model "$CK" --out "$RES/lab01.json"
+}
+
+lane0() { LANE=0; export MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; gpu_tests; latency; kernels; }
+lane1() { LANE=1; export MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; compile_levels; throughput; startup; backends; lab01; }
 
 log "env"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 $PY -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 [ -d "$CK" ] || $PY -m minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 "$CK" >/dev/null
-
-if [ "$stage" = debug ]; then  # compile levels on the GPU with full logs; async scheduling on the GPU
-  log "compiled modes on GPU (full log in compiled_tests.log)"
-  timeout 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py -k "compiled or failure" \
-      > "$OUT/compiled_tests.log" 2>&1; tail -5 "$OUT/compiled_tests.log"
-  log "level 2 debug (full log in l2_debug.log)"
-  TORCHDYNAMO_VERBOSE=1 timeout 150 $PY scripts/debug_compile_gpu.py > "$OUT/l2_debug.log" 2>&1
-  grep -E "level 2 forward|FULL@L2|NONE@L2|Error" "$OUT/l2_debug.log" | head -20
-  log "async scheduling + graph modes on GPU (embedded model)"
-  timeout 150 $PY -m pytest -q -p no:cacheprovider tests/test_async_scheduling.py \
-      "tests/test_cuda_graphs_gpu.py::test_graph_modes_match_eager_at_every_batch_size" > "$OUT/async_tests.log" 2>&1
-  tail -4 "$OUT/async_tests.log"
-  log "bench throughput: async vs sync"
-  timeout 170 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 --compare sync \
-      --json "$OUT/throughput.json" 2>&1 | grep -v "^INFO" | grep -v "it/s" | tail -32
-  log "bench latency: FULL vs FULL+sync, hf-compile"
-  timeout 120 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,64 --modes FULL,FULL+sync \
-      --compare hf-compile --hf-batch-sizes 1 --json "$OUT/latency_b1.json" 2>&1 | grep -v "^INFO" \
-      | grep -v "it/s" | tail -16
-fi
-
-if [ "$stage" = verify ]; then  # quick check of the current code: compile levels first, then baselines
-  log "GPU tests (compile levels with graphs, then graph modes)"
-  MINIVLLM_GPU_MODEL=$CK timeout 200 $PY -m pytest -x -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
-      -k "compiled or seed or failure" 2>&1 | grep -v "^INFO" | tail -12 | tee "$OUT/gpu_tests.log"
-  log "triton vs torch end to end (bf16, 16 prompts x 32 tokens)"
-  timeout 90 $PY -m minivllm.cli bench backends --model "$CK" --dtype bfloat16 --json "$OUT/backends.json" 2>&1 \
-      | grep -v "^INFO" | tail -22
-  log "bench throughput (no baselines)"
-  timeout 110 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
-      --json "$OUT/throughput.json" 2>&1 | grep -v "it/s" | tail -30
-  log "bench latency b1: FULL vs FULL@L2 vs hf-compile"
-  timeout 150 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,64 --modes FULL,FULL@L2 \
-      --compare hf-compile --hf-batch-sizes 1 --json "$OUT/latency_b1.json" 2>&1 | grep -v "^INFO" \
-      | grep -v "it/s" | tail -30
-fi
-
-if [ "$stage" = kernels ]; then
-  log "kernel tests"
-  timeout 300 $PY -m pytest -x -q -p no:cacheprovider tests/test_kernels.py 2>&1 | tail -5 | tee "$OUT/kernel_tests.log"
-  log "bench kernels"
-  timeout 150 $PY -m minivllm.cli bench kernels --json "$OUT/kernels.json" 2>&1 | tail -30
-  log "triton vs torch end to end (bf16, 16 prompts x 32 tokens)"
-  timeout 120 $PY -m minivllm.cli bench backends --model "$CK" --dtype bfloat16 --json "$OUT/backends.json" 2>&1 \
-      | grep -v "^INFO" | tail -22
-fi
-
-if [ "$stage" = A ]; then  # graph correctness, then issue 5's latency table
-  log "GPU tests (graphs)"
-  MINIVLLM_GPU_MODEL=$CK timeout 240 $PY -m pytest -x -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
-      2>&1 | tail -15 | tee "$OUT/gpu_tests.log"
-  log "bench latency"
-  timeout 330 $PY -m minivllm.cli bench latency --model "$CK" --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE \
-      --compare hf,hf-compile --hf-batch-sizes 1,8 --json "$OUT/latency.json" 2>&1 | grep -v "^INFO" | tail -45
-fi
-
-if [ "$stage" = B ]; then  # issue 8 throughput, issue 6 compile levels, lab 01
-  log "bench throughput"
-  timeout 200 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 --compare hf \
-      --hf-time-cap 45 --check-correctness --json "$OUT/throughput.json" 2>&1 | grep -v "^INFO" | tail -30
-  log "bench compile levels"
-  timeout 170 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,8,64 --output-len 128 \
-      --modes NONE@L0,NONE@L2,NONE@L3,FULL_AND_PIECEWISE@L0,FULL_AND_PIECEWISE@L3 \
-      --json "$OUT/compile.json" 2>&1 | grep -v "^INFO" | tail -25
-  log "lab01 recording"
-  timeout 150 $PY -m minivllm.labs.record lab01 --model "$CK" --out "$OUT/lab01.json" 2>&1 | tail -8
-fi
-
-if [ "$stage" = final ]; then  # one call, most important first; each stage writes its JSON when done
-  log "bench throughput"
-  timeout 140 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 --compare hf \
-      --hf-time-cap 35 --check-correctness --json "$OUT/throughput.json" 2>&1 | grep -v "^INFO" | grep -v "it/s" | tail -40
-  log "bench compile levels"
-  timeout 170 $PY -m minivllm.cli bench latency --model "$CK" --batch-sizes 1,8,64 --output-len 128 \
-      --modes FULL,FULL@L2,NONE@L2,NONE@L3,FULL_AND_PIECEWISE@L3 \
-      --json "$OUT/compile.json" 2>&1 | grep -v "^INFO" | grep -v "it/s" | tail -30
-  log "lab01 recording"
-  timeout 90 $PY -m minivllm.labs.record lab01 --model "$CK" --out "$OUT/lab01.json" 2>&1 | grep -v "it/s" | tail -8
-  log "GPU tests (graphs)"
-  MINIVLLM_GPU_MODEL=$CK timeout 80 $PY -m pytest -x -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
-      2>&1 | grep -v "^INFO" | tail -12 | tee "$OUT/gpu_tests.log"
-fi
-
-log "done"
+NGPU=$(nvidia-smi -L | wc -l)
+stage=${1:-all}
+case "$stage" in
+  all)
+    if [ "$NGPU" -ge 2 ]; then
+      (export CUDA_VISIBLE_DEVICES=0; lane0) > "$RES/lane0.out" 2>&1 &
+      (export CUDA_VISIBLE_DEVICES=1; lane1) > "$RES/lane1.out" 2>&1 &
+      wait
+      cat "$RES/lane0.out" "$RES/lane1.out"
+    else
+      lane0; lane1
+    fi ;;
+  tests) gpu_tests ;;
+  latency) latency ;;
+  compile) compile_levels; startup ;;
+  throughput) throughput ;;
+  kernels) kernels; backends ;;
+  lab01) lab01 ;;
+  *) echo "unknown stage $stage"; exit 2 ;;
+esac
+tar -czf "$OUT/results.tar.gz" -C "$RES" .
+grep -h -E "^===|passed|failed|Goal|goals|PASS|FAIL" "$RES"/*.out "$RES"/*.log 2>/dev/null > "$OUT/summary.log"
+log "done in $(( $(date +%s) - START )) s"

@@ -40,6 +40,7 @@ def test_levels_match_eager_without_breaks(ckpt, prompts, eager_tokens, level, t
     llm = LLM(ckpt, max_model_len=64, compilation_config={"level": level, "backend": "eager",
                                                           "cache_dir": str(tmp_path)})
     assert tokens(llm, prompts) == eager_tokens
+    assert tokens(llm, prompts[1:2]) == eager_tokens[1:2]  # decode steps of a single token (batch 1)
     rep = llm.compile_report()
     assert rep["graph_breaks"] == 0, rep
     if level >= 2:  # one trace serves every batch size: 1..5 sequences, prefill and decode
@@ -130,3 +131,24 @@ def test_verify_catches_a_silently_wrong_path(ckpt, monkeypatch):
     llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 1, "backend": "eager"}, verify=True,
               fallback="auto")
     assert llm.fallback_report[0]["layer"] == "numerics"
+
+
+def test_a_second_model_family_keeps_module_floats_constant(ckpt, tmp_path_factory, monkeypatch):
+    """Dynamo's automatic dynamic would turn RMSNorm eps / attention scale into per-call tensor inputs once
+    a model with other values was compiled in the process; a CUDA graph cannot read those (seen on the GPU
+    as 'piecewise graph 0: input 3 moved since capture')."""
+    from minivllm.compilation import backend
+
+    lifted = []
+    orig = backend.SplitBackend.__call__
+
+    def spy(self, gm, example_inputs):
+        lifted.extend(n.name for n in gm.graph.nodes if n.op == "placeholder" and n.name.endswith(("eps", "scale")))
+        return orig(self, gm, example_inputs)
+
+    monkeypatch.setattr(backend.SplitBackend, "__call__", spy)
+    other = str(tiny_checkpoint("llama-gqa4-d32", str(tmp_path_factory.mktemp("o"))))
+    for path in (ckpt, other):  # two families, two eps values, one process
+        llm = LLM(path, max_model_len=64, compilation_config={"level": 3, "backend": "eager"})
+        assert tokens(llm, [{"prompt_token_ids": [1, 2, 3]}])
+    assert not lifted, lifted

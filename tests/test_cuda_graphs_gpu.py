@@ -113,6 +113,7 @@ def test_capture_failure_names_mode_and_size_and_leaves_nothing():
     with pytest.raises(CudaGraphCaptureError, match=r"(?s)mode FULL, batch size 2.*enforce_eager=True"):
         d.capture_full()
     assert not d.full_graphs
+    torch.randn(4, device="cuda")  # the CUDA RNG is usable again (a failed capture leaves it "capturing")
     runner.forward_fn = orig
     out = llm.generate({"prompt_token_ids": [5, 6, 7]}, SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
     assert out[0].outputs[0].token_ids

@@ -99,7 +99,13 @@ def bench_decode(copy_gbps: float) -> list[dict]:
     return rows
 
 
-def bench_prefill() -> list[dict]:
+# (BLOCK_M, BLOCK_N, num_warps, num_stages, K_ROWS) tried by --sweep-prefill; the first is today's default.
+PREFILL_SWEEP = [(128, 64, 8, 2, False), (128, 64, 8, 3, False), (128, 64, 4, 3, False), (128, 128, 8, 2, False),
+                 (128, 32, 4, 3, False), (64, 64, 4, 3, False), (64, 128, 4, 3, False), (128, 64, 8, 2, True),
+                 (128, 64, 8, 3, True), (128, 128, 8, 2, True), (64, 64, 4, 3, True), (128, 64, 4, 3, True)]
+
+
+def bench_prefill(sweep: bool = False) -> list[dict]:
     from minivllm.kernels.triton_prefill import paged_prefill_attention
     from minivllm.kernels.triton_store_kv import store_kvcache
 
@@ -138,14 +144,28 @@ def bench_prefill() -> list[dict]:
         assert err <= 2e-2, f"prefill batch={batch} len={length}: rel err {err:.2e} vs SDPA"
         flops = 2 * 2 * batch * HEADS * length * length * HEAD_DIM / 2  # QK^T and PV, causal half
         t_ms, s_ms = _ms(triton_fn), _ms(sdpa_fn)
-        rows.append({"batch": batch, "seq_len": length,
-                     "triton_ms": t_ms, "triton_tflops": flops / t_ms / 1e9,
-                     "sdpa_ms": s_ms, "sdpa_tflops": flops / s_ms / 1e9,
-                     "speed_vs_sdpa": s_ms / t_ms, "rel_err": err})
+        row = {"batch": batch, "seq_len": length, "triton_ms": t_ms, "triton_tflops": flops / t_ms / 1e9,
+               "sdpa_ms": s_ms, "sdpa_tflops": flops / s_ms / 1e9, "speed_vs_sdpa": s_ms / t_ms, "rel_err": err}
+        if sweep:  # the same shapes under other tile configs, timed in this run against the same SDPA time
+            row["sweep"] = []
+            for cfg in PREFILL_SWEEP:
+                def fn(cfg=cfg):
+                    paged_prefill_attention(q, k_cache, v_cache, block_tables, query_start, seq_lens, length,
+                                            scale, out=out, tile_config=cfg)
+                try:
+                    out.fill_(float("nan"))
+                    fn()
+                    e = _rel_err(out, ref)
+                    ms = _ms(fn) if e <= 2e-2 else None
+                    row["sweep"].append({"config": list(cfg), "ms": ms, "rel_err": e,
+                                         "speed_vs_sdpa": s_ms / ms if ms else None})
+                except Exception as exc:  # e.g. out of shared memory for this tile shape
+                    row["sweep"].append({"config": list(cfg), "error": f"{type(exc).__name__}: {exc}"[:200]})
+        rows.append(row)
     return rows
 
 
-def run_kernel_bench(out_json: str | None = None) -> dict:
+def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False) -> dict:
     """Benchmark copy bandwidth, decode and prefill attention; print a table, optionally write JSON."""
     if not torch.cuda.is_available():
         raise SystemExit("minivllm.bench.kernels: no CUDA GPU found; these benchmarks only make sense on a "
@@ -156,7 +176,7 @@ def run_kernel_bench(out_json: str | None = None) -> dict:
     copy_gbps = copy_bandwidth_gbps()
     result["copy_GBps"] = copy_gbps
     result["decode"] = bench_decode(copy_gbps)
-    result["prefill"] = bench_prefill()
+    result["prefill"] = bench_prefill(sweep_prefill)
     main_row = next(r for r in result["decode"] if r["batch"] == 64 and r["context"] == 2048 and r["auto"])
     result["goals"] = {
         "decode_b64_ctx2048_frac_of_copy>=0.6": main_row["frac_of_copy"] >= 0.6,
@@ -176,6 +196,10 @@ def run_kernel_bench(out_json: str | None = None) -> dict:
     for r in result["prefill"]:
         print(f"{'':<8}{r['batch']:>6}{r['seq_len']:>7}{r['triton_ms']:>11.3f}{r['triton_tflops']:>9.1f}"
               f"{r['sdpa_ms']:>9.3f}{r['sdpa_tflops']:>9.1f}{r['speed_vs_sdpa']:>7.2f}")
+        for sw in r.get("sweep", []):
+            print(f"{'':<8}{'':>6}{'':>7}  {str(sw['config']):<28} "
+                  + (f"{sw['ms']:.3f} ms  {sw['speed_vs_sdpa']:.2f}x" if sw.get("ms") else
+                     sw.get("error", f"rel err {sw.get('rel_err')}")[:60]))
     print("\ngoals:", ", ".join(f"{k}: {'met' if v else 'MISSED'}" for k, v in result["goals"].items()))
     if out_json:
         Path(out_json).write_text(json.dumps(result, indent=2))
@@ -186,7 +210,9 @@ def run_kernel_bench(out_json: str | None = None) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="write the results as JSON here")
-    run_kernel_bench(parser.parse_args(argv).out)
+    parser.add_argument("--sweep-prefill", action="store_true", help="also time other prefill tile configs")
+    a = parser.parse_args(argv)
+    run_kernel_bench(a.out, a.sweep_prefill)
 
 
 if __name__ == "__main__":

@@ -194,9 +194,19 @@ def compile_model(runner, config) -> dict:
 
         cache = CompileCache(c.resolved_cache_dir(), cache_key(config, runner.model_config))
         cache.open()
+    # Dynamo keeps one cache entry per model instance on the same code object (the guards check `self`), so
+    # a notebook that builds many engines in one process would hit the default limit of 8 and fail at
+    # fullgraph. Run-time recompiles of one engine are still counted and reported (compile_report).
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    # Module floats (RMSNorm eps, attention scale) must stay constants. Dynamo remembers values per code
+    # object, so the second model of another family in a process (other eps) would get them as 0-d CPU tensor
+    # inputs: a new tensor each call, which a CUDA graph cannot read (PIECEWISE replay raises "moved").
+    torch._dynamo.config.specialize_float = True
+    torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 512)
     breaks_before = sum(counters["graph_break"].values())
     before = dict(counters["stats"])
     t0 = time.perf_counter()
+    split = False
     if level == 1:
         if c.compile_scope == "layer":
             for layer in model.model.layers:
@@ -220,6 +230,11 @@ def compile_model(runner, config) -> dict:
                 return compiled(input_ids, positions)
 
     runner.forward_fn = fn
+    if level >= 2 or split:
+        # Dynamo specializes a dynamic dimension of size 1 (the "0/1 specialization"): a 1-token batch would
+        # retrace (a run-time recompile), and on torch 2.11-2.13 Inductor then fails on that graph (KeyError
+        # in its scheduler). So the traced forward never sees 1 token: such batches are padded to 2.
+        runner.min_num_tokens = 2
     # Compile now (startup), not on the first request: one run over a dummy batch.
     n = min(8, runner.input_batch.max_num_seqs)
     ib = runner.input_batch
@@ -268,7 +283,7 @@ def _compile_ops(model, backend: str) -> Callable:
 
 def capture_piecewise(runner, dispatcher):
     """Capture every piece of the split forward for each capture size (largest first, shared pool)."""
-    from minivllm.worker.cuda_graph import CudaGraphCaptureError, capture_all_sizes
+    from minivllm.worker.cuda_graph import CudaGraphCaptureError, capture_all_sizes, reset_rng_after_failed_capture
 
     state = getattr(runner, "piecewise", None)
     if state is None or not state.runners:
@@ -289,6 +304,7 @@ def capture_piecewise(runner, dispatcher):
         except Exception as e:
             for r in state.runners:
                 r.graphs.clear()
+            reset_rng_after_failed_capture()
             raise CudaGraphCaptureError(
                 f"CUDA graph capture failed (mode PIECEWISE, {n} tokens): {type(e).__name__}: {e}. Try "
                 f"enforce_eager=True, cudagraph_mode='FULL' or smaller cudagraph_capture_sizes.") from e

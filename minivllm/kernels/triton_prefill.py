@@ -29,8 +29,11 @@ fix_interpreter_for_numpy_2_4()
 def _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base, kv_stride_blk, kv_stride_tok,
                  q_pos, kv_end, scale_log2,
                  HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
-                 MASKED: tl.constexpr, PRECISION: tl.constexpr):
-    """Fold keys [n0, n0 + BLOCK_N) into the running softmax state of the BLOCK_M query rows."""
+                 MASKED: tl.constexpr, PRECISION: tl.constexpr, K_ROWS: tl.constexpr):
+    """Fold keys [n0, n0 + BLOCK_N) into the running softmax state of the BLOCK_M query rows.
+
+    K_ROWS: load the K tile as [BLOCK_N, D] rows (like V) and transpose it in registers, instead of
+    loading it as [D, BLOCK_N] directly; which one is faster is measured (`bench kernels --sweep-prefill`)."""
     n = n0 + tl.arange(0, BLOCK_N)
     d = tl.arange(0, HEAD_DIM)
     if MASKED:
@@ -39,7 +42,12 @@ def _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base, kv_str
     else:
         block = tl.load(bt_row_ptr + n // BLOCK_SIZE).to(tl.int64)
     tok = kv_base + block * kv_stride_blk + (n % BLOCK_SIZE) * kv_stride_tok  # [BLOCK_N]
-    if MASKED:
+    if K_ROWS:
+        if MASKED:
+            k = tl.trans(tl.load(k_ptr + tok[:, None] + d[None, :], mask=n_ok[:, None], other=0.0))
+        else:
+            k = tl.trans(tl.load(k_ptr + tok[:, None] + d[None, :]))
+    elif MASKED:
         k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=n_ok[None, :], other=0.0)
     else:
         k = tl.load(k_ptr + tok[None, :] + d[:, None])  # [D, BLOCK_N]
@@ -64,7 +72,7 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr, query_start_ptr, seq_l
                     bt_stride_s, kv_stride_blk, kv_stride_tok, kv_stride_head,
                     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
                     BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    PRECISION: tl.constexpr):
+                    PRECISION: tl.constexpr, K_ROWS: tl.constexpr):
     seq = tl.program_id(0)
     q_tile = tl.num_programs(1) - 1 - tl.program_id(1)  # longest (last, most keys) tiles launch first
     kv_head = tl.program_id(2)
@@ -102,11 +110,11 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr, query_start_ptr, seq_l
     for n0 in range(0, full_end, BLOCK_N):  # every key visible to every row: no mask
         acc, m_i, l_i = _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base,
                                      kv_stride_blk, kv_stride_tok, q_pos, kv_end, scale_log2,
-                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, PRECISION)
+                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, PRECISION, K_ROWS)
     for n0 in range(full_end, kv_end, BLOCK_N):  # the diagonal: causal mask
         acc, m_i, l_i = _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base,
                                      kv_stride_blk, kv_stride_tok, q_pos, kv_end, scale_log2,
-                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, PRECISION)
+                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, PRECISION, K_ROWS)
 
     l_safe = tl.where(l_i > 0, l_i, 1.0)
     out = acc / l_safe[:, None]
@@ -139,12 +147,13 @@ def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,
 
 def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             block_tables: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
-                            max_query_len: int, scale: float,
-                            out: torch.Tensor | None = None) -> torch.Tensor:
+                            max_query_len: int, scale: float, out: torch.Tensor | None = None,
+                            tile_config: tuple[int, int, int, int, bool] | None = None) -> torch.Tensor:
     """Causal attention of packed queries q [T, H, D] over the paged cache (which already holds them).
 
     max_query_len (a host int, an upper bound is fine) sizes the grid. Sequences with seq_len 0 give zeros;
-    with out=None, tokens past query_start_loc[-1] (batch padding) are zeros too.
+    with out=None, tokens past query_start_loc[-1] (batch padding) are zeros too. tile_config overrides
+    (BLOCK_M, BLOCK_N, num_warps, num_stages, K_ROWS) for tuning sweeps.
     """
     T, H, D = q.shape
     q, block_size, Hkv = check_paged_inputs(q, k_cache, v_cache)
@@ -155,7 +164,8 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         return out
     group = H // Hkv
     group_pad = triton.next_power_of_2(group)
-    block_m, block_n, num_warps, num_stages = prefill_tile_config(max_query_len, group_pad, D, q.dtype)
+    block_m, block_n, num_warps, num_stages, k_rows = (
+        tile_config or (*prefill_tile_config(max_query_len, group_pad, D, q.dtype), False))
     precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"
     grid = (S, triton.cdiv(max_query_len, block_m // group_pad), Hkv)
     _prefill_kernel[grid](
@@ -163,7 +173,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, BLOCK_SIZE=block_size,
-        BLOCK_M=block_m, BLOCK_N=block_n, PRECISION=precision,
+        BLOCK_M=block_m, BLOCK_N=block_n, PRECISION=precision, K_ROWS=k_rows,
         num_warps=num_warps, num_stages=num_stages,
     )
     return out

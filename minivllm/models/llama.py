@@ -39,7 +39,7 @@ class DecoderAttention(nn.Module):
             q = self.q_norm(q.reshape(T, -1, self.head_dim)).view(T, -1)
             k = self.k_norm(k.reshape(T, -1, self.head_dim)).view(T, -1)
         q, k = self.rotary_emb(positions, q, k)
-        return self.o_proj(self.attn(q, k, v.contiguous()))
+        return self.o_proj(self.attn(q, k, v))  # v stays a strided view of qkv: the KV store reads it in place
 
 
 class DecoderMLP(nn.Module):

@@ -51,6 +51,17 @@ class CaptureStats:
                 "pool_growth_mib": {k: round(v, 3) for k, v in self.pool_growth_mib.items()}}
 
 
+def reset_rng_after_failed_capture() -> None:
+    """A capture that fails (e.g. a host sync inside it) never reaches capture_end's epilogue, so the
+    default CUDA generator stays marked as capturing and the next random op anywhere in the process fails
+    with "Offset increment outside graph capture". A clone of its state (same seed and offset) is clean."""
+    try:
+        gen = torch.cuda.default_generators[torch.cuda.current_device()]
+        gen.graphsafe_set_state(gen.clone_state())
+    except Exception as e:  # an older/newer torch without these calls: say so, do not mask the capture error
+        logger.warning("could not reset the CUDA RNG state after a failed capture: %s", e)
+
+
 def capture_all_sizes(mode: str, sizes: list[int], desc: str, capture_one: Callable[[int], None]) -> CaptureStats:
     """The bookkeeping every capture pass shares: sizes largest first (the smaller graphs then reuse the
     pool memory of the larger one), Python's GC frozen (no frees mid-capture), time and pool growth per
@@ -136,6 +147,7 @@ class CUDAGraphDispatcher:
                         out.copy_(runner.model.compute_logits(runner.forward_fn(ib.input_ids[:n], ib.positions[:n])))
             except Exception as e:
                 self.full_graphs.clear()
+                reset_rng_after_failed_capture()
                 torch.cuda.synchronize()
                 raise CudaGraphCaptureError(
                     f"CUDA graph capture failed (mode FULL, batch size {n}): {type(e).__name__}: {e}. "

@@ -64,8 +64,9 @@ class ModelRunner:
         self.block_size = config.cache.block_size
         self.max_blocks_per_seq = (config.max_model_len + self.block_size - 1) // self.block_size
         sc = config.scheduler
-        self.max_num_tokens = max(sc.max_num_batched_tokens, sc.max_num_seqs)
-        self.input_batch = InputBatch(self.max_num_tokens, sc.max_num_seqs, self.max_blocks_per_seq,
+        self.max_num_tokens = max(sc.max_num_batched_tokens, sc.max_num_seqs, 2)
+        self.min_num_tokens = 1  # compile_model raises it to 2 (see there); smaller batches are padded
+        self.input_batch = InputBatch(self.max_num_tokens, max(sc.max_num_seqs, 2), self.max_blocks_per_seq,
                                       self.block_size, self.device)
         self.sampler = Sampler(self.device, config.seed)
         self.kv_cache: torch.Tensor | None = None
@@ -124,6 +125,9 @@ class ModelRunner:
         runner = pad_t = pad_s = None
         if self.cudagraph_dispatcher is not None:
             runner, pad_t, pad_s = self.cudagraph_dispatcher.dispatch(sched)
+        if pad_t is None and sched.num_tokens < self.min_num_tokens:  # padded rows: slot -1, no sampling
+            pad_t = self.min_num_tokens
+            pad_s = pad_t if sched.is_decode_only else None
         timing = self.device.type == "cuda"
         if timing:
             start = torch.cuda.Event(enable_timing=True)

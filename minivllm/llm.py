@@ -270,6 +270,14 @@ class LLM:
             torch.cuda.empty_cache()
 
     def get_tokenizer(self):
+        """transformers' tokenizer of the checkpoint (chat templates and all; loaded on first use). The engine
+        itself may run a lighter one over the same tokenizer.json (loader.FastTokenizer)."""
+        from minivllm.loader import FastTokenizer, load_hf_tokenizer
+
+        if isinstance(self.tokenizer, FastTokenizer):
+            self.tokenizer = load_hf_tokenizer(self.tokenizer.path)
+            if self.engine is not None:
+                self.engine.tokenizer = self.tokenizer
         return self.tokenizer
 
     def startup_report(self) -> StartupReport:

@@ -79,7 +79,7 @@ def test_error_mid_run_leaves_async_engine_usable(engines, monkeypatch):
 def test_async_chunked_prefill_and_preemption_match_hf(tmp_path):
     path = tiny_checkpoint("llama-gqa4-d32", str(tmp_path))
     llm = LLM(str(path), max_model_len=48, block_size=8, num_gpu_blocks_override=6, max_num_batched_tokens=7,
-              async_scheduling=True)
+              async_scheduling=True, dtype="float32")  # fp32 on a GPU too: the reference is fp32
     prompts = random_prompts(llm.engine.model_config.vocab_size, [20, 14, 25, 9], seed=5)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts],
                         SamplingParams(temperature=0, max_tokens=12, ignore_eos=True), use_tqdm=False)

@@ -123,15 +123,29 @@ def test_capture_failure_names_mode_and_size_and_leaves_nothing():
 @pytest.mark.parametrize("mode, level", [("NONE", 2), ("FULL", 2), ("FULL_AND_PIECEWISE", 3)])
 def test_compiled_modes_match_eager_on_gpu(mode, level):
     """Inductor on CUDA, with and without graphs (an illegal memory access here was seen at level 2 when the
-    KV cache was still an input of the compiled graph; it is now looked up by layer index)."""
+    KV cache was still an input of the compiled graph; it is now looked up by layer index).
+
+    fp32 and the task's own prompts: at level >= 1 Inductor generates the norms, RoPE and SiLU that eager
+    runs as hand-written Triton kernels, so bf16 rounding differs and a near-tie (e.g. after EOS with
+    ignore_eos) may flip; in fp32 on confident answers the tokens must be equal."""
+    from minivllm.tools import tiny_task
+
     model = _default_model()
-    prompts = random_prompts(500, [5, 12, 30, 7], seed=4)
-    eager = LLM(model, max_model_len=256, max_num_seqs=8, enforce_eager=True, gpu_memory_utilization=0.3)
-    ref = _run(eager, prompts)
+    prompts = [p for p, _ in tiny_task.make_examples(6, seed=4, split="test")]
+    sp = SamplingParams(temperature=0, max_tokens=12)
+    common = dict(max_model_len=256, max_num_seqs=8, gpu_memory_utilization=0.3, dtype="float32")
+
+    def run(llm):
+        return [o.outputs[0].token_ids for o in llm.generate(prompts, sp, use_tqdm=False)]
+
+    eager = LLM(model, enforce_eager=True, **common)
+    ref = run(eager)
     eager.shutdown()
-    llm = LLM(model, max_model_len=256, max_num_seqs=8, cudagraph_mode=mode, compilation_config={"level": level},
-              cudagraph_capture_sizes=[1, 2, 4, 8], gpu_memory_utilization=0.3)
-    assert _run(llm, prompts) == ref
+    llm = LLM(model, cudagraph_mode=mode, compilation_config={"level": level},
+              cudagraph_capture_sizes=[1, 2, 4, 8], **common)
+    assert run(llm) == ref
+    single = llm.generate(prompts[:1], sp, use_tqdm=False)[0].outputs[0].token_ids  # batch 1: padded to 2
+    assert single == ref[0]
     rep = llm.compile_report()
     assert rep["graph_breaks"] == 0 and rep["recompiles_at_runtime"] == 0, rep
     llm.shutdown()

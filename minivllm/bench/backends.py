@@ -41,8 +41,8 @@ def main(args: argparse.Namespace) -> dict:
     if args.dtype != "float32" and any(not r["identical"] for r in rows):
         _score_divergences(model, prompts, runs, rows)
     print_table(f"triton vs torch attention, greedy, first {args.num_tokens} tokens ({args.dtype}): "
-                f"{matched}/{len(rows)} identical", ["prompt", "identical", "first divergence", "fp32 logit gap (triton vs torch token)",
-                 "fp32 gap top1-top2 (typical)"],
+                f"{matched}/{len(rows)} identical", ["prompt", "identical", "first divergence",
+                 "fp32 logit gap (triton vs torch token)", "fp32 gap top1-top2 (typical)"],
                 [[r["prompt"], r["identical"], r["first_divergence"], r.get("fp32_gap"), r.get("fp32_top1_gap")]
                  for r in rows])
     result = {"bench": "backends", "provenance": provenance(args, model), "rows": rows, "identical": matched,

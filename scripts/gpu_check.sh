@@ -67,8 +67,8 @@ lab01() {
 }
 
 gpu_tests_fixed() {  # only the tests changed after the first full run
-  step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py -k "compiled or failure" \
-    "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
+  step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
+    -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
 }
 
 lane0() { LANE=0; export MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; gpu_tests; latency; kernels; }
@@ -98,6 +98,8 @@ case "$stage" in
       > "$RES/lane1.out" 2>&1 &
     wait
     cat "$RES/lane0.out" "$RES/lane1.out" ;;
+  kernels-only) kernels; TAILN=10 step async_test 60 $PY -m pytest -q -p no:cacheprovider \
+      tests/test_async_scheduling.py tests/test_tokenizer_loading.py ;;
   tests) gpu_tests ;;
   latency) latency ;;
   compile) compile_levels; startup ;;

@@ -68,10 +68,12 @@ def git_info() -> dict:
         except (OSError, subprocess.SubprocessError):
             return None
 
+    # A copied tree (the GPU machine's) may carry a stale .git: the caller's MINIVLLM_GIT_COMMIT, naming the
+    # commit it sent, wins over what git says there.
+    if os.environ.get("MINIVLLM_GIT_COMMIT"):
+        return {"commit": os.environ["MINIVLLM_GIT_COMMIT"], "dirty": os.environ.get("MINIVLLM_GIT_DIRTY") == "1"}
     status = git("status", "--porcelain")
     commit = git("rev-parse", "HEAD")
-    if commit is None and os.environ.get("MINIVLLM_GIT_COMMIT"):  # the GPU machine gets a tree without .git
-        return {"commit": os.environ["MINIVLLM_GIT_COMMIT"], "dirty": os.environ.get("MINIVLLM_GIT_DIRTY") == "1"}
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 

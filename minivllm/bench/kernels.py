@@ -101,9 +101,9 @@ def bench_decode(copy_gbps: float) -> list[dict]:
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages, K_ROWS) tried by --sweep-prefill; the first is today's default
 # (picked from an earlier sweep that also tried 128-row tiles with 8 warps and 2-3 stages: all slower).
-PREFILL_SWEEP = [(64, 64, 4, 3, True), (64, 64, 4, 4, True), (64, 32, 4, 3, True), (64, 32, 4, 4, True),
-                 (64, 64, 8, 3, True), (64, 128, 8, 3, True), (32, 64, 4, 3, True), (64, 64, 4, 2, True),
-                 (128, 128, 8, 2, True), (128, 64, 8, 2, False)]
+PREFILL_SWEEP = [(64, 64, 4, 2, True), (64, 64, 4, 3, True), (64, 64, 4, 1, True), (64, 32, 4, 2, True),
+                 (64, 128, 4, 2, True), (64, 64, 4, 2, False), (128, 64, 4, 2, True), (128, 128, 8, 2, True),
+                 (128, 64, 8, 2, False)]
 
 
 def bench_prefill(sweep: bool = False) -> list[dict]:

@@ -126,9 +126,9 @@ def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,
                         dtype: torch.dtype) -> tuple[int, int, int, int, bool]:
     """(BLOCK_M, BLOCK_N, num_warps, num_stages, K_ROWS), chosen by measurement on the H200.
 
-    Long prompts: 64x64 tiles, 4 warps, 3 stages, K loaded as rows. On the H200 (`bench kernels
-    --sweep-prefill`, 12 configs) this was the fastest for both 8x1024 and 1x4096 (0.63x / 0.59x of SDPA,
-    against 0.56x / 0.52x for the 128x64, 8-warp, 2-stage tile used before). Short queries (decode rows,
+    Long prompts: 64x64 tiles, 4 warps, 2 stages, K loaded as rows. Two sweeps on the H200 (`bench kernels
+    --sweep-prefill`, 22 configs) found it the fastest for both 8x1024 and 1x4096: 0.66x / 0.62x of SDPA,
+    against 0.55x / 0.51x for the 128x64, 8-warp tile with K loaded as columns used before. Short queries (decode rows,
     small chunks) get small tiles so the padding rows do not multiply the work. fp32 and D=256 tiles are
     smaller to fit registers.
     """
@@ -139,7 +139,7 @@ def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,
     elif head_dim > 128:
         block_m, block_n, warps = 64, 32, 8
     elif rows > 32:
-        block_m, block_n, warps, stages, k_rows = 64, 64, 4, 3, True
+        block_m, block_n, warps, stages, k_rows = 64, 64, 4, 2, True
     else:
         block_m, block_n, warps = 32, 32, 4
     while block_m > 16 and block_m // 2 >= rows:  # few query rows: shrink the tile, not below 16

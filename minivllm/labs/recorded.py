@@ -100,8 +100,10 @@ def make_provenance(command: str, **extra: Any) -> dict:
         gpu = torch.cuda.get_device_name()
     else:
         gpu = f"none (CPU: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-    commit = _git("rev-parse", "HEAD") or os.environ.get("MINIVLLM_GIT_COMMIT") or "unknown (not a git checkout)"
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    # MINIVLLM_GIT_COMMIT (the commit the caller sent to a GPU machine) wins over a copied tree's stale .git.
+    sent = os.environ.get("MINIVLLM_GIT_COMMIT")
+    commit = sent or _git("rev-parse", "HEAD") or "unknown (not a git checkout)"
+    dirty = False if sent else bool(_git("status", "--porcelain", "--untracked-files=no"))
     return {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "commit": commit,
             "dirty": dirty, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": command, "python": platform.python_version(), **extra}

@@ -59,7 +59,8 @@ throughput() {  # issue 8
 kernels() {  # issue 4
   TAILN=60 step kernels 90 $PY -m minivllm.cli bench kernels --sweep-prefill --json "$RES/kernels.json"
 }
-backends() {
+backends() {  # the embedded model first (short), then the random 0.6B
+  step backends_tiny 40 $PY -m minivllm.cli bench backends --dtype bfloat16 --json "$RES/backends_tiny.json"
   step backends 60 $PY -m minivllm.cli bench backends --model "$CK" --dtype bfloat16 --json "$RES/backends.json"
 }
 lab01() {
@@ -98,6 +99,7 @@ case "$stage" in
       > "$RES/lane1.out" 2>&1 &
     wait
     cat "$RES/lane0.out" "$RES/lane1.out" ;;
+  backends) backends ;;
   kernels-only) kernels; TAILN=10 step async_test 60 $PY -m pytest -q -p no:cacheprovider \
       tests/test_async_scheduling.py tests/test_tokenizer_loading.py ;;
   tests) gpu_tests ;;

@@ -12,18 +12,18 @@ from minivllm import LLM, SamplingParams
 from tests.helpers import tiny_checkpoint
 
 
-@pytest.fixture(scope="module")
-def llm(tmp_path_factory):
+@pytest.fixture(scope="module", params=[False, True], ids=["sync", "async"])
+def llm(tmp_path_factory, request):
     path = tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path_factory.mktemp("bad")))
-    return LLM(str(path), max_model_len=64)
+    return LLM(str(path), max_model_len=64, async_scheduling=request.param)
 
 
 def serves_good_request(llm):
     bm = llm.engine.block_manager
-    assert bm.num_free_blocks == bm.num_blocks
+    assert bm.num_free_blocks == bm.num_blocks and llm.engine.inflight is None
     out = llm.generate({"prompt_token_ids": [5, 6, 7]}, SamplingParams(temperature=0, max_tokens=3), use_tqdm=False)
     assert len(out[0].outputs[0].token_ids) == 3
-    assert bm.num_free_blocks == bm.num_blocks
+    assert bm.num_free_blocks == bm.num_blocks and not llm.engine.has_unfinished_requests()
 
 
 @pytest.mark.parametrize("prompts, match", [

@@ -32,22 +32,28 @@ def check_provenance(data: dict) -> None:
 def test_latency(ckpt, tmp_path):
     out = tmp_path / "latency.json"
     args = parse_args(["latency", "--model", ckpt, "--batch-sizes", "1,2", "--input-len", "8", "--output-len",
-                       "4", "--modes", "eager", "--compare", "hf,hf-compile", "--hf-batch-sizes", "1",
+                       "4", "--modes", "eager,eager+async", "--compare", "hf,hf-compile", "--hf-batch-sizes", "1",
                        "--json", str(out)])
     result = latency.main(args)
     data = json.loads(out.read_text())
     check_provenance(data)
     rows = {(r["system"], r["batch"]): r for r in data["rows"]}
-    assert set(rows) == {("eager", 1), ("eager", 2), ("hf", 1), ("hf-compile", 1)}
+    assert set(rows) == {("eager", 1), ("eager", 2), ("eager+async", 1), ("eager+async", 2), ("hf", 1),
+                         ("hf-compile", 1)}
     for r in rows.values():
         assert r["ttft_s"] > 0 and r["tpot_s"] > 0 and r["output_tok_s"] > 0
+    assert rows[("eager", 1)]["decode_wall_ms_per_step"] > 0
     assert result["modes"]["eager"]["cudagraph_mode"] == "NONE"
+    assert result["modes"]["eager"]["async_scheduling"] is False  # off on a CPU by default
+    assert result["modes"]["eager+async"]["async_scheduling"] is True
     assert "tpot_le_1ms" in data["goals"]
 
 
 def test_latency_rejects_unknown_mode(ckpt):
     with pytest.raises(ValueError, match="unknown mode"):
         latency.main(parse_args(["latency", "--model", ckpt, "--modes", "eager,FAST"]))
+    with pytest.raises(ValueError, match="unknown mode"):
+        latency.main(parse_args(["latency", "--model", ckpt, "--modes", "FULL+fast"]))
 
 
 def test_throughput(ckpt, tmp_path, monkeypatch):
@@ -55,7 +61,7 @@ def test_throughput(ckpt, tmp_path, monkeypatch):
     monkeypatch.setattr(throughput, "CHECK_TOKENS", 4)
     out = tmp_path / "throughput.json"
     args = parse_args(["throughput", "--model", ckpt, "--num-requests", "4", "--input-len-range", "8,16",
-                       "--output-len-range", "4,8", "--compare", "hf", "--hf-time-cap", "60",
+                       "--output-len-range", "4,8", "--compare", "hf,sync", "--hf-time-cap", "60",
                        "--check-correctness", "--json", str(out)])
     throughput.main(args)
     data = json.loads(out.read_text())
@@ -66,6 +72,10 @@ def test_throughput(ckpt, tmp_path, monkeypatch):
     assert 0 < m["prefill_time_frac"] < 1 and m["preemptions"] == 0
     assert all(v > 0 for v in m["ttft_s"].values()) and all(v > 0 for v in m["tpot_s"].values())
     assert data["correctness"]["matching"] == 2  # greedy, fp32: batched == one by one
+    assert m["cpu_ms_per_step"] > 0 and set(m["cpu_ms_per_step_parts"]) == {"schedule", "prepare_and_launch",
+                                                                           "process_tokens"}
+    assert data["minivllm_sync"]["async_scheduling"] is False
+    assert data["minivllm_sync"]["output_tokens"] == m["output_tokens"]
     cb = data["hf_continuous_batching"]
     assert cb["finished_requests"] == 4 and cb["output_tokens"] == m["output_tokens"] and not cb["errors"]
     assert data["hf_static_batch"]["output_tok_s"] > 0
@@ -104,3 +114,13 @@ def test_backends_bench_triton_matches_torch_end_to_end(tmp_path):
                  "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["identical"] == result["prompts"] == 3
+
+
+def test_generate_cli_with_engine_flags(capsys):
+    """`minivllm generate` reaches the engine knobs, async scheduling included, and prints JSON lines."""
+    from minivllm.cli import main as cli_main
+
+    assert cli_main(["generate", "--prompt", "Q: 17+96= A:", "--temperature", "0", "--max-tokens", "8",
+                     "--async-scheduling", "--max-model-len", "64", "--json"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["text"].strip() == "113" and line["finish_reason"] == "stop"

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
-#   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [all|tests|latency|compile|
-#                                                                                 throughput|kernels|lab01]
+#   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
+#   stages: all, tests, latency, compile, throughput, kernels, backends, qk-fusion, lab01, rerun, kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
 # deadline so the whole call ends in time (MINIVLLM_GPU_DEADLINE_S, default 520 s); a step that would
-# start too late is skipped. Lane 0: GPU tests, latency (issue 5), kernels (issue 4). Lane 1: compile
-# levels (issue 6), throughput (issue 8), cold/warm startup (issue 6), triton vs torch end to end (issue
-# 4), lab 01. Everything lands in $OUT/results.tar.gz
+# start too late is skipped. Lane 0: GPU tests, latency (issue 5), kernels (issue 4). Lane 1: triton vs
+# torch end to end (issue 4), the fused q/k-norm + RoPE A/B (issue 5), compile levels and cold/warm startup
+# (issue 6), throughput with the fp32 correctness cross-check (issue 8), lab 01. Everything lands in $OUT/results.tar.gz
 # (the device tool returns at most 8 files) plus $OUT/summary.log.
 # Runs on the device machine (torch 2.11 + triton 3.6 + transformers 5.17 preinstalled, no internet).
 set -uo pipefail
@@ -52,8 +52,14 @@ startup() {
   step startup 110 $PY -m minivllm.cli bench startup --model "$CK" --max-model-len 512 \
     --compilation-config '{"level": 3}' --json "$RES/startup.json"
 }
+qk_fusion() {  # issue 5: the opt-in fused q/k RMSNorm + RoPE kernel against the default, same call
+  step fuse_off 70 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,64 \
+    --modes FULL --json "$RES/qk_fusion_off.json"
+  step fuse_on 70 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,64 \
+    --modes FULL --compilation-config '{"custom_ops": ["all", "+qk_norm_rope"]}' --json "$RES/qk_fusion_on.json"
+}
 throughput() {  # issue 8
-  TAILN=40 step throughput 150 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
+  TAILN=40 step throughput 190 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
     --compare hf --hf-time-cap 25 --check-correctness --json "$RES/throughput.json"
 }
 kernels() {  # issue 4
@@ -73,14 +79,14 @@ gpu_tests_fixed() {  # only the tests changed after the first full run
 }
 
 lane0() { LANE=0; export MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; gpu_tests; latency; kernels; }
-lane1() { LANE=1; export MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; compile_levels; throughput; startup; backends; lab01; }
+lane1() { LANE=1; export MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; backends; qk_fusion; compile_levels; startup; throughput; lab01; }
 
 log "env"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 $PY -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 [ -d "$CK" ] || $PY -m minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 "$CK" >/dev/null
 NGPU=$(nvidia-smi -L | wc -l)
-stage=${1:-all}
+for stage in "${@:-all}"; do  # several stages may be named: gpu_check.sh throughput lab01
 case "$stage" in
   all)
     if [ "$NGPU" -ge 2 ]; then
@@ -100,6 +106,7 @@ case "$stage" in
     wait
     cat "$RES/lane0.out" "$RES/lane1.out" ;;
   backends) backends ;;
+  qk-fusion) qk_fusion ;;
   kernels-only) kernels; TAILN=10 step async_test 60 $PY -m pytest -q -p no:cacheprovider \
       tests/test_async_scheduling.py tests/test_tokenizer_loading.py ;;
   tests) gpu_tests ;;
@@ -110,6 +117,7 @@ case "$stage" in
   lab01) lab01 ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
+done
 tar -czf "$OUT/results.tar.gz" -C "$RES" .
 grep -h -E "^===|passed|failed|Goal|goals|PASS|FAIL" "$RES"/*.out "$RES"/*.log 2>/dev/null > "$OUT/summary.log"
 log "done in $(( $(date +%s) - START )) s"

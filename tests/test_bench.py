@@ -81,6 +81,16 @@ def test_throughput(ckpt, tmp_path, monkeypatch):
     assert data["hf_static_batch"]["output_tok_s"] > 0
 
 
+def test_throughput_bf16_also_checks_in_fp32(ckpt, tmp_path, monkeypatch):
+    monkeypatch.setattr(throughput, "CHECK_REQUESTS", 2)
+    monkeypatch.setattr(throughput, "CHECK_TOKENS", 4)
+    args = parse_args(["throughput", "--model", ckpt, "--dtype", "bfloat16", "--num-requests", "2",
+                       "--input-len-range", "8,16", "--output-len-range", "4,8", "--check-correctness"])
+    data = throughput.main(args)
+    assert data["correctness"]["requests"] == 2
+    assert data["correctness_fp32"]["matching"] == 2  # fp32: batched == one by one, exactly
+
+
 def test_workload_matches_nano_vllm():
     """Same draws as nano-vllm's bench.py: random.seed(0), then randint for lengths, ids and max_tokens."""
     import random

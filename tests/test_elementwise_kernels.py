@@ -161,6 +161,67 @@ def test_rotary_llama3_scaling_and_int32_positions():
         check(out, r)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("T", TOKENS[:2])
+@pytest.mark.parametrize("heads", [(4, 2), (3, 1)])
+def test_qk_norm_rope_fused_equals_norm_then_rope(dtype, T, heads):
+    """minivllm::qk_norm_rotary_embedding == q_norm, k_norm, then RoPE (both as Triton kernels, and native),
+    on column slices of a fused qkv output as the model passes them."""
+    from minivllm.kernels.elementwise_ops import qk_norm_rotary_embedding
+
+    hq, hk, d = *heads, 64
+    rope = RotaryEmbedding(d, max_position=4096, base=10000.0).to(DEVICE)
+    q_norm, k_norm = make_norm(d, dtype), make_norm(d, dtype)
+    k_norm.weight.data.copy_(randn(d, seed=98) * 0.5 + 1)
+    positions = torch.randint(0, 4096, (T,), generator=torch.Generator().manual_seed(T)).to(DEVICE)
+    qkv = randn(T, (hq + 2 * hk) * d, dtype=dtype, seed=5) * 3
+    q, k = qkv[:, :hq * d], qkv[:, hq * d:(hq + hk) * d]
+    out_q, out_k = qk_norm_rotary_embedding(positions, q, k, q_norm.weight, k_norm.weight, 1e-6,
+                                            rope.cos_sin_cache, d)
+
+    def unfused(norm_fn, rope_fn):
+        nq = norm_fn(q_norm, q.reshape(T, -1, d)).reshape(T, -1)
+        nk = norm_fn(k_norm, k.reshape(T, -1, d)).reshape(T, -1)
+        return rope_fn(positions, nq, nk)
+
+    for ref_q, ref_k in (unfused(RMSNorm.forward_custom, rope.forward_custom),
+                         unfused(RMSNorm.forward_native, rope.forward_native)):
+        check(out_q, ref_q)
+        check(out_k, ref_k)
+
+
+def test_qk_norm_rope_is_opt_in_and_used_by_the_model(tmp_path, monkeypatch):
+    """"all" leaves the fusion off (not yet measured on a GPU); "+qk_norm_rope" turns it on in the model."""
+    from minivllm.kernels import triton_rotary
+    from minivllm.layers.custom_op import custom_op_enabled
+    from minivllm.loader import load_model_config
+    from minivllm.models.llama import DecoderAttention
+    from minivllm.tools.make_random_checkpoint import make_random_checkpoint
+
+    configure_custom_ops(["all"], has_kernels=True)
+    assert custom_op_enabled("rms_norm") and not custom_op_enabled("qk_norm_rope")
+    cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
+    attn = DecoderAttention(cfg, 0).to(DEVICE)
+    for norm in (attn.q_norm, attn.k_norm):
+        norm.weight.data.copy_(randn(cfg.head_dim, seed=3) * 0.5 + 1)
+    positions = torch.arange(3, device=DEVICE)
+    q, k = randn(3, attn.q_size, seed=1), randn(3, attn.kv_size, seed=2)
+    ref = attn.rope_qk(positions, q, k)
+    fused_calls = []
+    launch = triton_rotary.rotary_embedding
+
+    def spy(*args):
+        fused_calls.append(len(args) > 5)  # the fused launch passes the norm weights
+        return launch(*args)
+
+    monkeypatch.setattr(triton_rotary, "rotary_embedding", spy)
+    configure_custom_ops(["all", "+qk_norm_rope"], has_kernels=True)
+    out = attn.rope_qk(positions, q, k)
+    assert fused_calls == [True]
+    for o, r in zip(out, ref):
+        check(o, r)
+
+
 # ---- torch.compile and the CustomOp switch ---------------------------------------------------------------
 
 class _Block(torch.nn.Module):

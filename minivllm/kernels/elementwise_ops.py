@@ -60,6 +60,21 @@ def _(positions, q, k, cos_sin_cache, head_dim):
     return q.new_empty(q.shape), k.new_empty(k.shape)
 
 
+@torch.library.custom_op("minivllm::qk_norm_rotary_embedding", mutates_args=())
+def qk_norm_rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, q_weight: torch.Tensor,
+                             k_weight: torch.Tensor, eps: float, cos_sin_cache: torch.Tensor,
+                             head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Qwen3's per-head q/k RMSNorm and then RoPE, one kernel; returns new (q, k)."""
+    from minivllm.kernels.triton_rotary import rotary_embedding as launch
+
+    return launch(positions, q, k, cos_sin_cache, head_dim, q_weight, k_weight, eps)
+
+
+@qk_norm_rotary_embedding.register_fake
+def _(positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim):
+    return q.new_empty(q.shape), k.new_empty(k.shape)
+
+
 @torch.library.custom_op("minivllm::silu_and_mul", mutates_args=())
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """silu(x[..., :I]) * x[..., I:] for x [..., 2I]."""

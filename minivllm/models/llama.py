@@ -11,6 +11,7 @@ from torch import nn
 
 from minivllm.attention.layer import Attention
 from minivllm.layers.activation import SiluAndMul
+from minivllm.layers.custom_op import custom_op_enabled
 from minivllm.layers.layernorm import RMSNorm
 from minivllm.layers.linear import Linear, PackedLinear
 from minivllm.layers.rotary import RotaryEmbedding
@@ -31,14 +32,22 @@ class DecoderAttention(nn.Module):
             self.q_norm = RMSNorm(D, cfg.rms_norm_eps)
             self.k_norm = RMSNorm(D, cfg.rms_norm_eps)
 
+    def rope_qk(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+        """Qwen3's per-head q/k RMSNorm, then RoPE; one fused kernel with custom_ops "+qk_norm_rope"."""
+        if self.qk_norm and custom_op_enabled("qk_norm_rope"):
+            return torch.ops.minivllm.qk_norm_rotary_embedding(
+                positions, q, k, self.q_norm.weight, self.k_norm.weight, self.q_norm.eps,
+                self.rotary_emb.cos_sin_cache, self.head_dim)
+        if self.qk_norm:
+            T = q.shape[0]
+            q = self.q_norm(q.reshape(T, -1, self.head_dim)).view(T, -1)
+            k = self.k_norm(k.reshape(T, -1, self.head_dim)).view(T, -1)
+        return self.rotary_emb(positions, q, k)
+
     def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         qkv = self.qkv_proj(x)
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        if self.qk_norm:  # Qwen3: RMSNorm per head before RoPE
-            T = x.shape[0]
-            q = self.q_norm(q.reshape(T, -1, self.head_dim)).view(T, -1)
-            k = self.k_norm(k.reshape(T, -1, self.head_dim)).view(T, -1)
-        q, k = self.rotary_emb(positions, q, k)
+        q, k = self.rope_qk(positions, q, k)
         return self.o_proj(self.attn(q, k, v))  # v stays a strided view of qkv: the KV store reads it in place
 
 

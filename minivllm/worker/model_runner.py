@@ -1,5 +1,7 @@
 """One step on the device: fill the persistent buffers, run the forward (eager, compiled or a replayed CUDA
-graph), compute logits for the sampled rows only, and sample."""
+graph), compute logits for the sampled rows only, and sample. It returns as soon as the work is queued:
+the sampled tokens stay on the device (a ModelRunnerOutput), so the engine decides when to wait for them
+(at once, or after launching the next step: async scheduling)."""
 
 from __future__ import annotations
 

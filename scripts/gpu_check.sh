@@ -2,7 +2,8 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, tests, latency, compile, throughput, kernels, backends, qk-fusion, lab01, rerun, kernels-only
+#   stages: all, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
 # deadline so the whole call ends in time (MINIVLLM_GPU_DEADLINE_S, default 520 s); a step that would
@@ -48,6 +49,12 @@ compile_levels() {  # issue 6: TPOT per level with and without graphs (+ async o
   TAILN=40 step compile 200 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
     --batch-sizes 1,8,64 --modes FULL,FULL@L2,NONE@L2,FULL_AND_PIECEWISE@L3 --json "$RES/compile.json"
 }
+unregistered() {  # issue 6: attention that Dynamo cannot see (graph breaks) vs the registered custom op
+  step unreg_off 80 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,8,64 \
+    --modes NONE@L1 --json "$RES/attention_registered.json"
+  step unreg_on 80 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,8,64 \
+    --modes NONE@L1 --attention-backend unregistered --json "$RES/attention_unregistered.json"
+}
 startup() {
   step startup 110 $PY -m minivllm.cli bench startup --model "$CK" --max-model-len 512 \
     --compilation-config '{"level": 3}' --json "$RES/startup.json"
@@ -79,7 +86,10 @@ gpu_tests_fixed() {  # only the tests changed after the first full run
 }
 
 lane0() { LANE=0; export MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; gpu_tests; latency; kernels; }
-lane1() { LANE=1; export MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; backends; qk_fusion; compile_levels; startup; throughput; lab01; }
+lane1() {
+  LANE=1; export MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1
+  backends; qk_fusion; compile_levels; startup; unregistered; throughput; lab01
+}
 
 log "env"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
@@ -107,6 +117,7 @@ case "$stage" in
     cat "$RES/lane0.out" "$RES/lane1.out" ;;
   backends) backends ;;
   qk-fusion) qk_fusion ;;
+  unregistered) unregistered ;;
   kernels-only) kernels; TAILN=10 step async_test 60 $PY -m pytest -q -p no:cacheprovider \
       tests/test_async_scheduling.py tests/test_tokenizer_loading.py ;;
   tests) gpu_tests ;;

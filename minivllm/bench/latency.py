@@ -121,6 +121,7 @@ def main(args) -> dict:
             result["rows"].append({"system": mode, "batch": b,
                                    **measure(llm, b, args.input_len, args.output_len, high)})
             bar.update(1)
+        result["modes"][mode]["compile_report"] = jsonable(llm.compile_report())  # breaks, recompiles
         free_engine(llm)
         del llm
     if compare and hf_sizes:

@@ -91,6 +91,11 @@ if rec:
 #
 # Time per output token of the whole engine (scheduler, input preparation, forward, sampling) with
 # `enforce_eager=True` and with FULL decode graphs. The buttons show one mode at a time.
+#
+# On a GPU both engines also run with *async scheduling* (on by default with CUDA): the CPU schedules and
+# prepares step n+1 while the GPU still runs step n. A graph removes the launch cost; async scheduling hides
+# the CPU work that is left around the forward, so with both the TPOT approaches the GPU time of a step.
+# Compare with it off: `minivllm bench latency --modes FULL,FULL+sync` (the table prints GPU ms per step).
 
 # %% tags=["nbval-check-output"]
 lab01.plot_tpot(rec) if rec else None

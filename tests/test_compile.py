@@ -152,3 +152,27 @@ def test_a_second_model_family_keeps_module_floats_constant(ckpt, tmp_path_facto
         llm = LLM(path, max_model_len=64, compilation_config={"level": 3, "backend": "eager"})
         assert tokens(llm, [{"prompt_token_ids": [1, 2, 3]}])
     assert not lifted, lifted
+
+
+def test_identical_pieces_share_one_compilation():
+    """Layers differ only in their weights (graph inputs), so their pieces must hash the same; a different
+    constant or input shape must not."""
+    import torch
+    import torch.fx as fx
+
+    from minivllm.compilation.backend import piece_structure_key
+
+    def layer(x, w, eps: float = 1e-6):
+        return torch.nn.functional.linear(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps), w)
+
+    def traced(eps):
+        gm = fx.symbolic_trace(lambda x, w: layer(x, w, eps))
+        return gm
+
+    a, b = traced(1e-6), traced(1e-6)
+    for i, n in enumerate(n for n in b.graph.nodes if n.op == "placeholder"):
+        n.name = f"layer_7_input_{i}"  # other layer, other names
+    args = [torch.randn(4, 8), torch.randn(8, 8)]
+    assert piece_structure_key(a, args) == piece_structure_key(b, args)
+    assert piece_structure_key(a, args) != piece_structure_key(traced(1e-5), args)
+    assert piece_structure_key(a, args) != piece_structure_key(a, [torch.randn(4, 16), torch.randn(8, 16)])

@@ -46,8 +46,9 @@ latency() {  # issue 5: every graph mode vs eager and transformers, batch 1..256
     --json "$RES/latency.json"
 }
 compile_levels() {  # issue 6: TPOT per level with and without graphs (+ async off), batch 1, 8, 64
-  TAILN=40 step compile 200 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
-    --batch-sizes 1,8,64 --modes FULL,FULL@L2,NONE@L2,FULL_AND_PIECEWISE@L3 --json "$RES/compile.json"
+  TAILN=40 step compile 330 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,8,64 --modes eager,FULL,NONE@L1,NONE@L2,FULL@L2,NONE@L3,FULL_AND_PIECEWISE@L3 \
+    --json "$RES/compile.json"
 }
 unregistered() {  # issue 6: attention that Dynamo cannot see (graph breaks) vs the registered custom op
   step unreg_off 80 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,8,64 \

@@ -149,3 +149,20 @@ def test_compiled_modes_match_eager_on_gpu(mode, level):
     rep = llm.compile_report()
     assert rep["graph_breaks"] == 0 and rep["recompiles_at_runtime"] == 0, rep
     llm.shutdown()
+
+
+def test_fused_qk_norm_rope_matches_default_on_gpu():
+    """The opt-in fused q/k RMSNorm + RoPE kernel (Qwen3) gives the default path's greedy tokens, replayed
+    inside FULL graphs too (fp32, the task's prompts)."""
+    from minivllm.tools import tiny_task
+
+    prompts = [p for p, _ in tiny_task.make_examples(6, seed=5, split="test")]
+    sp = SamplingParams(temperature=0, max_tokens=12)
+    common = dict(max_model_len=256, max_num_seqs=8, gpu_memory_utilization=0.3, dtype="float32",
+                  cudagraph_mode="FULL", cudagraph_capture_sizes=[1, 2, 4, 8])
+    runs = []
+    for ops in (["all"], ["all", "+qk_norm_rope"]):
+        llm = LLM(_default_model(), compilation_config={"custom_ops": ops}, **common)
+        runs.append([o.outputs[0].token_ids for o in llm.generate(prompts, sp, use_tqdm=False)])
+        llm.shutdown()
+    assert runs[0] == runs[1]

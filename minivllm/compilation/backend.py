@@ -225,10 +225,6 @@ def compile_model(runner, config) -> dict:
     # a notebook that builds many engines in one process would hit the default limit of 8 and fail at
     # fullgraph. Run-time recompiles of one engine are still counted and reported (compile_report).
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-    # Module floats (RMSNorm eps, attention scale) must stay constants. Dynamo remembers values per code
-    # object, so the second model of another family in a process (other eps) would get them as 0-d CPU tensor
-    # inputs: a new tensor each call, which a CUDA graph cannot read (PIECEWISE replay raises "moved").
-    torch._dynamo.config.specialize_float = True
     torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 512)
     breaks_before = sum(counters["graph_break"].values())
     before = dict(counters["stats"])
@@ -256,6 +252,7 @@ def compile_model(runner, config) -> dict:
             with torch.fx.experimental._config.patch(backed_size_oblivious=True):
                 return compiled(input_ids, positions)
 
+    fn = _with_constant_floats(fn)
     runner.forward_fn = fn
     if level >= 2 or split:
         # Dynamo specializes a dynamic dimension of size 1 (the "0/1 specialization"): a 1-token batch would
@@ -296,6 +293,20 @@ def compile_model(runner, config) -> dict:
     if level > 0:
         logger.info("torch.compile took %.2f s in total (level %d)", took, level)
     return info
+
+
+def _with_constant_floats(fn: Callable) -> Callable:
+    """Trace with module floats (RMSNorm eps, attention scale) as constants, for this engine's calls only.
+
+    Dynamo remembers values per code object: once a model of another family (another eps) was compiled in
+    the process, it would turn them into 0-d CPU tensor inputs, a new tensor each call, which a CUDA graph
+    cannot read (PIECEWISE replay raises "input moved since capture")."""
+
+    def wrapped(*args):
+        with torch._dynamo.config.patch(specialize_float=True):
+            return fn(*args)
+
+    return wrapped
 
 
 def _compile_ops(model, backend: str) -> Callable:

@@ -66,6 +66,9 @@ def test_inductor_cache_warm_start_and_corruption(ckpt, prompts, eager_tokens, t
     cold = LLM(ckpt, max_model_len=64, compilation_config=cc)
     assert tokens(cold, prompts) == eager_tokens
     assert cold.compile_report()["cache_warm"] is False
+    split = cold.startup_report().compile  # Dynamo's share and the backend's (AOT + Inductor) share
+    assert split["dynamo_s"] > 0 and split["backend_s"] > 0
+    assert split["dynamo_s"] + split["backend_s"] <= split["seconds"] + 0.05
     warm = LLM(ckpt, max_model_len=64, compilation_config=cc)
     assert warm.compile_report()["cache_warm"] is True
     assert tokens(warm, prompts) == eager_tokens

@@ -36,6 +36,9 @@ def child(kwargs: dict) -> None:
     named = sum(v for k, v in phases.items() if k != "total")
     phases |= {"other (in total)": round(phases["total"] - named, 4), "import": round(import_s, 4),
                "first_generate": round(time.perf_counter() - t1, 4)}
+    for key, label in (("dynamo_s", "  of which Dynamo"), ("backend_s", "  of which AOT + Inductor")):
+        if report["compile"].get(key) is not None:
+            phases[label] = report["compile"][key]
     print(MARKER + json.dumps(report, default=str), flush=True)
 
 

@@ -113,7 +113,7 @@ class CompilationConfig:
     level: int = 0
     backend: str = "inductor"
     custom_ops: list[str] | None = None  # None: hand-written kernels at level 0, Inductor's at levels >= 1
-    compile_sizes: list[int] = field(default_factory=list)
+    compile_sizes: list[int] = field(default_factory=list)  # level 3: extra static-shape compiles per piece
     compile_scope: str = "model"  # "model" | "layer" | "ops": the handbook's three scopes
     cache_dir: str | None = None
     cudagraph_mode: str | None = None  # None -> FULL_AND_PIECEWISE when graphs are on, NONE when eager
@@ -129,6 +129,13 @@ class CompilationConfig:
                f"compilation_config.compile_scope must be 'model', 'layer' or 'ops', got {self.compile_scope!r}")
         if isinstance(self.custom_ops, str):
             self.custom_ops = [self.custom_ops]
+        _check(isinstance(self.compile_sizes, list) and all(isinstance(n, int) and n >= 1
+                                                            for n in self.compile_sizes),
+               f"compilation_config.compile_sizes must be a list of positive ints, got {self.compile_sizes!r}")
+        _check(not self.compile_sizes or (self.level == 3 and self.backend == "inductor"),
+               f"compilation_config.compile_sizes needs level 3 with the inductor backend (each piece of the "
+               f"split graph is compiled once more for each of these token counts, as vLLM does); got level "
+               f"{self.level}, backend {self.backend!r}")
 
     def resolved_custom_ops(self) -> list[str]:
         """As vLLM: with Inductor compiling, let it generate (and fuse) the small ops; else use ours."""

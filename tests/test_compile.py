@@ -179,3 +179,26 @@ def test_identical_pieces_share_one_compilation():
     assert piece_structure_key(a, args) == piece_structure_key(b, args)
     assert piece_structure_key(a, args) != piece_structure_key(traced(1e-5), args)
     assert piece_structure_key(a, args) != piece_structure_key(a, [torch.randn(4, 16), torch.randn(8, 16)])
+
+
+def test_compile_sizes_add_static_pieces(ckpt, prompts, eager_tokens, monkeypatch, tmp_path):
+    """Level 3 with compile_sizes: each distinct piece is also compiled for that exact token count, steps of
+    that size run it (5 decode rows here), and the tokens stay eager's; other levels refuse the option."""
+    from minivllm.compilation import backend
+
+    hits = []
+    orig = backend._SizeDispatch.__call__
+
+    def spy(self, *args):
+        hits.append(args[self.size_arg].shape[0] in self.static)
+        return orig(self, *args)
+
+    monkeypatch.setattr(backend._SizeDispatch, "__call__", spy)
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 3, "compile_sizes": [5],
+                                                          "cache_dir": str(tmp_path)})
+    assert tokens(llm, prompts) == eager_tokens
+    rep = llm.compile_report()
+    assert rep["static_size_compiles"] == rep["compiled_pieces"] and rep["recompiles_at_runtime"] == 0
+    assert any(hits) and not all(hits)  # decode steps of 5 tokens: static; prefills: the dynamic version
+    with pytest.raises(ValueError, match="compile_sizes needs level 3"):
+        LLM(ckpt, max_model_len=64, compilation_config={"level": 2, "compile_sizes": [5]})

@@ -106,11 +106,14 @@ class PiecewiseState:
 class SplitBackend:
     """A Dynamo backend: split the traced graph at attention ops, compile pieces, wrap them for graphs."""
 
-    def __init__(self, compile_pieces: bool, inductor: bool, state: PiecewiseState, use_graphs: bool) -> None:
+    def __init__(self, compile_pieces: bool, inductor: bool, state: PiecewiseState, use_graphs: bool,
+                 compile_sizes: list[int] | None = None) -> None:
         self.compile_pieces, self.inductor, self.state, self.use_graphs = compile_pieces, inductor, state, use_graphs
+        self.compile_sizes = sorted(set(compile_sizes or []))
         self.num_pieces = 0
         self.num_attention_splits = 0
         self.num_compiled_pieces = 0  # distinct pieces Inductor compiled (identical layers share one)
+        self.num_static_compiles = 0  # extra compiles for compile_sizes
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Callable:
         part = {"id": 0}
@@ -143,14 +146,15 @@ class SplitBackend:
         return split_gm
 
 
-    @staticmethod
-    def _compile_pieces(gm: fx.GraphModule, split_gm: fx.GraphModule, pieces: list[fx.Node]) -> int:
+    def _compile_pieces(self, gm: fx.GraphModule, split_gm: fx.GraphModule, pieces: list[fx.Node]) -> int:
         """Compile each piece with Inductor once for every token count: its inputs' symbolic shapes come
         from the example values Dynamo recorded on the original graph's nodes (same names after the split).
 
         The pieces between two attention calls are the same code for every layer (the weights are inputs),
         so each distinct piece is compiled (or loaded from the cache) once and shared: a 28-layer model
-        has 29 pieces but 3 distinct ones. Returns how many were compiled."""
+        has 29 pieces but 3 distinct ones. Returns how many were compiled. With compile_sizes, each distinct
+        piece is also compiled for each of those exact token counts (static shapes: Inductor may pick other
+        kernels), and a call with that many tokens runs that version."""
         examples = {n.name: n.meta.get("example_value") for n in gm.graph.nodes}
         compiled_by_key: dict[str, Callable] = {}
         for node in pieces:
@@ -160,9 +164,50 @@ class SplitBackend:
             args = [ph.meta["example_value"] for ph in sub.graph.nodes if ph.op == "placeholder"]
             key = piece_structure_key(sub, args)
             if key not in compiled_by_key:
-                compiled_by_key[key] = torch._inductor.standalone_compile(sub, args, dynamic_shapes="from_graph")
+                general = torch._inductor.standalone_compile(sub, args, dynamic_shapes="from_graph")
+                compiled_by_key[key] = self._with_static_sizes(sub, args, general)
             setattr(split_gm, node.target, _CallableModule(compiled_by_key[key]))
         return len(compiled_by_key)
+
+    def _with_static_sizes(self, sub: fx.GraphModule, args: list, general: Callable) -> Callable:
+        size_arg = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.dim()
+                         and isinstance(a.shape[0], torch.SymInt)), None)
+        if not self.compile_sizes or size_arg is None:
+            return general
+        static = {}
+        for n in self.compile_sizes:
+            concrete = [_concrete(a, n) for a in args]
+            static[n] = torch._inductor.standalone_compile(sub, concrete, dynamic_shapes="from_example_inputs")
+            del concrete
+            self.num_static_compiles += 1
+        return _SizeDispatch(general, static, size_arg)
+
+
+class _SizeDispatch:
+    """A piece compiled for any token count plus static versions for compile_sizes: pick by token count."""
+
+    def __init__(self, general: Callable, static: dict[int, Callable], size_arg: int) -> None:
+        self.general, self.static, self.size_arg = general, static, size_arg
+
+    def __call__(self, *args):
+        return self.static.get(args[self.size_arg].shape[0], self.general)(*args)
+
+
+def _concrete(value, n: int):
+    """An example input with every symbolic size set to n tokens (the only symbol our forward has is the
+    token count; Dynamo may give input_ids and positions one symbol each, both equal to it)."""
+    def at_n(x) -> int:
+        if isinstance(x, torch.SymInt):
+            expr = x.node.expr
+            return int(expr.subs({s: n for s in expr.free_symbols}))
+        return int(x)
+
+    if isinstance(value, torch.SymInt):
+        return at_n(value)
+    if not isinstance(value, torch.Tensor):
+        return value
+    shape, stride = [at_n(d) for d in value.shape], [at_n(d) for d in value.stride()]
+    return torch.empty_strided(shape, stride, dtype=value.dtype, device=value.device)
 
 
 def piece_structure_key(sub: fx.GraphModule, args: list) -> str:
@@ -243,7 +288,7 @@ def compile_model(runner, config) -> dict:
     else:
         split = level == 3 or graphs_on
         backend = SplitBackend(compile_pieces=level == 3, inductor=c.backend == "inductor", state=state,
-                               use_graphs=graphs_on) if split else c.backend
+                               use_graphs=graphs_on, compile_sizes=c.compile_sizes) if split else c.backend
         runner.split_backend = backend if split else None
         compiled = torch.compile(model.forward, backend=backend, fullgraph=True)
 
@@ -395,6 +440,7 @@ def live_compile_report(runner, info: dict) -> dict:
         "graph_break_reasons": dict(counters["graph_break"]),
         "pieces": getattr(backend, "num_pieces", None),
         "compiled_pieces": getattr(backend, "num_compiled_pieces", None),
+        "static_size_compiles": getattr(backend, "num_static_compiles", None),
         "attention_splits": getattr(backend, "num_attention_splits", None),
         "compile_seconds": info.get("seconds"),
         "cache_dir": info.get("cache_dir"),

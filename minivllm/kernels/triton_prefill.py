@@ -128,23 +128,23 @@ def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,
 
     Long prompts: 64x64 tiles, 4 warps, 2 stages, K loaded as rows. Two sweeps on the H200 (`bench kernels
     --sweep-prefill`, 22 configs) found it the fastest for both 8x1024 and 1x4096: 0.66x / 0.62x of SDPA,
-    against 0.55x / 0.51x for the 128x64, 8-warp tile with K loaded as columns used before. Short queries (decode rows,
-    small chunks) get small tiles so the padding rows do not multiply the work. fp32 and D=256 tiles are
-    smaller to fit registers.
+    against 0.55x / 0.51x for the 128x64, 8-warp tile with K loaded as columns used before. Short queries
+    (decode rows, small chunks) get small tiles so the padding rows do not multiply the work. fp32 and
+    D=256 tiles are smaller to fit registers.
     """
     rows = max_query_len * group_pad
-    stages, k_rows = 2, False
+    k_rows = False
     if dtype == torch.float32:
         block_m, block_n, warps = (64, 32, 8) if head_dim <= 64 else (32, 16, 8)
     elif head_dim > 128:
         block_m, block_n, warps = 64, 32, 8
     elif rows > 32:
-        block_m, block_n, warps, stages, k_rows = 64, 64, 4, 2, True
+        block_m, block_n, warps, k_rows = 64, 64, 4, True
     else:
         block_m, block_n, warps = 32, 32, 4
     while block_m > 16 and block_m // 2 >= rows:  # few query rows: shrink the tile, not below 16
         block_m //= 2
-    return max(block_m, group_pad), block_n, warps, stages, k_rows
+    return max(block_m, group_pad), block_n, warps, 2, k_rows
 
 
 def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

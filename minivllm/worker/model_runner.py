@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import cached_property
 from typing import Callable
 
 import torch
@@ -31,10 +32,14 @@ class ModelRunnerOutput:
 
     def __init__(self, seqs: list, sampled: torch.Tensor | None, kind: str) -> None:
         self.seqs, self.sampled, self.kind = seqs, sampled, kind
-        self.row_of = {seq.seq_id: i for i, seq in enumerate(seqs)}  # where each sequence's token is
         self.gpu_start: torch.cuda.Event | None = None
         self.done: torch.cuda.Event | None = None
         self._host: torch.Tensor | None = None
+
+    @cached_property
+    def row_of(self) -> dict[int, int]:
+        """seq_id -> row of its token in `sampled` (only the next async step asks, so built on demand)."""
+        return {seq.seq_id: i for i, seq in enumerate(self.seqs)}
 
     def start_copy(self) -> None:
         if self.sampled is not None and self.sampled.device.type == "cuda":

@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -108,6 +108,15 @@ case "$stage" in
     else
       lane0; lane1
     fi ;;
+  evidence)  # what the open issues still lack: e2e backends (#4), fp32 cross-check (#8), unregistered + startup
+    # (#6), fused q/k norm + RoPE (#5), GPU tests; one lane per GPU
+    (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; backends; throughput; gpu_tests) \
+      > "$RES/lane0.out" 2>&1 &
+    [ "$NGPU" -ge 2 ] || wait
+    (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; qk_fusion; startup;
+      unregistered) > "$RES/lane1.out" 2>&1 &
+    wait
+    cat "$RES/lane0.out" "$RES/lane1.out" ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped
     (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; gpu_tests_fixed; startup) \
       > "$RES/lane0.out" 2>&1 &

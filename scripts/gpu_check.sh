@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -51,20 +51,40 @@ compile_levels() {  # issue 6: TPOT per level with and without graphs (+ async o
     --json "$RES/compile.json"
 }
 unregistered() {  # issue 6: attention that Dynamo cannot see (graph breaks) vs the registered custom op
-  step unreg_off 80 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,8,64 \
-    --modes NONE@L1 --json "$RES/attention_registered.json"
-  step unreg_on 80 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,8,64 \
-    --modes NONE@L1 --attention-backend unregistered --json "$RES/attention_unregistered.json"
+  step unreg_off 120 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,8 \
+    --output-len 64 --modes NONE@L1 --json "$RES/attention_registered.json"
+  step unreg_on 120 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,8 \
+    --output-len 64 --modes NONE@L1 --attention-backend unregistered --json "$RES/attention_unregistered.json"
 }
 startup() {
   step startup 110 $PY -m minivllm.cli bench startup --model "$CK" --max-model-len 512 \
     --compilation-config '{"level": 3}' --json "$RES/startup.json"
 }
-qk_fusion() {  # issue 5: the opt-in fused q/k RMSNorm + RoPE kernel against the default, same call
+qk_fusion() {  # issue 5: the fused q/k RMSNorm + RoPE kernel (default) against the unfused kernels, same call
   step fuse_off 70 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,64 \
-    --modes FULL --json "$RES/qk_fusion_off.json"
+    --modes FULL --compilation-config '{"custom_ops": ["all", "-qk_norm_rope"]}' --json "$RES/qk_fusion_off.json"
   step fuse_on 70 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,64 \
-    --modes FULL --compilation-config '{"custom_ops": ["all", "+qk_norm_rope"]}' --json "$RES/qk_fusion_on.json"
+    --modes FULL --json "$RES/qk_fusion_on.json"
+}
+profile_steps() {  # issue 5: where one decode step's GPU time goes (per kernel category), default vs fused
+  TAILN=70 step profile 150 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 --batch-sizes 1,64 \
+    --context 256 --modes eager,FULL,FULL@L2 --json "$RES/profile.json"
+  TAILN=40 step profile_fused 90 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --context 256 --modes FULL --compilation-config '{"custom_ops": ["all", "+rope_kv_store"]}' \
+    --json "$RES/profile_rope_kv_store.json"
+}
+fusion_ab() {  # issue 5/6: fused q/k norm + RoPE (default) vs unfused vs + KV store, then levels, same GPU
+  TAILN=40 step fusion_default 170 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,8,64 --modes FULL,FULL@L2,FULL_AND_PIECEWISE@L3 --json "$RES/fusion_default.json"
+  step fusion_unfused 60 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,64 \
+    --modes FULL --compilation-config '{"custom_ops": ["all", "-qk_norm_rope"]}' --json "$RES/fusion_unfused.json"
+  step fusion_rope_kv_store 60 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --modes FULL --compilation-config '{"custom_ops": ["all", "+rope_kv_store"]}' \
+    --json "$RES/fusion_rope_kv_store.json"
+}
+fused_tests() {
+  TAILN=10 step fused_tests 200 $PY -m pytest -q -p no:cacheprovider -s tests/test_cuda_graphs_gpu.py \
+    -k "fused or unregistered" tests/test_elementwise_kernels.py
 }
 throughput() {  # issue 8
   TAILN=40 step throughput 190 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
@@ -114,6 +134,14 @@ case "$stage" in
       > "$RES/lane0.out" 2>&1 &
     [ "$NGPU" -ge 2 ] || wait
     (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; qk_fusion; startup;
+      unregistered) > "$RES/lane1.out" 2>&1 &
+    wait
+    cat "$RES/lane0.out" "$RES/lane1.out" ;;
+  fusion)  # the profile bench, the fused RoPE kernels and levels (#5, #6), unregistered attention (#6)
+    (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; fused_tests; profile_steps) \
+      > "$RES/lane0.out" 2>&1 &
+    [ "$NGPU" -ge 2 ] || wait
+    (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; fusion_ab;
       unregistered) > "$RES/lane1.out" 2>&1 &
     wait
     cat "$RES/lane0.out" "$RES/lane1.out" ;;

@@ -134,3 +134,44 @@ def test_generate_cli_with_engine_flags(capsys):
                      "--async-scheduling", "--max-model-len", "64", "--json"]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["text"].strip() == "113" and line["finish_reason"] == "stop"
+
+
+def test_profile_categories_and_busy_time():
+    from minivllm.bench.profile import categorize, short_name, summarize
+
+    assert categorize("nvjet_tst_64x8_64x16_4x1_v_bz_TNT") == "gemm"
+    assert categorize("void gemv2T_kernel_val<int, int, __nv_bfloat16, float>(...)") == "gemm"
+    assert categorize("_decode_kernel") == "attention" and categorize("_merge_splits_kernel") == "attention"
+    assert categorize("_store_kv_kernel") == "kv store" and categorize("_rotary_kernel") == "rope (+q/k norm)"
+    assert categorize("triton_red_fused_add_mean_mul_pow_rsqrt_0") == "inductor fused"
+    assert categorize("void at::native::reduce_kernel<512, 1, ArgMaxOps<float>>") == "sampler"
+    assert categorize("void at::native::vectorized_elementwise_kernel<4, AUnaryFunctor<>>") == "other"
+    assert short_name("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(x)") == \
+        "at::native::reduce_kernel"
+    # two steps; kernels a and b overlap (another stream), then a 5 us gap before c
+    s = summarize([("gemv_x", 0.0, 10.0), ("_rms_norm_kernel", 4.0, 8.0), ("gemv_x", 17.0, 3.0)], steps=2)
+    assert s["kernels_per_step"] == 1.5 and s["kernel_us_per_step"] == 10.5
+    assert s["busy_us_per_step"] == 7.5 and s["window_us_per_step"] == 10.0 and s["idle_us_per_step"] == 2.5
+    assert s["categories"]["gemm"] == {"kernels": 1.0, "us": 6.5, "share": 13 / 21, "us_per_kernel": 6.5}
+    assert s["top_kernels"][0]["name"] == "gemv_x"
+
+
+def test_profile_bench_runs_on_cpu(ckpt, tmp_path):
+    from minivllm.bench import profile
+
+    out = tmp_path / "profile.json"
+    result = profile.main(parse_args(["profile", "--model", ckpt, "--batch-sizes", "1,3", "--context", "20",
+                                      "--steps", "2", "--modes", "eager", "--json", str(out)]))
+    data = json.loads(out.read_text())
+    check_provenance(data)
+    assert [r["batch"] for r in result["runs"]] == [1, 3]
+    for r in result["runs"]:
+        assert r["step_wall_ms"] > 0 and r["all_steps_decode"]
+        assert r["floor"]["weight_mb"] > 0 and r["floor"]["kv_mb"] > 0
+    assert result["runs"][1]["floor"]["kv_mb"] == 3 * result["runs"][0]["floor"]["kv_mb"]
+
+
+def test_mode_level_keeps_the_command_line_compilation_config():
+    assert latency.with_level('{"custom_ops": ["all", "+rope_kv_store"]}', 2) == \
+        {"custom_ops": ["all", "+rope_kv_store"], "level": 2}
+    assert latency.with_level(None, 3) == {"level": 3}

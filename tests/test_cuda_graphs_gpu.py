@@ -151,18 +151,46 @@ def test_compiled_modes_match_eager_on_gpu(mode, level):
     llm.shutdown()
 
 
-def test_fused_qk_norm_rope_matches_default_on_gpu():
-    """The opt-in fused q/k RMSNorm + RoPE kernel (Qwen3) gives the default path's greedy tokens, replayed
-    inside FULL graphs too (fp32, the task's prompts)."""
+@pytest.mark.parametrize("ops,mode,level", [
+    (["all"], "FULL", 0), (["all", "+rope_kv_store"], "FULL", 0),
+    (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 3)])
+def test_fused_rope_kernels_match_default_on_gpu(ops, mode, level):
+    """The fused kernels (q/k RMSNorm + RoPE, the default; the same with the KV-cache write, opt-in) give the
+    unfused path's greedy tokens ("-qk_norm_rope": norm, norm, RoPE, store as four kernels), replayed inside
+    FULL graphs, and at level 3 inside PIECEWISE graphs of compiled pieces (fp32, the task's prompts: prefill
+    batches of several prompts, then decode)."""
     from minivllm.tools import tiny_task
 
     prompts = [p for p, _ in tiny_task.make_examples(6, seed=5, split="test")]
     sp = SamplingParams(temperature=0, max_tokens=12)
     common = dict(max_model_len=256, max_num_seqs=8, gpu_memory_utilization=0.3, dtype="float32",
-                  cudagraph_mode="FULL", cudagraph_capture_sizes=[1, 2, 4, 8])
+                  cudagraph_mode=mode, cudagraph_capture_sizes=[1, 2, 4, 8, 16, 32, 64, 128, 256])
     runs = []
-    for ops in (["all"], ["all", "+qk_norm_rope"]):
-        llm = LLM(_default_model(), compilation_config={"custom_ops": ops}, **common)
+    for custom_ops in (["all", "-qk_norm_rope"], ops):
+        llm = LLM(_default_model(), compilation_config={"custom_ops": custom_ops, "level": level}, **common)
         runs.append([o.outputs[0].token_ids for o in llm.generate(prompts, sp, use_tqdm=False)])
+        counts = dict(llm.model_runner.cudagraph_dispatcher.counts)
+        if level:
+            assert llm.compile_report()["graph_breaks"] == 0
         llm.shutdown()
     assert runs[0] == runs[1]
+    assert counts["full"] > 0 and (level < 3 or counts["piecewise"] > 0), counts
+
+
+def test_unregistered_attention_compiles_on_gpu():
+    """attention_backend="unregistered" at level 1 on CUDA: Dynamo meets the raw Triton launchers (a crash
+    was seen here: Inductor passed the softmax scale as fp64 into the decode kernel). Same greedy tokens as
+    the registered op; the compile report counts what Dynamo did."""
+    prompts = [{"prompt_token_ids": p} for p in random_prompts(300, [12, 5, 30, 9], seed=3)]
+    sp = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    common = dict(max_model_len=128, max_num_seqs=4, gpu_memory_utilization=0.3, cudagraph_mode="NONE",
+                  compilation_config={"level": 1})
+    runs, reports = [], []
+    for backend in ("triton", "unregistered"):
+        llm = LLM(_default_model(), attention_backend=backend, **common)
+        runs.append([o.outputs[0].token_ids for o in llm.generate(prompts, sp, use_tqdm=False)])
+        reports.append(llm.compile_report())
+        llm.shutdown()
+    assert runs[0] == runs[1]
+    assert reports[0]["graph_breaks"] == 0, reports[0]
+    print("unregistered compile report:", reports[1])

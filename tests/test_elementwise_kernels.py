@@ -190,15 +190,15 @@ def test_qk_norm_rope_fused_equals_norm_then_rope(dtype, T, heads):
         check(out_k, ref_k)
 
 
-def test_qk_norm_rope_is_opt_in_and_used_by_the_model(tmp_path, monkeypatch):
-    """"all" leaves the fusion off (not yet measured on a GPU); "+qk_norm_rope" turns it on in the model."""
+def test_qk_norm_rope_is_on_with_all_and_used_by_the_model(tmp_path, monkeypatch):
+    """"all" turns the fusion on (measured faster on the H200); "-qk_norm_rope" runs norm, norm, RoPE."""
     from minivllm.kernels import triton_rotary
     from minivllm.layers.custom_op import custom_op_enabled
     from minivllm.loader import load_model_config
     from minivllm.models.llama import DecoderAttention
     from minivllm.tools.make_random_checkpoint import make_random_checkpoint
 
-    configure_custom_ops(["all"], has_kernels=True)
+    configure_custom_ops(["all", "-qk_norm_rope"], has_kernels=True)
     assert custom_op_enabled("rms_norm") and not custom_op_enabled("qk_norm_rope")
     cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
     attn = DecoderAttention(cfg, 0).to(DEVICE)
@@ -215,11 +215,84 @@ def test_qk_norm_rope_is_opt_in_and_used_by_the_model(tmp_path, monkeypatch):
         return launch(*args)
 
     monkeypatch.setattr(triton_rotary, "rotary_embedding", spy)
-    configure_custom_ops(["all", "+qk_norm_rope"], has_kernels=True)
+    configure_custom_ops(["all"], has_kernels=True)
+    assert custom_op_enabled("qk_norm_rope") and not custom_op_enabled("rope_kv_store")
     out = attn.rope_qk(positions, q, k)
     assert fused_calls == [True]
     for o, r in zip(out, ref):
         check(o, r)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("T", TOKENS[:2])
+@pytest.mark.parametrize("heads,norm", [((4, 2), True), ((3, 1), False)])
+def test_rope_kv_store_equals_rope_then_store(dtype, T, heads, norm):
+    """rotary_embedding_store_kv == RoPE (with q/k norm) then store_kvcache: same q, and the same rotated k and
+    v in the cache at each token's slot; padding slots (-1) and every other slot stay untouched (NaN)."""
+    from minivllm.kernels.torch_ref import store_kvcache_ref
+    from minivllm.kernels.triton_rotary import rotary_embedding, rotary_embedding_store_kv
+
+    hq, hk, d, block_size, blocks = *heads, 64, 16, 4
+    rope = RotaryEmbedding(d, max_position=4096, base=10000.0).to(DEVICE)
+    weights = (randn(d, seed=7) * 0.5 + 1, randn(d, seed=8) * 0.5 + 1) if norm else (None, None)
+    positions = torch.randint(0, 4096, (T,), generator=torch.Generator().manual_seed(T)).to(DEVICE)
+    qkv = randn(T, (hq + 2 * hk) * d, dtype=dtype, seed=5) * 3
+    q, k, v = qkv.split([hq * d, hk * d, hk * d], dim=-1)
+    slots = torch.randperm(blocks * block_size, generator=torch.Generator().manual_seed(1))[:T].to(DEVICE)
+    slots[::3] = -1  # padding tokens
+    caches = [torch.full((blocks, block_size, hk, d), float("nan"), dtype=dtype, device=DEVICE) for _ in range(4)]
+    out_q = rotary_embedding_store_kv(positions, q, k, v, caches[0], caches[1], slots, rope.cos_sin_cache, d,
+                                      *weights)
+    ref_q, ref_k = rotary_embedding(positions, q, k, rope.cos_sin_cache, d, *weights)
+    store_kvcache_ref(ref_k.view(T, hk, d), v.reshape(T, hk, d), caches[2], caches[3], slots)
+    check(out_q, ref_q)
+    for out, ref in zip(caches[:2], caches[2:]):
+        assert torch.equal(out.isnan(), ref.isnan())
+        check(out.nan_to_num(), ref.nan_to_num())
+
+
+def test_rope_kv_store_in_the_model_gives_the_same_attention_and_cache(tmp_path, monkeypatch):
+    """custom_ops "+rope_kv_store": DecoderAttention writes K/V from its RoPE kernel and attention skips its
+    own store; output and cache equal the default path's (prefill of 5 tokens, then one decode token)."""
+    from minivllm.attention.metadata import AttentionMetadata, set_forward_context
+    from minivllm.loader import load_model_config
+    from minivllm.models.llama import DecoderAttention
+    from minivllm.tools.make_random_checkpoint import make_random_checkpoint
+
+    cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
+    attn = DecoderAttention(cfg, 0).to(DEVICE)
+    for i, p in enumerate(attn.parameters()):  # the layers allocate with torch.empty
+        p.data.copy_(randn(*p.shape, seed=20 + i) * 0.1)
+    for norm in (attn.q_norm, attn.k_norm):
+        norm.weight.data.copy_(randn(cfg.head_dim, seed=3) * 0.5 + 1)
+    x = randn(6, cfg.hidden_size, seed=4)
+    i32 = dict(dtype=torch.int32, device=DEVICE)
+
+    def meta(start, n):
+        return AttentionMetadata(torch.arange(start, start + n, device=DEVICE), torch.tensor([0, n], **i32),
+                                 torch.tensor([start + n], **i32), torch.tensor([[0]], **i32), max_query_len=n, max_seq_len=start + n,
+                                 decode_only=n == 1, query_start_loc_cpu=[0, n], seq_lens_cpu=[start + n])
+
+    from minivllm.kernels import ops as attn_ops
+
+    stores, store = [], attn_ops.store_kvcache
+    monkeypatch.setattr(attn_ops, "store_kvcache", lambda *a: (stores.append(1), store(*a)))
+    results, store_calls = [], []
+    for ops in (["all", "-qk_norm_rope"], ["all", "+rope_kv_store"]):
+        configure_custom_ops(ops, has_kernels=True)
+        stores.clear()
+        cache = torch.zeros(2, 1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE)
+        outs = []
+        for start, n in ((0, 5), (5, 1)):
+            with torch.no_grad(), set_forward_context(meta(start, n), "triton", [(cache[0], cache[1])]):
+                outs.append(attn(torch.arange(start, start + n, device=DEVICE), x[start:start + n]))
+        results.append((torch.cat(outs), cache))
+        store_calls.append(len(stores))
+    configure_custom_ops(["all"], has_kernels=True)
+    assert store_calls == [2, 0]  # the fused path never calls the attention's own store
+    check(results[1][0], results[0][0])
+    check(results[1][1], results[0][1])
+    assert results[1][1][:, 0, :6].abs().sum(dim=(-1, -2)).min() > 0  # all 6 tokens really were stored
 
 
 # ---- torch.compile and the CustomOp switch ---------------------------------------------------------------

@@ -17,8 +17,9 @@ from minivllm.kernels import ops
 
 
 def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                           layer_idx: int, scale: float) -> None:
+                           layer_idx: int, scale: float, kv_stored: bool = False) -> None:
     """Store this step's K/V into the paged cache, then attend over the cache into `out`. q/k/v/out: [T, heads*D].
+    kv_stored: the RoPE kernel already wrote K/V to the cache (custom op "+rope_kv_store"); skip the store.
 
     The output buffer is an argument (allocated by the code before the op) rather than a result: with the
     forward split at attention, `out` then lives in the previous piece's CUDA-graph memory, at the same
@@ -39,20 +40,21 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
         backend = "torch"
     elif backend == "triton":
         backend = "unregistered"
-    ops.store_kvcache(k.view(T, num_kv_heads, head_dim), v.view(T, num_kv_heads, head_dim), k_cache, v_cache,
-                      meta.slot_mapping, backend)
+    if not kv_stored:
+        ops.store_kvcache(k.view(T, num_kv_heads, head_dim), v.view(T, num_kv_heads, head_dim), k_cache, v_cache,
+                          meta.slot_mapping, backend)
     ops.paged_attention(q.view(T, -1, head_dim), k_cache, v_cache, meta, scale, backend,
                         out=out.view(T, -1, head_dim))
 
 
 @torch.library.custom_op("minivllm::unified_attention", mutates_args=("out",))
 def unified_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int,
-                      scale: float) -> None:
-    unified_attention_impl(q, k, v, out, layer_idx, scale)
+                      scale: float, kv_stored: bool = False) -> None:
+    unified_attention_impl(q, k, v, out, layer_idx, scale, kv_stored)
 
 
 @unified_attention.register_fake
-def _(q, k, v, out, layer_idx, scale) -> None:
+def _(q, k, v, out, layer_idx, scale, kv_stored=False) -> None:
     return None
 
 
@@ -65,10 +67,10 @@ class Attention(nn.Module):
         self.layer_idx = layer_idx  # which (k_cache, v_cache) of the forward context is this layer's
         self.use_custom_op = True  # False for attention_backend="unregistered" (set by the model runner)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_stored: bool = False) -> torch.Tensor:
         out = torch.empty_like(q)
         if not self.use_custom_op:
-            unified_attention_impl(q, k, v, out, self.layer_idx, self.scale)
+            unified_attention_impl(q, k, v, out, self.layer_idx, self.scale, kv_stored)
         else:
-            torch.ops.minivllm.unified_attention(q, k, v, out, self.layer_idx, self.scale)
+            torch.ops.minivllm.unified_attention(q, k, v, out, self.layer_idx, self.scale, kv_stored)
         return out

@@ -52,6 +52,15 @@ def add_parsers(sub, engine_args) -> None:
     be.add_argument("--json", default=None)
     be.set_defaults(func=_run("backends"))
 
+    pr = sub.add_parser("profile", help="one decode step's GPU time per kernel category vs its floors")
+    engine_args(pr)
+    pr.add_argument("--batch-sizes", default="1,64")
+    pr.add_argument("--context", type=int, default=256, help="prompt tokens per request before decoding")
+    pr.add_argument("--steps", type=int, default=8, help="decode steps profiled (4x as many are timed)")
+    pr.add_argument("--modes", default="eager,FULL", help="as in bench latency, e.g. eager,FULL,FULL@L2")
+    pr.add_argument("--json", default=None)
+    pr.set_defaults(func=_run("profile"))
+
     k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
     k.add_argument("--json", default=None)
     k.add_argument("--sweep-prefill", action="store_true", help="also time other prefill tile configs")

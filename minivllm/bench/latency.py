@@ -14,6 +14,7 @@ the graph memory pool for all default capture sizes <= 256 MiB.
 from __future__ import annotations
 
 import gc
+import json
 import statistics
 
 import torch
@@ -70,6 +71,12 @@ def parse_mode(mode: str) -> tuple[str, int | None, bool | None]:
     return graph_mode, int(level) if level else None, {"": None, "sync": False, "async": True}[sched]
 
 
+def with_level(compilation_config: str | dict | None, level: int) -> dict:
+    """The command line's --compilation-config (JSON) with a mode's @L<level> on top (custom_ops etc. kept)."""
+    cc = json.loads(compilation_config) if isinstance(compilation_config, str) else dict(compilation_config or {})
+    return {**cc, "level": level}
+
+
 def _graph_pool_mib(cudagraph: dict) -> float | None:
     """Memory the captured graphs took (FULL and PIECEWISE share one pool), from the startup report."""
     parts = [cudagraph[k]["total_mib"] for k in ("FULL", "PIECEWISE") if k in cudagraph]
@@ -103,7 +110,7 @@ def main(args) -> dict:
         bar.set_description(f"latency: starting {mode}")
         graph_mode, level, async_sched = parse_mode(mode)
         eager = graph_mode == "eager"
-        extra = {"compilation_config": {"level": level}} if level is not None else {}
+        extra = {"compilation_config": with_level(args.compilation_config, level)} if level is not None else {}
         if async_sched is not None:
             extra["async_scheduling"] = async_sched
         llm = LLM(**engine_kwargs(args, enforce_eager=eager, cudagraph_mode=None if eager else graph_mode,

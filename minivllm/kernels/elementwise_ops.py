@@ -75,6 +75,31 @@ def _(positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim):
     return q.new_empty(q.shape), k.new_empty(k.shape)
 
 
+@torch.library.custom_op("minivllm::rotary_embedding_store_kv", mutates_args=())
+def rotary_embedding_store_kv(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                              q_weight: torch.Tensor | None, k_weight: torch.Tensor | None, eps: float,
+                              cos_sin_cache: torch.Tensor, head_dim: int, layer_idx: int) -> torch.Tensor:
+    """RoPE of q and k (after Qwen3's q/k norm when weights are given), with this layer's KV-cache write fused
+    in: returns the rotated q; the rotated k and v go to the paged cache (found, like the attention op does,
+    in the forward context by layer index). Declared functional on purpose: the cache is not an argument,
+    and the attention op that reads it takes this op's q, so it always runs after it."""
+    from minivllm.attention.metadata import get_forward_context
+    from minivllm.kernels.triton_rotary import rotary_embedding as rope
+    from minivllm.kernels.triton_rotary import rotary_embedding_store_kv as launch
+
+    ctx = get_forward_context()
+    if ctx.attn_metadata is None or ctx.kv_caches is None:  # the profile run: no cache yet, rotate q only
+        return rope(positions, q, k, cos_sin_cache, head_dim, q_weight, k_weight, eps)[0]
+    k_cache, v_cache = ctx.kv_caches[layer_idx]
+    return launch(positions, q, k, v, k_cache, v_cache, ctx.attn_metadata.slot_mapping, cos_sin_cache, head_dim,
+                  q_weight, k_weight, eps)
+
+
+@rotary_embedding_store_kv.register_fake
+def _(positions, q, k, v, q_weight, k_weight, eps, cos_sin_cache, head_dim, layer_idx):
+    return q.new_empty(q.shape)
+
+
 @torch.library.custom_op("minivllm::silu_and_mul", mutates_args=())
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """silu(x[..., :I]) * x[..., I:] for x [..., 2I]."""

@@ -61,6 +61,9 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
+    # fp32 always: when torch.compile traces the launch (attention_backend="unregistered"), Inductor passes
+    # this Python float as fp64, which would promote the running max and fail the loop's type check.
+    scale_log2 = tl.cast(scale_log2, tl.float32)
     num_heads = tl.num_programs(1) * GROUP
 
     g = tl.arange(0, GROUP_PAD)

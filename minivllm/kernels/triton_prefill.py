@@ -75,6 +75,9 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr, query_start_ptr, seq_l
                     PRECISION: tl.constexpr, K_ROWS: tl.constexpr):
     seq = tl.program_id(0)
     q_tile = tl.num_programs(1) - 1 - tl.program_id(1)  # longest (last, most keys) tiles launch first
+    # fp32 always: when torch.compile traces the launch (attention_backend="unregistered"), Inductor passes
+    # this Python float as fp64, which would promote the running max and fail the loop's type check.
+    scale_log2 = tl.cast(scale_log2, tl.float32)
     kv_head = tl.program_id(2)
     BLOCK_Q: tl.constexpr = BLOCK_M // GROUP_PAD  # query tokens per tile
 

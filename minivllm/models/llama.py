@@ -47,6 +47,13 @@ class DecoderAttention(nn.Module):
     def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         qkv = self.qkv_proj(x)
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        if custom_op_enabled("rope_kv_store") and self.attn.use_custom_op:
+            # q/k norm (Qwen3) + RoPE + the KV-cache write in one kernel; attention then only reads the cache
+            norm = (self.q_norm.weight, self.k_norm.weight) if self.qk_norm else (None, None)
+            q = torch.ops.minivllm.rotary_embedding_store_kv(
+                positions, q, k, v, *norm, self.q_norm.eps if self.qk_norm else 1e-6,
+                self.rotary_emb.cos_sin_cache, self.head_dim, self.attn.layer_idx)
+            return self.o_proj(self.attn(q, k, v, kv_stored=True))
         q, k = self.rope_qk(positions, q, k)
         return self.o_proj(self.attn(q, k, v))  # v stays a strided view of qkv: the KV store reads it in place
 

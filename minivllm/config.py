@@ -114,6 +114,7 @@ class CompilationConfig:
     backend: str = "inductor"
     custom_ops: list[str] | None = None  # None: hand-written kernels at level 0, Inductor's at levels >= 1
     compile_sizes: list[int] = field(default_factory=list)  # level 3: extra static-shape compiles per piece
+    inductor_compile_config: dict = field(default_factory=dict)  # Inductor config patches, e.g. max_autotune
     compile_scope: str = "model"  # "model" | "layer" | "ops": the handbook's three scopes
     cache_dir: str | None = None
     cudagraph_mode: str | None = None  # None -> FULL_AND_PIECEWISE when graphs are on, NONE when eager
@@ -136,6 +137,13 @@ class CompilationConfig:
                f"compilation_config.compile_sizes needs level 3 with the inductor backend (each piece of the "
                f"split graph is compiled once more for each of these token counts, as vLLM does); got level "
                f"{self.level}, backend {self.backend!r}")
+        _check(isinstance(self.inductor_compile_config, dict)
+               and all(isinstance(k, str) for k in self.inductor_compile_config),
+               f"compilation_config.inductor_compile_config must be a dict of Inductor config names to values "
+               f"(e.g. {{\"max_autotune\": true}}), got {self.inductor_compile_config!r}")
+        _check(not self.inductor_compile_config or (self.level >= 1 and self.backend == "inductor"),
+               f"compilation_config.inductor_compile_config needs Inductor to compile: level >= 1 with the "
+               f"inductor backend; got level {self.level}, backend {self.backend!r}")
 
     def resolved_custom_ops(self) -> list[str]:
         """As vLLM: with Inductor compiling, let it generate (and fuse) the small ops; else use ours."""

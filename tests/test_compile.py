@@ -202,3 +202,28 @@ def test_compile_sizes_add_static_pieces(ckpt, prompts, eager_tokens, monkeypatc
     assert any(hits) and not all(hits)  # decode steps of 5 tokens: static; prefills: the dynamic version
     with pytest.raises(ValueError, match="compile_sizes needs level 3"):
         LLM(ckpt, max_model_len=64, compilation_config={"level": 2, "compile_sizes": [5]})
+
+
+def test_inductor_compile_config_reaches_inductor(ckpt, prompts, eager_tokens, monkeypatch, tmp_path):
+    """compilation_config.inductor_compile_config: Inductor config patches for every piece it compiles at
+    level 3 (vLLM's knob of that name); the tokens stay eager's; levels without Inductor refuse it."""
+    import torch._inductor
+
+    seen = []
+    orig = torch._inductor.standalone_compile
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("options"))
+        return orig(*args, **kwargs)
+
+    monkeypatch.setattr(torch._inductor, "standalone_compile", spy)
+    patches = {"epilogue_fusion": False, "max_autotune": False}
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 3, "inductor_compile_config": patches,
+                                                          "cache_dir": str(tmp_path)})
+    assert tokens(llm, prompts) == eager_tokens
+    assert seen and all(o == {"config_patches": patches} for o in seen)
+    for bad in ({"level": 0, "inductor_compile_config": patches},
+                {"level": 3, "backend": "eager", "inductor_compile_config": patches},
+                {"level": 3, "inductor_compile_config": ["max_autotune"]}):
+        with pytest.raises(ValueError, match="inductor_compile_config"):
+            LLM(ckpt, max_model_len=64, compilation_config=bad)

@@ -107,8 +107,10 @@ class SplitBackend:
     """A Dynamo backend: split the traced graph at attention ops, compile pieces, wrap them for graphs."""
 
     def __init__(self, compile_pieces: bool, inductor: bool, state: PiecewiseState, use_graphs: bool,
-                 compile_sizes: list[int] | None = None) -> None:
+                 compile_sizes: list[int] | None = None, inductor_config: dict | None = None) -> None:
         self.compile_pieces, self.inductor, self.state, self.use_graphs = compile_pieces, inductor, state, use_graphs
+        # Inductor config patches (compilation_config.inductor_compile_config), e.g. {"max_autotune": True}
+        self.inductor_options = {"config_patches": dict(inductor_config)} if inductor_config else {}
         self.compile_sizes = sorted(set(compile_sizes or []))
         self.num_pieces = 0
         self.num_attention_splits = 0
@@ -164,7 +166,8 @@ class SplitBackend:
             args = [ph.meta["example_value"] for ph in sub.graph.nodes if ph.op == "placeholder"]
             key = piece_structure_key(sub, args)
             if key not in compiled_by_key:
-                general = torch._inductor.standalone_compile(sub, args, dynamic_shapes="from_graph")
+                general = torch._inductor.standalone_compile(sub, args, dynamic_shapes="from_graph",
+                                                             options=self.inductor_options)
                 compiled_by_key[key] = self._with_static_sizes(sub, args, general)
             setattr(split_gm, node.target, _CallableModule(compiled_by_key[key]))
         return len(compiled_by_key)
@@ -177,7 +180,8 @@ class SplitBackend:
         static = {}
         for n in self.compile_sizes:
             concrete = [_concrete(a, n) for a in args]
-            static[n] = torch._inductor.standalone_compile(sub, concrete, dynamic_shapes="from_example_inputs")
+            static[n] = torch._inductor.standalone_compile(sub, concrete, dynamic_shapes="from_example_inputs",
+                                                           options=self.inductor_options)
             del concrete
             self.num_static_compiles += 1
         return _SizeDispatch(general, static, size_arg)
@@ -276,21 +280,23 @@ def compile_model(runner, config) -> dict:
     times_before = _compile_times()
     t0 = time.perf_counter()
     split = False
+    options = {"options": dict(c.inductor_compile_config)} if c.inductor_compile_config else {}
     if level == 1:
         if c.compile_scope == "layer":
             for layer in model.model.layers:
-                layer.forward = torch.compile(layer.forward, backend=c.backend)
+                layer.forward = torch.compile(layer.forward, backend=c.backend, **options)
             fn = model.forward
         elif c.compile_scope == "ops":
-            fn = _compile_ops(model, c.backend)
+            fn = _compile_ops(model, c.backend, options)
         else:
-            fn = torch.compile(model.forward, backend=c.backend)
+            fn = torch.compile(model.forward, backend=c.backend, **options)
     else:
         split = level == 3 or graphs_on
         backend = SplitBackend(compile_pieces=level == 3, inductor=c.backend == "inductor", state=state,
-                               use_graphs=graphs_on, compile_sizes=c.compile_sizes) if split else c.backend
+                               use_graphs=graphs_on, compile_sizes=c.compile_sizes,
+                               inductor_config=c.inductor_compile_config) if split else c.backend
         runner.split_backend = backend if split else None
-        compiled = torch.compile(model.forward, backend=backend, fullgraph=True)
+        compiled = torch.compile(model.forward, backend=backend, fullgraph=True, **({} if split else options))
 
         def fn(input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
             torch._dynamo.mark_dynamic(input_ids, 0)
@@ -377,13 +383,13 @@ def _with_constant_floats(fn: Callable) -> Callable:
     return wrapped
 
 
-def _compile_ops(model, backend: str) -> Callable:
+def _compile_ops(model, backend: str, options: dict) -> Callable:
     """compile_scope="ops": only the small elementwise layers (norms, activation) are compiled."""
     from minivllm.layers.custom_op import CustomOp
 
     for m in model.modules():
         if isinstance(m, CustomOp):
-            m.forward_native = torch.compile(m.forward_native, backend=backend)
+            m.forward_native = torch.compile(m.forward_native, backend=backend, **options)
     return model.forward
 
 

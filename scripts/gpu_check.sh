@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -86,6 +86,27 @@ fused_tests() {
   TAILN=10 step fused_tests 200 $PY -m pytest -q -p no:cacheprovider -s tests/test_cuda_graphs_gpu.py \
     -k "fused or unregistered" tests/test_elementwise_kernels.py
 }
+gemv_lane0() {  # issue 5: the Triton GEMV: tests, kernel vs cuBLAS, profile; then unregistered attention (#6)
+  TAILN=12 step gemv_tests 170 $PY -m pytest -q -p no:cacheprovider -s tests/test_elementwise_kernels.py \
+    tests/test_cuda_graphs_gpu.py -k "gemv or unregistered or rope_kv_store or fused"
+  TAILN=30 step gemv_kernels 60 $PY -m minivllm.cli bench kernels --gemv --json "$RES/gemv.json"
+  TAILN=70 step profile_gemv 80 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,8 --context 256 --modes FULL --compilation-config '{"custom_ops": ["all", "+gemv"]}' \
+    --json "$RES/profile_gemv.json"
+  unregistered
+}
+gemv_lane1() {  # issue 5: TPOT default vs +gemv vs +gemv+rope_kv_store (FULL), then the latency table with +gemv
+  local name ops
+  for name in default gemv gemv_rope_kv_store; do
+    case $name in default) ops='["all"]';; gemv) ops='["all", "+gemv"]';;
+      *) ops='["all", "+gemv", "+rope_kv_store"]';; esac
+    step "ab_$name" 60 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+      --batch-sizes 1,2,4,8,64 --modes FULL --compilation-config "{\"custom_ops\": $ops}" --json "$RES/ab_$name.json"
+  done
+  TAILN=40 step latency_gemv 260 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile --hf-batch-sizes 1 \
+    --compilation-config '{"custom_ops": ["all", "+gemv"]}' --json "$RES/latency_gemv.json"
+}
 throughput() {  # issue 8
   TAILN=40 step throughput 190 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
     --compare hf --hf-time-cap 25 --check-correctness --json "$RES/throughput.json"
@@ -143,6 +164,13 @@ case "$stage" in
     [ "$NGPU" -ge 2 ] || wait
     (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; fusion_ab;
       unregistered) > "$RES/lane1.out" 2>&1 &
+    wait
+    cat "$RES/lane0.out" "$RES/lane1.out" ;;
+  gemv)  # the Triton GEMV (#5) on both lanes, unregistered attention (#6)
+    (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; gemv_lane0) > "$RES/lane0.out" 2>&1 &
+    [ "$NGPU" -ge 2 ] || wait
+    (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; gemv_lane1) \
+      > "$RES/lane1.out" 2>&1 &
     wait
     cat "$RES/lane0.out" "$RES/lane1.out" ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped

@@ -295,6 +295,68 @@ def test_rope_kv_store_in_the_model_gives_the_same_attention_and_cache(tmp_path,
     assert results[1][1][:, 0, :6].abs().sum(dim=(-1, -2)).min() > 0  # all 6 tokens really were stored
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M", [1, 3, 8])
+@pytest.mark.parametrize("bias,silu_mul", [(False, False), (True, False), (False, True)])
+def test_gemv_equals_linear(dtype, M, bias, silu_mul):
+    """The Triton GEMV (<= 8 rows) == F.linear, with a bias, and with SiLU-and-mul fused on its input (==
+    the SiLU-and-mul kernel, then F.linear); N and K not multiples of the block sizes; strided input rows."""
+    import torch.nn.functional as F
+
+    from minivllm.kernels.triton_gemv import gemv
+
+    N, K = (200, 96) if not CUDA else (3000, 1100)
+    w = randn(N, K, dtype=dtype, seed=1) / K ** 0.5
+    b = randn(N, dtype=dtype, seed=2) if bias else None
+    width = 2 * K if silu_mul else K
+    x = randn(M, width + 8, dtype=dtype, seed=3)[:, :width]  # row stride != width
+    out = gemv(x, w, b, silu_mul=silu_mul)
+    xin = SiluAndMul().forward_native(x) if silu_mul else x
+    check(out, F.linear(xin.float(), w.float(), None if b is None else b.float()).to(dtype))
+
+
+def test_gemv_custom_op_in_the_model(tmp_path):
+    """custom_ops "+gemv": every small linear of a decoder layer goes through minivllm::linear (the MLP's
+    SiLU-and-mul inside the down projection); same output as the default path; more than 8 rows and the LM
+    head fall back to F.linear inside the op."""
+    from minivllm.kernels import triton_gemv
+    from minivllm.layers.custom_op import custom_op_enabled
+    from minivllm.layers.linear import Linear
+    from minivllm.loader import load_model_config
+    from minivllm.models.llama import DecoderMLP
+    from minivllm.tools.make_random_checkpoint import make_random_checkpoint
+
+    cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
+    mlp = DecoderMLP(cfg).to(DEVICE)
+    for i, p in enumerate(mlp.parameters()):
+        p.data.copy_(randn(*p.shape, seed=30 + i) * 0.1)
+    calls = []
+    orig = triton_gemv.gemv
+
+    def spy(*args, **kwargs):
+        calls.append(args[3] if len(args) > 3 else kwargs.get("silu_mul", False))
+        return orig(*args, **kwargs)
+
+    triton_gemv.gemv = spy
+    try:
+        for rows in (3, 12):
+            x = randn(rows, cfg.hidden_size, seed=rows)
+            configure_custom_ops(["all"], has_kernels=True)
+            assert not custom_op_enabled("gemv")
+            ref = mlp(x)
+            configure_custom_ops(["all", "+gemv"], has_kernels=True)
+            calls.clear()
+            check(mlp(x), ref)
+            assert calls == ([False, True] if rows <= triton_gemv.MAX_M else [])
+        big = Linear(64, triton_gemv.MAX_WEIGHT_ELEMENTS // 64 + 1).to(DEVICE)  # LM-head sized: cuBLAS
+        calls.clear()
+        big(randn(1, 64, seed=9))
+        assert calls == []
+    finally:
+        triton_gemv.gemv = orig
+        configure_custom_ops(["all"], has_kernels=True)
+
+
 # ---- torch.compile and the CustomOp switch ---------------------------------------------------------------
 
 class _Block(torch.nn.Module):

@@ -4,7 +4,7 @@ Why a custom op: torch.compile must see attention as ONE opaque node. Dynamo can
 launchers that read a global batch description, and a paged-KV write traced op by op is slow and
 fragile. Registered with torch.library, the op is a single node with a fake (shape-only) implementation,
 so the whole model traces with zero graph breaks, and level 3 can split the graph right at it.
-attention_backend="unregistered" calls the same Python function directly, to show what Dynamo does then.
+attention_backend="unregistered" calls the same Python function, hidden from Dynamo, to show what happens then.
 """
 
 from __future__ import annotations
@@ -47,6 +47,19 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
                         out=out.view(T, -1, head_dim))
 
 
+@torch._dynamo.disable
+def unregistered_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int,
+                           scale: float, kv_stored: bool = False) -> None:
+    """attention_backend="unregistered": the same Python, hidden from Dynamo the way a plain C++/CUDA extension
+    call is, so every attention call is a graph break.
+
+    Left visible, Dynamo traces into the Triton launchers and must functionalize their in-place writes to
+    the KV cache (a global it does not own): on the H200, Inductor then cloned the whole 28 GiB cache
+    (8.05e9 elements) every forward and died with an illegal memory access, and on a small model it gave
+    wrong tokens. Registering the op (below) is what tells the compiler what it may assume."""
+    unified_attention_impl(q, k, v, out, layer_idx, scale, kv_stored)
+
+
 @torch.library.custom_op("minivllm::unified_attention", mutates_args=("out",))
 def unified_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int,
                       scale: float, kv_stored: bool = False) -> None:
@@ -70,7 +83,7 @@ class Attention(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_stored: bool = False) -> torch.Tensor:
         out = torch.empty_like(q)
         if not self.use_custom_op:
-            unified_attention_impl(q, k, v, out, self.layer_idx, self.scale, kv_stored)
+            unregistered_attention(q, k, v, out, self.layer_idx, self.scale, kv_stored)
         else:
             torch.ops.minivllm.unified_attention(q, k, v, out, self.layer_idx, self.scale, kv_stored)
         return out

@@ -64,5 +64,7 @@ def add_parsers(sub, engine_args) -> None:
     k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
     k.add_argument("--json", default=None)
     k.add_argument("--sweep-prefill", action="store_true", help="also time other prefill tile configs")
-    k.set_defaults(func=lambda a: (importlib.import_module("minivllm.bench.kernels").run_kernel_bench(
-        a.json, a.sweep_prefill), 0)[1])
+    k.add_argument("--gemv", action="store_true", help="only the Triton GEMV vs cuBLAS on the decode matmuls")
+    k.set_defaults(func=lambda a: (importlib.import_module("minivllm.bench.kernels").run_gemv_bench(a.json)
+                                   if a.gemv else importlib.import_module("minivllm.bench.kernels")
+                                   .run_kernel_bench(a.json, a.sweep_prefill), 0)[1])

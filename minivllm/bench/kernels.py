@@ -166,6 +166,54 @@ def bench_prefill(sweep: bool = False) -> list[dict]:
     return rows
 
 
+# Qwen3-0.6B's decode matmuls (N, K): qkv, o_proj, gate_up, down (the LM head stays on cuBLAS)
+GEMV_SHAPES = {"qkv_proj": (4096, 1024), "o_proj": (1024, 2048), "gate_up_proj": (6144, 1024),
+               "down_proj": (1024, 3072)}
+
+
+def run_gemv_bench(out_json: str | None = None, rows: tuple[int, ...] = (1, 2, 4, 8)) -> dict:
+    """The Triton GEMV (autotuned) against cuBLAS (F.linear) on the decode shapes: ms and achieved GB/s
+    (weight bytes read / time). Also the down projection with SiLU-and-mul fused vs kernel + cuBLAS."""
+    import torch.nn.functional as F
+
+    from minivllm.kernels.triton_activation import silu_and_mul
+    from minivllm.kernels.triton_gemv import gemv
+
+    if not torch.cuda.is_available():
+        raise SystemExit("minivllm bench kernels --gemv: needs a CUDA GPU")
+    copy_gbps = copy_bandwidth_gbps()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    out = []
+    for name, (N, K) in GEMV_SHAPES.items():
+        w = torch.randn(N, K, generator=gen, device="cuda", dtype=DTYPE) / K ** 0.5
+        for M in rows:
+            fused = name == "down_proj"
+            x = torch.randn(M, 2 * K if fused else K, generator=gen, device="cuda", dtype=DTYPE)
+            if fused:
+                ref_fn = lambda x=x, w=w: F.linear(silu_and_mul(x), w)  # noqa: E731
+                tri_fn = lambda x=x, w=w: gemv(x, w, silu_mul=True)  # noqa: E731
+            else:
+                ref_fn = lambda x=x, w=w: F.linear(x, w)  # noqa: E731
+                tri_fn = lambda x=x, w=w: gemv(x, w)  # noqa: E731
+            err = _rel_err(tri_fn(), ref_fn())
+            t_ms, c_ms = _ms(tri_fn), _ms(ref_fn)
+            gb = w.numel() * w.element_size() / 1e9
+            out.append({"name": name + (" (+silu_mul)" if fused else ""), "N": N, "K": K, "M": M,
+                        "triton_ms": t_ms, "cublas_ms": c_ms, "triton_GBps": gb / t_ms * 1e3,
+                        "cublas_GBps": gb / c_ms * 1e3, "speedup": c_ms / t_ms, "rel_err": err})
+    result = {"provenance": _provenance(), "copy_GBps": copy_gbps, "gemv": out}
+    print(f"device copy bandwidth: {copy_gbps:8.1f} GB/s\n")
+    print(f"{'matmul':<24}{'M':>3}{'triton us':>11}{'GB/s':>8}{'cuBLAS us':>11}{'GB/s':>8}{'speedup':>9}"
+          f"{'rel err':>9}")
+    for r in out:
+        print(f"{r['name']:<24}{r['M']:>3}{r['triton_ms'] * 1e3:>11.2f}{r['triton_GBps']:>8.0f}"
+              f"{r['cublas_ms'] * 1e3:>11.2f}{r['cublas_GBps']:>8.0f}{r['speedup']:>9.2f}{r['rel_err']:>9.1e}")
+    if out_json:
+        Path(out_json).write_text(json.dumps(result, indent=2))
+        print(f"wrote {out_json}")
+    return result
+
+
 def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False) -> dict:
     """Benchmark copy bandwidth, decode and prefill attention; print a table, optionally write JSON."""
     if not torch.cuda.is_available():

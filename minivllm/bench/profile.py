@@ -184,7 +184,7 @@ def main(args) -> dict:
             bar.set_description(f"profile: {mode} batch {b}")
             run = {"mode": mode, **profile_decode(llm, b, args.context, args.steps, high)}
             if bw:
-                run["floor"]["bytes_ms"] = run["floor"]["total_mb"] / 1e3 / bw
+                run["floor"]["bytes_ms"] = run["floor"]["total_mb"] / bw  # MB / (GB/s) = ms
             result["runs"].append(run)
             _print_run(run, bw)
             bar.update()

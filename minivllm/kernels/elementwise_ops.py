@@ -111,3 +111,31 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 @silu_and_mul.register_fake
 def _(x):
     return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+
+
+@torch.library.custom_op("minivllm::linear", mutates_args=())
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, silu_mul: bool) -> torch.Tensor:
+    """x @ weight^T + bias; with silu_mul, x is [gate | up] and silu(gate) * up is what gets multiplied.
+    Up to 8 rows (decode at small batch) run the Triton GEMV; anything else cuBLAS (after the SiLU-and-mul
+    kernel). The choice is made here, inside the opaque op, so a compiled graph has no branch on the batch."""
+    import os
+
+    import torch.nn.functional as F
+
+    from minivllm.kernels import triton_gemv
+
+    triton_ok = x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+    if triton_ok and triton_gemv.supports(x, weight):
+        return triton_gemv.gemv(x, weight, bias, silu_mul)
+    if silu_mul:
+        if x.is_cuda:
+            x = silu_and_mul(x)
+        else:
+            gate, up = x.chunk(2, dim=-1)
+            x = F.silu(gate) * up
+    return F.linear(x, weight, bias)
+
+
+@linear.register_fake
+def _(x, weight, bias, silu_mul):
+    return x.new_empty((x.shape[0], weight.shape[0]))

@@ -9,6 +9,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from minivllm.kernels import elementwise_ops  # noqa: F401  (registers torch.ops.minivllm.linear)
+from minivllm.layers.custom_op import custom_op_enabled
+
 
 class Linear(nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
@@ -25,7 +28,12 @@ class Linear(nn.Module):
             raise ValueError(f"checkpoint tensor has shape {tuple(loaded.shape)}, expected {tuple(param.shape)}")
         param.data.copy_(loaded)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, silu_mul: bool = False) -> torch.Tensor:
+        """silu_mul: x is a gate_up output [T, 2K]; multiply silu(gate) * up (only with custom op "gemv",
+        which fuses it into the GEMV; callers use SiluAndMul otherwise)."""
+        if custom_op_enabled("gemv"):
+            return torch.ops.minivllm.linear(x, self.weight, self.bias, silu_mul)
+        assert not silu_mul, "silu_mul needs the gemv custom op"
         return nn.functional.linear(x, self.weight, self.bias)
 
 

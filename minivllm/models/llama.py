@@ -66,6 +66,8 @@ class DecoderMLP(nn.Module):
         self.act_fn = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if custom_op_enabled("gemv"):  # small batches: SiLU-and-mul happens inside the down projection's GEMV
+            return self.down_proj(self.gate_up_proj(x), silu_mul=True)
         return self.down_proj(self.act_fn(self.gate_up_proj(x)))
 
 

@@ -1,0 +1,113 @@
+"""Triton GEMV: y = x @ W^T (+ b) for a handful of rows (batch-1 to batch-8 decode), optionally with
+SiLU-and-mul applied to x on the fly.
+
+Why: at batch 1 a decode step is a chain of matrix-VECTOR products. Each reads its whole weight once and does
+2 flops per byte, so the only thing that matters is how close it gets to the memory bandwidth. The H200
+profile (`minivllm bench profile`) showed cuBLAS at 0.8-1.6 TB/s on Qwen3-0.6B's 4-13 MB matrices, about a
+third of the 4.2 TB/s copy bandwidth: its GEMM tiles are built for big M, and the down projection also runs a
+split-K reduce kernel. Here each program owns BLOCK_N output columns and streams their rows of W over the
+whole K, reusing each loaded W tile for all M (<= 8) rows of x; no reduce kernel, no atomics, deterministic.
+
+With ACT="silu_mul" the input is the gate_up output [M, 2K] and the kernel computes silu(gate) * up while
+loading it, so the MLP's SiLU-and-mul kernel disappears too (one launch fewer per layer).
+
+Block sizes are autotuned per (N, K, M) on the GPU it runs on (a few configs, short benchmarks, the first
+time each shape is seen, which is the warm-up before CUDA-graph capture). Under TRITON_INTERPRET=1 a fixed
+small config runs instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from minivllm.kernels.triton_decode import fix_interpreter_for_numpy_2_4
+
+fix_interpreter_for_numpy_2_4()  # a loop bound from a kernel argument (K) under TRITON_INTERPRET=1
+
+MAX_M = 8  # rows; above this the weight tile is shared by enough rows for a GEMM (cuBLAS) to win
+MAX_WEIGHT_ELEMENTS = 1 << 26  # the LM head (155M elements) is already near the bandwidth in cuBLAS
+
+
+@triton.jit
+def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, M, N, K, stride_xm, stride_wn, stride_om,
+                 M_PAD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = n < N
+    m = tl.arange(0, M_PAD)
+    m_ok = m < M
+    w_rows = w_ptr + n.to(tl.int64)[:, None] * stride_wn
+    x_rows = x_ptr + m[:, None] * stride_xm
+    acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        k_ok = k < K
+        w = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
+        x_mask = m_ok[:, None] & k_ok[None, :]
+        x = tl.load(x_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
+        if SILU_MUL:  # x is [gate | up]: silu(gate) * up, rounded like the separate kernel's outputs
+            up = tl.load(x_rows + K + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
+            dtype = out_ptr.dtype.element_ty
+            x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
+        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+    tl.store(out_ptr + m[:, None] * stride_om + n[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=m_ok[:, None] & n_ok[None, :])
+
+
+def _configs() -> list[triton.Config]:
+    return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+            for bn, bk, w, s in ((4, 512, 4, 3), (8, 256, 4, 3), (8, 512, 4, 3), (8, 512, 8, 3),
+                                 (16, 256, 4, 3), (16, 256, 8, 4), (16, 512, 8, 3), (32, 128, 4, 4),
+                                 (32, 256, 8, 3), (8, 1024, 8, 2))]
+
+
+def _short_bench(fn, quantiles=None):
+    return triton.testing.do_bench(fn, warmup=3, rep=15, quantiles=quantiles)
+
+
+_autotuned = None
+
+
+def _kernel():
+    """The autotuned kernel on a GPU; the plain one (fixed config) under the interpreter."""
+    global _autotuned
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return None
+    if _autotuned is None:
+        _autotuned = triton.autotune(configs=_configs(), key=["N", "K", "M_PAD", "SILU_MUL"],
+                                     do_bench=_short_bench)(_gemv_kernel)
+    return _autotuned
+
+
+def supports(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Shapes this kernel is for: few rows, a weight that is not huge, unit-stride rows."""
+    return (x.dim() == 2 and 0 < x.shape[0] <= MAX_M and weight.numel() <= MAX_WEIGHT_ELEMENTS
+            and weight.stride(-1) == 1)
+
+
+def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+         silu_mul: bool = False) -> torch.Tensor:
+    """x [M, K] (or [M, 2K] = [gate | up] with silu_mul) @ weight[N, K]^T + bias -> [M, N], M <= MAX_M."""
+    M = x.shape[0]
+    N, K = weight.shape
+    assert x.shape[1] == (2 * K if silu_mul else K), (x.shape, weight.shape, silu_mul)
+    assert M <= MAX_M
+    x = x if x.stride(-1) == 1 else x.contiguous()
+    out = torch.empty(M, N, dtype=x.dtype, device=x.device)
+    if M == 0:
+        return out
+    args = (x, weight, bias if bias is not None else weight, out, M, N, K, x.stride(0), weight.stride(0),
+            out.stride(0))
+    meta = dict(M_PAD=triton.next_power_of_2(M), HAS_BIAS=bias is not None, SILU_MUL=silu_mul)
+    kernel = _kernel()
+    if kernel is None:  # interpreter: one small config
+        _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, BLOCK_N=16, BLOCK_K=64)
+    else:
+        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta)
+    return out

@@ -168,7 +168,8 @@ class LLM:
         import torch._dynamo
 
         torch._dynamo.reset()
-        runner.forward_fn = runner.model.forward
+        runner.forward_fn = runner.full_graph_fn = runner.model.forward
+        runner.full_graph_min_tokens = runner.min_num_tokens = 1
         runner.cudagraph_dispatcher = None
         runner.piecewise = None
 
@@ -187,8 +188,8 @@ class LLM:
         from minivllm.worker.cuda_graph import CUDAGraphDispatcher
 
         sizes = cfg.capture_sizes()
-        if runner.min_num_tokens > 1:  # the traced forward never runs 1 token: batch 1 replays size 2
-            sizes = sorted({max(s, runner.min_num_tokens) for s in sizes})
+        if min(runner.min_num_tokens, runner.full_graph_min_tokens) > 1:  # a traced forward never runs 1
+            sizes = sorted({max(s, runner.min_num_tokens) for s in sizes})  # token: batch 1 replays size 2
             self.report.cudagraph["capture_sizes"] = sizes
         dispatcher = CUDAGraphDispatcher(runner, sizes, mode)
         runner.cudagraph_dispatcher = dispatcher

@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -107,6 +107,20 @@ gemv_lane1() {  # issue 5: TPOT default vs +gemv vs +gemv+rope_kv_store (FULL), 
     --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile --hf-batch-sizes 1 \
     --compilation-config '{"custom_ops": ["all", "+gemv"]}' --json "$RES/latency_gemv.json"
 }
+final_lane0() {  # every GPU test, then the decode split-KV sweep (issue 4, the new split policy)
+  TAILN=15 step final_tests 250 $PY -m pytest -q -p no:cacheprovider -s tests/test_cuda_graphs_gpu.py \
+    "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
+  TAILN=80 step kernels_sweep 100 $PY -m minivllm.cli bench kernels --sweep-decode --json "$RES/kernels.json"
+  TAILN=70 step profile_final 80 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --context 256 --modes FULL_AND_PIECEWISE --json "$RES/profile_default.json"
+}
+final_lane1() {  # the latency table with today's defaults (issue 5), then throughput with its correctness check
+  TAILN=40 step latency 250 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile --hf-batch-sizes 1 \
+    --json "$RES/latency.json"
+  TAILN=40 step throughput 130 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
+    --check-correctness --json "$RES/throughput.json"
+}
 throughput() {  # issue 8
   TAILN=40 step throughput 190 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
     --compare hf --hf-time-cap 25 --check-correctness --json "$RES/throughput.json"
@@ -170,6 +184,13 @@ case "$stage" in
     (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; gemv_lane0) > "$RES/lane0.out" 2>&1 &
     [ "$NGPU" -ge 2 ] || wait
     (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; gemv_lane1) \
+      > "$RES/lane1.out" 2>&1 &
+    wait
+    cat "$RES/lane0.out" "$RES/lane1.out" ;;
+  final)  # the defaults as they now are: GPU tests, decode split sweep, latency table, throughput
+    (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; final_lane0) > "$RES/lane0.out" 2>&1 &
+    [ "$NGPU" -ge 2 ] || wait
+    (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; final_lane1) \
       > "$RES/lane1.out" 2>&1 &
     wait
     cat "$RES/lane0.out" "$RES/lane1.out" ;;

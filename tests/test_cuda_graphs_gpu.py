@@ -101,20 +101,20 @@ def test_capture_failure_names_mode_and_size_and_leaves_nothing():
     from minivllm.worker.cuda_graph import CUDAGraphDispatcher
 
     runner = llm.model_runner
-    orig = runner.forward_fn
+    orig = runner.full_graph_fn
 
     def bad_forward(ids, pos):
         out = orig(ids, pos)
         out.sum().item()  # a host sync: not allowed while capturing
         return out
 
-    runner.forward_fn = bad_forward
+    runner.full_graph_fn = bad_forward
     d = CUDAGraphDispatcher(runner, [1, 2], "FULL")
     with pytest.raises(CudaGraphCaptureError, match=r"(?s)mode FULL, batch size 2.*enforce_eager=True"):
         d.capture_full()
     assert not d.full_graphs
     torch.randn(4, device="cuda")  # the CUDA RNG is usable again (a failed capture leaves it "capturing")
-    runner.forward_fn = orig
+    runner.full_graph_fn = orig
     out = llm.generate({"prompt_token_ids": [5, 6, 7]}, SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
     assert out[0].outputs[0].token_ids
     llm.shutdown()
@@ -153,11 +153,12 @@ def test_compiled_modes_match_eager_on_gpu(mode, level):
 
 @pytest.mark.parametrize("ops,mode,level", [
     (["all"], "FULL", 0), (["all", "+rope_kv_store"], "FULL", 0),
-    (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 3), (["all", "+gemv"], "FULL", 0),
-    (["all", "+gemv", "+rope_kv_store"], "FULL_AND_PIECEWISE", 3)])
+    (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 3), (["all", "-gemv"], "FULL", 0),
+    (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 0)])
 def test_fused_rope_kernels_match_default_on_gpu(ops, mode, level):
-    """The fused kernels (q/k RMSNorm + RoPE, the default; the same with the KV-cache write, opt-in; the Triton
-    GEMV with SiLU-and-mul fused into the down projection, opt-in) give the unfused path's greedy tokens ("-qk_norm_rope": norm, norm, RoPE, store as four kernels), replayed inside
+    """The fused kernels (q/k RMSNorm + RoPE and the Triton GEMV with SiLU-and-mul fused into the down
+    projection, both default; the RoPE kernel with the KV-cache write, opt-in) give the unfused path's
+    greedy tokens ("-qk_norm_rope": norm, norm, RoPE, store as four kernels), replayed inside
     FULL graphs, and at level 3 inside PIECEWISE graphs of compiled pieces (fp32, the task's prompts: prefill
     batches of several prompts, then decode)."""
     from minivllm.tools import tiny_task
@@ -167,7 +168,7 @@ def test_fused_rope_kernels_match_default_on_gpu(ops, mode, level):
     common = dict(max_model_len=256, max_num_seqs=8, gpu_memory_utilization=0.3, dtype="float32",
                   cudagraph_mode=mode, cudagraph_capture_sizes=[1, 2, 4, 8, 16, 32, 64, 128, 256])
     runs = []
-    for custom_ops in (["all", "-qk_norm_rope"], ops):
+    for custom_ops in (["all", "-qk_norm_rope", "-gemv"], ops):
         llm = LLM(_default_model(), compilation_config={"custom_ops": custom_ops, "level": level}, **common)
         runs.append([o.outputs[0].token_ids for o in llm.generate(prompts, sp, use_tqdm=False)])
         counts = dict(llm.model_runner.cudagraph_dispatcher.counts)
@@ -196,3 +197,22 @@ def test_unregistered_attention_compiles_on_gpu():
     print("unregistered compile report:", reports[1])
     assert runs[0] == runs[1]
     assert reports[0]["graph_breaks"] == 0 and reports[1]["graph_breaks"] > 0, reports
+
+
+@pytest.mark.parametrize("level,full_sizes", [(0, [1, 2, 4]), (3, [2, 4])])
+def test_batch_one_replays_a_size_one_full_graph_unless_compiled(level, full_sizes):
+    """FULL_AND_PIECEWISE: at level 0 the FULL graphs capture the plain forward, so batch 1 replays a size-1
+    graph (no padding to 2: the traced forward's padding is for Dynamo's 0/1 specialization); compiled
+    (level 3), they capture the compiled forward, which never sees 1 token. Piecewise sizes start at 2."""
+    llm = LLM(_default_model(), max_model_len=128, max_num_seqs=4, gpu_memory_utilization=0.3,
+              cudagraph_mode="FULL_AND_PIECEWISE", cudagraph_capture_sizes=[1, 2, 4],
+              compilation_config={"level": level})
+    d = llm.model_runner.cudagraph_dispatcher
+    assert sorted(d.full_graphs) == full_sizes and min(d.piecewise_sizes) == 2
+    sp = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+    got = llm.generate({"prompt_token_ids": [5, 6, 7]}, sp, use_tqdm=False)[0].outputs[0].token_ids
+    llm.shutdown()
+    eager = LLM(_default_model(), max_model_len=128, max_num_seqs=4, gpu_memory_utilization=0.3,
+                enforce_eager=True)
+    assert got == eager.generate({"prompt_token_ids": [5, 6, 7]}, sp, use_tqdm=False)[0].outputs[0].token_ids
+    eager.shutdown()

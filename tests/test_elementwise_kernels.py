@@ -316,8 +316,8 @@ def test_gemv_equals_linear(dtype, M, bias, silu_mul):
 
 
 def test_gemv_custom_op_in_the_model(tmp_path):
-    """custom_ops "+gemv": every small linear of a decoder layer goes through minivllm::linear (the MLP's
-    SiLU-and-mul inside the down projection); same output as the default path; more than 8 rows and the LM
+    """custom_ops "all" (gemv on): every small linear of a decoder layer goes through minivllm::linear (the
+    MLP's SiLU-and-mul inside the down projection); same output as "-gemv"; more than 2 rows and the LM
     head fall back to F.linear inside the op."""
     from minivllm.kernels import triton_gemv
     from minivllm.layers.custom_op import custom_op_enabled
@@ -339,15 +339,16 @@ def test_gemv_custom_op_in_the_model(tmp_path):
 
     triton_gemv.gemv = spy
     try:
-        for rows in (3, 12):
+        for rows in (1, 2, 3, 12):
             x = randn(rows, cfg.hidden_size, seed=rows)
-            configure_custom_ops(["all"], has_kernels=True)
+            configure_custom_ops(["all", "-gemv"], has_kernels=True)
             assert not custom_op_enabled("gemv")
             ref = mlp(x)
-            configure_custom_ops(["all", "+gemv"], has_kernels=True)
+            configure_custom_ops(["all"], has_kernels=True)
+            assert custom_op_enabled("gemv")
             calls.clear()
             check(mlp(x), ref)
-            assert calls == ([False, True] if rows <= triton_gemv.MAX_M else [])
+            assert calls == ([False, True] if rows <= triton_gemv.DISPATCH_MAX_M else [])
         big = Linear(64, triton_gemv.MAX_WEIGHT_ELEMENTS // 64 + 1).to(DEVICE)  # LM-head sized: cuBLAS
         calls.clear()
         big(randn(1, 64, seed=9))

@@ -26,6 +26,10 @@ import torch.nn.functional as F
 # Qwen3-0.6B attention layout
 HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE, DTYPE = 16, 8, 128, 16, torch.bfloat16
 DECODE_CASES = [(64, 2048), (1, 2048), (1, 8192), (8, 2048), (8, 8192)]  # (batch, context)
+# --sweep-decode: every split count on the shapes the engine's decode steps have (latency bench contexts
+# ~256-384 tokens in a 512-token max_model_len; the throughput workload's batch ~128 at ~1k tokens)
+DECODE_SWEEP = [(1, 512), (8, 512), (64, 256), (64, 512), (64, 2048), (128, 1024), (256, 512)]
+SWEEP_SPLITS = (1, 2, 3, 4, 8, 16)
 PREFILL_CASES = [(8, 1024), (1, 4096)]  # (prompts, tokens each)
 
 
@@ -70,13 +74,14 @@ def copy_bandwidth_gbps() -> float:
     return 2 * src.numel() / ms / 1e6
 
 
-def bench_decode(copy_gbps: float) -> list[dict]:
+def bench_decode(copy_gbps: float, sweep: bool = False) -> list[dict]:
     from minivllm.kernels.torch_ref import paged_decode_attention_ref
     from minivllm.kernels.triton_decode import choose_num_splits, paged_decode_attention
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows = []
-    for batch, context in DECODE_CASES:
+    cases = [(b, c, False) for b, c in DECODE_CASES] + ([(b, c, True) for b, c in DECODE_SWEEP] if sweep else [])
+    for batch, context, swept in cases:
         k_cache, v_cache, block_tables = _paged(batch, context, gen)
         seq_lens = torch.full((batch,), context, dtype=torch.int32, device="cuda")
         q = torch.randn(batch, HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
@@ -86,7 +91,7 @@ def bench_decode(copy_gbps: float) -> list[dict]:
         ref = paged_decode_attention_ref(q, k_cache, v_cache, block_tables, seq_lens, scale)
         elem = q.element_size()
         nbytes = 2 * batch * context * KV_HEADS * HEAD_DIM * elem + 2 * q.numel() * elem
-        for splits in sorted({1, auto}):
+        for splits in sorted({1, auto} | (set(SWEEP_SPLITS) if swept else set())):
             paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale, out=out,
                                    num_splits=splits)
             err = _rel_err(out, ref)
@@ -95,7 +100,8 @@ def bench_decode(copy_gbps: float) -> list[dict]:
                                                     out=out, num_splits=splits))
             gbps = nbytes / ms / 1e6
             rows.append({"batch": batch, "context": context, "num_splits": splits, "auto": splits == auto,
-                         "ms": ms, "GBps": gbps, "frac_of_copy": gbps / copy_gbps, "rel_err": err})
+                         "ms": ms, "GBps": gbps, "frac_of_copy": gbps / copy_gbps, "rel_err": err,
+                         "sweep": swept})
     return rows
 
 
@@ -214,7 +220,7 @@ def run_gemv_bench(out_json: str | None = None, rows: tuple[int, ...] = (1, 2, 4
     return result
 
 
-def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False) -> dict:
+def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, sweep_decode: bool = False) -> dict:
     """Benchmark copy bandwidth, decode and prefill attention; print a table, optionally write JSON."""
     if not torch.cuda.is_available():
         raise SystemExit("minivllm.bench.kernels: no CUDA GPU found; these benchmarks only make sense on a "
@@ -224,9 +230,10 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False) -
                          "dtype": str(DTYPE)}}
     copy_gbps = copy_bandwidth_gbps()
     result["copy_GBps"] = copy_gbps
-    result["decode"] = bench_decode(copy_gbps)
+    result["decode"] = bench_decode(copy_gbps, sweep_decode)
     result["prefill"] = bench_prefill(sweep_prefill)
-    main_row = next(r for r in result["decode"] if r["batch"] == 64 and r["context"] == 2048 and r["auto"])
+    main_row = next(r for r in result["decode"] if r["batch"] == 64 and r["context"] == 2048 and r["auto"]
+                    and not r["sweep"])
     result["goals"] = {
         "decode_b64_ctx2048_frac_of_copy>=0.6": main_row["frac_of_copy"] >= 0.6,
         "prefill_vs_sdpa>=0.6": all(r["speed_vs_sdpa"] >= 0.6 for r in result["prefill"]),
@@ -235,10 +242,11 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False) -
     p = result["provenance"]
     print(f"{p['gpu']}  torch {p['torch']}  triton {p['triton']}  commit {p['git_commit']}  {p['date']}")
     print(f"device copy bandwidth: {copy_gbps:8.1f} GB/s (read + write)\n")
-    print(f"{'decode':<8}{'batch':>6}{'ctx':>7}{'splits':>8}{'ms':>9}{'GB/s':>9}{'of copy':>9}")
+    print(f"{'decode':<12}{'batch':>6}{'ctx':>7}{'splits':>8}{'ms':>9}{'GB/s':>9}{'of copy':>9}")
     for r in result["decode"]:
         tag = "auto" if r["auto"] else ""
-        print(f"{tag:<8}{r['batch']:>6}{r['context']:>7}{r['num_splits']:>8}{r['ms']:>9.4f}{r['GBps']:>9.1f}"
+        tag = ("sweep " if r["sweep"] else "") + tag
+        print(f"{tag:<12}{r['batch']:>6}{r['context']:>7}{r['num_splits']:>8}{r['ms']:>9.4f}{r['GBps']:>9.1f}"
               f"{r['frac_of_copy']:>9.1%}")
     print(f"\n{'prefill':<8}{'batch':>6}{'len':>7}{'triton ms':>11}{'TFLOP/s':>9}{'sdpa ms':>9}{'TFLOP/s':>9}"
           f"{'ratio':>7}")

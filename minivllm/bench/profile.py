@@ -33,12 +33,12 @@ from minivllm.sampling_params import SamplingParams
 # kernels (triton_poi/red/per_fused_*), cuBLAS/CUTLASS GEMMs (gemm, gemv, nvjet, sm90_xmma, cutlass), aten.
 CATEGORIES: list[tuple[str, str]] = [
     ("gemm", r"gemm|gemv|nvjet|xmma|cutlass|splitk|triton_tem_|_mm_|^mm_|cublas"),
+    ("inductor fused", r"^triton_(poi|red|per)_"),
     ("attention", r"_decode_kernel|_merge_splits|_prefill_kernel|flash|attention"),
     ("kv store", r"_store_kv"),
     ("rms norm", r"_rms_norm"),
     ("rope (+q/k norm)", r"_rotary"),
     ("silu_and_mul", r"_silu_and_mul"),
-    ("inductor fused", r"^triton_(poi|red|per)_"),
     ("sampler", r"argmax|argmin|softmax|topk|sort|exponential|multinomial|distribution|gumbel|cumsum"),
     ("embedding", r"index_?select|embedding|indexing_backward|index_elementwise"),
     ("copy / fill", r"^memcpy|^memset|copy|fill"),

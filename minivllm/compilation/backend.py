@@ -311,6 +311,8 @@ def compile_model(runner, config) -> dict:
         # retrace (a run-time recompile), and on torch 2.11-2.13 Inductor then fails on that graph (KeyError
         # in its scheduler). So the traced forward never sees 1 token: such batches are padded to 2.
         runner.min_num_tokens = 2
+    if level > 0:  # FULL graphs capture what was compiled (at level 0 they keep the plain forward)
+        runner.full_graph_fn, runner.full_graph_min_tokens = fn, runner.min_num_tokens
     # Compile now (startup), not on the first request: one run over a dummy batch.
     n = min(8, runner.input_batch.max_num_seqs)
     ib = runner.input_batch
@@ -401,7 +403,7 @@ def capture_piecewise(runner, dispatcher):
     if state is None or not state.runners:
         return None
     ib = runner.input_batch
-    sizes = [s for s in dispatcher.sizes if s <= ib.max_num_tokens]
+    sizes = sorted({max(s, runner.min_num_tokens) for s in dispatcher.sizes if s <= ib.max_num_tokens})
     dispatcher.pool = dispatcher.pool or torch.cuda.graph_pool_handle()
     state.pool = dispatcher.pool
 

@@ -1,4 +1,4 @@
-"""Triton GEMV: y = x @ W^T (+ b) for a handful of rows (batch-1 to batch-8 decode), optionally with
+"""Triton GEMV: y = x @ W^T (+ b) for a handful of rows (batch-1 and batch-2 decode), optionally with
 SiLU-and-mul applied to x on the fly.
 
 Why: at batch 1 a decode step is a chain of matrix-VECTOR products. Each reads its whole weight once and does
@@ -28,7 +28,11 @@ from minivllm.kernels.triton_decode import fix_interpreter_for_numpy_2_4
 
 fix_interpreter_for_numpy_2_4()  # a loop bound from a kernel argument (K) under TRITON_INTERPRET=1
 
-MAX_M = 8  # rows; above this the weight tile is shared by enough rows for a GEMM (cuBLAS) to win
+MAX_M = 8  # rows the kernel handles
+# rows it is used for (minivllm::linear): on the H200 it took batch-1 TPOT from 1.41 to 1.22 ms, was even at
+# 2 rows (1.37 vs 1.38 ms) and lost at 4 and 8 (1.39 -> 1.68, 1.36 -> 2.26 ms): cuBLAS's tiles then reuse
+# each weight tile across rows better than this kernel's broadcast-and-sum (bench kernels --gemv).
+DISPATCH_MAX_M = 2
 MAX_WEIGHT_ELEMENTS = 1 << 26  # the LM head (155M elements) is already near the bandwidth in cuBLAS
 
 
@@ -87,7 +91,7 @@ def _kernel():
 
 def supports(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Shapes this kernel is for: few rows, a weight that is not huge, unit-stride rows."""
-    return (x.dim() == 2 and 0 < x.shape[0] <= MAX_M and weight.numel() <= MAX_WEIGHT_ELEMENTS
+    return (x.dim() == 2 and 0 < x.shape[0] <= DISPATCH_MAX_M and weight.numel() <= MAX_WEIGHT_ELEMENTS
             and weight.stride(-1) == 1)
 
 

@@ -125,7 +125,7 @@ class CUDAGraphDispatcher:
     @torch.inference_mode()
     def capture_full(self) -> CaptureStats:
         runner, ib = self.runner, self.runner.input_batch
-        sizes = [s for s in self.sizes if s <= ib.max_num_seqs]
+        sizes = sorted({max(s, runner.full_graph_min_tokens) for s in self.sizes if s <= ib.max_num_seqs})
         self.pool = self.pool or torch.cuda.graph_pool_handle()
         if sizes and self.logits_buf is None:
             vocab, dtype = runner.model_config.vocab_size, runner.config.dtype
@@ -136,7 +136,7 @@ class CUDAGraphDispatcher:
             meta = self._decode_metadata(n)
             try:
                 with set_forward_context(meta, runner.backend, runner.kv_caches):
-                    runner.model.compute_logits(runner.forward_fn(ib.input_ids[:n], ib.positions[:n]))  # warm-up
+                    runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n], ib.positions[:n]))  # warm-up
                     torch.cuda.synchronize()
                     graph = torch.cuda.CUDAGraph()
                     with torch.cuda.graph(graph, pool=self.pool):
@@ -144,7 +144,8 @@ class CUDAGraphDispatcher:
                         # to one persistent buffer shared by all sizes, so no graph keeps its own [n, vocab]
                         # output alive in the pool.
                         out = self.logits_buf[:n]
-                        out.copy_(runner.model.compute_logits(runner.forward_fn(ib.input_ids[:n], ib.positions[:n])))
+                        out.copy_(runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n],
+                                                                                   ib.positions[:n])))
             except Exception as e:
                 self.full_graphs.clear()
                 reset_rng_after_failed_capture()

@@ -80,6 +80,11 @@ class ModelRunner:
         self.kv_caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # per-layer views of kv_cache
         # What runs the forward; torch.compile and the CUDA-graph dispatcher replace or wrap it.
         self.forward_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = model.forward
+        # What FULL graphs capture: the compiled forward when something is compiled (level >= 1), else the
+        # plain model forward, even when forward_fn is a traced one (level 0 with PIECEWISE graphs): the same
+        # ops, and it runs 1 token without the traced forward's padding to 2 (batch 1 replays size 1).
+        self.full_graph_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = model.forward
+        self.full_graph_min_tokens = 1
         self.cudagraph_dispatcher = None  # set by worker.cuda_graph when graphs are captured
         self.piecewise = None  # compilation.backend.PiecewiseState when the forward is split at attention
         # Wall time per kind of step, GPU time (CUDA events) per kind, and CPU time spent launching steps.

@@ -103,10 +103,13 @@ def test_capture_bookkeeping_largest_first_and_per_size_memory(monkeypatch):
     free = {"bytes": 1000 * MiB}
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (free["bytes"], 2000 * MiB))
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(len(order)))
     order = []
 
     def capture_one(n):
         assert gc.isenabled() and gc.get_freeze_count() > 0  # GC frozen during capture
+        assert emptied and emptied[-1] == len(order)  # the allocator's cache was emptied just before measuring
         order.append(n)
         free["bytes"] -= (8 if n == 4 else 1) * MiB  # the largest graph takes most of the pool
 

@@ -24,10 +24,10 @@ import triton.language as tl
 _LOG2E = 1.4426950408889634
 _MIN_TOKENS_PER_SPLIT = 128  # below this, the merge costs more than the parallelism gains
 _MAX_SPLITS = 64
-# Programs wanted per SM. Each program walks its tiles one after another, and a tile's loads depend on a
-# block-table load, so a program is latency-bound: the GPU needs many of them in flight. The H200 profile
-# showed batch 64 at ~300 tokens of context (512 programs, 5 tiles each) reading at 0.2 TB/s with 2 per SM.
-_PROGRAMS_PER_SM = 8
+# Programs wanted per SM before the context is split. Measured on the H200 (bench kernels --sweep-decode):
+# 8 per SM (more splits) was slower at every engine shape, e.g. batch 64 x 2048 tokens 80.8% of the copy
+# bandwidth vs 89.8% unsplit, batch 64 x 256 tokens 34 vs 31 us; 2 per SM splits only small batches.
+_PROGRAMS_PER_SM = 2
 
 
 def fix_interpreter_for_numpy_2_4() -> None:

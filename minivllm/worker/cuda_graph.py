@@ -69,12 +69,17 @@ def capture_all_sizes(mode: str, sizes: list[int], desc: str, capture_one: Calla
     stats = CaptureStats(mode, sorted(sizes))
     t_start = time.perf_counter()
     torch.cuda.synchronize()
-    free_start = torch.cuda.mem_get_info()[0]
     gc.collect()
+    # torch.cuda.graph() empties the allocator's cache when a capture starts, so blocks cached before it (freed
+    # activations) would be handed back to the driver mid-measurement and read as a NEGATIVE pool growth
+    # (seen on the H200: -400 MiB at the first size). Empty it first: free memory then moves by the pool only.
+    torch.cuda.empty_cache()
+    free_start = torch.cuda.mem_get_info()[0]
     gc.freeze()
     try:
         for n in tqdm(sorted(sizes, reverse=True), desc=desc, disable=not sizes):
             t0 = time.perf_counter()
+            torch.cuda.empty_cache()  # the previous size's warm-up activations, cached outside the pool
             free0 = torch.cuda.mem_get_info()[0]
             capture_one(n)
             torch.cuda.synchronize()

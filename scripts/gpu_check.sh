@@ -147,6 +147,17 @@ lane1() {
   backends; qk_fusion; compile_levels; startup; unregistered; throughput; lab01
 }
 
+# two_lanes "CMDS0" "CMDS1": CMDS0 on GPU 0 and CMDS1 on the last GPU, side by side (one after the other on a
+# one-GPU host, so timings never share a GPU); each lane has its own compile cache.
+two_lanes() {
+  (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; eval "$1") > "$RES/lane0.out" 2>&1 &
+  [ "$NGPU" -ge 2 ] || wait
+  (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; eval "$2") \
+    > "$RES/lane1.out" 2>&1 &
+  wait
+  cat "$RES/lane0.out" "$RES/lane1.out"
+}
+
 log "env"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 $PY -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
@@ -163,49 +174,21 @@ case "$stage" in
     else
       lane0; lane1
     fi ;;
-  evidence)  # what the open issues still lack: e2e backends (#4), fp32 cross-check (#8), unregistered + startup
-    # (#6), fused q/k norm + RoPE (#5), GPU tests; one lane per GPU
-    (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; backends; throughput; gpu_tests) \
-      > "$RES/lane0.out" 2>&1 &
-    [ "$NGPU" -ge 2 ] || wait
-    (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; qk_fusion; startup;
-      unregistered) > "$RES/lane1.out" 2>&1 &
-    wait
-    cat "$RES/lane0.out" "$RES/lane1.out" ;;
+  evidence)  # what the open issues still lacked on 2026-11-30: e2e backends (#4), fp32 cross-check (#8),
+    # unregistered + startup (#6), fused q/k norm + RoPE (#5), GPU tests
+    two_lanes "backends; throughput; gpu_tests" "qk_fusion; startup; unregistered" ;;
   fusion)  # the profile bench, the fused RoPE kernels and levels (#5, #6), unregistered attention (#6)
-    (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; fused_tests; profile_steps) \
-      > "$RES/lane0.out" 2>&1 &
-    [ "$NGPU" -ge 2 ] || wait
-    (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; fusion_ab;
-      unregistered) > "$RES/lane1.out" 2>&1 &
-    wait
-    cat "$RES/lane0.out" "$RES/lane1.out" ;;
+    two_lanes "fused_tests; profile_steps" "fusion_ab; unregistered" ;;
   gemv)  # the Triton GEMV (#5) on both lanes, unregistered attention (#6)
-    (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; gemv_lane0) > "$RES/lane0.out" 2>&1 &
-    [ "$NGPU" -ge 2 ] || wait
-    (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; gemv_lane1) \
-      > "$RES/lane1.out" 2>&1 &
-    wait
-    cat "$RES/lane0.out" "$RES/lane1.out" ;;
+    two_lanes gemv_lane0 gemv_lane1 ;;
   final)  # the defaults as they now are: GPU tests, decode split sweep, latency table, throughput
-    (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; final_lane0) > "$RES/lane0.out" 2>&1 &
-    [ "$NGPU" -ge 2 ] || wait
-    (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; final_lane1) \
-      > "$RES/lane1.out" 2>&1 &
-    wait
-    cat "$RES/lane0.out" "$RES/lane1.out" ;;
+    two_lanes final_lane0 final_lane1 ;;
   latency-short)  # the latency table at fewer batch sizes (a short last call): issue 5's goals and pools
     TAILN=40 step latency 230 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
       --batch-sizes 1,8,64,256 --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile \
       --hf-batch-sizes 1 --json "$RES/latency.json" ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped
-    (export CUDA_VISIBLE_DEVICES=0 LANE=0 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache0; gpu_tests_fixed; startup) \
-      > "$RES/lane0.out" 2>&1 &
-    [ "$NGPU" -ge 2 ] || wait  # one GPU: one lane after the other, so timings do not share it
-    (export CUDA_VISIBLE_DEVICES=$((NGPU - 1)) LANE=1 MINIVLLM_CACHE_DIR=/tmp/minivllm_cache1; kernels; lab01) \
-      > "$RES/lane1.out" 2>&1 &
-    wait
-    cat "$RES/lane0.out" "$RES/lane1.out" ;;
+    two_lanes "gpu_tests_fixed; startup" "kernels; lab01" ;;
   backends) backends ;;
   qk-fusion) qk_fusion ;;
   unregistered) unregistered ;;

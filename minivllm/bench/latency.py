@@ -77,6 +77,19 @@ def with_level(compilation_config: str | dict | None, level: int) -> dict:
     return {**cc, "level": level}
 
 
+def engine_for_mode(args, mode: str, **overrides):
+    """An LLM for a mode string ("eager", "FULL", "FULL@L2+sync", ...) on top of the command line's settings."""
+    from minivllm import LLM
+
+    graph_mode, level, async_sched = parse_mode(mode)
+    eager = graph_mode == "eager"
+    extra = {"compilation_config": with_level(args.compilation_config, level)} if level is not None else {}
+    if async_sched is not None:
+        extra["async_scheduling"] = async_sched
+    return LLM(**engine_kwargs(args, enforce_eager=eager, cudagraph_mode=None if eager else graph_mode,
+                               **extra, **overrides))
+
+
 def _graph_pool_mib(cudagraph: dict) -> float | None:
     """Memory the captured graphs took (FULL and PIECEWISE share one pool), from the startup report."""
     parts = [cudagraph[k]["total_mib"] for k in ("FULL", "PIECEWISE") if k in cudagraph]
@@ -105,16 +118,8 @@ def main(args) -> dict:
                            "max_num_seqs": max_seqs, "max_model_len": max_len}}
     bar = tqdm(total=len(modes) * len(batch_sizes) + len(compare) * len(hf_sizes), desc="latency")
     for mode in modes:  # one engine per mode, reused across batch sizes
-        from minivllm import LLM
-
         bar.set_description(f"latency: starting {mode}")
-        graph_mode, level, async_sched = parse_mode(mode)
-        eager = graph_mode == "eager"
-        extra = {"compilation_config": with_level(args.compilation_config, level)} if level is not None else {}
-        if async_sched is not None:
-            extra["async_scheduling"] = async_sched
-        llm = LLM(**engine_kwargs(args, enforce_eager=eager, cudagraph_mode=None if eager else graph_mode,
-                                  max_num_seqs=max_seqs, max_model_len=max_len, **extra))
+        llm = engine_for_mode(args, mode, max_num_seqs=max_seqs, max_model_len=max_len)
         rep = jsonable(llm.startup_report().as_dict())
         result["modes"][mode] = {"cudagraph_mode": llm.config.cudagraph_mode,
                                  "compile_level": rep["compile"].get("level", 0),

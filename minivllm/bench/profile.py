@@ -24,9 +24,9 @@ from typing import Iterable
 import torch
 from tqdm.auto import tqdm
 
-from minivllm.bench.common import (engine_kwargs, free_engine, int_list, jsonable, model_dir, print_table,
+from minivllm.bench.common import (free_engine, int_list, jsonable, model_dir, print_table,
                                    provenance, random_prompts, str_list, write_json)
-from minivllm.bench.latency import parse_mode, with_level
+from minivllm.bench.latency import engine_for_mode, parse_mode
 from minivllm.sampling_params import SamplingParams
 
 # First match wins. Names: our Triton kernels (their @triton.jit function names), Inductor's generated
@@ -163,7 +163,6 @@ def main(args) -> dict:
     batch_sizes, modes = int_list(args.batch_sizes), str_list(args.modes)
     for m in modes:
         parse_mode(m)
-    from minivllm import LLM
     from minivllm.loader import check_model_dir, load_model_config
 
     high = min(load_model_config(check_model_dir(path)).vocab_size, 10_000)
@@ -172,14 +171,8 @@ def main(args) -> dict:
     result = {"bench": "profile", "provenance": provenance(args, path), "copy_gbps": bw, "runs": []}
     bar = tqdm(total=len(modes) * len(batch_sizes), desc="profile")
     for mode in modes:
-        graph_mode, level, async_sched = parse_mode(mode)
-        eager = graph_mode == "eager"
-        extra = {"compilation_config": with_level(args.compilation_config, level)} if level is not None else {}
-        if async_sched is not None:
-            extra["async_scheduling"] = async_sched
-        llm = LLM(**engine_kwargs(args, enforce_eager=eager, cudagraph_mode=None if eager else graph_mode,
-                                  max_num_seqs=max(args.max_num_seqs, max(batch_sizes)), max_model_len=max_len,
-                                  **extra))
+        llm = engine_for_mode(args, mode, max_num_seqs=max(args.max_num_seqs, max(batch_sizes)),
+                              max_model_len=max_len)
         for b in batch_sizes:
             bar.set_description(f"profile: {mode} batch {b}")
             run = {"mode": mode, **profile_decode(llm, b, args.context, args.steps, high)}

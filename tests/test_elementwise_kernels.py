@@ -349,6 +349,13 @@ def test_gemv_custom_op_in_the_model(tmp_path):
             calls.clear()
             check(mlp(x), ref)
             assert calls == ([False, True] if rows <= triton_gemv.DISPATCH_MAX_M else [])
+        x1 = randn(1, cfg.hidden_size, seed=1)
+        configure_custom_ops(["all", "-gemv", "-silu_and_mul"], has_kernels=True)
+        ref1 = mlp(x1)
+        configure_custom_ops(["all", "-silu_and_mul"], has_kernels=True)  # native SiLU asked for: not fused
+        calls.clear()
+        check(mlp(x1), ref1)
+        assert calls == [False, False]  # gate_up and down as plain GEMVs, the native SiLU-and-mul between
         big = Linear(64, triton_gemv.MAX_WEIGHT_ELEMENTS // 64 + 1).to(DEVICE)  # LM-head sized: cuBLAS
         calls.clear()
         big(randn(1, 64, seed=9))

@@ -66,7 +66,8 @@ class DecoderMLP(nn.Module):
         self.act_fn = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if custom_op_enabled("gemv"):  # small batches: SiLU-and-mul happens inside the down projection's GEMV
+        if custom_op_enabled("gemv") and custom_op_enabled("silu_and_mul"):  # 1-2 rows: SiLU-and-mul inside
+            # the down projection's GEMV (more rows: the SiLU-and-mul kernel, then cuBLAS, inside the op)
             return self.down_proj(self.gate_up_proj(x), silu_mul=True)
         return self.down_proj(self.act_fn(self.gate_up_proj(x)))
 

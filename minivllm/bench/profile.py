@@ -25,7 +25,7 @@ import torch
 from tqdm.auto import tqdm
 
 from minivllm.bench.common import (free_engine, int_list, jsonable, model_dir, print_table,
-                                   provenance, random_prompts, str_list, write_json)
+                                   provenance, random_prompts, str_list, sync, write_json)
 from minivllm.bench.latency import engine_for_mode, parse_mode
 from minivllm.sampling_params import SamplingParams
 
@@ -99,15 +99,18 @@ def summarize(kernels: Iterable[tuple[str, float, float]], steps: int) -> dict:
             "top_kernels": [{"name": k, **v} for k, v in list(per_step(names).items())[:12]]}
 
 
-def byte_floor(llm, batch: int, context: int) -> dict:
+def byte_floor(llm, batch: int, context: int, copy_gbps: float | None) -> dict:
     """Bytes a decode step must read: every weight once (a tied lm_head shares the embedding), plus each
-    sequence's K/V over its context (all layers)."""
+    sequence's K/V over its context (all layers); with the copy bandwidth, the time that takes."""
     model = llm.model_runner.model
     weight = sum(p.numel() * p.element_size() for p in model.parameters())
     cache = llm.model_runner.kv_cache  # [2, layers, blocks, block_size, Hkv, D]
     per_token = 2 * cache.shape[1] * cache.shape[4] * cache.shape[5] * cache.element_size()
-    return {"weight_mb": weight / 1e6, "kv_mb": batch * context * per_token / 1e6,
-            "total_mb": (weight + batch * context * per_token) / 1e6}
+    floor = {"weight_mb": weight / 1e6, "kv_mb": batch * context * per_token / 1e6,
+             "total_mb": (weight + batch * context * per_token) / 1e6}
+    if copy_gbps:
+        floor["bytes_ms"] = floor["total_mb"] / copy_gbps  # MB / (GB/s) = ms
+    return floor
 
 
 def copy_bandwidth_gbps() -> float | None:
@@ -118,12 +121,7 @@ def copy_bandwidth_gbps() -> float | None:
     return measure()
 
 
-def _sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-def profile_decode(llm, batch: int, context: int, steps: int, high: int) -> dict:
+def profile_decode(llm, batch: int, context: int, steps: int, high: int, copy_gbps: float | None) -> dict:
     """Start `batch` requests with `context`-token prompts, reach steady decode, time `4 * steps` steps
     without the profiler, then profile `steps` more; the requests then run to their end."""
     from torch.profiler import ProfilerActivity, profile
@@ -136,24 +134,24 @@ def profile_decode(llm, batch: int, context: int, steps: int, high: int) -> dict
     while min(s.num_output_tokens for s in seqs) < 2:  # prefill (maybe chunked), then the first decodes
         engine.step()
     decode0 = llm.model_runner.step_stats["decode_steps"]
-    _sync()
+    sync()
     t0 = time.perf_counter()
     for _ in range(n_timed):
         engine.step()
-    _sync()
+    sync()
     wall_ms = (time.perf_counter() - t0) / n_timed * 1e3
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     with profile(activities=acts) as prof:
         for _ in range(steps):
             engine.step()
-        _sync()
+        sync()
     all_decode = llm.model_runner.step_stats["decode_steps"] - decode0 == n_timed + steps
     while engine.has_unfinished_requests():
         engine.step()
     kernels = [(e.name, e.time_range.start, e.time_range.elapsed_us()) for e in prof.events()
                if e.device_type.name == "CUDA"]
     res = {"batch": batch, "context": context, "steps": steps, "step_wall_ms": wall_ms,
-           "all_steps_decode": all_decode, "floor": byte_floor(llm, batch, context + n_timed)}
+           "all_steps_decode": all_decode, "floor": byte_floor(llm, batch, context + n_timed, copy_gbps)}
     res.update(summarize(kernels, steps) if kernels else {})
     return res
 
@@ -175,9 +173,7 @@ def main(args) -> dict:
                               max_model_len=max_len)
         for b in batch_sizes:
             bar.set_description(f"profile: {mode} batch {b}")
-            run = {"mode": mode, **profile_decode(llm, b, args.context, args.steps, high)}
-            if bw:
-                run["floor"]["bytes_ms"] = run["floor"]["total_mb"] / bw  # MB / (GB/s) = ms
+            run = {"mode": mode, **profile_decode(llm, b, args.context, args.steps, high, bw)}
             result["runs"].append(run)
             _print_run(run, bw)
             bar.update()

@@ -116,8 +116,8 @@ def _(x):
 @torch.library.custom_op("minivllm::linear", mutates_args=())
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, silu_mul: bool) -> torch.Tensor:
     """x @ weight^T + bias; with silu_mul, x is [gate | up] and silu(gate) * up is what gets multiplied.
-    Up to 8 rows (decode at small batch) run the Triton GEMV; anything else cuBLAS (after the SiLU-and-mul
-    kernel). The choice is made here, inside the opaque op, so a compiled graph has no branch on the batch."""
+    Up to triton_gemv.DISPATCH_MAX_M rows (decode at batch 1-2) run the Triton GEMV; anything else cuBLAS
+    (after the SiLU-and-mul kernel). The choice is made here, inside the opaque op, so a compiled graph has no branch on the batch."""
     import os
 
     import torch.nn.functional as F

@@ -33,7 +33,7 @@ class DecoderAttention(nn.Module):
             self.k_norm = RMSNorm(D, cfg.rms_norm_eps)
 
     def rope_qk(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
-        """Qwen3's per-head q/k RMSNorm, then RoPE; one fused kernel with custom_ops "+qk_norm_rope"."""
+        """Qwen3's per-head q/k RMSNorm, then RoPE; one fused kernel unless custom_ops has "-qk_norm_rope"."""
         if self.qk_norm and custom_op_enabled("qk_norm_rope"):
             return torch.ops.minivllm.qk_norm_rotary_embedding(
                 positions, q, k, self.q_norm.weight, self.k_norm.weight, self.q_norm.eps,

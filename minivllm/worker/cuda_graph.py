@@ -130,7 +130,7 @@ class CUDAGraphDispatcher:
     @torch.inference_mode()
     def capture_full(self) -> CaptureStats:
         runner, ib = self.runner, self.runner.input_batch
-        sizes = sorted({max(s, runner.full_graph_min_tokens) for s in self.sizes if s <= ib.max_num_seqs})
+        sizes = [s for s in self.sizes if s <= ib.max_num_seqs]  # >= full_graph_min_tokens (LLM._setup_graphs)
         self.pool = self.pool or torch.cuda.graph_pool_handle()
         if sizes and self.logits_buf is None:
             vocab, dtype = runner.model_config.vocab_size, runner.config.dtype

@@ -315,6 +315,74 @@ def test_gemv_equals_linear(dtype, M, bias, silu_mul):
     check(out, F.linear(xin.float(), w.float(), None if b is None else b.float()).to(dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M", [1, 2, 5])
+@pytest.mark.parametrize("norm,residual,bias", [(True, False, False), (False, True, False), (True, True, True)])
+def test_gemv_norm_and_residual_equal_separate_ops(dtype, M, norm, residual, bias):
+    """The GEMV with RMSNorm in its prologue and the residual add in its epilogue (custom op "gemv_norm")
+    == the RMSNorm, F.linear and `+` it replaces, through minivllm::linear: 1-2 rows take the GEMV, 5 rows
+    the fallback (RMSNorm kernel, then addmm with the residual as C). K is not a power of 2."""
+    import torch.nn.functional as F
+
+    N, K = (136, 80) if not CUDA else (3000, 1100)
+    w = randn(N, K, dtype=dtype, seed=1) / K ** 0.5
+    b = randn(N, dtype=dtype, seed=2) if bias else None
+    x = randn(M, K, dtype=dtype, seed=3) * 3
+    nw = (1 + 0.1 * randn(K, seed=4)).to(dtype) if norm else None
+    r = randn(M, N, dtype=dtype, seed=5) if residual else None
+    out = torch.ops.minivllm.linear(x, w, b, False, nw, 1e-5, r)
+    xin = RMSNorm(K, eps=1e-5).to(DEVICE, dtype) if norm else None
+    if xin is not None:
+        xin.weight.data.copy_(nw)
+        xin = xin.forward_native(x)
+    ref = F.linear((x if xin is None else xin).float(), w.float(), None if b is None else b.float()).to(dtype)
+    check(out, ref if r is None else ref + r)
+
+
+def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
+    """custom_ops "+gemv_norm": the decoder's hidden states equal the default path's (a 5-token prefill,
+    which takes the fallback, then a 1-token decode, which takes the GEMVs), and at decode the only RMSNorm
+    kernel left is the final norm (the default launches one per norm: 2 per layer + 1)."""
+    from minivllm.attention.metadata import AttentionMetadata, set_forward_context
+    from minivllm.kernels import triton_norm
+    from minivllm.loader import load_model_config
+    from minivllm.models.llama import DecoderModel, fuse_norm_into_gemv
+    from minivllm.tools.make_random_checkpoint import make_random_checkpoint
+
+    cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
+    model = DecoderModel(cfg).to(DEVICE)
+    for i, p in enumerate(model.parameters()):  # the layers allocate with torch.empty
+        p.data.copy_(randn(*p.shape, seed=40 + i) * 0.1 + (1.0 if p.dim() == 1 else 0.0))
+    ids = torch.tensor([3, 14, 15, 92, 65, 35], device=DEVICE)
+    i32 = dict(dtype=torch.int32, device=DEVICE)
+
+    def meta(start, n):
+        return AttentionMetadata(torch.arange(start, start + n, device=DEVICE), torch.tensor([0, n], **i32),
+                                 torch.tensor([start + n], **i32), torch.tensor([[0]], **i32), max_query_len=n,
+                                 max_seq_len=start + n, decode_only=n == 1, query_start_loc_cpu=[0, n],
+                                 seq_lens_cpu=[start + n])
+
+    launches, launch = [], triton_norm.rms_norm
+    monkeypatch.setattr(triton_norm, "rms_norm", lambda *a, **k: (launches.append(1), launch(*a, **k))[1])
+    outs, decode_launches = [], []
+    for ops in (["all"], ["all", "+gemv_norm"]):
+        configure_custom_ops(ops, has_kernels=True)
+        assert fuse_norm_into_gemv() == (ops[-1] == "+gemv_norm")
+        caches = [(torch.zeros(1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE),
+                   torch.zeros(1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE))
+                  for _ in range(cfg.num_hidden_layers)]
+        out = []
+        for start, n in ((0, 5), (5, 1)):
+            launches.clear()
+            with torch.no_grad(), set_forward_context(meta(start, n), "triton", caches):
+                out.append(model(ids[start:start + n], torch.arange(start, start + n, device=DEVICE)))
+        decode_launches.append(len(launches))
+        outs.append(torch.cat(out))
+    configure_custom_ops(["all"], has_kernels=True)
+    check(outs[1], outs[0])
+    assert decode_launches == [2 * cfg.num_hidden_layers + 1, 1], decode_launches
+
+
 def test_gemv_custom_op_in_the_model(tmp_path):
     """custom_ops "all" (gemv on): every small linear of a decoder layer goes through minivllm::linear (the
     MLP's SiLU-and-mul inside the down projection); same output as "-gemv"; more than 2 rows and the LM

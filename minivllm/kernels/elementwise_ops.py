@@ -114,10 +114,15 @@ def _(x):
 
 
 @torch.library.custom_op("minivllm::linear", mutates_args=())
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, silu_mul: bool) -> torch.Tensor:
-    """x @ weight^T + bias; with silu_mul, x is [gate | up] and silu(gate) * up is what gets multiplied.
-    Up to triton_gemv.DISPATCH_MAX_M rows (decode at batch 1-2) run the Triton GEMV; anything else cuBLAS
-    (after the SiLU-and-mul kernel). The choice is made here, inside the opaque op, so a compiled graph has no branch on the batch."""
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, silu_mul: bool,
+           norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
+           residual: torch.Tensor | None = None) -> torch.Tensor:
+    """[residual +] f(x) @ weight^T + bias, where f(x) is x, or silu(gate) * up for x = [gate | up]
+    (silu_mul), or norm_weight * rmsnorm(x) (norm_weight given).
+    Up to triton_gemv.DISPATCH_MAX_M rows (decode at batch 1-2) run the Triton GEMV with f and the residual
+    add fused in; anything else runs the SiLU-and-mul or RMSNorm kernel, then cuBLAS (with the residual as
+    addmm's C: no separate add). The choice is made here, inside the opaque op, so a compiled graph has no
+    branch on the batch."""
     import os
 
     import torch.nn.functional as F
@@ -126,16 +131,26 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sil
 
     triton_ok = x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
     if triton_ok and triton_gemv.supports(x, weight):
-        return triton_gemv.gemv(x, weight, bias, silu_mul)
+        return triton_gemv.gemv(x, weight, bias, silu_mul, norm_weight, eps, residual)
     if silu_mul:
         if x.is_cuda:
             x = silu_and_mul(x)
         else:
             gate, up = x.chunk(2, dim=-1)
             x = F.silu(gate) * up
-    return F.linear(x, weight, bias)
+    if norm_weight is not None:
+        if triton_ok:
+            x = rms_norm(x, norm_weight, eps)
+        else:  # the same roundings as RMSNorm.forward_native
+            xf = x.float()
+            x = norm_weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    if residual is None:
+        return F.linear(x, weight, bias)
+    if bias is None and x.dim() == 2:
+        return torch.addmm(residual, x, weight.t())
+    return F.linear(x, weight, bias) + residual
 
 
 @linear.register_fake
-def _(x, weight, bias, silu_mul):
+def _(x, weight, bias, silu_mul, norm_weight=None, eps=1e-6, residual=None):
     return x.new_empty((x.shape[0], weight.shape[0]))

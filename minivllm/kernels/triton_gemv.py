@@ -8,11 +8,20 @@ third of the 4.2 TB/s copy bandwidth: its GEMM tiles are built for big M, and th
 split-K reduce kernel. Here each program owns BLOCK_N output columns and streams their rows of W over the
 whole K, reusing each loaded W tile for all M (<= 8) rows of x; no reduce kernel, no atomics, deterministic.
 
-With ACT="silu_mul" the input is the gate_up output [M, 2K] and the kernel computes silu(gate) * up while
+With SILU_MUL the input is the gate_up output [M, 2K] and the kernel computes silu(gate) * up while
 loading it, so the MLP's SiLU-and-mul kernel disappears too (one launch fewer per layer).
 
+With HAS_NORM the input is the residual stream and the kernel applies RMSNorm to it while loading it (a
+prologue: every program first reads the whole row, 2 KB for a 1024-wide model, to get its rms); with
+HAS_RESIDUAL it adds the residual to its output (an epilogue). Together they remove the decoder layer's two
+fused add + RMSNorm kernels: o_proj returns the new residual stream, gate_up normalises it, down_proj adds
+it back, and the next layer's qkv_proj normalises that (custom op "gemv_norm"). Roundings follow the
+separate kernels: the normalised row is rounded to the input dtype before and after the weight multiply,
+and the output is rounded before the residual is added.
+
 Block sizes are autotuned per (N, K, M) on the GPU it runs on (a few configs, short benchmarks, the first
-time each shape is seen, which is the warm-up before CUDA-graph capture). Under TRITON_INTERPRET=1 a fixed
+time each shape is seen, which is the warm-up before CUDA-graph capture). The winners are kept in Triton's
+cache directory (cache_results), so a warm start does not tune again. Under TRITON_INTERPRET=1 a fixed
 small config runs instead.
 """
 
@@ -37,15 +46,21 @@ MAX_WEIGHT_ELEMENTS = 1 << 26  # the LM head (155M elements) is already near the
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, M, N, K, stride_xm, stride_wn, stride_om,
-                 M_PAD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, M, N, K, stride_xm, stride_wn, stride_om,
+                 stride_rm, eps,
+                 M_PAD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, HAS_NORM: tl.constexpr,
+                 HAS_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = n < N
     m = tl.arange(0, M_PAD)
     m_ok = m < M
     w_rows = w_ptr + n.to(tl.int64)[:, None] * stride_wn
     x_rows = x_ptr + m[:, None] * stride_xm
+    dtype = out_ptr.dtype.element_ty
+    if HAS_NORM:  # prologue: the rms of each whole row (K_PAD >= K, one load; the rows are a few KB)
+        kk = tl.arange(0, K_PAD)
+        xx = tl.load(x_rows + kk[None, :], mask=m_ok[:, None] & (kk < K)[None, :], other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(xx * xx, axis=1) / K + eps)
     acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
     for k0 in range(0, K, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
@@ -55,13 +70,18 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, M, N, K, stride_xm, stride_wn, st
         x = tl.load(x_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
         if SILU_MUL:  # x is [gate | up]: silu(gate) * up, rounded like the separate kernel's outputs
             up = tl.load(x_rows + K + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
-            dtype = out_ptr.dtype.element_ty
             x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
+        if HAS_NORM:  # RMSNorm, rounded like the separate kernel's output
+            nw = tl.load(nw_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
+            x = (nw[None, :] * (x * rstd[:, None]).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
         acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
     if HAS_BIAS:
         acc += tl.load(b_ptr + n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-    tl.store(out_ptr + m[:, None] * stride_om + n[None, :], acc.to(out_ptr.dtype.element_ty),
-             mask=m_ok[:, None] & n_ok[None, :])
+    out_mask = m_ok[:, None] & n_ok[None, :]
+    if HAS_RESIDUAL:  # epilogue: residual + (x @ W^T), the product rounded first, as two kernels would
+        r = tl.load(res_ptr + m[:, None] * stride_rm + n[None, :], mask=out_mask, other=0.0).to(tl.float32)
+        acc = acc.to(dtype).to(tl.float32) + r
+    tl.store(out_ptr + m[:, None] * stride_om + n[None, :], acc.to(dtype), mask=out_mask)
 
 
 def _configs() -> list[triton.Config]:
@@ -84,8 +104,8 @@ def _kernel():
     if os.environ.get("TRITON_INTERPRET") == "1":
         return None
     if _autotuned is None:
-        _autotuned = triton.autotune(configs=_configs(), key=["N", "K", "M_PAD", "SILU_MUL"],
-                                     do_bench=_short_bench)(_gemv_kernel)
+        _autotuned = triton.autotune(configs=_configs(), key=["N", "K", "M_PAD", "SILU_MUL", "HAS_NORM"],
+                                     do_bench=_short_bench, cache_results=True)(_gemv_kernel)
     return _autotuned
 
 
@@ -95,20 +115,29 @@ def supports(x: torch.Tensor, weight: torch.Tensor) -> bool:
             and weight.stride(-1) == 1)
 
 
-def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-         silu_mul: bool = False) -> torch.Tensor:
-    """x [M, K] (or [M, 2K] = [gate | up] with silu_mul) @ weight[N, K]^T + bias -> [M, N], M <= MAX_M."""
+def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, silu_mul: bool = False,
+         norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
+         residual: torch.Tensor | None = None) -> torch.Tensor:
+    """[residual +] f(x) @ weight[N, K]^T + bias -> [M, N], M <= MAX_M, where f(x) is x [M, K], or
+    silu(gate) * up for x = [gate | up] [M, 2K] (silu_mul), or rmsnorm(x) * norm_weight (norm_weight)."""
     M = x.shape[0]
     N, K = weight.shape
     assert x.shape[1] == (2 * K if silu_mul else K), (x.shape, weight.shape, silu_mul)
-    assert M <= MAX_M
+    assert M <= MAX_M and not (silu_mul and norm_weight is not None)
     x = x if x.stride(-1) == 1 else x.contiguous()
     out = torch.empty(M, N, dtype=x.dtype, device=x.device)
     if M == 0:
         return out
-    args = (x, weight, bias if bias is not None else weight, out, M, N, K, x.stride(0), weight.stride(0),
-            out.stride(0))
-    meta = dict(M_PAD=triton.next_power_of_2(M), HAS_BIAS=bias is not None, SILU_MUL=silu_mul)
+    if residual is not None:
+        assert residual.shape == out.shape, (residual.shape, out.shape)
+        residual = residual if residual.stride(-1) == 1 else residual.contiguous()
+    args = (x, weight, bias if bias is not None else weight, out,
+            norm_weight if norm_weight is not None else weight, residual if residual is not None else out,
+            M, N, K, x.stride(0), weight.stride(0), out.stride(0),
+            residual.stride(0) if residual is not None else 0, eps)
+    meta = dict(M_PAD=triton.next_power_of_2(M), HAS_BIAS=bias is not None, SILU_MUL=silu_mul,
+                HAS_NORM=norm_weight is not None, HAS_RESIDUAL=residual is not None,
+                K_PAD=triton.next_power_of_2(K) if norm_weight is not None else 1)
     kernel = _kernel()
     if kernel is None:  # interpreter: one small config
         _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, BLOCK_N=16, BLOCK_K=64)

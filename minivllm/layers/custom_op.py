@@ -18,7 +18,10 @@ _default = False
 # H200 it took batch-1 TPOT from 1.55 to 1.42 ms; "-qk_norm_rope" turns it off.)
 # (gemv, Triton matrix-vector products for 1-2 rows with SiLU-and-mul fused into the down projection's,
 # graduated too: batch-1 TPOT 1.41 -> 1.22 ms on the H200; "-gemv" turns it off.)
-OPT_IN = {"rope_kv_store"}
+# gemv_norm: the decoder layer's residual add + RMSNorm go into the GEMVs next to them (RMSNorm in the
+# prologue of qkv_proj's and gate_up_proj's, the add in the epilogue of o_proj's and down_proj's): two
+# kernels fewer per layer at batch 1-2.
+OPT_IN = {"rope_kv_store", "gemv_norm"}
 
 
 def configure_custom_ops(spec: list[str], has_kernels: bool) -> None:

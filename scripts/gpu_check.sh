@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -136,6 +136,33 @@ lab01() {
   step lab01 100 $PY -m minivllm.labs.record lab01 --model "$CK" --out "$RES/lab01.json"
 }
 
+norm_pdl_lane0() {  # issue 5: RMSNorm + residual add inside the GEMVs, programmatic dependent launch: tests,
+  # then batch 1-64 TPOT of each against the default in the same lane, then where a fused step's time goes
+  TAILN=15 step np_tests 200 $PY -m pytest -q -p no:cacheprovider -s tests/test_cuda_graphs_gpu.py \
+    tests/test_elementwise_kernels.py -k "gemv_norm or pdl or gemv_equals or gemv_custom or unregistered"
+  local name ops
+  for name in default gemv_norm pdl gemv_norm_pdl gemv_norm_pdl_rope_kv_store; do
+    case $name in default) ops='["all"]';; gemv_norm) ops='["all", "+gemv_norm"]';; pdl) ops='["all", "+pdl"]';;
+      gemv_norm_pdl) ops='["all", "+gemv_norm", "+pdl"]';; *) ops='["all", "+gemv_norm", "+pdl", "+rope_kv_store"]';;
+    esac
+    step "ab_$name" 70 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+      --batch-sizes 1,2,8,64 --modes FULL --compilation-config "{\"custom_ops\": $ops}" --json "$RES/ab_$name.json"
+  done
+  TAILN=70 step profile_fused 80 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --context 256 --modes FULL \
+    --compilation-config '{"custom_ops": ["all", "+gemv_norm", "+pdl"]}' --json "$RES/profile_gemv_norm_pdl.json"
+}
+autotune_lane1() {  # issue 6: level 3 + graphs vs graphs alone, then with Inductor max_autotune and a static
+  # compile for 64 tokens (GEMMs tuned for that shape), then cold/warm startup (GEMV autotune now cached)
+  TAILN=30 step compile_ref 120 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,8,64 --modes FULL,FULL_AND_PIECEWISE@L3 --json "$RES/compile_ref.json"
+  TAILN=30 step compile_autotune 250 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,8,64 --modes FULL@L0,FULL_AND_PIECEWISE@L3 \
+    --compilation-config '{"inductor_compile_config": {"max_autotune": true}, "compile_sizes": [64]}' \
+    --json "$RES/compile_max_autotune.json"
+  startup
+}
+
 gpu_tests_fixed() {  # only the tests changed after the first full run
   step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
@@ -187,6 +214,8 @@ case "$stage" in
     TAILN=40 step latency 230 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
       --batch-sizes 1,8,64,256 --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile \
       --hf-batch-sizes 1 --json "$RES/latency.json" ;;
+  norm-pdl)  # 2026-11-30 (third session): gemv_norm + pdl (#5), max_autotune and warm start (#6)
+    two_lanes norm_pdl_lane0 autotune_lane1 ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped
     two_lanes "gpu_tests_fixed; startup" "kernels; lab01" ;;
   backends) backends ;;

@@ -174,4 +174,9 @@ def test_profile_bench_runs_on_cpu(ckpt, tmp_path):
 def test_mode_level_keeps_the_command_line_compilation_config():
     assert latency.with_level('{"custom_ops": ["all", "+rope_kv_store"]}', 2) == \
         {"custom_ops": ["all", "+rope_kv_store"], "level": 2}
+    cc = '{"compile_sizes": [64], "inductor_compile_config": {"max_autotune": true}}'  # level-3 / Inductor only
+    assert latency.with_level(cc, 3) == {"compile_sizes": [64], "inductor_compile_config": {"max_autotune": True},
+                                         "level": 3}
+    assert latency.with_level(cc, 2) == {"inductor_compile_config": {"max_autotune": True}, "level": 2}
+    assert latency.with_level(cc, 0) == {"level": 0}
     assert latency.with_level(None, 3) == {"level": 3}

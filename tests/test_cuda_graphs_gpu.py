@@ -151,15 +151,20 @@ def test_compiled_modes_match_eager_on_gpu(mode, level):
     llm.shutdown()
 
 
-@pytest.mark.parametrize("ops,mode,level", [
+FUSED_CASES = [
     (["all"], "FULL", 0), (["all", "+rope_kv_store"], "FULL", 0),
     (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 3), (["all", "-gemv"], "FULL", 0),
     (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 0), (["all", "+gemv_norm"], "FULL", 0),
-    (["all", "+gemv_norm"], "FULL_AND_PIECEWISE", 3)])
+    (["all", "+gemv_norm", "+pdl"], "FULL", 0), (["all", "+gemv_norm", "+pdl"], "FULL_AND_PIECEWISE", 3)]
+
+
+@pytest.mark.parametrize("ops,mode,level", FUSED_CASES,
+                         ids=["".join(o) + f"-{m}-L{lv}" for o, m, lv in FUSED_CASES])
 def test_fused_rope_kernels_match_default_on_gpu(ops, mode, level):
     """The fused kernels (q/k RMSNorm + RoPE and the Triton GEMV with SiLU-and-mul fused into the down
-    projection, both default; the RoPE kernel with the KV-cache write and the GEMV with the RMSNorm and
-    residual add fused in, opt-in) give the unfused path's
+    projection, both default; the RoPE kernel with the KV-cache write, the GEMV with the RMSNorm and
+    residual add fused in, and programmatic dependent launch of every Triton kernel, opt-in) give the
+    unfused path's
     greedy tokens ("-qk_norm_rope": norm, norm, RoPE, store as four kernels), replayed inside
     FULL graphs, and at level 3 inside PIECEWISE graphs of compiled pieces (fp32, the task's prompts: prefill
     batches of several prompts, then decode)."""

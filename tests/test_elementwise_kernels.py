@@ -383,6 +383,39 @@ def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
     assert decode_launches == [2 * cfg.num_hidden_layers + 1, 1], decode_launches
 
 
+def test_every_pdl_kernel_waits_before_it_touches_memory():
+    """custom_ops "+pdl" launches minivllm's Triton kernels early (programmatic dependent launch), which is
+    only safe if each waits for the previous kernel before its first load or store: every kernel whose
+    launcher passes launch_options() must open with wait_for_previous_kernel(USE_PDL). Off the GPU (or
+    without "+pdl") nothing is launched early."""
+    import ast
+    import inspect
+
+    from minivllm.kernels import (pdl, triton_activation, triton_decode, triton_gemv, triton_norm, triton_rotary,
+                                  triton_store_kv)
+
+    kernels = 0
+    for mod in (triton_activation, triton_decode, triton_gemv, triton_norm, triton_rotary, triton_store_kv):
+        tree = ast.parse(inspect.getsource(mod))
+        launched = {n.func.value.id for n in ast.walk(tree) if isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name)
+                    and any(isinstance(k.value, ast.Call) and getattr(k.value.func, "id", "") == "launch_options"
+                            for k in n.keywords if k.arg is None)}
+        if mod is triton_gemv:
+            launched.add("_gemv_kernel")  # launched through its autotuner
+        for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in launched):
+            body = [st for st in fn.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+            first = ast.unparse(body[0])
+            assert first == "wait_for_previous_kernel(USE_PDL)", (mod.__name__, fn.name, first)
+            kernels += 1
+    assert kernels == 7, kernels  # silu, decode, merge, gemv, norm, rotary, store
+    configure_custom_ops(["all", "+pdl"], has_kernels=True)
+    assert pdl.launch_options(torch.device("cpu")) == {"USE_PDL": False}
+    configure_custom_ops(["all"], has_kernels=True)
+    if CUDA:
+        assert pdl.launch_options(torch.device("cuda")) == {"USE_PDL": False}
+
+
 def test_gemv_custom_op_in_the_model(tmp_path):
     """custom_ops "all" (gemv on): every small linear of a decoder layer goes through minivllm::linear (the
     MLP's SiLU-and-mul inside the down projection); same output as "-gemv"; more than 2 rows and the LM

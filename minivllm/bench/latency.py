@@ -72,8 +72,14 @@ def parse_mode(mode: str) -> tuple[str, int | None, bool | None]:
 
 
 def with_level(compilation_config: str | dict | None, level: int) -> dict:
-    """The command line's --compilation-config (JSON) with a mode's @L<level> on top (custom_ops etc. kept)."""
+    """The command line's --compilation-config (JSON) with a mode's @L<level> on top (custom_ops etc. kept).
+    Options a level does not have are dropped for it, so one run can set them for its level-3 modes and
+    still compare against graphs alone: compile_sizes (level 3 only), inductor_compile_config (level >= 1)."""
     cc = json.loads(compilation_config) if isinstance(compilation_config, str) else dict(compilation_config or {})
+    if level != 3:
+        cc.pop("compile_sizes", None)
+    if level == 0:
+        cc.pop("inductor_compile_config", None)
     return {**cc, "level": level}
 
 

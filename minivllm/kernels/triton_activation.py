@@ -11,9 +11,12 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
+
 
 @triton.jit
-def _silu_and_mul_kernel(x_ptr, out_ptr, x_stride_t, I, BLOCK: tl.constexpr):
+def _silu_and_mul_kernel(x_ptr, out_ptr, x_stride_t, I, BLOCK: tl.constexpr, USE_PDL: tl.constexpr):
+    wait_for_previous_kernel(USE_PDL)
     t = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < I
@@ -37,5 +40,6 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
         return out
     block = min(1024, triton.next_power_of_2(I))
     _silu_and_mul_kernel[(T, triton.cdiv(I, block))](x2, out, x2.stride(0), I, BLOCK=block,
-                                                     num_warps=4 if block >= 512 else 2)
+                                                     num_warps=4 if block >= 512 else 2,
+                                                     **launch_options(x.device))
     return out

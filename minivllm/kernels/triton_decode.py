@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
+
 _LOG2E = 1.4426950408889634
 _MIN_TOKENS_PER_SPLIT = 128  # below this, the merge costs more than the parallelism gains
 _MAX_SPLITS = 64
@@ -61,7 +63,8 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
                    bt_stride_s, kv_stride_blk, kv_stride_tok, kv_stride_head,
                    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
                    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
-                   PRECISION: tl.constexpr):
+                   PRECISION: tl.constexpr, USE_PDL: tl.constexpr):
+    wait_for_previous_kernel(USE_PDL)
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -121,8 +124,10 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
 
 @triton.jit
 def _merge_splits_kernel(part_acc_ptr, part_ml_ptr, out_ptr, out_stride_s, out_stride_h,
-                         HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr):
+                         HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr,
+                         USE_PDL: tl.constexpr):
     """Merge the splits' partials: out = sum_i acc_i 2^(m_i - m) / sum_i l_i 2^(m_i - m), m = max_i m_i."""
+    wait_for_previous_kernel(USE_PDL)
     seq = tl.program_id(0)
     head = tl.program_id(1)
     row = (seq * tl.num_programs(1) + head) * NUM_SPLITS
@@ -209,12 +214,12 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=D,
         BLOCK_SIZE=block_size, TILE_N=tile_n, NUM_SPLITS=num_splits, PRECISION=precision,
-        num_warps=num_warps, num_stages=2,
+        num_warps=num_warps, num_stages=2, **launch_options(q.device),
     )
     if num_splits > 1:
         _merge_splits_kernel[(S, H)](
             part_acc, part_ml, out, out.stride(0), out.stride(1),
             HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits),
-            num_warps=4 if triton.next_power_of_2(num_splits) * D <= 4096 else 8,
+            num_warps=4 if triton.next_power_of_2(num_splits) * D <= 4096 else 8, **launch_options(q.device),
         )
     return out

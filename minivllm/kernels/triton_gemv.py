@@ -33,6 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 from minivllm.kernels.triton_decode import fix_interpreter_for_numpy_2_4
 
 fix_interpreter_for_numpy_2_4()  # a loop bound from a kernel argument (K) under TRITON_INTERPRET=1
@@ -49,7 +50,9 @@ MAX_WEIGHT_ELEMENTS = 1 << 26  # the LM head (155M elements) is already near the
 def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                  stride_rm, eps,
                  M_PAD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, HAS_NORM: tl.constexpr,
-                 HAS_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                 HAS_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, USE_PDL: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    wait_for_previous_kernel(USE_PDL)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = n < N
     m = tl.arange(0, M_PAD)
@@ -140,7 +143,7 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
                 K_PAD=triton.next_power_of_2(K) if norm_weight is not None else 1)
     kernel = _kernel()
     if kernel is None:  # interpreter: one small config
-        _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, BLOCK_N=16, BLOCK_K=64)
+        _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
     else:
-        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta)
+        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device))
     return out

@@ -20,11 +20,15 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
+
 
 @triton.jit
 def _rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr,
                      n_rows, n_heads, x_stride_t, x_stride_h, res_stride_t, res_stride_h, eps,
-                     N: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+                     N: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                     USE_PDL: tl.constexpr):
+    wait_for_previous_kernel(USE_PDL)
     rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows < n_rows)[:, None] & (cols < N)[None, :]
@@ -84,6 +88,6 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
         xr, rr, weight, out, res_out if res_out is not None else out,
         n_rows, n_heads, xs_t, xs_h, rs_t, rs_h, eps,
         N=N, BLOCK_N=block_n, ROWS=rows, HAS_RESIDUAL=residual is not None,
-        num_warps=8 if block_n * rows >= 4096 else 4,
+        num_warps=8 if block_n * rows >= 4096 else 4, **launch_options(x.device),
     )
     return out, res_out

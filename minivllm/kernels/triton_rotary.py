@@ -19,6 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
+
 
 @triton.jit
 def _rotate_heads(src, dst, cos, sin, w_ptr, eps, cache_dst, H: tl.constexpr, H_PAD: tl.constexpr,
@@ -50,7 +52,9 @@ def _rotate_heads(src, dst, cos, sin, w_ptr, eps, cache_dst, H: tl.constexpr, H_
 def _rotary_kernel(pos_ptr, q_ptr, k_ptr, cache_ptr, q_out_ptr, k_out_ptr, q_stride_t, k_stride_t, cache_stride,
                    qw_ptr, kw_ptr, eps, v_ptr, v_stride_t, k_cache_ptr, v_cache_ptr, slot_ptr,
                    HQ: tl.constexpr, HK: tl.constexpr, HQ_PAD: tl.constexpr, HK_PAD: tl.constexpr,
-                   HALF: tl.constexpr, HALF_PAD: tl.constexpr, NORM: tl.constexpr, STORE: tl.constexpr):
+                   HALF: tl.constexpr, HALF_PAD: tl.constexpr, NORM: tl.constexpr, STORE: tl.constexpr,
+                   USE_PDL: tl.constexpr):
+    wait_for_previous_kernel(USE_PDL)
     t = tl.program_id(0).to(tl.int64)
     pos = tl.load(pos_ptr + t).to(tl.int64)
     d = tl.arange(0, HALF_PAD)
@@ -120,6 +124,6 @@ def _launch(positions, q, k, cos_sin_cache, head_dim, q_weight, k_weight, eps, k
         v, v.stride(0), k_cache, v_cache, slots,
         HQ=hq, HK=hk, HQ_PAD=triton.next_power_of_2(hq), HK_PAD=triton.next_power_of_2(hk),
         HALF=half, HALF_PAD=triton.next_power_of_2(half), NORM=norm, STORE=store is not None,
-        num_warps=4,
+        num_warps=4, **launch_options(q.device),
     )
     return q_out

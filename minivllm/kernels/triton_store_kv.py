@@ -14,12 +14,15 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
+
 
 @triton.jit
 def _store_kv_kernel(key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, slot_ptr,
                      key_stride_t, key_stride_h, value_stride_t, value_stride_h,
                      NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
-                     HEADS_PAD: tl.constexpr, DIM_PAD: tl.constexpr):
+                     HEADS_PAD: tl.constexpr, DIM_PAD: tl.constexpr, USE_PDL: tl.constexpr):
+    wait_for_previous_kernel(USE_PDL)
     token = tl.program_id(0)
     slot = tl.load(slot_ptr + token)  # int64
     if slot < 0:  # padding token: nothing to store
@@ -57,5 +60,5 @@ def store_kvcache(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
         key.stride(0), key.stride(1), value.stride(0), value.stride(1),
         NUM_KV_HEADS=Hkv, HEAD_DIM=D,
         HEADS_PAD=triton.next_power_of_2(Hkv), DIM_PAD=triton.next_power_of_2(D),
-        num_warps=4,
+        num_warps=4, **launch_options(key.device),
     )

@@ -21,7 +21,8 @@ _default = False
 # gemv_norm: the decoder layer's residual add + RMSNorm go into the GEMVs next to them (RMSNorm in the
 # prologue of qkv_proj's and gate_up_proj's, the add in the epilogue of o_proj's and down_proj's): two
 # kernels fewer per layer at batch 1-2.
-OPT_IN = {"rope_kv_store", "gemv_norm"}
+# pdl: not a kernel but a way to launch one: the GEMV with programmatic dependent launch (triton_gemv).
+OPT_IN = {"rope_kv_store", "gemv_norm", "pdl"}
 
 
 def configure_custom_ops(spec: list[str], has_kernels: bool) -> None:

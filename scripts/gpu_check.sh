@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -163,6 +163,31 @@ autotune_lane1() {  # issue 6: level 3 + graphs vs graphs alone, then with Induc
   startup
 }
 
+cache_norm_lane0() {  # issue 5: add + RMSNorm in the GEMV prologue (the fallback now the default kernels),
+  # tests first, then TPOT against the default, and with the norm fused at 1 row only (2 rows: norm kernel)
+  TAILN=15 step cn_tests 170 $PY -m pytest -q -p no:cacheprovider -x tests/test_cuda_graphs_gpu.py \
+    tests/test_elementwise_kernels.py -k "gemv_norm or pdl or add_and_norm or gemv_equals"
+  local name ops
+  for name in default gemv_norm gemv_norm_pdl; do
+    case $name in default) ops='["all"]';; gemv_norm) ops='["all", "+gemv_norm"]';;
+      *) ops='["all", "+gemv_norm", "+pdl"]';; esac
+    step "ab2_$name" 60 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+      --batch-sizes 1,2,8,64 --modes FULL --compilation-config "{\"custom_ops\": $ops}" --json "$RES/ab2_$name.json"
+    [ "$name" = default ] && continue
+    step "ab2_${name}_m1" 50 env MINIVLLM_GEMV_NORM_MAX_M=1 $PY -m minivllm.cli bench latency --model "$CK" \
+      --max-model-len 512 --batch-sizes 1,2 --modes FULL --compilation-config "{\"custom_ops\": $ops}" \
+      --json "$RES/ab2_${name}_m1.json"
+  done
+}
+cache_norm_lane1() {  # issue 6: cold/warm start with the saved graph (Dynamo skipped), then where a step
+  # with the fused norm goes at 1 and 2 rows, then lab 01 with today's defaults
+  startup
+  TAILN=70 step profile_gemv_norm 70 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,2 --context 256 --modes FULL --compilation-config '{"custom_ops": ["all", "+gemv_norm"]}' \
+    --json "$RES/profile_gemv_norm.json"
+  lab01
+}
+
 gpu_tests_fixed() {  # only the tests changed after the first full run
   step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
@@ -216,6 +241,8 @@ case "$stage" in
       --hf-batch-sizes 1 --json "$RES/latency.json" ;;
   norm-pdl)  # 2026-11-30 (third session): gemv_norm + pdl (#5), max_autotune and warm start (#6)
     two_lanes norm_pdl_lane0 autotune_lane1 ;;
+  cache-norm)  # 2026-11-30 (third session), second call: graph cache warm start (#6), gemv_norm v2 (#5)
+    two_lanes cache_norm_lane0 cache_norm_lane1 ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped
     two_lanes "gpu_tests_fixed; startup" "kernels; lab01" ;;
   backends) backends ;;

@@ -113,6 +113,7 @@ def test_startup_via_cli(ckpt, tmp_path):
         phases = data[kind]["phases_s"]
         assert phases["total"] > 0 and phases["load_weights"] > 0 and phases["process_wall"] > phases["total"]
     assert data["ratio_warm_over_cold"]["total"] > 0
+    assert data["warm_tokens_equal_cold"] is True and [len(t) for t in data["cold"]["greedy_tokens"]] == [16] * 4
 
 
 def test_backends_bench_triton_matches_torch_end_to_end(tmp_path):

@@ -71,7 +71,12 @@ def test_inductor_cache_warm_start_and_corruption(ckpt, prompts, eager_tokens, t
     assert split["dynamo_s"] + split["backend_s"] <= split["seconds"] + 0.05
     warm = LLM(ckpt, max_model_len=64, compilation_config=cc)
     assert warm.compile_report()["cache_warm"] is True
+    # the warm start calls the saved graph and compiled pieces directly: Dynamo does not run (graph_cache)
+    assert warm.startup_report().compile.get("dynamo_skipped") is True
+    assert warm.compile_report()["graphs_traced_at_startup"] == 0
+    assert warm.compile_report()["compiled_pieces"] == cold.compile_report()["compiled_pieces"]
     assert tokens(warm, prompts) == eager_tokens
+    assert warm.compile_report()["recompiles_at_runtime"] == 0
     entry = next(tmp_path.glob("torch_compile_cache/*"))
     victim = next(p for p in sorted(entry.rglob("*")) if p.is_file() and p.name != "minivllm_manifest.json")
     victim.write_bytes(b"garbage")
@@ -80,6 +85,27 @@ def test_inductor_cache_warm_start_and_corruption(ckpt, prompts, eager_tokens, t
     assert "corrupted" in caplog.text
     assert rebuilt.compile_report()["cache_warm"] is False
     assert tokens(rebuilt, prompts) == eager_tokens
+
+
+def test_a_saved_graph_that_does_not_load_is_traced_again(ckpt, prompts, eager_tokens, tmp_path, caplog):
+    """A warm entry whose saved graph cannot be used (here: written by another minivllm version, with a
+    valid manifest) is not trusted: the start traces with Dynamo again, rewrites it, and stays correct."""
+    import json
+
+    from minivllm.compilation.cache import CompileCache
+
+    cc = {"level": 3, "backend": "inductor", "cache_dir": str(tmp_path)}
+    LLM(ckpt, max_model_len=64, compilation_config=cc)
+    entry = next(tmp_path.glob("torch_compile_cache/*"))
+    meta = json.loads((entry / "graph.json").read_text())
+    (entry / "graph.json").write_text(json.dumps({**meta, "version": -1}))
+    CompileCache(tmp_path, entry.name).seal()  # checksums match again: only the graph cache can object
+    with caplog.at_level(logging.WARNING, logger="minivllm"):
+        llm = LLM(ckpt, max_model_len=64, compilation_config=cc)
+    assert "Could not load the traced graph" in caplog.text
+    assert llm.compile_report()["cache_warm"] is True and llm.compile_report()["graphs_traced_at_startup"] == 1
+    assert tokens(llm, prompts) == eager_tokens
+    assert json.loads((entry / "graph.json").read_text())["version"] == meta["version"]  # rewritten
 
 
 def test_fallback_ladder_after_injected_compile_failure(ckpt, prompts, eager_tokens, monkeypatch):
@@ -200,6 +226,13 @@ def test_compile_sizes_add_static_pieces(ckpt, prompts, eager_tokens, monkeypatc
     rep = llm.compile_report()
     assert rep["static_size_compiles"] == rep["compiled_pieces"] and rep["recompiles_at_runtime"] == 0
     assert any(hits) and not all(hits)  # decode steps of 5 tokens: static; prefills: the dynamic version
+    hits.clear()  # a warm start loads the static versions too, without Dynamo
+    warm = LLM(ckpt, max_model_len=64, compilation_config={"level": 3, "compile_sizes": [5],
+                                                           "cache_dir": str(tmp_path)})
+    assert warm.startup_report().compile.get("dynamo_skipped") is True
+    assert warm.compile_report()["static_size_compiles"] == rep["static_size_compiles"]
+    assert tokens(warm, prompts) == eager_tokens
+    assert any(hits) and not all(hits)
     with pytest.raises(ValueError, match="compile_sizes needs level 3"):
         LLM(ckpt, max_model_len=64, compilation_config={"level": 2, "compile_sizes": [5]})
 

@@ -317,32 +317,36 @@ def test_gemv_equals_linear(dtype, M, bias, silu_mul):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("M", [1, 2, 5])
-@pytest.mark.parametrize("norm,residual,bias", [(True, False, False), (False, True, False), (True, True, True)])
-def test_gemv_norm_and_residual_equal_separate_ops(dtype, M, norm, residual, bias):
-    """The GEMV with RMSNorm in its prologue and the residual add in its epilogue (custom op "gemv_norm")
-    == the RMSNorm, F.linear and `+` it replaces, through minivllm::linear: 1-2 rows take the GEMV, 5 rows
-    the fallback (RMSNorm kernel, then addmm with the residual as C). K is not a power of 2."""
+@pytest.mark.parametrize("residual,bias", [(False, False), (True, False), (True, True)])
+def test_gemv_with_add_and_norm_equals_separate_ops(dtype, M, residual, bias):
+    """The GEMV with the residual add and RMSNorm in its prologue (custom op "gemv_norm") == the RMSNorm
+    (fused add + RMSNorm) layer's native path, then F.linear; with a residual, the new residual stream
+    x + residual comes back too. Through the ops: 1-2 rows take the GEMV, 5 rows the fallback (the norm
+    kernel, then F.linear). K is not a power of 2."""
     import torch.nn.functional as F
 
     N, K = (136, 80) if not CUDA else (3000, 1100)
     w = randn(N, K, dtype=dtype, seed=1) / K ** 0.5
     b = randn(N, dtype=dtype, seed=2) if bias else None
     x = randn(M, K, dtype=dtype, seed=3) * 3
-    nw = (1 + 0.1 * randn(K, seed=4)).to(dtype) if norm else None
-    r = randn(M, N, dtype=dtype, seed=5) if residual else None
-    out = torch.ops.minivllm.linear(x, w, b, False, nw, 1e-5, r)
-    xin = RMSNorm(K, eps=1e-5).to(DEVICE, dtype) if norm else None
-    if xin is not None:
-        xin.weight.data.copy_(nw)
-        xin = xin.forward_native(x)
-    ref = F.linear((x if xin is None else xin).float(), w.float(), None if b is None else b.float()).to(dtype)
-    check(out, ref if r is None else ref + r)
+    r = randn(M, K, dtype=dtype, seed=5) if residual else None
+    norm = RMSNorm(K, eps=1e-5).to(DEVICE, dtype)
+    norm.weight.data.copy_((1 + 0.1 * randn(K, seed=4)).to(dtype))
+    if r is None:
+        out = torch.ops.minivllm.linear(x, w, b, False, norm.weight, 1e-5)
+        normed = norm.forward_native(x)
+    else:
+        out, new_residual = torch.ops.minivllm.add_rms_norm_linear(x, r, norm.weight, 1e-5, w, b)
+        normed, ref_residual = norm.forward_native(x, r)
+        assert torch.equal(new_residual, ref_residual)
+    check(out, F.linear(normed.float(), w.float(), None if b is None else b.float()).to(dtype))
 
 
 def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
     """custom_ops "+gemv_norm": the decoder's hidden states equal the default path's (a 5-token prefill,
-    which takes the fallback, then a 1-token decode, which takes the GEMVs), and at decode the only RMSNorm
-    kernel left is the final norm (the default launches one per norm: 2 per layer + 1)."""
+    which takes the fallback, then a 1-token decode, which takes the GEMVs with the residual add and the
+    RMSNorm inside), and at decode the only RMSNorm kernel left is the final norm (the default launches one
+    per norm: 2 per layer + 1)."""
     from minivllm.attention.metadata import AttentionMetadata, set_forward_context
     from minivllm.kernels import triton_norm
     from minivllm.loader import load_model_config

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -22,6 +23,7 @@ import torch.fx as fx
 from torch._dynamo.utils import compilation_time_metrics, counters
 
 from minivllm.attention.metadata import AttentionMetadata, set_forward_context
+from minivllm.compilation import graph_cache
 from minivllm.compilation.cache import cache_key
 from minivllm.layers.custom_op import configure_custom_ops
 
@@ -107,8 +109,13 @@ class SplitBackend:
     """A Dynamo backend: split the traced graph at attention ops, compile pieces, wrap them for graphs."""
 
     def __init__(self, compile_pieces: bool, inductor: bool, state: PiecewiseState, use_graphs: bool,
-                 compile_sizes: list[int] | None = None, inductor_config: dict | None = None) -> None:
+                 compile_sizes: list[int] | None = None, inductor_config: dict | None = None,
+                 graph_cache_dir: Path | None = None, model: torch.nn.Module | None = None) -> None:
         self.compile_pieces, self.inductor, self.state, self.use_graphs = compile_pieces, inductor, state, use_graphs
+        # where to keep the traced graph and the compiled pieces, so a warm start skips Dynamo (graph_cache)
+        self.graph_cache_dir, self.model = graph_cache_dir, model
+        self.piece_info: dict[str, dict] = {}  # split submodule name -> artifact keys (for graph_cache)
+        self.artifacts: dict[str, object] = {}  # artifact key -> compiled piece
         # Inductor config patches (compilation_config.inductor_compile_config), e.g. {"max_autotune": True}
         self.inductor_options = {"config_patches": dict(inductor_config)} if inductor_config else {}
         self.compile_sizes = sorted(set(compile_sizes or []))
@@ -118,6 +125,44 @@ class SplitBackend:
         self.num_static_compiles = 0  # extra compiles for compile_sizes
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Callable:
+        split_gm, pieces = self._split(gm)
+        # serialized before the pieces are swapped for compiled code: its Python code calls each piece with
+        # the arguments in the order the compiled piece expects (re-splitting a reloaded graph would not)
+        saved = graph_cache.serialize(split_gm) if self.graph_cache_dir is not None else None
+        if self.compile_pieces and self.inductor:
+            self.num_compiled_pieces = self._compile_pieces(gm, split_gm, pieces)
+        if saved is not None:
+            self._save_graph(gm, example_inputs, saved)
+        self._wrap_for_graphs(split_gm, pieces)
+        return split_gm
+
+    def load_forward(self, directory: Path, model: torch.nn.Module) -> Callable:
+        """A warm start without Dynamo: the saved split graph with the saved compiled pieces put in."""
+        split_gm, meta, load_artifact = graph_cache.load(directory)
+        pieces = self._pieces(split_gm)
+        loaded: dict[str, Callable] = {}
+
+        def artifact(key: str) -> Callable:
+            if key not in loaded:
+                loaded[key] = load_artifact(key)
+            return loaded[key]
+
+        for node in pieces:
+            info = meta["pieces"].get(node.target)
+            if info is None:  # saved at a level that does not compile pieces
+                continue
+            fn = artifact(info["key"])
+            if info["static"]:
+                fn = _SizeDispatch(fn, {int(n): artifact(k) for n, k in info["static"].items()}, info["size_arg"])
+            if info["single_output"]:  # a loaded artifact returns a list even where the piece returned a tensor
+                fn = _first_output(fn)
+            setattr(split_gm, node.target, _CallableModule(fn))
+        self.num_compiled_pieces = len({info["key"] for info in meta["pieces"].values()})
+        self.num_static_compiles = len({k for info in meta["pieces"].values() for k in info["static"].values()})
+        self._wrap_for_graphs(split_gm, pieces)
+        return graph_cache.forward_from_graph(split_gm, meta["inputs"], model)
+
+    def _split(self, gm: fx.GraphModule) -> tuple[fx.GraphModule, list[fx.Node]]:
         part = {"id": 0}
 
         def split(node: fx.Node) -> int:
@@ -129,6 +174,10 @@ class SplitBackend:
             return part["id"]
 
         split_gm = torch.fx.passes.split_module.split_module(gm, None, split, keep_original_order=True)
+        return split_gm, self._pieces(split_gm)
+
+    def _pieces(self, split_gm: fx.GraphModule) -> list[fx.Node]:
+        """The split graph's calls of pieces (the submodules between attention calls)."""
         attn_names = set()
         for node in split_gm.graph.nodes:
             if node.op == "call_module":
@@ -138,14 +187,27 @@ class SplitBackend:
         self.num_attention_splits = len(attn_names)
         pieces = [n for n in split_gm.graph.nodes if n.op == "call_module" and n.target not in attn_names]
         self.num_pieces = len(pieces)
-        if self.compile_pieces and self.inductor:
-            self.num_compiled_pieces = self._compile_pieces(gm, split_gm, pieces)
+        return pieces
+
+    def _wrap_for_graphs(self, split_gm: fx.GraphModule, pieces: list[fx.Node]) -> None:
         if self.use_graphs:
             for i, node in enumerate(pieces):
                 runner = PiecewiseGraphRunner(getattr(split_gm, node.target), i, self.state)
                 self.state.runners.append(runner)
                 setattr(split_gm, node.target, _CallableModule(runner))
-        return split_gm
+
+    def _save_graph(self, gm: fx.GraphModule, example_inputs: list, split_gm_bytes: bytes) -> None:
+        """Keep the traced graph (and the pieces compiled from it) for the next start; never fail the compile."""
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        single = isinstance(output.args[0], (tuple, list)) and len(output.args[0]) == 1
+        specs = graph_cache.describe_inputs(gm, example_inputs, self.model, ("input_ids", "positions")) \
+            if single else None
+        if specs is None:
+            return
+        try:
+            graph_cache.save(self.graph_cache_dir, split_gm_bytes, specs, self.piece_info, self.artifacts)
+        except Exception as e:  # noqa: BLE001 - the next start then traces with Dynamo again
+            logger.warning("Could not save the traced graph for the next start (%s: %s)", type(e).__name__, e)
 
 
     def _compile_pieces(self, gm: fx.GraphModule, split_gm: fx.GraphModule, pieces: list[fx.Node]) -> int:
@@ -164,15 +226,22 @@ class SplitBackend:
             for ph in (n for n in sub.graph.nodes if n.op == "placeholder"):
                 ph.meta["example_value"] = examples[ph.name]
             args = [ph.meta["example_value"] for ph in sub.graph.nodes if ph.op == "placeholder"]
-            key = piece_structure_key(sub, args)
+            key = piece_structure_key(sub, args)[:16]
             if key not in compiled_by_key:
                 general = torch._inductor.standalone_compile(sub, args, dynamic_shapes="from_graph",
                                                              options=self.inductor_options)
-                compiled_by_key[key] = self._with_static_sizes(sub, args, general)
-            setattr(split_gm, node.target, _CallableModule(compiled_by_key[key]))
+                self.artifacts[key] = general
+                compiled_by_key[key] = self._with_static_sizes(sub, args, general, key)
+            fn = compiled_by_key[key]
+            output = next(n for n in sub.graph.nodes if n.op == "output").args[0]
+            self.piece_info[node.target] = {
+                "key": key, "size_arg": getattr(fn, "size_arg", None),
+                "single_output": not isinstance(output, (tuple, list)),
+                "static": {n: f"{key}_n{n}" for n in getattr(fn, "static", {})}}
+            setattr(split_gm, node.target, _CallableModule(fn))
         return len(compiled_by_key)
 
-    def _with_static_sizes(self, sub: fx.GraphModule, args: list, general: Callable) -> Callable:
+    def _with_static_sizes(self, sub: fx.GraphModule, args: list, general: Callable, key: str) -> Callable:
         size_arg = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.dim()
                          and isinstance(a.shape[0], torch.SymInt)), None)
         if not self.compile_sizes or size_arg is None:
@@ -182,9 +251,14 @@ class SplitBackend:
             concrete = [_concrete(a, n) for a in args]
             static[n] = torch._inductor.standalone_compile(sub, concrete, dynamic_shapes="from_example_inputs",
                                                            options=self.inductor_options)
+            self.artifacts[f"{key}_n{n}"] = static[n]
             del concrete
             self.num_static_compiles += 1
         return _SizeDispatch(general, static, size_arg)
+
+
+def _first_output(fn: Callable) -> Callable:
+    return lambda *args: fn(*args)[0]
 
 
 class _SizeDispatch:
@@ -294,16 +368,23 @@ def compile_model(runner, config) -> dict:
         split = level == 3 or graphs_on
         backend = SplitBackend(compile_pieces=level == 3, inductor=c.backend == "inductor", state=state,
                                use_graphs=graphs_on, compile_sizes=c.compile_sizes,
-                               inductor_config=c.inductor_compile_config) if split else c.backend
+                               inductor_config=c.inductor_compile_config,
+                               graph_cache_dir=cache.dir if cache is not None else None,
+                               model=model) if split else c.backend
         runner.split_backend = backend if split else None
-        compiled = torch.compile(model.forward, backend=backend, fullgraph=True, **({} if split else options))
-
-        def fn(input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-            torch._dynamo.mark_dynamic(input_ids, 0)
-            torch._dynamo.mark_dynamic(positions, 0)
-            with torch.fx.experimental._config.patch(backed_size_oblivious=True):
-                return compiled(input_ids, positions)
-
+        fn = None
+        if split and cache is not None and cache.warm and graph_cache.exists(cache.dir):
+            try:  # warm start: the saved graph and pieces, no Dynamo (graph_cache)
+                fn = backend.load_forward(cache.dir, model)
+                info["dynamo_skipped"] = True
+                logger.info("Loaded the traced graph and %d compiled piece(s) from %s: Dynamo skipped",
+                            backend.num_compiled_pieces, cache.dir)
+            except Exception as e:  # noqa: BLE001 - trace again; the cache entry is rewritten below
+                logger.warning("Could not load the traced graph from %s (%s: %s): tracing with Dynamo", cache.dir,
+                               type(e).__name__, e)
+                state.runners.clear()
+        if fn is None:
+            fn = _traced_forward(model, backend, {} if split else options)
     fn = _with_constant_floats(fn)
     runner.forward_fn = fn
     if level >= 2 or split:
@@ -325,6 +406,11 @@ def compile_model(runner, config) -> dict:
             logger.warning("Compiling from the warm cache failed: clearing %s and compiling from scratch", cache.dir)
             cache.clear()
             cache.open()
+            if info.pop("dynamo_skipped", False):  # the loaded graph failed: trace it again
+                state.runners.clear()
+                fn = runner.forward_fn = _with_constant_floats(_traced_forward(model, backend, {}))
+                if level > 0:
+                    runner.full_graph_fn = fn
             ctx = set_forward_context(_dummy_metadata(runner, n), runner.backend, runner.kv_caches)
             with torch.inference_mode(), ctx:
                 fn(ib.input_ids[:n], ib.positions[:n])
@@ -345,13 +431,26 @@ def compile_model(runner, config) -> dict:
     info["graph_breaks_at_startup"] = sum(counters["graph_break"].values()) - breaks_before
     info["baseline_counters"] = {"unique_graphs": counters["stats"].get("unique_graphs", 0),
                                  "graph_breaks": sum(counters["graph_break"].values())}
-    if info.get("dynamo_s") is not None and level > 0:
+    if info.get("dynamo_s") is not None and level > 0 and not info.get("dynamo_skipped"):
         logger.info("Dynamo bytecode transform time: %.2f s", info["dynamo_s"])
         logger.info("Compiling the graph(s) for dynamic shape (AOT autograd + %s) took %.2f s", c.backend,
                     info["backend_s"])
     if level > 0:
         logger.info("torch.compile took %.2f s in total (level %d)", took, level)
     return info
+
+
+def _traced_forward(model, backend, options: dict) -> Callable:
+    """torch.compile of the forward: traced once, the token dimension dynamic, no graph breaks allowed."""
+    compiled = torch.compile(model.forward, backend=backend, fullgraph=True, **options)
+
+    def fn(input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        torch._dynamo.mark_dynamic(input_ids, 0)
+        torch._dynamo.mark_dynamic(positions, 0)
+        with torch.fx.experimental._config.patch(backed_size_oblivious=True):
+            return compiled(input_ids, positions)
+
+    return fn
 
 
 def _compile_times() -> dict[str, float]:

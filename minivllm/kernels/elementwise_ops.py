@@ -115,23 +115,19 @@ def _(x):
 
 @torch.library.custom_op("minivllm::linear", mutates_args=())
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, silu_mul: bool,
-           norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
-           residual: torch.Tensor | None = None) -> torch.Tensor:
-    """[residual +] f(x) @ weight^T + bias, where f(x) is x, or silu(gate) * up for x = [gate | up]
-    (silu_mul), or norm_weight * rmsnorm(x) (norm_weight given).
-    Up to triton_gemv.DISPATCH_MAX_M rows (decode at batch 1-2) run the Triton GEMV with f and the residual
-    add fused in; anything else runs the SiLU-and-mul or RMSNorm kernel, then cuBLAS (with the residual as
-    addmm's C: no separate add). The choice is made here, inside the opaque op, so a compiled graph has no
-    branch on the batch."""
-    import os
-
+           norm_weight: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+    """f(x) @ weight^T + bias, where f(x) is x, or silu(gate) * up for x = [gate | up] (silu_mul), or
+    norm_weight * rmsnorm(x) (norm_weight given).
+    Up to triton_gemv.DISPATCH_MAX_M rows (decode at batch 1-2) run the Triton GEMV with f fused in;
+    anything else runs the SiLU-and-mul or RMSNorm kernel, then cuBLAS. The choice is made here, inside
+    the opaque op, so a compiled graph has no branch on the batch."""
     import torch.nn.functional as F
 
     from minivllm.kernels import triton_gemv
 
-    triton_ok = x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
-    if triton_ok and triton_gemv.supports(x, weight):
-        return triton_gemv.gemv(x, weight, bias, silu_mul, norm_weight, eps, residual)
+    if _triton_ok(x) and triton_gemv.supports(x, weight) and (norm_weight is None
+                                                             or x.shape[0] <= triton_gemv.NORM_MAX_M):
+        return triton_gemv.gemv(x, weight, bias, silu_mul, norm_weight, eps)
     if silu_mul:
         if x.is_cuda:
             x = silu_and_mul(x)
@@ -139,18 +135,47 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sil
             gate, up = x.chunk(2, dim=-1)
             x = F.silu(gate) * up
     if norm_weight is not None:
-        if triton_ok:
-            x = rms_norm(x, norm_weight, eps)
-        else:  # the same roundings as RMSNorm.forward_native
-            xf = x.float()
-            x = norm_weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-    if residual is None:
-        return F.linear(x, weight, bias)
-    if bias is None and x.dim() == 2:
-        return torch.addmm(residual, x, weight.t())
-    return F.linear(x, weight, bias) + residual
+        x = rms_norm(x, norm_weight, eps) if _triton_ok(x) else _rms_norm_native(x, norm_weight, eps)
+    return F.linear(x, weight, bias)
 
 
 @linear.register_fake
-def _(x, weight, bias, silu_mul, norm_weight=None, eps=1e-6, residual=None):
+def _(x, weight, bias, silu_mul, norm_weight=None, eps=1e-6):
     return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+@torch.library.custom_op("minivllm::add_rms_norm_linear", mutates_args=())
+def add_rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                        weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(norm_weight * rmsnorm(x + residual) @ weight^T + bias, x + residual): the decoder layer's residual
+    add + RMSNorm and the projection after it. Up to triton_gemv.NORM_MAX_M rows: one GEMV kernel with the
+    add and the norm in its prologue; more: the fused_add_rms_norm kernel, then cuBLAS (the unfused path)."""
+    import torch.nn.functional as F
+
+    from minivllm.kernels import triton_gemv
+
+    if _triton_ok(x) and triton_gemv.supports(x, weight) and x.shape[0] <= triton_gemv.NORM_MAX_M:
+        return triton_gemv.gemv(x, weight, bias, norm_weight=norm_weight, eps=eps, residual=residual)
+    if _triton_ok(x):
+        normed, new_residual = fused_add_rms_norm(x, residual, norm_weight, eps)
+    else:
+        new_residual = x + residual
+        normed = _rms_norm_native(new_residual, norm_weight, eps)
+    return F.linear(normed, weight, bias), new_residual
+
+
+@add_rms_norm_linear.register_fake
+def _(x, residual, norm_weight, eps, weight, bias):
+    return x.new_empty((x.shape[0], weight.shape[0])), x.new_empty(x.shape)
+
+
+def _triton_ok(x: torch.Tensor) -> bool:
+    import os
+
+    return x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _rms_norm_native(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm.forward_native's roundings (the layer cannot be imported here: it imports this module)."""
+    xf = x.float()
+    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)

@@ -11,13 +11,12 @@ whole K, reusing each loaded W tile for all M (<= 8) rows of x; no reduce kernel
 With SILU_MUL the input is the gate_up output [M, 2K] and the kernel computes silu(gate) * up while
 loading it, so the MLP's SiLU-and-mul kernel disappears too (one launch fewer per layer).
 
-With HAS_NORM the input is the residual stream and the kernel applies RMSNorm to it while loading it (a
-prologue: every program first reads the whole row, 2 KB for a 1024-wide model, to get its rms); with
-HAS_RESIDUAL it adds the residual to its output (an epilogue). Together they remove the decoder layer's two
-fused add + RMSNorm kernels: o_proj returns the new residual stream, gate_up normalises it, down_proj adds
-it back, and the next layer's qkv_proj normalises that (custom op "gemv_norm"). Roundings follow the
-separate kernels: the normalised row is rounded to the input dtype before and after the weight multiply,
-and the output is rounded before the residual is added.
+With HAS_NORM the kernel applies RMSNorm to x while loading it (a prologue: every program first reads the
+whole row, 2 KB for a 1024-wide model, to get its rms), and with ADD_RESIDUAL it first adds the residual
+stream to x, as vLLM's fused_add_rms_norm does; program 0 also writes x + residual out (the new residual
+stream). So "residual add + RMSNorm, then qkv_proj (or gate_up_proj)" is one kernel instead of two: two
+launches fewer per decoder layer (custom op "gemv_norm"). Roundings follow the separate kernels: the sum
+is rounded to the input dtype, and the normalised row before and after the weight multiply.
 
 Block sizes are autotuned per (N, K, M) on the GPU it runs on (a few configs, short benchmarks, the first
 time each shape is seen, which is the warm-up before CUDA-graph capture). The winners are kept in Triton's
@@ -43,14 +42,17 @@ MAX_M = 8  # rows the kernel handles
 # 2 rows (1.37 vs 1.38 ms) and lost at 4 and 8 (1.39 -> 1.68, 1.36 -> 2.26 ms): cuBLAS's tiles then reuse
 # each weight tile across rows better than this kernel's broadcast-and-sum (bench kernels --gemv).
 DISPATCH_MAX_M = 2
+# rows up to which the (residual add +) RMSNorm runs inside the GEMV (custom op "gemv_norm"); above, the
+# RMSNorm kernel runs first. An experiment knob while the H200 numbers at 2 rows are being understood.
+NORM_MAX_M = int(os.environ.get("MINIVLLM_GEMV_NORM_MAX_M", DISPATCH_MAX_M))
 MAX_WEIGHT_ELEMENTS = 1 << 26  # the LM head (155M elements) is already near the bandwidth in cuBLAS
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, M, N, K, stride_xm, stride_wn, stride_om,
-                 stride_rm, eps,
+def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, N, K, stride_xm, stride_wn,
+                 stride_om, stride_rm, eps,
                  M_PAD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, HAS_NORM: tl.constexpr,
-                 HAS_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, USE_PDL: tl.constexpr,
+                 ADD_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, USE_PDL: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     wait_for_previous_kernel(USE_PDL)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -59,10 +61,17 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, M, N, K, stride_
     m_ok = m < M
     w_rows = w_ptr + n.to(tl.int64)[:, None] * stride_wn
     x_rows = x_ptr + m[:, None] * stride_xm
+    r_rows = res_ptr + m[:, None] * stride_rm
     dtype = out_ptr.dtype.element_ty
     if HAS_NORM:  # prologue: the rms of each whole row (K_PAD >= K, one load; the rows are a few KB)
         kk = tl.arange(0, K_PAD)
-        xx = tl.load(x_rows + kk[None, :], mask=m_ok[:, None] & (kk < K)[None, :], other=0.0).to(tl.float32)
+        row_mask = m_ok[:, None] & (kk < K)[None, :]
+        xx = tl.load(x_rows + kk[None, :], mask=row_mask, other=0.0).to(tl.float32)
+        if ADD_RESIDUAL:  # x + residual, rounded like the separate kernel's; program 0 writes it out
+            xx = (xx + tl.load(r_rows + kk[None, :], mask=row_mask, other=0.0).to(tl.float32)).to(dtype)
+            if tl.program_id(0) == 0:
+                tl.store(res_out_ptr + m[:, None] * K + kk[None, :], xx, mask=row_mask)
+            xx = xx.to(tl.float32)
         rstd = tl.rsqrt(tl.sum(xx * xx, axis=1) / K + eps)
     acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
     for k0 in range(0, K, BLOCK_K):
@@ -74,17 +83,16 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, M, N, K, stride_
         if SILU_MUL:  # x is [gate | up]: silu(gate) * up, rounded like the separate kernel's outputs
             up = tl.load(x_rows + K + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
             x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
-        if HAS_NORM:  # RMSNorm, rounded like the separate kernel's output
+        if HAS_NORM:  # (residual add +) RMSNorm, rounded like the separate kernel's output
+            if ADD_RESIDUAL:
+                x = (x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)).to(dtype)
+                x = x.to(tl.float32)
             nw = tl.load(nw_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
             x = (nw[None, :] * (x * rstd[:, None]).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
         acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
     if HAS_BIAS:
         acc += tl.load(b_ptr + n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-    out_mask = m_ok[:, None] & n_ok[None, :]
-    if HAS_RESIDUAL:  # epilogue: residual + (x @ W^T), the product rounded first, as two kernels would
-        r = tl.load(res_ptr + m[:, None] * stride_rm + n[None, :], mask=out_mask, other=0.0).to(tl.float32)
-        acc = acc.to(dtype).to(tl.float32) + r
-    tl.store(out_ptr + m[:, None] * stride_om + n[None, :], acc.to(dtype), mask=out_mask)
+    tl.store(out_ptr + m[:, None] * stride_om + n[None, :], acc.to(dtype), mask=m_ok[:, None] & n_ok[None, :])
 
 
 def _configs() -> list[triton.Config]:
@@ -120,30 +128,32 @@ def supports(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, silu_mul: bool = False,
          norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
-         residual: torch.Tensor | None = None) -> torch.Tensor:
-    """[residual +] f(x) @ weight[N, K]^T + bias -> [M, N], M <= MAX_M, where f(x) is x [M, K], or
-    silu(gate) * up for x = [gate | up] [M, 2K] (silu_mul), or rmsnorm(x) * norm_weight (norm_weight)."""
+         residual: torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """f(x) @ weight[N, K]^T + bias -> [M, N], M <= MAX_M, where f(x) is x [M, K], or silu(gate) * up for
+    x = [gate | up] [M, 2K] (silu_mul), or norm_weight * rmsnorm(x) (norm_weight), or with a residual too
+    norm_weight * rmsnorm(x + residual), and then (out, x + residual) is returned."""
     M = x.shape[0]
     N, K = weight.shape
     assert x.shape[1] == (2 * K if silu_mul else K), (x.shape, weight.shape, silu_mul)
     assert M <= MAX_M and not (silu_mul and norm_weight is not None)
+    assert residual is None or (norm_weight is not None and residual.shape == x.shape)
     x = x if x.stride(-1) == 1 else x.contiguous()
     out = torch.empty(M, N, dtype=x.dtype, device=x.device)
+    res_out = None if residual is None else torch.empty(M, K, dtype=x.dtype, device=x.device)
     if M == 0:
-        return out
-    if residual is not None:
-        assert residual.shape == out.shape, (residual.shape, out.shape)
-        residual = residual if residual.stride(-1) == 1 else residual.contiguous()
+        return out if residual is None else (out, res_out)
+    if residual is not None and residual.stride(-1) != 1:
+        residual = residual.contiguous()
     args = (x, weight, bias if bias is not None else weight, out,
-            norm_weight if norm_weight is not None else weight, residual if residual is not None else out,
-            M, N, K, x.stride(0), weight.stride(0), out.stride(0),
+            norm_weight if norm_weight is not None else weight, residual if residual is not None else x,
+            res_out if res_out is not None else out, M, N, K, x.stride(0), weight.stride(0), out.stride(0),
             residual.stride(0) if residual is not None else 0, eps)
     meta = dict(M_PAD=triton.next_power_of_2(M), HAS_BIAS=bias is not None, SILU_MUL=silu_mul,
-                HAS_NORM=norm_weight is not None, HAS_RESIDUAL=residual is not None,
+                HAS_NORM=norm_weight is not None, ADD_RESIDUAL=residual is not None,
                 K_PAD=triton.next_power_of_2(K) if norm_weight is not None else 1)
     kernel = _kernel()
     if kernel is None:  # interpreter: one small config
         _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
     else:
         kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device))
-    return out
+    return out if residual is None else (out, res_out)

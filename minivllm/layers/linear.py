@@ -28,18 +28,22 @@ class Linear(nn.Module):
             raise ValueError(f"checkpoint tensor has shape {tuple(loaded.shape)}, expected {tuple(param.shape)}")
         param.data.copy_(loaded)
 
-    def forward(self, x: torch.Tensor, silu_mul: bool = False, norm=None,
-                residual: torch.Tensor | None = None) -> torch.Tensor:
-        """With custom op "gemv" only (it fuses them into the GEMV for 1-2 rows; callers use SiluAndMul,
-        RMSNorm and `+` otherwise): silu_mul, x is a gate_up output [T, 2K] and silu(gate) * up is
-        multiplied; norm, an RMSNorm whose weight and eps are applied to x first; residual, added to the
-        output."""
+    def forward(self, x: torch.Tensor, silu_mul: bool = False) -> torch.Tensor:
+        """silu_mul: x is a gate_up output [T, 2K]; multiply silu(gate) * up (only with custom op "gemv",
+        which fuses it into the GEMV; callers use SiluAndMul otherwise)."""
         if custom_op_enabled("gemv"):
-            return torch.ops.minivllm.linear(x, self.weight, self.bias, silu_mul,
-                                             None if norm is None else norm.weight,
-                                             1e-6 if norm is None else norm.eps, residual)
-        assert not silu_mul and norm is None and residual is None, "fusions need the gemv custom op"
+            return torch.ops.minivllm.linear(x, self.weight, self.bias, silu_mul)
+        assert not silu_mul, "silu_mul needs the gemv custom op"
         return nn.functional.linear(x, self.weight, self.bias)
+
+    def forward_after_norm(self, x: torch.Tensor, residual: torch.Tensor | None,
+                           norm: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        """norm(x + residual) (or norm(x) when residual is None) projected, and the new residual stream:
+        what a decoder layer's "fused add + RMSNorm, then this linear" computes, in one op (custom op
+        "gemv_norm": for 1-2 rows one GEMV kernel does it all)."""
+        if residual is None:
+            return torch.ops.minivllm.linear(x, self.weight, self.bias, False, norm.weight, norm.eps), x
+        return torch.ops.minivllm.add_rms_norm_linear(x, residual, norm.weight, norm.eps, self.weight, self.bias)
 
 
 class PackedLinear(Linear):

@@ -19,8 +19,8 @@ from minivllm.models.config import ModelConfig
 
 
 def fuse_norm_into_gemv() -> bool:
-    """custom op "gemv_norm": the decoder layer's RMSNorms and residual adds go into the GEMVs (which needs
-    the GEMV and the RMSNorm kernel both on)."""
+    """custom op "gemv_norm": the decoder layer's residual adds and RMSNorms go into the GEMVs after them
+    (which needs the GEMV and the RMSNorm kernel both on)."""
     return custom_op_enabled("gemv_norm") and custom_op_enabled("gemv") and custom_op_enabled("rms_norm")
 
 
@@ -50,11 +50,11 @@ class DecoderAttention(nn.Module):
             k = self.k_norm(k.reshape(T, -1, self.head_dim)).view(T, -1)
         return self.rotary_emb(positions, q, k)
 
-    def forward(self, positions: torch.Tensor, x: torch.Tensor, norm: RMSNorm | None = None,
-                residual: torch.Tensor | None = None) -> torch.Tensor:
-        """norm, residual (custom op "gemv_norm"): x is the residual stream, normalised inside qkv_proj's GEMV,
-        and o_proj adds `residual` to its output, which is then the new residual stream."""
-        qkv = self.qkv_proj(x, norm=norm)
+    def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.attend(positions, self.qkv_proj(x))
+
+    def attend(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
+        """Everything after the qkv projection: (q/k norm,) RoPE, attention, o_proj."""
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         if custom_op_enabled("rope_kv_store") and self.attn.use_custom_op:
             # q/k norm (Qwen3) + RoPE + the KV-cache write in one kernel; attention then only reads the cache
@@ -62,10 +62,9 @@ class DecoderAttention(nn.Module):
             q = torch.ops.minivllm.rotary_embedding_store_kv(
                 positions, q, k, v, *qk_weights, self.q_norm.eps if self.qk_norm else 1e-6,
                 self.rotary_emb.cos_sin_cache, self.head_dim, self.attn.layer_idx)
-            return self.o_proj(self.attn(q, k, v, kv_stored=True), residual=residual)
+            return self.o_proj(self.attn(q, k, v, kv_stored=True))
         q, k = self.rope_qk(positions, q, k)
-        # v stays a strided view of qkv: the KV store reads it in place
-        return self.o_proj(self.attn(q, k, v), residual=residual)
+        return self.o_proj(self.attn(q, k, v))  # v stays a strided view of qkv: the KV store reads it in place
 
 
 class DecoderMLP(nn.Module):
@@ -75,14 +74,15 @@ class DecoderMLP(nn.Module):
         self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size)
         self.act_fn = SiluAndMul()
 
-    def forward(self, x: torch.Tensor, norm: RMSNorm | None = None,
-                residual: torch.Tensor | None = None) -> torch.Tensor:
-        """norm, residual: as in DecoderAttention.forward (gate_up_proj normalises, down_proj adds)."""
-        gate_up = self.gate_up_proj(x, norm=norm)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.gate_up_proj(x))
+
+    def down(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """SiLU-and-mul, then down_proj."""
         if custom_op_enabled("gemv") and custom_op_enabled("silu_and_mul"):  # 1-2 rows: SiLU-and-mul inside
             # the down projection's GEMV (more rows: the SiLU-and-mul kernel, then cuBLAS, inside the op)
-            return self.down_proj(gate_up, silu_mul=True, residual=residual)
-        return self.down_proj(self.act_fn(gate_up), residual=residual)
+            return self.down_proj(gate_up, silu_mul=True)
+        return self.down_proj(self.act_fn(gate_up))
 
 
 class DecoderLayer(nn.Module):
@@ -95,13 +95,13 @@ class DecoderLayer(nn.Module):
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None):
         """Returns (output, residual) as vLLM's layers do: the next layer (or the final norm) adds them.
-        With custom op "gemv_norm" the layer needs no norm kernels: x (+ residual) is the residual stream,
-        the norms run inside qkv_proj's and gate_up_proj's GEMVs and the adds inside o_proj's and
-        down_proj's, so it returns (new residual stream, None)."""
+        With custom op "gemv_norm" each "residual add + RMSNorm, then projection" is one op, which for 1-2
+        rows is one GEMV kernel: two kernels fewer per layer."""
         if fuse_norm_into_gemv():
-            h = x if residual is None else x + residual
-            h = self.self_attn(positions, h, norm=self.input_layernorm, residual=h)
-            return self.mlp(h, norm=self.post_attention_layernorm, residual=h), None
+            qkv, residual = self.self_attn.qkv_proj.forward_after_norm(x, residual, self.input_layernorm)
+            x = self.self_attn.attend(positions, qkv)
+            gate_up, residual = self.mlp.gate_up_proj.forward_after_norm(x, residual, self.post_attention_layernorm)
+            return self.mlp.down(gate_up), residual
         if residual is None:
             residual = x
             x = self.input_layernorm(x)
@@ -125,7 +125,8 @@ class DecoderModel(nn.Module):
         residual = None
         for layer in self.layers:
             x, residual = layer(positions, x, residual)
-        return self.norm(x) if residual is None else self.norm(x, residual)[0]
+        x, _ = self.norm(x, residual)
+        return x
 
 
 class LlamaForCausalLM(nn.Module):

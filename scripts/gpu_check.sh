@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -188,6 +188,21 @@ cache_norm_lane1() {  # issue 6: cold/warm start with the saved graph (Dynamo sk
   lab01
 }
 
+final2_lane0() {  # every GPU test with the new defaults (gemv_norm, pdl), then where a default step goes
+  TAILN=15 step final_tests 290 $PY -m pytest -q -p no:cacheprovider -s tests/test_cuda_graphs_gpu.py \
+    "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
+  TAILN=70 step profile_final 80 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --context 256 --modes FULL_AND_PIECEWISE --json "$RES/profile_default.json"
+}
+final2_lane1() {  # the latency table (issue 5's goals), lab 01 and throughput (issue 8) with the new defaults
+  TAILN=40 step latency 230 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,8,64,256 --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile \
+    --hf-batch-sizes 1 --json "$RES/latency.json"
+  lab01
+  TAILN=40 step throughput 130 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
+    --check-correctness --json "$RES/throughput.json"
+}
+
 gpu_tests_fixed() {  # only the tests changed after the first full run
   step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
@@ -243,6 +258,8 @@ case "$stage" in
     two_lanes norm_pdl_lane0 autotune_lane1 ;;
   cache-norm)  # 2026-11-30 (third session), second call: graph cache warm start (#6), gemv_norm v2 (#5)
     two_lanes cache_norm_lane0 cache_norm_lane1 ;;
+  final2)  # 2026-11-30 (third session), last call: the new defaults end to end
+    two_lanes final2_lane0 final2_lane1 ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped
     two_lanes "gpu_tests_fixed; startup" "kernels; lab01" ;;
   backends) backends ;;

@@ -343,7 +343,7 @@ def test_gemv_with_add_and_norm_equals_separate_ops(dtype, M, residual, bias):
 
 
 def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
-    """custom_ops "+gemv_norm": the decoder's hidden states equal the default path's (a 5-token prefill,
+    """custom_ops "gemv_norm" (on with "all"): the decoder's hidden states equal the unfused path's (a 5-token prefill,
     which takes the fallback, then a 1-token decode, which takes the GEMVs with the residual add and the
     RMSNorm inside), and at decode the only RMSNorm kernel left is the final norm (the default launches one
     per norm: 2 per layer + 1)."""
@@ -369,9 +369,9 @@ def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
     launches, launch = [], triton_norm.rms_norm
     monkeypatch.setattr(triton_norm, "rms_norm", lambda *a, **k: (launches.append(1), launch(*a, **k))[1])
     outs, decode_launches = [], []
-    for ops in (["all"], ["all", "+gemv_norm"]):
+    for ops in (["all", "-gemv_norm"], ["all"]):  # gemv_norm is on with "all"
         configure_custom_ops(ops, has_kernels=True)
-        assert fuse_norm_into_gemv() == (ops[-1] == "+gemv_norm")
+        assert fuse_norm_into_gemv() == (ops == ["all"])
         caches = [(torch.zeros(1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE),
                    torch.zeros(1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE))
                   for _ in range(cfg.num_hidden_layers)]
@@ -388,10 +388,10 @@ def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
 
 
 def test_every_pdl_kernel_waits_before_it_touches_memory():
-    """custom_ops "+pdl" launches minivllm's Triton kernels early (programmatic dependent launch), which is
+    """custom_ops "pdl" (on with "all") launches minivllm's Triton kernels early (programmatic dependent launch), which is
     only safe if each waits for the previous kernel before its first load or store: every kernel whose
     launcher passes launch_options() must open with wait_for_previous_kernel(USE_PDL). Off the GPU (or
-    without "+pdl") nothing is launched early."""
+    with "-pdl") nothing is launched early."""
     import ast
     import inspect
 
@@ -413,11 +413,15 @@ def test_every_pdl_kernel_waits_before_it_touches_memory():
             assert first == "wait_for_previous_kernel(USE_PDL)", (mod.__name__, fn.name, first)
             kernels += 1
     assert kernels == 7, kernels  # silu, decode, merge, gemv, norm, rotary, store
-    configure_custom_ops(["all", "+pdl"], has_kernels=True)
+    configure_custom_ops(["all"], has_kernels=True)  # pdl is on with "all", but only CUDA (sm_90+) launches early
     assert pdl.launch_options(torch.device("cpu")) == {"USE_PDL": False}
-    configure_custom_ops(["all"], has_kernels=True)
     if CUDA:
+        hopper = torch.cuda.get_device_capability()[0] >= 9
+        assert pdl.launch_options(torch.device("cuda")) == ({"USE_PDL": True, "launch_pdl": True} if hopper
+                                                             else {"USE_PDL": False})
+        configure_custom_ops(["all", "-pdl"], has_kernels=True)
         assert pdl.launch_options(torch.device("cuda")) == {"USE_PDL": False}
+        configure_custom_ops(["all"], has_kernels=True)
 
 
 def test_gemv_custom_op_in_the_model(tmp_path):

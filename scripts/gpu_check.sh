@@ -193,6 +193,12 @@ final2_lane0() {  # every GPU test with the new defaults (gemv_norm, pdl), then 
     "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
   TAILN=70 step profile_final 80 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
     --batch-sizes 1,64 --context 256 --modes FULL_AND_PIECEWISE --json "$RES/profile_default.json"
+  local name ops  # is RoPE + KV store in one kernel still a wash on top of the new defaults?
+  for name in default rope_kv_store; do
+    [ $name = default ] && ops='["all"]' || ops='["all", "+rope_kv_store"]'
+    step "ab3_$name" 50 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+      --batch-sizes 1,2,8,64 --modes FULL --compilation-config "{\"custom_ops\": $ops}" --json "$RES/ab3_$name.json"
+  done
 }
 final2_lane1() {  # the latency table (issue 5's goals), lab 01 and throughput (issue 8) with the new defaults
   TAILN=40 step latency 230 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \

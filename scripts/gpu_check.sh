@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -209,6 +209,14 @@ final2_lane1() {  # the latency table (issue 5's goals), lab 01 and throughput (
     --check-correctness --json "$RES/throughput.json"
 }
 
+compile_baselines() {  # issue 6: what level 3 adds to graphs depends on the baseline's kernels: PyTorch's own
+  # elementwise ops ("none", what Inductor then fuses) or minivllm's hand-fused Triton kernels ("all")
+  local ops=$1
+  TAILN=30 step "compile_ops_$ops" 200 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,8,64 --modes FULL,FULL_AND_PIECEWISE@L3 --compilation-config "{\"custom_ops\": [\"$ops\"]}" \
+    --json "$RES/compile_custom_ops_$ops.json"
+}
+
 gpu_tests_fixed() {  # only the tests changed after the first full run
   step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
@@ -266,6 +274,8 @@ case "$stage" in
     two_lanes cache_norm_lane0 cache_norm_lane1 ;;
   final2)  # 2026-11-30 (third session), last call: the new defaults end to end
     two_lanes final2_lane0 final2_lane1 ;;
+  compile-baselines)  # level 3 + graphs against graphs with PyTorch's ops and with the hand-fused kernels
+    two_lanes "compile_baselines none" "compile_baselines all" ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped
     two_lanes "gpu_tests_fixed; startup" "kernels; lab01" ;;
   backends) backends ;;

@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -217,6 +217,21 @@ compile_baselines() {  # issue 6: what level 3 adds to graphs depends on the bas
     --json "$RES/compile_custom_ops_$ops.json"
 }
 
+narrow_lane0() {  # issue 5: narrow, deep GEMV tiles in the autotuner's choice; A/B twice, then kernel vs cuBLAS
+  local i tiles
+  for i in 1 2; do
+    for tiles in 0 1; do
+      step "ab4_narrow${tiles}_$i" 45 env MINIVLLM_GEMV_NARROW_TILES=$tiles $PY -m minivllm.cli bench latency \
+        --model "$CK" --max-model-len 512 --batch-sizes 1,2 --modes FULL --json "$RES/ab4_narrow${tiles}_$i.json"
+    done
+  done
+  TAILN=30 step gemv_kernels 50 $PY -m minivllm.cli bench kernels --gemv --json "$RES/gemv.json"
+}
+narrow_lane1() {
+  TAILN=10 step narrow_tests 170 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
+    tests/test_elementwise_kernels.py -k "all-FULL-L0 or all-FULL_AND_PIECEWISE-L3 or (gemv_equals and bfloat16)"
+}
+
 gpu_tests_fixed() {  # only the tests changed after the first full run
   step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
@@ -276,6 +291,8 @@ case "$stage" in
     two_lanes final2_lane0 final2_lane1 ;;
   compile-baselines)  # level 3 + graphs against graphs with PyTorch's ops and with the hand-fused kernels
     two_lanes "compile_baselines none" "compile_baselines all" ;;
+  narrow)  # narrow GEMV tiles (#5): A/B, kernel bench, tests
+    two_lanes narrow_lane0 narrow_lane1 ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped
     two_lanes "gpu_tests_fixed; startup" "kernels; lab01" ;;
   backends) backends ;;

@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -218,6 +218,7 @@ compile_baselines() {  # issue 6: what level 3 adds to graphs depends on the bas
 }
 
 narrow_lane0() {  # issue 5: narrow, deep GEMV tiles in the autotuner's choice; A/B twice, then kernel vs cuBLAS
+  # (run at 400be22, where MINIVLLM_GEMV_NARROW_TILES=0 left them out; the knob is gone since)
   local i tiles
   for i in 1 2; do
     for tiles in 0 1; do
@@ -230,6 +231,12 @@ narrow_lane0() {  # issue 5: narrow, deep GEMV tiles in the autotuner's choice; 
 narrow_lane1() {
   TAILN=10 step narrow_tests 170 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     tests/test_elementwise_kernels.py -k "all-FULL-L0 or all-FULL_AND_PIECEWISE-L3 or (gemv_equals and bfloat16)"
+}
+
+final_b1() {  # issue 5's goals with the final defaults, in one short run: batch 1 (and 64) vs transformers
+  TAILN=30 step latency_b1 170 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --modes FULL_AND_PIECEWISE --compare hf,hf-compile --hf-batch-sizes 1 \
+    --json "$RES/latency_b1.json"
 }
 
 gpu_tests_fixed() {  # only the tests changed after the first full run
@@ -293,6 +300,7 @@ case "$stage" in
     two_lanes "compile_baselines none" "compile_baselines all" ;;
   narrow)  # narrow GEMV tiles (#5): A/B, kernel bench, tests
     two_lanes narrow_lane0 narrow_lane1 ;;
+  final-b1) final_b1 ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped
     two_lanes "gpu_tests_fixed; startup" "kernels; lab01" ;;
   backends) backends ;;

@@ -118,8 +118,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sil
            norm_weight: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
     """f(x) @ weight^T + bias, where f(x) is x, or silu(gate) * up for x = [gate | up] (silu_mul), or
     norm_weight * rmsnorm(x) (norm_weight given).
-    Up to triton_gemv.DISPATCH_MAX_M rows (decode at batch 1-2) run the Triton GEMV with f fused in;
-    anything else runs the SiLU-and-mul or RMSNorm kernel, then cuBLAS. The choice is made here, inside
+    Up to triton_gemv.DISPATCH_MAX_M rows (decode at batch 1-2) run the Triton GEMV with f fused in (the
+    norm only up to NORM_MAX_M rows, else the RMSNorm kernel first); anything else runs the SiLU-and-mul or
+    RMSNorm kernel, then cuBLAS. The choice is made here, inside
     the opaque op, so a compiled graph has no branch on the batch."""
     import torch.nn.functional as F
 

@@ -40,7 +40,7 @@ class Linear(nn.Module):
                            norm: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         """norm(x + residual) (or norm(x) when residual is None) projected, and the new residual stream:
         what a decoder layer's "fused add + RMSNorm, then this linear" computes, in one op (custom op
-        "gemv_norm": for 1-2 rows one GEMV kernel does it all)."""
+        "gemv_norm": for 1 row one GEMV kernel does it all)."""
         if residual is None:
             return torch.ops.minivllm.linear(x, self.weight, self.bias, False, norm.weight, norm.eps), x
         return torch.ops.minivllm.add_rms_norm_linear(x, residual, norm.weight, norm.eps, self.weight, self.bias)

@@ -95,8 +95,8 @@ class DecoderLayer(nn.Module):
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None):
         """Returns (output, residual) as vLLM's layers do: the next layer (or the final norm) adds them.
-        With custom op "gemv_norm" each "residual add + RMSNorm, then projection" is one op, which for 1-2
-        rows is one GEMV kernel: two kernels fewer per layer."""
+        With custom op "gemv_norm" each "residual add + RMSNorm, then projection" is one op, which for 1 row
+        is one GEMV kernel: two kernels fewer per layer."""
         if fuse_norm_into_gemv():
             qkv, residual = self.self_attn.qkv_proj.forward_after_norm(x, residual, self.input_layernorm)
             x = self.self_attn.attend(positions, qkv)

@@ -101,6 +101,19 @@ def test_workload_matches_nano_vllm():
     assert throughput.workload(3, [100, 1024], [100, 1024], 10000) == (want, want_max)
 
 
+def test_graph_pool_reading_prefers_the_allocators_segments():
+    """The latency bench's "graph pool MiB": the pool's allocator segments after the last capture (FULL and
+    PIECEWISE share one pool, so the larger reading is the total), else the free-memory drops summed."""
+    from minivllm.bench.latency import _free_memory_drop_mib, _graph_pool_mib
+
+    both = {"FULL": {"total_mib": 232.0, "pool_mib": 180.0}, "PIECEWISE": {"total_mib": 188.0, "pool_mib": 205.0}}
+    assert _graph_pool_mib(both) == 205.0 and _free_memory_drop_mib(both) == 420.0
+    unknown = {"FULL": {"total_mib": 232.0, "pool_mib": None}}
+    assert _graph_pool_mib(unknown) == 232.0
+    assert _graph_pool_mib({"FULL": {"total_mib": 232.0, "pool_mib": 0.0}}) == 232.0  # pool id not matched
+    assert _graph_pool_mib({}) is None
+
+
 def test_startup_via_cli(ckpt, tmp_path):
     """Two child processes (cold, warm); also checks the `minivllm bench` wiring."""
     from minivllm.cli import main

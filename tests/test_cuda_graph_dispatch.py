@@ -113,10 +113,17 @@ def test_capture_bookkeeping_largest_first_and_per_size_memory(monkeypatch):
         order.append(n)
         free["bytes"] -= (8 if n == 4 else 1) * MiB  # the largest graph takes most of the pool
 
-    stats = capture_all_sizes("FULL", [1, 4, 2], "test", capture_one)
+    # the allocator's view: segments of our pool (7 MiB) next to other pools' and the default pool's
+    segments = [{"total_size": 4 * MiB, "segment_pool_id": (0, 7)}, {"total_size": 3 * MiB, "segment_pool_id": [0, 7]},
+                {"total_size": 64 * MiB, "segment_pool_id": (0, 0)}, {"total_size": 5 * MiB, "segment_pool_id": (0, 9)}]
+    monkeypatch.setattr(torch.cuda, "memory_snapshot", lambda: segments)
+    stats = capture_all_sizes("FULL", [1, 4, 2], "test", capture_one, pool=(0, 7))
     assert order == [4, 2, 1] and stats.sizes == [1, 2, 4]
     assert stats.pool_growth_mib == {4: 8.0, 2: 1.0, 1: 1.0} and stats.total_mib == 10.0
+    assert stats.pool_mib == 7.0 and stats.as_dict()["pool_mib"] == 7.0
     assert gc.get_freeze_count() == 0
+    order.clear()
+    assert capture_all_sizes("FULL", [1], "test", capture_one).pool_mib is None  # no pool handle given
 
     def failing(n):
         raise CudaGraphCaptureError(f"mode FULL, batch size {n}")

@@ -525,7 +525,7 @@ def capture_piecewise(runner, dispatcher):
     state.capturing = True
     try:
         stats = capture_all_sizes("PIECEWISE", sizes, "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)",
-                                  capture_one)
+                                  capture_one, dispatcher.pool)
     finally:
         state.capturing = False
         state.num_tokens = None

@@ -42,11 +42,13 @@ class CaptureStats:
     seconds_per_size: dict[int, float] = field(default_factory=dict)
     pool_growth_mib: dict[int, float] = field(default_factory=dict)
     total_seconds: float = 0.0
-    total_mib: float = 0.0
+    total_mib: float = 0.0  # the device's free memory before minus after this mode's captures
+    pool_mib: float | None = None  # what the allocator holds for the graph pool after them (both modes' graphs)
 
     def as_dict(self) -> dict:
         return {"mode": self.mode, "sizes": self.sizes, "total_seconds": round(self.total_seconds, 3),
                 "total_mib": round(self.total_mib, 2),
+                "pool_mib": None if self.pool_mib is None else round(self.pool_mib, 2),
                 "seconds_per_size": {k: round(v, 4) for k, v in self.seconds_per_size.items()},
                 "pool_growth_mib": {k: round(v, 3) for k, v in self.pool_growth_mib.items()}}
 
@@ -62,7 +64,28 @@ def reset_rng_after_failed_capture() -> None:
         logger.warning("could not reset the CUDA RNG state after a failed capture: %s", e)
 
 
-def capture_all_sizes(mode: str, sizes: list[int], desc: str, capture_one: Callable[[int], None]) -> CaptureStats:
+def segments_mib(segments: list[dict], pool_id) -> float:
+    """MiB of the allocator segments (cudaMalloc'd blocks) that belong to one memory pool, from a
+    torch.cuda.memory_snapshot() segment list."""
+    return sum(seg["total_size"] for seg in segments
+               if tuple(seg.get("segment_pool_id", ())) == tuple(pool_id)) / MiB
+
+
+def pool_mib(pool) -> float | None:
+    """What the caching allocator holds for a graph pool: unlike the device's free memory around a capture,
+    this does not move with what else the process loads or frees meanwhile (kernel code loaded on first
+    launch, cuBLAS workspaces, blocks of an earlier engine released during the capture). None if unknown."""
+    if pool is None:
+        return None
+    try:
+        return segments_mib(torch.cuda.memory_snapshot(), pool)
+    except Exception as e:  # noqa: BLE001 - a torch without this snapshot field: fall back to free memory
+        logger.debug("no allocator snapshot for the graph pool: %s", e)
+        return None
+
+
+def capture_all_sizes(mode: str, sizes: list[int], desc: str, capture_one: Callable[[int], None],
+                      pool=None) -> CaptureStats:
     """The bookkeeping every capture pass shares: sizes largest first (the smaller graphs then reuse the
     pool memory of the larger one), Python's GC frozen (no frees mid-capture), time and pool growth per
     size, and vLLM's log line. `capture_one(n)` captures size n and raises a CudaGraphCaptureError."""
@@ -89,8 +112,10 @@ def capture_all_sizes(mode: str, sizes: list[int], desc: str, capture_one: Calla
         gc.unfreeze()
     stats.total_seconds = time.perf_counter() - t_start
     stats.total_mib = (free_start - torch.cuda.mem_get_info()[0]) / MiB
-    logger.info("Graph capturing finished in %.2f secs, took %.3f GiB (mode %s, %d sizes)",
-                stats.total_seconds, stats.total_mib / 1024, mode, len(sizes))
+    stats.pool_mib = pool_mib(pool)
+    logger.info("Graph capturing finished in %.2f secs, took %.3f GiB (mode %s, %d sizes)%s",
+                stats.total_seconds, stats.total_mib / 1024, mode, len(sizes),
+                "" if stats.pool_mib is None else f"; the graph pool now holds {stats.pool_mib / 1024:.3f} GiB")
     return stats
 
 
@@ -162,7 +187,7 @@ class CUDAGraphDispatcher:
                     f"cudagraph_capture_sizes.") from e
             self.full_graphs[n] = (graph, out)
 
-        stats = capture_all_sizes("FULL", sizes, "Capturing CUDA graphs (decode, FULL)", capture_one)
+        stats = capture_all_sizes("FULL", sizes, "Capturing CUDA graphs (decode, FULL)", capture_one, self.pool)
         self.stats["FULL"] = stats
         return stats
 

@@ -72,9 +72,14 @@ def describe_inputs(gm: fx.GraphModule, example_inputs: list, model: torch.nn.Mo
     return specs
 
 
-def serialize(split_gm: fx.GraphModule) -> bytes:
+def serialize(split_gm: fx.GraphModule) -> bytes | None:
+    """The split graph as bytes, or None (logged) if it cannot be pickled: then nothing is cached."""
     buf = io.BytesIO()
-    torch.save(split_gm, buf)
+    try:
+        torch.save(split_gm, buf)
+    except Exception as e:  # noqa: BLE001 - e.g. a target that does not pickle; the next start traces again
+        logger.warning("Not caching the traced graph: it does not serialize (%s: %s)", type(e).__name__, e)
+        return None
     return buf.getvalue()
 
 

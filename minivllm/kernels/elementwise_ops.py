@@ -130,13 +130,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sil
                                                              or x.shape[0] <= triton_gemv.NORM_MAX_M):
         return triton_gemv.gemv(x, weight, bias, silu_mul, norm_weight, eps)
     if silu_mul:
-        if x.is_cuda:
-            x = silu_and_mul(x)
-        else:
-            gate, up = x.chunk(2, dim=-1)
-            x = F.silu(gate) * up
+        x = silu_and_mul(x) if x.is_cuda else silu_and_mul_native(x)
     if norm_weight is not None:
-        x = rms_norm(x, norm_weight, eps) if _triton_ok(x) else _rms_norm_native(x, norm_weight, eps)
+        x = rms_norm(x, norm_weight, eps) if _triton_ok(x) else rms_norm_native(x, norm_weight, eps)
     return F.linear(x, weight, bias)
 
 
@@ -161,7 +157,7 @@ def add_rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: to
         normed, new_residual = fused_add_rms_norm(x, residual, norm_weight, eps)
     else:
         new_residual = x + residual
-        normed = _rms_norm_native(new_residual, norm_weight, eps)
+        normed = rms_norm_native(new_residual, norm_weight, eps)
     return F.linear(normed, weight, bias), new_residual
 
 
@@ -176,7 +172,14 @@ def _triton_ok(x: torch.Tensor) -> bool:
     return x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _rms_norm_native(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm.forward_native's roundings (the layer cannot be imported here: it imports this module)."""
+def rms_norm_native(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm in plain PyTorch, as Hugging Face rounds it (the row is cast back to x's dtype before the
+    weight multiply): RMSNorm.forward_native and the ops' fallbacks without Triton."""
     xf = x.float()
     return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def silu_and_mul_native(x: torch.Tensor) -> torch.Tensor:
+    """silu(x[..., :I]) * x[..., I:] in plain PyTorch: SiluAndMul.forward_native and the linear op's fallback."""
+    gate, up = x.chunk(2, dim=-1)
+    return torch.nn.functional.silu(gate) * up

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from minivllm.kernels import elementwise_ops  # noqa: F401  (registers torch.ops.minivllm.*)
+from minivllm.kernels import elementwise_ops  # also registers torch.ops.minivllm.*
 from minivllm.layers.custom_op import CustomOp
 
 
@@ -13,8 +12,7 @@ class SiluAndMul(CustomOp):
     name = "silu_and_mul"
 
     def forward_native(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = x.chunk(2, dim=-1)
-        return F.silu(gate) * up
+        return elementwise_ops.silu_and_mul_native(x)
 
     def forward_custom(self, x: torch.Tensor) -> torch.Tensor:
         """One Triton kernel: no separate silu(gate) tensor, no extra launches."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from minivllm.kernels import elementwise_ops  # noqa: F401  (registers torch.ops.minivllm.*)
+from minivllm.kernels import elementwise_ops  # also registers torch.ops.minivllm.*
 from minivllm.layers.custom_op import CustomOp
 
 
@@ -21,10 +21,7 @@ class RMSNorm(CustomOp):
         if residual is not None:
             x = x + residual
             residual = x
-        dtype = x.dtype
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        out = self.weight * xf.to(dtype)
+        out = elementwise_ops.rms_norm_native(x, self.weight, self.eps)
         return out if residual is None else (out, residual)
 
     def forward_custom(self, x: torch.Tensor, residual: torch.Tensor | None = None):

@@ -126,13 +126,14 @@ class SplitBackend:
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Callable:
         split_gm, pieces = self._split(gm)
+        specs = self._cacheable_inputs(gm, example_inputs) if self.graph_cache_dir is not None else None
         # serialized before the pieces are swapped for compiled code: its Python code calls each piece with
         # the arguments in the order the compiled piece expects (re-splitting a reloaded graph would not)
-        saved = graph_cache.serialize(split_gm) if self.graph_cache_dir is not None else None
+        saved = graph_cache.serialize(split_gm) if specs is not None else None
         if self.compile_pieces and self.inductor:
             self.num_compiled_pieces = self._compile_pieces(gm, split_gm, pieces)
         if saved is not None:
-            self._save_graph(gm, example_inputs, saved)
+            self._save_graph(saved, specs)
         self._wrap_for_graphs(split_gm, pieces)
         return split_gm
 
@@ -196,14 +197,16 @@ class SplitBackend:
                 self.state.runners.append(runner)
                 setattr(split_gm, node.target, _CallableModule(runner))
 
-    def _save_graph(self, gm: fx.GraphModule, example_inputs: list, split_gm_bytes: bytes) -> None:
-        """Keep the traced graph (and the pieces compiled from it) for the next start; never fail the compile."""
+    def _cacheable_inputs(self, gm: fx.GraphModule, example_inputs: list) -> list[list] | None:
+        """graph_cache's description of the graph's inputs, or None where the graph cannot be cached (not a
+        single output, or an input that is not a parameter, argument or size)."""
         output = next(n for n in gm.graph.nodes if n.op == "output")
-        single = isinstance(output.args[0], (tuple, list)) and len(output.args[0]) == 1
-        specs = graph_cache.describe_inputs(gm, example_inputs, self.model, ("input_ids", "positions")) \
-            if single else None
-        if specs is None:
-            return
+        if not (isinstance(output.args[0], (tuple, list)) and len(output.args[0]) == 1):
+            return None
+        return graph_cache.describe_inputs(gm, example_inputs, self.model, ("input_ids", "positions"))
+
+    def _save_graph(self, split_gm_bytes: bytes, specs: list[list]) -> None:
+        """Keep the traced graph (and the pieces compiled from it) for the next start; never fail the compile."""
         try:
             graph_cache.save(self.graph_cache_dir, split_gm_bytes, specs, self.piece_info, self.artifacts)
         except Exception as e:  # noqa: BLE001 - the next start then traces with Dynamo again

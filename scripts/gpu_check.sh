@@ -36,6 +36,14 @@ step() {
   grep -v -E "^INFO|it/s\]|it/s, |^\s*$" "$RES/$name.log" | tail -${TAILN:-25}
 }
 
+# ab NAME CAP BATCHES OPS [VAR=VALUE ...]: TPOT with FULL graphs and compilation_config custom_ops OPS (one run
+# of the same-lane A/Bs the fusion stages make), under the environment given, to $RES/NAME.json
+ab() {
+  local name=$1 cap=$2 batches=$3 ops=$4; shift 4
+  step "$name" "$cap" env "$@" $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes "$batches" --modes FULL --compilation-config "{\"custom_ops\": $ops}" --json "$RES/$name.json"
+}
+
 gpu_tests() {
   MINIVLLM_GPU_MODEL=$CK step gpu_tests 190 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
@@ -96,13 +104,9 @@ gemv_lane0() {  # issue 5: the Triton GEMV: tests, kernel vs cuBLAS, profile; th
   unregistered
 }
 gemv_lane1() {  # issue 5: TPOT default vs +gemv vs +gemv+rope_kv_store (FULL), then the latency table with +gemv
-  local name ops
-  for name in default gemv gemv_rope_kv_store; do
-    case $name in default) ops='["all"]';; gemv) ops='["all", "+gemv"]';;
-      *) ops='["all", "+gemv", "+rope_kv_store"]';; esac
-    step "ab_$name" 60 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
-      --batch-sizes 1,2,4,8,64 --modes FULL --compilation-config "{\"custom_ops\": $ops}" --json "$RES/ab_$name.json"
-  done
+  ab ab_default 60 1,2,4,8,64 '["all"]'
+  ab ab_gemv 60 1,2,4,8,64 '["all", "+gemv"]'
+  ab ab_gemv_rope_kv_store 60 1,2,4,8,64 '["all", "+gemv", "+rope_kv_store"]'
   TAILN=40 step latency_gemv 260 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
     --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile --hf-batch-sizes 1 \
     --compilation-config '{"custom_ops": ["all", "+gemv"]}' --json "$RES/latency_gemv.json"
@@ -140,14 +144,11 @@ norm_pdl_lane0() {  # issue 5: RMSNorm + residual add inside the GEMVs, programm
   # then batch 1-64 TPOT of each against the default in the same lane, then where a fused step's time goes
   TAILN=15 step np_tests 200 $PY -m pytest -q -p no:cacheprovider -s tests/test_cuda_graphs_gpu.py \
     tests/test_elementwise_kernels.py -k "gemv_norm or pdl or gemv_equals or gemv_custom or unregistered"
-  local name ops
-  for name in default gemv_norm pdl gemv_norm_pdl gemv_norm_pdl_rope_kv_store; do
-    case $name in default) ops='["all"]';; gemv_norm) ops='["all", "+gemv_norm"]';; pdl) ops='["all", "+pdl"]';;
-      gemv_norm_pdl) ops='["all", "+gemv_norm", "+pdl"]';; *) ops='["all", "+gemv_norm", "+pdl", "+rope_kv_store"]';;
-    esac
-    step "ab_$name" 70 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
-      --batch-sizes 1,2,8,64 --modes FULL --compilation-config "{\"custom_ops\": $ops}" --json "$RES/ab_$name.json"
-  done
+  ab ab_default 70 1,2,8,64 '["all"]'
+  ab ab_gemv_norm 70 1,2,8,64 '["all", "+gemv_norm"]'
+  ab ab_pdl 70 1,2,8,64 '["all", "+pdl"]'
+  ab ab_gemv_norm_pdl 70 1,2,8,64 '["all", "+gemv_norm", "+pdl"]'
+  ab ab_gemv_norm_pdl_rope_kv_store 70 1,2,8,64 '["all", "+gemv_norm", "+pdl", "+rope_kv_store"]'
   TAILN=70 step profile_fused 80 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
     --batch-sizes 1,64 --context 256 --modes FULL \
     --compilation-config '{"custom_ops": ["all", "+gemv_norm", "+pdl"]}' --json "$RES/profile_gemv_norm_pdl.json"
@@ -167,17 +168,11 @@ cache_norm_lane0() {  # issue 5: add + RMSNorm in the GEMV prologue (the fallbac
   # tests first, then TPOT against the default, and with the norm fused at 1 row only (2 rows: norm kernel)
   TAILN=15 step cn_tests 170 $PY -m pytest -q -p no:cacheprovider -x tests/test_cuda_graphs_gpu.py \
     tests/test_elementwise_kernels.py -k "gemv_norm or pdl or add_and_norm or gemv_equals"
-  local name ops
-  for name in default gemv_norm gemv_norm_pdl; do
-    case $name in default) ops='["all"]';; gemv_norm) ops='["all", "+gemv_norm"]';;
-      *) ops='["all", "+gemv_norm", "+pdl"]';; esac
-    step "ab2_$name" 60 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
-      --batch-sizes 1,2,8,64 --modes FULL --compilation-config "{\"custom_ops\": $ops}" --json "$RES/ab2_$name.json"
-    [ "$name" = default ] && continue
-    step "ab2_${name}_m1" 50 env MINIVLLM_GEMV_NORM_MAX_M=1 $PY -m minivllm.cli bench latency --model "$CK" \
-      --max-model-len 512 --batch-sizes 1,2 --modes FULL --compilation-config "{\"custom_ops\": $ops}" \
-      --json "$RES/ab2_${name}_m1.json"
-  done
+  ab ab2_default 60 1,2,8,64 '["all"]'
+  ab ab2_gemv_norm 60 1,2,8,64 '["all", "+gemv_norm"]'
+  ab ab2_gemv_norm_m1 50 1,2 '["all", "+gemv_norm"]' MINIVLLM_GEMV_NORM_MAX_M=1  # the knob is gone since 3ef1d59
+  ab ab2_gemv_norm_pdl 60 1,2,8,64 '["all", "+gemv_norm", "+pdl"]'
+  ab ab2_gemv_norm_pdl_m1 50 1,2 '["all", "+gemv_norm", "+pdl"]' MINIVLLM_GEMV_NORM_MAX_M=1
 }
 cache_norm_lane1() {  # issue 6: cold/warm start with the saved graph (Dynamo skipped), then where a step
   # with the fused norm goes at 1 and 2 rows, then lab 01 with today's defaults
@@ -193,12 +188,9 @@ final2_lane0() {  # every GPU test with the new defaults (gemv_norm, pdl), then 
     "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
   TAILN=70 step profile_final 80 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
     --batch-sizes 1,64 --context 256 --modes FULL_AND_PIECEWISE --json "$RES/profile_default.json"
-  local name ops  # is RoPE + KV store in one kernel still a wash on top of the new defaults?
-  for name in default rope_kv_store; do
-    [ $name = default ] && ops='["all"]' || ops='["all", "+rope_kv_store"]'
-    step "ab3_$name" 50 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
-      --batch-sizes 1,2,8,64 --modes FULL --compilation-config "{\"custom_ops\": $ops}" --json "$RES/ab3_$name.json"
-  done
+  # is RoPE + KV store in one kernel still a wash on top of the new defaults?
+  ab ab3_default 50 1,2,8,64 '["all"]'
+  ab ab3_rope_kv_store 50 1,2,8,64 '["all", "+rope_kv_store"]'
 }
 final2_lane1() {  # the latency table (issue 5's goals), lab 01 and throughput (issue 8) with the new defaults
   TAILN=40 step latency 230 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \

@@ -13,6 +13,8 @@ Kernels of other libraries (cuBLAS, PyTorch) are launched normally and end a PDL
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -28,9 +30,15 @@ def wait_for_previous_kernel(USE_PDL: tl.constexpr):
 
 
 def launch_options(device: torch.device) -> dict:
-    """Keyword arguments for a Triton launch: USE_PDL for the kernel, launch_pdl for the launcher."""
+    """Keyword arguments for a Triton launch: USE_PDL for the kernel, launch_pdl for the launcher. Called for
+    every launch of an eager step, so the device check is looked up once per device."""
     from minivllm.layers.custom_op import custom_op_enabled
 
-    if custom_op_enabled("pdl") and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9:
+    if custom_op_enabled("pdl") and device.type == "cuda" and _hopper_or_later(device.index):
         return {"USE_PDL": True, "launch_pdl": True}
     return {"USE_PDL": False}
+
+
+@functools.cache
+def _hopper_or_later(index: int | None) -> bool:
+    return torch.cuda.get_device_capability(index)[0] >= 9

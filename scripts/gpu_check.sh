@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -231,6 +231,30 @@ final_b1() {  # issue 5's goals with the final defaults, in one short run: batch
     --json "$RES/latency_b1.json"
 }
 
+prefetch_ab() {  # issue 5: reads issued before the PDL wait (opt-in), A/B against the default in one lane
+  local r=$1
+  ab "ab5_default_$r" 60 1,2,8,64 '["all"]'
+  ab "ab5_gemv_prefetch_$r" 60 1,2,8,64 '["all", "+gemv_prefetch"]'
+  ab "ab5_decode_prefetch_$r" 60 1,2,8,64 '["all", "+decode_prefetch"]'
+  ab "ab5_both_prefetch_$r" 60 1,2,8,64 '["all", "+gemv_prefetch", "+decode_prefetch"]'
+}
+prefetch_lane0() {  # the A/B, then the tests of the new kernels' paths (and the LM head writing its buffer)
+  prefetch_ab 1
+  TAILN=12 step prefetch_tests 200 $PY -m pytest -q -p no:cacheprovider tests/test_elementwise_kernels.py \
+    tests/test_kernels.py tests/test_cuda_graphs_gpu.py \
+    -k "prefetch or pdl or gemv_equals or paged_decode or all-FULL-L0 or graph_modes or replay"
+}
+prefetch_lane1() {  # the A/B again on the other GPU, then the default pool in a fresh process (the allocator's
+  # reading next to the free-memory drop), then where a step with both prefetches goes
+  prefetch_ab 2
+  TAILN=30 step pool_fap 90 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1 --modes FULL_AND_PIECEWISE --json "$RES/pool_fap.json"
+  TAILN=70 step profile_prefetch 80 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --context 256 --modes FULL \
+    --compilation-config '{"custom_ops": ["all", "+gemv_prefetch", "+decode_prefetch"]}' \
+    --json "$RES/profile_prefetch.json"
+}
+
 gpu_tests_fixed() {  # only the tests changed after the first full run
   step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
@@ -293,6 +317,8 @@ case "$stage" in
   narrow)  # narrow GEMV tiles (#5): A/B, kernel bench, tests
     two_lanes narrow_lane0 narrow_lane1 ;;
   final-b1) final_b1 ;;
+  prefetch)  # 2026-11-30 (fourth session): loads before the PDL wait (#5), the allocator's pool reading
+    two_lanes prefetch_lane0 prefetch_lane1 ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped
     two_lanes "gpu_tests_fixed; startup" "kernels; lab01" ;;
   backends) backends ;;

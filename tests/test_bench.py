@@ -7,6 +7,7 @@ writes JSON carrying its provenance (GPU, versions, commit, date, command, model
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -183,6 +184,10 @@ def test_profile_bench_runs_on_cpu(ckpt, tmp_path):
         assert r["step_wall_ms"] > 0 and r["all_steps_decode"]
         assert r["floor"]["weight_mb"] > 0 and r["floor"]["kv_mb"] > 0
     assert result["runs"][1]["floor"]["kv_mb"] == 3 * result["runs"][0]["floor"]["kv_mb"]
+    cfg = json.loads((Path(ckpt) / "config.json").read_text())  # K and V, every layer, per context token
+    per_token = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * cfg.get(
+        "head_dim", cfg["hidden_size"] // cfg["num_attention_heads"]) * 4  # fp32 on the CPU
+    assert result["runs"][0]["floor"]["kv_mb"] * 1e6 == pytest.approx((20 + 4 * 2) * per_token)  # + timed steps
 
 
 def test_mode_level_keeps_the_command_line_compilation_config():

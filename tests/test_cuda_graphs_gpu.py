@@ -155,7 +155,9 @@ FUSED_CASES = [
     (["all"], "FULL", 0), (["all", "+rope_kv_store"], "FULL", 0),
     (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 3), (["all", "-gemv"], "FULL", 0),
     (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 0), (["all", "-pdl"], "FULL", 0),
-    (["all", "-gemv_norm"], "FULL", 0), (["all"], "FULL_AND_PIECEWISE", 3)]
+    (["all", "-gemv_norm"], "FULL", 0), (["all"], "FULL_AND_PIECEWISE", 3),
+    (["all", "+gemv_prefetch", "+decode_prefetch"], "FULL", 0),
+    (["all", "+gemv_prefetch", "+decode_prefetch"], "FULL_AND_PIECEWISE", 3)]
 
 
 @pytest.mark.parametrize("ops,mode,level", FUSED_CASES,

@@ -9,6 +9,8 @@ Qwen3's [T, H, D] per-head view of such a slice.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -315,6 +317,28 @@ def test_gemv_equals_linear(dtype, M, bias, silu_mul):
     check(out, F.linear(xin.float(), w.float(), None if b is None else b.float()).to(dtype))
 
 
+@pytest.mark.parametrize("M", [1, 2])
+def test_gemv_weight_prefetch_changes_no_result(M):
+    """custom op "gemv_prefetch": the first weight tile is loaded before the PDL wait instead of after it.
+    Same bits as without it, for the plain, SiLU-and-mul and add + RMSNorm variants (K spans several tiles,
+    so both the peeled first tile and the loop run)."""
+    from minivllm.kernels.triton_gemv import gemv
+
+    dtype = torch.bfloat16 if CUDA else torch.float32
+    N, K = (136, 200) if not CUDA else (3000, 1100)
+    w = randn(N, K, dtype=dtype, seed=1) / K ** 0.5
+    x, r = randn(M, 2 * K, dtype=dtype, seed=3), randn(M, K, dtype=dtype, seed=4)
+    nw = (1 + 0.1 * randn(K, seed=5)).to(dtype)
+    outs = []
+    for ops in (["all"], ["all", "+gemv_prefetch"]):
+        configure_custom_ops(ops, has_kernels=True)
+        outs.append([gemv(x[:, :K], w), gemv(x, w, silu_mul=True), *gemv(x[:, :K], w, norm_weight=nw, residual=r)])
+    configure_custom_ops(["all"], has_kernels=True)
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)
+    check(outs[1][0], torch.nn.functional.linear(x[:, :K].float(), w.float()).to(dtype))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("M", [1, 2, 5])
 @pytest.mark.parametrize("residual,bias", [(False, False), (True, False), (True, True)])
@@ -387,11 +411,42 @@ def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
     assert decode_launches == [2 * cfg.num_hidden_layers + 1, 1], decode_launches
 
 
+def _accesses_before_wait(body: list, flags: dict) -> list | None:
+    """(call, pointer) of each tl.load / tl.store / tl.atomic_* that runs before the first
+    wait_for_previous_kernel(USE_PDL) of a kernel body, resolving `if FLAG:` / `if not FLAG:` on constexpr
+    PREFETCH_* flags; None if the body never waits."""
+    import ast
+
+    seen = []
+    for st in body:
+        if isinstance(st, ast.If) and ast.unparse(st.test).removeprefix("not ") in flags:
+            flag = ast.unparse(st.test).removeprefix("not ")
+            taken = flags[flag] != ast.unparse(st.test).startswith("not ")
+            inner = _accesses_before_wait(st.body if taken else st.orelse, flags)
+            if inner is not None:
+                return seen + inner
+            seen += [a for n in (st.body if taken else st.orelse) for a in _accesses(n)]
+            continue
+        if ast.unparse(st) == "wait_for_previous_kernel(USE_PDL)":
+            return seen
+        seen += _accesses(st)
+    return None
+
+
+def _accesses(node) -> list:
+    import ast
+
+    return [(ast.unparse(c.func), ast.unparse(c.args[0])) for c in ast.walk(node) if isinstance(c, ast.Call)
+            and (ast.unparse(c.func) in ("tl.load", "tl.store") or ast.unparse(c.func).startswith("tl.atomic"))]
+
+
 def test_every_pdl_kernel_waits_before_it_touches_memory():
     """custom_ops "pdl" (on with "all") launches minivllm's Triton kernels early (programmatic dependent launch), which is
     only safe if each waits for the previous kernel before its first load or store: every kernel whose
-    launcher passes launch_options() must open with wait_for_previous_kernel(USE_PDL). Off the GPU (or
-    with "-pdl") nothing is launched early."""
+    launcher passes launch_options() must call wait_for_previous_kernel(USE_PDL) before any load or store.
+    The exceptions are what no kernel of a step writes, read early on purpose: the GEMV's weights
+    ("gemv_prefetch") and the decode kernel's seq_lens and block table ("decode_prefetch"). Off the GPU
+    (or with "-pdl") nothing is launched early."""
     import ast
     import inspect
 
@@ -408,9 +463,13 @@ def test_every_pdl_kernel_waits_before_it_touches_memory():
         if mod is triton_gemv:
             launched.add("_gemv_kernel")  # launched through its autotuner
         for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in launched):
-            body = [st for st in fn.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
-            first = ast.unparse(body[0])
-            assert first == "wait_for_previous_kernel(USE_PDL)", (mod.__name__, fn.name, first)
+            flags = sorted({n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id.startswith("PREFETCH_")})
+            for values in itertools.product([False, True], repeat=len(flags)):
+                before = _accesses_before_wait(fn.body, dict(zip(flags, values)))
+                assert before is not None, (mod.__name__, fn.name, "never waits")
+                for name, pointer in before:  # only what no kernel of a step writes may be read early
+                    assert name == "tl.load" and pointer.startswith(("w_rows", "seq_lens_ptr", "bt_ptr")), (
+                        mod.__name__, fn.name, name, pointer)
             kernels += 1
     assert kernels == 7, kernels  # silu, decode, merge, gemv, norm, rotary, store
     configure_custom_ops(["all"], has_kernels=True)  # pdl is on with "all", but only CUDA (sm_90+) launches early

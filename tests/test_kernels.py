@@ -105,6 +105,30 @@ def test_paged_decode(dtype, layout, num_splits):
     assert rel_err(out, ref) <= TOL[dtype]
 
 
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_paged_decode_metadata_prefetch_changes_no_result(num_splits):
+    """custom op "decode_prefetch": seq_lens and the first tile's block ids are read before the PDL wait
+    (they come from the step's host copies, never from the previous kernel). Same bits as without it."""
+    from minivllm.layers.custom_op import configure_custom_ops
+
+    h, hkv, d, block_size = LAYOUTS[1]
+    seq_lens = [CTX, 1, 0, 3 * block_size, 2 * block_size + 5]
+    num_blocks = num_blocks_for(seq_lens, block_size)
+    k_cache, v_cache = make_cache(num_blocks, block_size, hkv, d, torch.float32, seed=2)
+    bt = shuffled_block_tables(seq_lens, block_size, num_blocks, seed=3)
+    sl = torch.tensor(seq_lens, dtype=torch.int32, device=DEVICE)
+    q = torch.randn(len(seq_lens), h, d).to(DEVICE)
+    outs = []
+    try:
+        for ops in (["all"], ["all", "+decode_prefetch"]):
+            configure_custom_ops(ops, has_kernels=True)
+            outs.append(paged_decode_attention(q, k_cache, v_cache, bt, sl, d ** -0.5, num_splits=num_splits))
+    finally:
+        configure_custom_ops(["all"], has_kernels=True)
+    assert torch.equal(outs[0], outs[1])
+    assert rel_err(outs[1], paged_decode_attention_ref(q, k_cache, v_cache, bt, sl, d ** -0.5)) <= TOL[torch.float32]
+
 def test_num_splits_depends_on_shapes_only():
     dev = torch.device(DEVICE)
     assert choose_num_splits(1, 8, 8192, dev) > 1  # one long sequence: split it

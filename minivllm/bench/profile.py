@@ -104,8 +104,8 @@ def byte_floor(llm, batch: int, context: int, copy_gbps: float | None) -> dict:
     sequence's K/V over its context (all layers); with the copy bandwidth, the time that takes."""
     model = llm.model_runner.model
     weight = sum(p.numel() * p.element_size() for p in model.parameters())
-    cache = llm.model_runner.kv_cache  # [2, layers, blocks, block_size, Hkv, D]
-    per_token = 2 * cache.shape[1] * cache.shape[4] * cache.shape[5] * cache.element_size()
+    runner = llm.model_runner
+    per_token = runner.kv_bytes_per_block() // runner.block_size  # K and V of every layer
     floor = {"weight_mb": weight / 1e6, "kv_mb": batch * context * per_token / 1e6,
              "total_mb": (weight + batch * context * per_token) / 1e6}
     if copy_gbps:

@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
+from minivllm.layers.custom_op import custom_op_enabled
 
 _LOG2E = 1.4426950408889634
 _MIN_TOKENS_PER_SPLIT = 128  # below this, the merge costs more than the parallelism gains
@@ -63,8 +64,9 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
                    bt_stride_s, kv_stride_blk, kv_stride_tok, kv_stride_head,
                    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
                    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
-                   PRECISION: tl.constexpr, USE_PDL: tl.constexpr):
-    wait_for_previous_kernel(USE_PDL)
+                   PRECISION: tl.constexpr, PREFETCH_METADATA: tl.constexpr, USE_PDL: tl.constexpr):
+    if not PREFETCH_METADATA:
+        wait_for_previous_kernel(USE_PDL)
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -77,10 +79,6 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
     d = tl.arange(0, HEAD_DIM)
     heads = kv_head * GROUP + g
     head_ok = g < GROUP
-    q = tl.load(q_ptr + seq * q_stride_s + heads[:, None] * q_stride_h + d[None, :],
-                mask=head_ok[:, None], other=0.0)
-    q = q.to(k_ptr.dtype.element_ty)
-
     seq_len = tl.load(seq_lens_ptr + seq)
     if NUM_SPLITS == 1:
         start = 0
@@ -89,6 +87,14 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
         per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), TILE_N) * TILE_N
         start = split * per_split
         end = tl.minimum(start + per_split, seq_len)
+    # The block ids of the first tile; each iteration then requests the next tile's while it works on this one.
+    n = start + tl.arange(0, TILE_N)
+    next_block = tl.load(bt_ptr + seq * bt_stride_s + n // BLOCK_SIZE, mask=n < end, other=0)
+    if PREFETCH_METADATA:  # seq_lens and block tables come from the step's host copies, not from a kernel
+        wait_for_previous_kernel(USE_PDL)
+    q = tl.load(q_ptr + seq * q_stride_s + heads[:, None] * q_stride_h + d[None, :],
+                mask=head_ok[:, None], other=0.0)
+    q = q.to(k_ptr.dtype.element_ty)
 
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)  # running max (log2 domain)
     l_i = tl.zeros([GROUP_PAD], tl.float32)  # running sum of exp
@@ -97,7 +103,9 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
     for n0 in range(start, end, TILE_N):
         n = n0 + tl.arange(0, TILE_N)
         n_ok = n < end
-        block = tl.load(bt_ptr + seq * bt_stride_s + n // BLOCK_SIZE, mask=n_ok, other=0).to(tl.int64)
+        block = next_block.to(tl.int64)
+        next_block = tl.load(bt_ptr + seq * bt_stride_s + (n + TILE_N) // BLOCK_SIZE, mask=n + TILE_N < end,
+                             other=0)
         tok = kv_base + block * kv_stride_blk + (n % BLOCK_SIZE) * kv_stride_tok  # [TILE_N]
         k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=n_ok[None, :], other=0.0)  # [D, TILE_N]
         s = tl.dot(q, k, input_precision=PRECISION) * scale_log2  # [GROUP_PAD, TILE_N]
@@ -214,7 +222,8 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=D,
         BLOCK_SIZE=block_size, TILE_N=tile_n, NUM_SPLITS=num_splits, PRECISION=precision,
-        num_warps=num_warps, num_stages=2, **launch_options(q.device),
+        PREFETCH_METADATA=custom_op_enabled("decode_prefetch"), num_warps=num_warps, num_stages=2,
+        **launch_options(q.device),
     )
     if num_splits > 1:
         _merge_splits_kernel[(S, H)](

@@ -22,7 +22,11 @@ _default = False
 # kernel, then the GEMV), and pdl, programmatic dependent launch of every Triton kernel (not a kernel: a way to
 # launch one), graduated together: H200 TPOT at batch 1 / 2 / 8 / 64, 1.220 / 1.368 / 1.359 / 1.877 ms ->
 # 1.132 / 1.174 / 1.317 / 1.845 ms in one run.
-OPT_IN = {"rope_kv_store"}
+# gemv_prefetch: with PDL, the GEMV requests its first weight tile before it waits for the previous kernel
+# (the weights never depend on it), so the weight stream overlaps the previous kernel's tail. decode_prefetch:
+# the decode attention kernel reads seq_lens and its first block ids before that wait (host copies made
+# before the step's first kernel write them, never a kernel).
+OPT_IN = {"rope_kv_store", "gemv_prefetch", "decode_prefetch"}
 
 
 def configure_custom_ops(spec: list[str], has_kernels: bool) -> None:

@@ -166,16 +166,17 @@ class CUDAGraphDispatcher:
             meta = self._decode_metadata(n)
             try:
                 with set_forward_context(meta, runner.backend, runner.kv_caches):
-                    runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n], ib.positions[:n]))  # warm-up
+                    runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n], ib.positions[:n]),
+                                                self.logits_buf[:n])  # warm-up
                     torch.cuda.synchronize()
                     graph = torch.cuda.CUDAGraph()
                     with torch.cuda.graph(graph, pool=self.pool):
-                        # The LM head is in the graph too (a decode step samples every row). Its result goes
-                        # to one persistent buffer shared by all sizes, so no graph keeps its own [n, vocab]
+                        # The LM head is in the graph too (a decode step samples every row). It writes into
+                        # one persistent buffer shared by all sizes, so no graph keeps its own [n, vocab]
                         # output alive in the pool.
                         out = self.logits_buf[:n]
-                        out.copy_(runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n],
-                                                                                   ib.positions[:n])))
+                        runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n], ib.positions[:n]),
+                                                    out=out)
             except Exception as e:
                 self.full_graphs.clear()
                 reset_rng_after_failed_capture()

@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -255,6 +255,26 @@ prefetch_lane1() {  # the A/B again on the other GPU, then the default pool in a
     --json "$RES/profile_prefetch.json"
 }
 
+merge_lane0() {  # issue 5: the split-KV merge inside the decode kernel and the decode metadata prefetch (both
+  # opt-in) against today's default and against the last session's code (aa300a8, unpacked in ab_old/), one lane
+  ab ab6_old_1 110 1,2,8,64 '["all"]' PYTHONPATH="$PWD/ab_old"
+  ab ab6_default_1 110 1,2,8,64 '["all"]'
+  ab ab6_decode_merge_1 60 1,2,8,64 '["all", "+decode_merge"]'
+  ab ab6_merge_prefetch_1 60 1,2,8,64 '["all", "+decode_merge", "+decode_prefetch"]'
+  ab ab6_decode_prefetch_1 60 1,2,8,64 '["all", "+decode_prefetch"]'
+  ab ab6_old_2 60 1,2,8,64 '["all"]' PYTHONPATH="$PWD/ab_old"
+  ab ab6_default_2 60 1,2,8,64 '["all"]'
+  ab ab6_decode_merge_2 60 1,2,8,64 '["all", "+decode_merge"]'
+}
+merge_lane1() {  # the new kernels' tests, then the latency table with today's defaults (issue 5's goals)
+  TAILN=12 step merge_tests 250 $PY -m pytest -q -p no:cacheprovider -x tests/test_kernels.py \
+    tests/test_elementwise_kernels.py tests/test_cuda_graphs_gpu.py \
+    -k "paged_decode or prefetch or pdl or merge or all-FULL-L0 or graph_modes or replay"
+  TAILN=40 step latency 260 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,8,64,256 --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile \
+    --hf-batch-sizes 1 --json "$RES/latency.json"
+}
+
 gpu_tests_fixed() {  # only the tests changed after the first full run
   step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
@@ -317,6 +337,8 @@ case "$stage" in
   narrow)  # narrow GEMV tiles (#5): A/B, kernel bench, tests
     two_lanes narrow_lane0 narrow_lane1 ;;
   final-b1) final_b1 ;;
+  merge)  # 2026-11-30 (fourth session), second call: the merge inside the decode kernel (#5), tests, latency
+    two_lanes merge_lane0 merge_lane1 ;;
   prefetch)  # 2026-11-30 (fourth session): loads before the PDL wait (#5), the allocator's pool reading
     two_lanes prefetch_lane0 prefetch_lane1 ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped

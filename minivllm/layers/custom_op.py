@@ -25,8 +25,10 @@ _default = False
 # gemv_prefetch: with PDL, the GEMV requests its first weight tile before it waits for the previous kernel
 # (the weights never depend on it), so the weight stream overlaps the previous kernel's tail. decode_prefetch:
 # the decode attention kernel reads seq_lens and its first block ids before that wait (host copies made
-# before the step's first kernel write them, never a kernel).
-OPT_IN = {"rope_kv_store", "gemv_prefetch", "decode_prefetch"}
+# before the step's first kernel write them, never a kernel). decode_merge: with split-KV, the last split of
+# each (sequence, KV head) to finish merges the partials inside the decode kernel (an atomic count per pair),
+# so the merge kernel is not launched.
+OPT_IN = {"rope_kv_store", "gemv_prefetch", "decode_prefetch", "decode_merge"}
 
 
 def configure_custom_ops(spec: list[str], has_kernels: bool) -> None:

@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, final3, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -232,6 +232,7 @@ final_b1() {  # issue 5's goals with the final defaults, in one short run: batch
 }
 
 prefetch_ab() {  # issue 5: reads issued before the PDL wait (opt-in), A/B against the default in one lane
+  # (ran at 2a63dee; the default runs hit their cap while autotuning. gemv_prefetch was dropped after it)
   local r=$1
   ab "ab5_default_$r" 60 1,2,8,64 '["all"]'
   ab "ab5_gemv_prefetch_$r" 60 1,2,8,64 '["all", "+gemv_prefetch"]'
@@ -257,6 +258,7 @@ prefetch_lane1() {  # the A/B again on the other GPU, then the default pool in a
 
 merge_lane0() {  # issue 5: the split-KV merge inside the decode kernel and the decode metadata prefetch (both
   # opt-in) against today's default and against the last session's code (aa300a8, unpacked in ab_old/), one lane
+  # (ran at 853377a: decode_merge was slower and was dropped, decode_prefetch became the default)
   ab ab6_old_1 110 1,2,8,64 '["all"]' PYTHONPATH="$PWD/ab_old"
   ab ab6_default_1 110 1,2,8,64 '["all"]'
   ab ab6_decode_merge_1 60 1,2,8,64 '["all", "+decode_merge"]'
@@ -273,6 +275,22 @@ merge_lane1() {  # the new kernels' tests, then the latency table with today's d
   TAILN=40 step latency 260 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
     --batch-sizes 1,8,64,256 --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile \
     --hf-batch-sizes 1 --json "$RES/latency.json"
+}
+
+final3_lane0() {  # every GPU test with decode_prefetch on by default (the decode kernel's own tests too)
+  TAILN=15 step final_tests 290 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
+    "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
+  TAILN=15 step kernel_tests 120 $PY -m pytest -q -p no:cacheprovider tests/test_kernels.py \
+    tests/test_elementwise_kernels.py -k "decode or pdl"
+}
+final3_lane1() {  # the latency table with the final defaults (issue 5's goals), decode_prefetch's A/B once
+  # more, lab 01
+  TAILN=40 step latency 230 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,8,64,256 --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile \
+    --hf-batch-sizes 1 --json "$RES/latency.json"
+  ab ab7_default 60 1,2,8,64 '["all"]'
+  ab ab7_no_decode_prefetch 60 1,2,8,64 '["all", "-decode_prefetch"]'
+  lab01
 }
 
 gpu_tests_fixed() {  # only the tests changed after the first full run
@@ -337,6 +355,8 @@ case "$stage" in
   narrow)  # narrow GEMV tiles (#5): A/B, kernel bench, tests
     two_lanes narrow_lane0 narrow_lane1 ;;
   final-b1) final_b1 ;;
+  final3)  # 2026-11-30 (fourth session), last call: the final defaults end to end
+    two_lanes final3_lane0 final3_lane1 ;;
   merge)  # 2026-11-30 (fourth session), second call: the merge inside the decode kernel (#5), tests, latency
     two_lanes merge_lane0 merge_lane1 ;;
   prefetch)  # 2026-11-30 (fourth session): loads before the PDL wait (#5), the allocator's pool reading

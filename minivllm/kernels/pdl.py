@@ -6,8 +6,10 @@ Why: a batch-1 decode step of Qwen3-0.6B is ~300 small kernels in one CUDA graph
 when the previous one has fully drained. With PDL (Hopper and later) the next grid is launched as soon as
 every program of the previous one has signalled (griddepcontrol.launch_dependents) or exited, and its
 programs block in griddepcontrol.wait until the previous kernel has completed and its writes are visible.
-So the launch and ramp-up overlap the previous kernel's tail. It is safe only if a kernel reads and writes
-nothing before that wait, which is why every Triton kernel here calls `wait_for_previous_kernel` first.
+So the launch and ramp-up overlap the previous kernel's tail. It is safe only if a kernel reads nothing the
+previous kernel writes, and writes nothing, before that wait, which is why every Triton kernel here calls
+`wait_for_previous_kernel` first. The one exception is the decode kernel's seq_lens and block table
+(custom op "decode_prefetch"): the step's host copies write them before its first kernel runs.
 Kernels of other libraries (cuBLAS, PyTorch) are launched normally and end a PDL chain.
 """
 

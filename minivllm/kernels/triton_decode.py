@@ -59,13 +59,12 @@ fix_interpreter_for_numpy_2_4()
 
 
 @triton.jit
-def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_ptr, part_ml_ptr, counter_ptr,
+def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_ptr, part_ml_ptr,
                    scale_log2, q_stride_s, q_stride_h, out_stride_s, out_stride_h,
                    bt_stride_s, kv_stride_blk, kv_stride_tok, kv_stride_head,
                    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
                    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
-                   PRECISION: tl.constexpr, PREFETCH_METADATA: tl.constexpr, MERGE_IN_KERNEL: tl.constexpr,
-                   SPLITS_PAD: tl.constexpr, USE_PDL: tl.constexpr):
+                   PRECISION: tl.constexpr, PREFETCH_METADATA: tl.constexpr, USE_PDL: tl.constexpr):
     if not PREFETCH_METADATA:
         wait_for_previous_kernel(USE_PDL)
     seq = tl.program_id(0)
@@ -129,72 +128,36 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
         tl.store(part_acc_ptr + row[:, None] * HEAD_DIM + d[None, :], acc, mask=head_ok[:, None])
         tl.store(part_ml_ptr + row * 2, m_i, mask=head_ok)
         tl.store(part_ml_ptr + row * 2 + 1, l_i, mask=head_ok)
-        if MERGE_IN_KERNEL:  # the last split of this (seq, kv head) to finish merges the partials
-            tl.debug_barrier()  # every thread's partials are written before the count is released
-            counter = counter_ptr + seq * tl.num_programs(1) + kv_head
-            if tl.atomic_add(counter, 1, sem="acq_rel") == NUM_SPLITS - 1:
-                tl.atomic_xchg(counter, 0)  # zero again for the next launch (or graph replay)
-                for g_i in tl.static_range(GROUP):
-                    head = kv_head * GROUP + g_i
-                    # ".cg": read from L2, where the other programs' partials are, not a stale L1 line
-                    _merge_head(part_acc_ptr, part_ml_ptr, out_ptr + seq * out_stride_s + head * out_stride_h,
-                                (seq * num_heads + head) * NUM_SPLITS, HEAD_DIM, NUM_SPLITS, SPLITS_PAD, ".cg")
-
-
-@triton.jit
-def _merge_head(part_acc_ptr, part_ml_ptr, out_ptr, row, HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr,
-                SPLITS_PAD: tl.constexpr, CACHE: tl.constexpr):
-    """Merge one head's partials (rows row .. row + NUM_SPLITS - 1):
-    out = sum_i acc_i 2^(m_i - m) / sum_i l_i 2^(m_i - m), m = max_i m_i."""
-    i = tl.arange(0, SPLITS_PAD)
-    d = tl.arange(0, HEAD_DIM)
-    ok = i < NUM_SPLITS
-    m = tl.load(part_ml_ptr + (row + i) * 2, mask=ok, other=float("-inf"), cache_modifier=CACHE)
-    l = tl.load(part_ml_ptr + (row + i) * 2 + 1, mask=ok, other=0.0, cache_modifier=CACHE)
-    acc = tl.load(part_acc_ptr + (row + i)[:, None] * HEAD_DIM + d[None, :], mask=ok[:, None], other=0.0,
-                  cache_modifier=CACHE)
-    m_max = tl.max(m, axis=0)
-    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)  # all splits empty (seq_len 0)
-    w = tl.exp2(m - m_max)  # empty splits have m = -inf -> weight 0
-    denom = tl.sum(l * w, axis=0)
-    denom = tl.where(denom > 0, denom, 1.0)
-    out = tl.sum(acc * w[:, None], axis=0) / denom
-    tl.store(out_ptr + d, out.to(out_ptr.dtype.element_ty))
 
 
 @triton.jit
 def _merge_splits_kernel(part_acc_ptr, part_ml_ptr, out_ptr, out_stride_s, out_stride_h,
                          HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr,
                          USE_PDL: tl.constexpr):
-    """Merge the splits' partials of one (seq, head), a kernel after the decode kernel."""
+    """Merge the splits' partials: out = sum_i acc_i 2^(m_i - m) / sum_i l_i 2^(m_i - m), m = max_i m_i."""
     wait_for_previous_kernel(USE_PDL)
     seq = tl.program_id(0)
     head = tl.program_id(1)
-    _merge_head(part_acc_ptr, part_ml_ptr, out_ptr + seq * out_stride_s + head * out_stride_h,
-                (seq * tl.num_programs(1) + head) * NUM_SPLITS, HEAD_DIM, NUM_SPLITS, SPLITS_PAD, "")
+    row = (seq * tl.num_programs(1) + head) * NUM_SPLITS
+    i = tl.arange(0, SPLITS_PAD)
+    d = tl.arange(0, HEAD_DIM)
+    ok = i < NUM_SPLITS
+    m = tl.load(part_ml_ptr + (row + i) * 2, mask=ok, other=float("-inf"))
+    l = tl.load(part_ml_ptr + (row + i) * 2 + 1, mask=ok, other=0.0)
+    acc = tl.load(part_acc_ptr + (row + i)[:, None] * HEAD_DIM + d[None, :], mask=ok[:, None], other=0.0)
+    m_max = tl.max(m, axis=0)
+    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)  # all splits empty (seq_len 0)
+    w = tl.exp2(m - m_max)  # empty splits have m = -inf -> weight 0
+    denom = tl.sum(l * w, axis=0)
+    denom = tl.where(denom > 0, denom, 1.0)
+    out = tl.sum(acc * w[:, None], axis=0) / denom
+    tl.store(out_ptr + seq * out_stride_s + head * out_stride_h + d, out.to(out_ptr.dtype.element_ty))
 
 
 def _num_sms(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 8  # interpreter: keep the grid small
-
-
-_counters: dict[torch.device, torch.Tensor] = {}
-
-
-def _split_counters(n: int, device: torch.device) -> torch.Tensor:
-    """One int32 per (seq, kv head), zero between launches (custom op "decode_merge": the decode kernel counts
-    its finished splits there and the last one resets it). Allocated outside CUDA-graph capture: the warm-up
-    run before each capture allocates what the capture then uses."""
-    buf = _counters.get(device)
-    if buf is None or buf.numel() < n:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError(f"decode_merge needs {n} split counters but has {0 if buf is None else buf.numel()}"
-                               f": run the batch once before capturing it")
-        buf = torch.zeros(max(n, 1 << 12), dtype=torch.int32, device=device)
-        _counters[device] = buf
-    return buf
 
 
 def choose_num_splits(num_seqs: int, num_kv_heads: int, max_context: int, device: torch.device) -> int:
@@ -248,24 +211,21 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         num_splits = choose_num_splits(S, Hkv, max_context, q.device)
     tile_n, num_warps = decode_tile_config(D, k_cache.dtype)
     precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"  # exact fp32 dot; bf16/fp16 ignore it
-    merge_in_kernel = num_splits > 1 and custom_op_enabled("decode_merge")
     if num_splits > 1:
         part_acc = torch.empty(S, H, num_splits, D, dtype=torch.float32, device=q.device)
         part_ml = torch.empty(S, H, num_splits, 2, dtype=torch.float32, device=q.device)
     else:
         part_acc = part_ml = out  # unused
-    counters = _split_counters(S * Hkv, q.device) if merge_in_kernel else seq_lens
     _decode_kernel[(S, Hkv, num_splits)](
-        q, k_cache, v_cache, block_tables, seq_lens, out, part_acc, part_ml, counters,
+        q, k_cache, v_cache, block_tables, seq_lens, out, part_acc, part_ml,
         scale * _LOG2E, q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=D,
         BLOCK_SIZE=block_size, TILE_N=tile_n, NUM_SPLITS=num_splits, PRECISION=precision,
-        PREFETCH_METADATA=custom_op_enabled("decode_prefetch"), MERGE_IN_KERNEL=merge_in_kernel,
-        SPLITS_PAD=triton.next_power_of_2(num_splits), num_warps=num_warps, num_stages=2,
+        PREFETCH_METADATA=custom_op_enabled("decode_prefetch"), num_warps=num_warps, num_stages=2,
         **launch_options(q.device),
     )
-    if num_splits > 1 and not merge_in_kernel:
+    if num_splits > 1:
         _merge_splits_kernel[(S, H)](
             part_acc, part_ml, out, out.stride(0), out.stride(1),
             HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits),

@@ -34,7 +34,6 @@ import triton.language as tl
 
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 from minivllm.kernels.triton_decode import fix_interpreter_for_numpy_2_4
-from minivllm.layers.custom_op import custom_op_enabled
 
 fix_interpreter_for_numpy_2_4()  # a loop bound from a kernel argument (K) under TRITON_INTERPRET=1
 
@@ -51,46 +50,20 @@ MAX_WEIGHT_ELEMENTS = 1 << 26  # the LM head (155M elements) is already near the
 
 
 @triton.jit
-def _input_tile(x_rows, r_rows, nw_ptr, k, k_ok, m_ok, K, rstd, dtype, SILU_MUL: tl.constexpr,
-                HAS_NORM: tl.constexpr, ADD_RESIDUAL: tl.constexpr):
-    """Columns k of f(x) in fp32: x, or silu(gate) * up, or norm_weight * rmsnorm(x (+ residual))."""
-    x_mask = m_ok[:, None] & k_ok[None, :]
-    x = tl.load(x_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
-    if SILU_MUL:  # x is [gate | up]: silu(gate) * up, rounded like the separate kernel's outputs
-        up = tl.load(x_rows + K + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
-        x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
-    if HAS_NORM:  # (residual add +) RMSNorm, rounded like the separate kernel's output
-        if ADD_RESIDUAL:
-            x = (x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)).to(dtype)
-            x = x.to(tl.float32)
-        nw = tl.load(nw_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
-        x = (nw[None, :] * (x * rstd[:, None]).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
-    return x
-
-
-@triton.jit
 def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, N, K, stride_xm, stride_wn,
                  stride_om, stride_rm, eps,
                  M_PAD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, HAS_NORM: tl.constexpr,
-                 ADD_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, PREFETCH_WEIGHTS: tl.constexpr,
-                 USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                 ADD_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, USE_PDL: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    wait_for_previous_kernel(USE_PDL)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = n < N
-    w_rows = w_ptr + n.to(tl.int64)[:, None] * stride_wn
-    k = tl.arange(0, BLOCK_K)
-    k_ok = k < K
-    if PREFETCH_WEIGHTS:  # the first weight tile is requested before waiting: no kernel of a step writes W
-        w_first = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0)
-        wait_for_previous_kernel(USE_PDL)
-    else:
-        wait_for_previous_kernel(USE_PDL)
-        w_first = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0)
     m = tl.arange(0, M_PAD)
     m_ok = m < M
+    w_rows = w_ptr + n.to(tl.int64)[:, None] * stride_wn
     x_rows = x_ptr + m[:, None] * stride_xm
     r_rows = res_ptr + m[:, None] * stride_rm
     dtype = out_ptr.dtype.element_ty
-    rstd = tl.zeros([M_PAD], tl.float32)
     if HAS_NORM:  # prologue: the rms of each whole row (K_PAD >= K, one load; the rows are a few KB)
         kk = tl.arange(0, K_PAD)
         row_mask = m_ok[:, None] & (kk < K)[None, :]
@@ -101,14 +74,22 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
                 tl.store(res_out_ptr + m[:, None] * K + kk[None, :], xx, mask=row_mask)
             xx = xx.to(tl.float32)
         rstd = tl.rsqrt(tl.sum(xx * xx, axis=1) / K + eps)
-    # The first K tile with the weights already loaded, then the rest (none when BLOCK_K >= K).
-    x = _input_tile(x_rows, r_rows, nw_ptr, k, k_ok, m_ok, K, rstd, dtype, SILU_MUL, HAS_NORM, ADD_RESIDUAL)
-    acc = tl.sum(x[:, None, :] * w_first.to(tl.float32)[None, :, :], axis=2)
-    for k0 in range(BLOCK_K, K, BLOCK_K):
+    acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
+    for k0 in range(0, K, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
         k_ok = k < K
         w = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
-        x = _input_tile(x_rows, r_rows, nw_ptr, k, k_ok, m_ok, K, rstd, dtype, SILU_MUL, HAS_NORM, ADD_RESIDUAL)
+        x_mask = m_ok[:, None] & k_ok[None, :]
+        x = tl.load(x_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
+        if SILU_MUL:  # x is [gate | up]: silu(gate) * up, rounded like the separate kernel's outputs
+            up = tl.load(x_rows + K + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
+            x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
+        if HAS_NORM:  # (residual add +) RMSNorm, rounded like the separate kernel's output
+            if ADD_RESIDUAL:
+                x = (x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)).to(dtype)
+                x = x.to(tl.float32)
+            nw = tl.load(nw_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
+            x = (nw[None, :] * (x * rstd[:, None]).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
         acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
     if HAS_BIAS:
         acc += tl.load(b_ptr + n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
@@ -179,10 +160,7 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
                 K_PAD=triton.next_power_of_2(K) if norm_weight is not None else 1)
     kernel = _kernel()
     if kernel is None:  # interpreter: one small config
-        _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, PREFETCH_WEIGHTS=custom_op_enabled("gemv_prefetch"),
-                                            USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
+        _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
     else:
-        opts = launch_options(x.device)
-        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](
-            *args, **meta, PREFETCH_WEIGHTS=opts["USE_PDL"] and custom_op_enabled("gemv_prefetch"), **opts)
+        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device))
     return out if residual is None else (out, res_out)

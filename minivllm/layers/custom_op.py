@@ -22,13 +22,13 @@ _default = False
 # kernel, then the GEMV), and pdl, programmatic dependent launch of every Triton kernel (not a kernel: a way to
 # launch one), graduated together: H200 TPOT at batch 1 / 2 / 8 / 64, 1.220 / 1.368 / 1.359 / 1.877 ms ->
 # 1.132 / 1.174 / 1.317 / 1.845 ms in one run.
-# gemv_prefetch: with PDL, the GEMV requests its first weight tile before it waits for the previous kernel
-# (the weights never depend on it), so the weight stream overlaps the previous kernel's tail. decode_prefetch:
-# the decode attention kernel reads seq_lens and its first block ids before that wait (host copies made
-# before the step's first kernel write them, never a kernel). decode_merge: with split-KV, the last split of
-# each (sequence, KV head) to finish merges the partials inside the decode kernel (an atomic count per pair),
-# so the merge kernel is not launched.
-OPT_IN = {"rope_kv_store", "gemv_prefetch", "decode_prefetch", "decode_merge"}
+# decode_prefetch (default): the decode attention kernel reads seq_lens and its first block ids before the
+# PDL wait (host copies made before the step's first kernel write them, never a kernel). H200, FULL graphs,
+# batch 1 / 2 / 8 / 64, one run: 0.966 / 1.047 / 1.317 / 1.944 -> 0.963 / 1.043 / 1.312 / 1.920 ms.
+# Measured and dropped: the GEMV's first weight tile requested before the wait (batch 1: 0.943 ms, against
+# 0.923 ms with the decode prefetch instead, same run), and the split-KV merge done by the last split to
+# finish inside the decode kernel, no merge kernel (batch 1: 0.966 -> 1.006 ms, same run).
+OPT_IN = {"rope_kv_store"}
 
 
 def configure_custom_ops(spec: list[str], has_kernels: bool) -> None:

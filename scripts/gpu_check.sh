@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, final3, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, final3, autotune-spread, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -293,6 +293,16 @@ final3_lane1() {  # the latency table with the final defaults (issue 5's goals),
   lab01
 }
 
+autotune_spread() {  # issue 5: is batch 1's spread across machines (0.92-1.18 ms) the GEMV autotuner's choice?
+  # Three fresh autotunes (an empty Triton cache each), batch 1 and 2 TPOT, the winning configs printed
+  local i
+  for i in 1 2 3; do
+    TAILN=3 step "spread_${LANE}_$i" 100 env TRITON_CACHE_DIR="/tmp/triton_cache_${LANE}_$i" TRITON_PRINT_AUTOTUNING=1 \
+      $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,2 --modes FULL \
+      --json "$RES/spread_${LANE}_$i.json"
+  done
+}
+
 gpu_tests_fixed() {  # only the tests changed after the first full run
   step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
@@ -355,6 +365,8 @@ case "$stage" in
   narrow)  # narrow GEMV tiles (#5): A/B, kernel bench, tests
     two_lanes narrow_lane0 narrow_lane1 ;;
   final-b1) final_b1 ;;
+  autotune-spread)  # 2026-11-30 (fourth session): three fresh GEMV autotunes per GPU, batch 1 and 2 TPOT
+    two_lanes autotune_spread autotune_spread ;;
   final3)  # 2026-11-30 (fourth session), last call: the final defaults end to end
     two_lanes final3_lane0 final3_lane1 ;;
   merge)  # 2026-11-30 (fourth session), second call: the merge inside the decode kernel (#5), tests, latency

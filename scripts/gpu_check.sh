@@ -295,11 +295,12 @@ final3_lane1() {  # the latency table with the final defaults (issue 5's goals),
 
 autotune_spread() {  # issue 5: is batch 1's spread across machines (0.92-1.18 ms) the GEMV autotuner's choice?
   # Three fresh autotunes (an empty Triton cache each), batch 1 and 2 TPOT, the winning configs printed
-  local i
+  local i tune=${1:-mean}
   for i in 1 2 3; do
-    TAILN=3 step "spread_${LANE}_$i" 100 env TRITON_CACHE_DIR="/tmp/triton_cache_${LANE}_$i" TRITON_PRINT_AUTOTUNING=1 \
+    TAILN=3 step "spread_${tune}_${LANE}_$i" 100 env TRITON_CACHE_DIR="/tmp/triton_cache_${LANE}_$i" \
+      TRITON_PRINT_AUTOTUNING=1 MINIVLLM_GEMV_TUNE=$tune \
       $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,2 --modes FULL \
-      --json "$RES/spread_${LANE}_$i.json"
+      --json "$RES/spread_${tune}_${LANE}_$i.json"
   done
 }
 
@@ -367,6 +368,8 @@ case "$stage" in
   final-b1) final_b1 ;;
   autotune-spread)  # 2026-11-30 (fourth session): three fresh GEMV autotunes per GPU, batch 1 and 2 TPOT
     two_lanes autotune_spread autotune_spread ;;
+  autotune-median)  # the same with a longer autotune benchmark and its median (MINIVLLM_GEMV_TUNE=median)
+    two_lanes "autotune_spread median" "autotune_spread median" ;;
   final3)  # 2026-11-30 (fourth session), last call: the final defaults end to end
     two_lanes final3_lane0 final3_lane1 ;;
   merge)  # 2026-11-30 (fourth session), second call: the merge inside the decode kernel (#5), tests, latency

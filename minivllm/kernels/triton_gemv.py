@@ -110,6 +110,8 @@ def _configs() -> list[triton.Config]:
 
 
 def _short_bench(fn, quantiles=None):
+    if os.environ.get("MINIVLLM_GEMV_TUNE") == "median":  # experiment: a longer benchmark, its median
+        return triton.testing.do_bench(fn, warmup=10, rep=60, quantiles=quantiles, return_mode="median")
     return triton.testing.do_bench(fn, warmup=3, rep=15, quantiles=quantiles)
 
 

@@ -2,7 +2,7 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, final3, autotune-spread, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, final3, autotune-spread, autotune-median, autotune-one-step, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -297,7 +297,7 @@ autotune_spread() {  # issue 5: is batch 1's spread across machines (0.92-1.18 m
   # Three fresh autotunes (an empty Triton cache each), batch 1 and 2 TPOT, the winning configs printed
   local i tune=${1:-mean}
   for i in 1 2 3; do
-    TAILN=3 step "spread_${tune}_${LANE}_$i" 100 env TRITON_CACHE_DIR="/tmp/triton_cache_${LANE}_$i" \
+    TAILN=3 step "spread_${tune}_${LANE}_$i" 100 env TRITON_CACHE_DIR="/tmp/triton_cache_${tune}_${LANE}_$i" \
       TRITON_PRINT_AUTOTUNING=1 MINIVLLM_GEMV_TUNE=$tune \
       $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,2 --modes FULL \
       --json "$RES/spread_${tune}_${LANE}_$i.json"
@@ -368,8 +368,11 @@ case "$stage" in
   final-b1) final_b1 ;;
   autotune-spread)  # 2026-11-30 (fourth session): three fresh GEMV autotunes per GPU, batch 1 and 2 TPOT
     two_lanes autotune_spread autotune_spread ;;
-  autotune-median)  # the same with a longer autotune benchmark and its median (MINIVLLM_GEMV_TUNE=median)
+  autotune-median)  # the same with a longer autotune benchmark and its median (MINIVLLM_GEMV_TUNE=median; it
+    # reused the caches of autotune-spread, so it re-measured those choices instead: the knob is gone)
     two_lanes "autotune_spread median" "autotune_spread median" ;;
+  autotune-one-step)  # fresh autotunes: all configs (lane 0) vs, for one row, the fewest K steps only (lane 1)
+    two_lanes "autotune_spread mean" "autotune_spread one-step" ;;
   final3)  # 2026-11-30 (fourth session), last call: the final defaults end to end
     two_lanes final3_lane0 final3_lane1 ;;
   merge)  # 2026-11-30 (fourth session), second call: the merge inside the decode kernel (#5), tests, latency

@@ -372,6 +372,7 @@ case "$stage" in
     # reused the caches of autotune-spread, so it re-measured those choices instead: the knob is gone)
     two_lanes "autotune_spread median" "autotune_spread median" ;;
   autotune-one-step)  # fresh autotunes: all configs (lane 0) vs, for one row, the fewest K steps only (lane 1)
+    # (ran at 9c562e9: no narrower spread, 1.003-1.057 vs 0.977-1.008 ms; MINIVLLM_GEMV_TUNE is gone since)
     two_lanes "autotune_spread mean" "autotune_spread one-step" ;;
   final3)  # 2026-11-30 (fourth session), last call: the final defaults end to end
     two_lanes final3_lane0 final3_lane1 ;;

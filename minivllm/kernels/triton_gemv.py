@@ -113,15 +113,6 @@ def _short_bench(fn, quantiles=None):
     return triton.testing.do_bench(fn, warmup=3, rep=15, quantiles=quantiles)
 
 
-def _fewest_k_steps(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    """Experiment (MINIVLLM_GEMV_TUNE=one-step): for one row, only the configs that walk K in the fewest
-    steps the config set allows."""
-    if os.environ.get("MINIVLLM_GEMV_TUNE") != "one-step" or kwargs.get("M_PAD") != 1:
-        return configs
-    need = min(named_args["K"], max(c.kwargs["BLOCK_K"] for c in configs))
-    return [c for c in configs if c.kwargs["BLOCK_K"] >= need]
-
-
 _autotuned = None
 
 
@@ -132,7 +123,6 @@ def _kernel():
         return None
     if _autotuned is None:
         _autotuned = triton.autotune(configs=_configs(), key=["N", "K", "M_PAD", "SILU_MUL", "HAS_NORM"],
-                                     prune_configs_by={"early_config_prune": _fewest_k_steps},
                                      do_bench=_short_bench, cache_results=True)(_gemv_kernel)
     return _autotuned
 

@@ -2,6 +2,8 @@
 # All GPU work of a session in one call: GPU tests, then every benchmark, JSON and logs under $OUT.
 #
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
+#   (through a tool that copies a working tree onto a machine with an older checkout, write the hash itself:
+#   there `git rev-parse` answers the checkout's commit, not the tree's; files of 2026-11-30 morning say so)
 #   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, final3, autotune-spread, autotune-median, autotune-one-step, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #

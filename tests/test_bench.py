@@ -48,6 +48,28 @@ def test_latency(ckpt, tmp_path):
     assert result["modes"]["eager"]["async_scheduling"] is False  # off on a CPU by default
     assert result["modes"]["eager+async"]["async_scheduling"] is True
     assert "tpot_le_1ms" in data["goals"]
+    assert data["modes"]["eager"]["gemv_configs"] == {}  # no autotuning off the GPU
+
+
+def test_gemv_autotune_picks_are_listed_per_shape(monkeypatch):
+    """What `bench latency` records as "gemv_configs": the autotuner's pick for every shape tuned in the
+    process, named by the tuning key (N, K, rows padded, SiLU-and-mul, norm)."""
+    import triton
+
+    from minivllm.kernels import triton_gemv
+
+    class FakeTuner:
+        cache = {(4096, 1024, 1, False, True, "torch.bfloat16"): triton.Config({"BLOCK_N": 2, "BLOCK_K": 1024},
+                                                                               num_warps=4, num_stages=2),
+                 (1024, 3072, 2, True, False, "torch.bfloat16"): triton.Config({"BLOCK_N": 4, "BLOCK_K": 2048},
+                                                                               num_warps=8, num_stages=2)}
+
+    monkeypatch.setattr(triton_gemv, "_autotuned", FakeTuner())
+    assert triton_gemv.autotuned_configs() == {
+        "N=1024 K=3072 M_PAD=2 silu_mul": {"BLOCK_N": 4, "BLOCK_K": 2048, "num_warps": 8, "num_stages": 2},
+        "N=4096 K=1024 M_PAD=1 norm": {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 2}}
+    monkeypatch.setattr(triton_gemv, "_autotuned", None)
+    assert triton_gemv.autotuned_configs() == {}
 
 
 def test_latency_rejects_unknown_mode(ckpt):

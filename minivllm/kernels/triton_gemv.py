@@ -127,6 +127,20 @@ def _kernel():
     return _autotuned
 
 
+def autotuned_configs() -> dict[str, dict]:
+    """The block sizes the autotuner picked in this process, per shape. Benchmarks record them: on the H200,
+    fresh autotunes pick differently among near-tied configs (each is timed alone, not inside the graph),
+    and batch-1 TPOT followed the pick from 0.977 to 1.066 ms (assets/results/h200/gemv_autotune_spread.json)."""
+    if _autotuned is None:
+        return {}
+    picks = {}
+    for key, cfg in _autotuned.cache.items():
+        n, k, m_pad, silu_mul, norm = key[:5]
+        name = f"N={n} K={k} M_PAD={m_pad}" + (" silu_mul" if silu_mul else "") + (" norm" if norm else "")
+        picks[name] = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    return dict(sorted(picks.items()))
+
+
 def supports(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Shapes this kernel is for: few rows, a weight that is not huge, unit-stride rows."""
     return (x.dim() == 2 and 0 < x.shape[0] <= DISPATCH_MAX_M and weight.numel() <= MAX_WEIGHT_ELEMENTS

@@ -131,3 +131,28 @@ def test_capture_bookkeeping_largest_first_and_per_size_memory(monkeypatch):
     with pytest.raises(CudaGraphCaptureError, match="batch size 2"):
         capture_all_sizes("FULL", [2], "test", failing)
     assert gc.get_freeze_count() == 0  # unfrozen even when a capture fails
+
+
+def test_graph_memory_is_reserved_for_the_pool_and_the_graph_executables():
+    """Before the KV cache is sized, the engine reserves the pool (the activation peak scaled to the largest
+    captured size, per mode) plus the driver's graph executables (~12 KiB per kernel node). On the H200 the
+    default FULL_AND_PIECEWISE capture of Qwen3-0.6B lowered free memory by 354 MiB, 58 of them the pool:
+    the reservation must cover that; before, a fixed 64 MiB stood for the executables."""
+    from types import SimpleNamespace
+
+    from minivllm.llm import LLM
+
+    def reserve(mode: str, layers: int = 28, peak: int = 0, **engine) -> float:
+        cfg = EngineConfig(model="m", **engine)  # on a CPU its mode is NONE: the CUDA one is given here
+        cfg = SimpleNamespace(cudagraph_mode=mode, capture_sizes=cfg.capture_sizes, scheduler=cfg.scheduler)
+        runner = SimpleNamespace(max_num_tokens=8192, model_config=SimpleNamespace(num_hidden_layers=layers))
+        return LLM._graph_memory_estimate(SimpleNamespace(config=cfg), runner, peak) / 2 ** 20
+
+    default = reserve("FULL_AND_PIECEWISE")  # 35 decode sizes + 51 token counts, 28 layers
+    assert 354 - 58 <= default <= 2 * 354
+    assert reserve("FULL") >= 162 - 58 and reserve("PIECEWISE") >= 190 - 26
+    assert reserve("FULL") + reserve("PIECEWISE") == default
+    assert reserve("NONE") == 0
+    assert reserve("FULL", layers=2, scheduler=SchedulerConfig(max_num_seqs=4)) == 64  # the floor
+    peak = 1 << 30  # the pool part: the activation peak scaled to the largest size (512 of 8192 tokens), per mode
+    assert reserve("FULL_AND_PIECEWISE", peak=peak) - default == 2 * 1024 * 512 / 8192

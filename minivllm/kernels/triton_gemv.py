@@ -21,11 +21,14 @@ is rounded to the input dtype, and the normalised row before and after the weigh
 Block sizes are autotuned per (N, K, M) on the GPU it runs on (a few configs, short benchmarks, the first
 time each shape is seen, which is the warm-up before CUDA-graph capture). The winners are kept in Triton's
 cache directory (cache_results), so a warm start does not tune again. Under TRITON_INTERPRET=1 a fixed
-small config runs instead.
+small config runs instead. Each config is timed alone, not inside the graph, so near-ties are picked
+differently from one fresh autotune to the next, and batch-1 TPOT follows the pick (H200: 0.977-1.066 ms):
+benchmarks record the picks, and MINIVLLM_GEMV_CONFIGS replays a recorded set (pinned_configs).
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import torch
@@ -114,6 +117,45 @@ def _short_bench(fn, quantiles=None):
 
 
 _autotuned = None
+_pins: dict[str, dict] | None = None
+
+
+def shape_name(n: int, k: int, m_pad: int, silu_mul: bool, norm: bool) -> str:
+    """How the autotuner's picks are named in benchmark JSON ("gemv_configs") and in MINIVLLM_GEMV_CONFIGS."""
+    return f"N={n} K={k} M_PAD={m_pad}" + (" silu_mul" if silu_mul else "") + (" norm" if norm else "")
+
+
+def pinned_configs() -> dict[str, dict]:
+    """MINIVLLM_GEMV_CONFIGS=file.json: block sizes to use instead of autotuning, per shape name. The file is a
+    {shape name: config} mapping, or a `bench latency` JSON (its modes' "gemv_configs"), so one run's picks
+    can be replayed on another machine: that separates the machine's speed from the autotuner's choice."""
+    global _pins
+    if _pins is None:
+        path = os.environ.get("MINIVLLM_GEMV_CONFIGS")
+        _pins = {}
+        if path:
+            with open(path) as f:
+                data = json.load(f)
+            for picks in ([m.get("gemv_configs", {}) for m in data["modes"].values()] if "modes" in data
+                          else [data]):
+                _pins.update(picks)
+    return _pins
+
+
+def _use_pinned(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    """The autotuner's config filter: the pinned config of this shape, if there is one."""
+    pins = pinned_configs()
+    if not pins:  # the default: every config is timed
+        return configs
+    name = shape_name(named_args.get("N"), named_args.get("K"), kwargs.get("M_PAD"), kwargs.get("SILU_MUL"),
+                      kwargs.get("HAS_NORM"))
+    want = pins.get(name)
+    if want is None:
+        return configs
+    match = [c for c in configs if {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages} == want]
+    if not match:
+        raise ValueError(f"MINIVLLM_GEMV_CONFIGS: {name}: {want} is not one of the GEMV's autotune configs")
+    return match
 
 
 def _kernel():
@@ -123,6 +165,7 @@ def _kernel():
         return None
     if _autotuned is None:
         _autotuned = triton.autotune(configs=_configs(), key=["N", "K", "M_PAD", "SILU_MUL", "HAS_NORM"],
+                                     prune_configs_by={"early_config_prune": _use_pinned},
                                      do_bench=_short_bench, cache_results=True)(_gemv_kernel)
     return _autotuned
 
@@ -135,9 +178,7 @@ def autotuned_configs() -> dict[str, dict]:
         return {}
     picks = {}
     for key, cfg in _autotuned.cache.items():
-        n, k, m_pad, silu_mul, norm = key[:5]
-        name = f"N={n} K={k} M_PAD={m_pad}" + (" silu_mul" if silu_mul else "") + (" norm" if norm else "")
-        picks[name] = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        picks[shape_name(*key[:5])] = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     return dict(sorted(picks.items()))
 
 

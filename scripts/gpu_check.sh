@@ -4,7 +4,7 @@
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
 #   (through a tool that copies a working tree onto a machine with an older checkout, write the hash itself:
 #   there `git rev-parse` answers the checkout's commit, not the tree's; files of 2026-11-30 morning say so)
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, final3, autotune-spread, autotune-median, autotune-one-step, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, final3, autotune-spread, autotune-median, autotune-one-step, pinned, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -306,6 +306,19 @@ autotune_spread() {  # issue 5: is batch 1's spread across machines (0.92-1.18 m
   done
 }
 
+pinned_vs_fresh() {  # issue 5 (next): the fastest recorded GEMV picks replayed vs a fresh autotune, per GPU:
+  # separates this machine's speed from the autotuner's choice
+  local i
+  for i in 1 2; do
+    TAILN=3 step "pinned_${LANE}_$i" 60 env MINIVLLM_GEMV_CONFIGS=assets/results/h200/gemv_configs_fastest_b1.json \
+      $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,2 --modes FULL \
+      --json "$RES/pinned_${LANE}_$i.json"
+    TAILN=3 step "fresh_${LANE}_$i" 100 env TRITON_CACHE_DIR="/tmp/triton_cache_fresh_${LANE}_$i" \
+      $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,2 --modes FULL \
+      --json "$RES/fresh_${LANE}_$i.json"
+  done
+}
+
 gpu_tests_fixed() {  # only the tests changed after the first full run
   step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
@@ -376,6 +389,8 @@ case "$stage" in
   autotune-one-step)  # fresh autotunes: all configs (lane 0) vs, for one row, the fewest K steps only (lane 1)
     # (ran at 9c562e9: no narrower spread, 1.003-1.057 vs 0.977-1.008 ms; MINIVLLM_GEMV_TUNE is gone since)
     two_lanes "autotune_spread mean" "autotune_spread one-step" ;;
+  pinned)  # the fastest recorded GEMV picks (MINIVLLM_GEMV_CONFIGS) vs fresh autotunes, both GPUs
+    two_lanes pinned_vs_fresh pinned_vs_fresh ;;
   final3)  # 2026-11-30 (fourth session), last call: the final defaults end to end
     two_lanes final3_lane0 final3_lane1 ;;
   merge)  # 2026-11-30 (fourth session), second call: the merge inside the decode kernel (#5), tests, latency

@@ -239,6 +239,9 @@ def test_gemv_configs_can_be_pinned_from_a_latency_json(tmp_path, monkeypatch):
     chosen = triton_gemv._use_pinned(configs, {"N": 4096, "K": 1024}, **meta)
     assert [(c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages) for c in chosen] == [(2, 1024, 4, 2)]
     assert triton_gemv._use_pinned(configs, {"N": 1024, "K": 2048}, **meta) == configs  # not pinned
+    path.write_text(json.dumps({"gemv_configs": {"N=4096 K=1024 M_PAD=1 norm": pick}, "provenance": {}}))
+    monkeypatch.setattr(triton_gemv, "_pins", None)
+    assert len(triton_gemv._use_pinned(configs, {"N": 4096, "K": 1024}, **meta)) == 1
     path.write_text(json.dumps({"N=4096 K=1024 M_PAD=1 norm": {**pick, "BLOCK_N": 3}}))  # a plain mapping
     monkeypatch.setattr(triton_gemv, "_pins", None)
     with pytest.raises(ValueError, match="not one of the GEMV's autotune configs"):

@@ -127,7 +127,8 @@ def shape_name(n: int, k: int, m_pad: int, silu_mul: bool, norm: bool) -> str:
 
 def pinned_configs() -> dict[str, dict]:
     """MINIVLLM_GEMV_CONFIGS=file.json: block sizes to use instead of autotuning, per shape name. The file is a
-    {shape name: config} mapping, or a `bench latency` JSON (its modes' "gemv_configs"), so one run's picks
+    `bench latency` JSON (its modes' "gemv_configs"), or {"gemv_configs": {shape name: config}}, or just that
+    mapping, so one run's picks
     can be replayed on another machine: that separates the machine's speed from the autotuner's choice."""
     global _pins
     if _pins is None:
@@ -136,9 +137,11 @@ def pinned_configs() -> dict[str, dict]:
         if path:
             with open(path) as f:
                 data = json.load(f)
-            for picks in ([m.get("gemv_configs", {}) for m in data["modes"].values()] if "modes" in data
-                          else [data]):
-                _pins.update(picks)
+            if "modes" in data:  # a bench latency JSON: every engine's picks
+                for mode in data["modes"].values():
+                    _pins.update(mode.get("gemv_configs", {}))
+            else:
+                _pins.update(data.get("gemv_configs", data))
     return _pins
 
 

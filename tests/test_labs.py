@@ -94,7 +94,11 @@ def test_q4_model_answer_is_tied_to_the_measured_numbers():
     _, text = grade(lab01.Q4, "B", GPU_RESULTS)
     assert "capturing the batch-1 graph took 0.4 s" in text
     assert "padding 5 -> 8 costs 0.1 ms" in text
-    assert "captured sizes [1, 2, 4, 8, 16] at startup in 1.2 s, 30.0 MiB" in text
+    assert "captured sizes [1, 2, 4, 8, 16] at startup in 1.2 s, 30.0 MiB" in text  # a record without the pool
+    res = copy.deepcopy(GPU_RESULTS)
+    res["tpot"]["capture"]["pool_mib"] = 4.0  # newer records: the allocator's pool next to the free-memory drop
+    text = lab01.q4_evidence(res)
+    assert "a graph pool of 4.0 MiB shared by all sizes; free device memory fell by 30.0 MiB" in text
 
 
 def test_evidence_on_a_cpu_and_without_results():

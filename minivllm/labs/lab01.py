@@ -330,7 +330,7 @@ def engine_tpot(llms: dict, batch_sizes: tuple[int, ...] = (1, 8), new_tokens: i
         cg = llm.startup_report().cudagraph.get("FULL")
         if cg:
             res["capture"] = {"sizes": cg.get("sizes"), "seconds": cg.get("total_seconds"),
-                              "mib": cg.get("total_mib")}
+                              "mib": cg.get("total_mib"), "pool_mib": cg.get("pool_mib")}
         dispatcher = getattr(llm.model_runner, "cudagraph_dispatcher", None)
         if dispatcher is not None:
             res[f"{mode}_steps_by_path"] = dict(dispatcher.counts)
@@ -498,7 +498,11 @@ def q4_evidence(res: dict | None) -> str:
                          f"batch 8 {b['gpu_ms'][i8]} ms: padding 5 -> 8 costs "
                          f"{round(b['gpu_ms'][i8] - b['gpu_ms'][i5], 4)} ms")
     cap = (res.get("tpot") or {}).get("capture")
-    if cap:
+    if cap and cap.get("pool_mib") is not None:  # the allocator's pool, and what the driver holds besides
+        lines.append(f"- the engine captured sizes {cap['sizes']} at startup in {cap['seconds']} s: a graph pool "
+                     f"of {cap['pool_mib']} MiB shared by all sizes; free device memory fell by {cap['mib']} MiB, "
+                     f"the rest being the graphs' executables, which the driver keeps outside the pool")
+    elif cap:
         lines.append(f"- the engine captured sizes {cap['sizes']} at startup in {cap['seconds']} s, "
                      f"{cap['mib']} MiB")
     if len(lines) == 1:

@@ -30,7 +30,9 @@ def check_provenance(data: dict) -> None:
     assert p["model"]["num_hidden_layers"] == 2 and p["model"]["architecture"] == "Qwen3ForCausalLM"
 
 
-def test_latency(ckpt, tmp_path):
+def test_latency(ckpt, tmp_path, monkeypatch, capsys):
+    picks = {"N=64 K=32 M_PAD=1": {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 2}}
+    monkeypatch.setattr(latency, "_gemv_configs", lambda: picks)  # what a GPU run's autotuner would report
     out = tmp_path / "latency.json"
     args = parse_args(["latency", "--model", ckpt, "--batch-sizes", "1,2", "--input-len", "8", "--output-len",
                        "4", "--modes", "eager,eager+async", "--compare", "hf,hf-compile", "--hf-batch-sizes", "1",
@@ -48,7 +50,9 @@ def test_latency(ckpt, tmp_path):
     assert result["modes"]["eager"]["async_scheduling"] is False  # off on a CPU by default
     assert result["modes"]["eager+async"]["async_scheduling"] is True
     assert "tpot_le_1ms" in data["goals"]
-    assert data["modes"]["eager"]["gemv_configs"] == {}  # no autotuning off the GPU
+    assert data["modes"]["eager"]["gemv_configs"] == picks  # recorded per engine, printed once
+    printed = capsys.readouterr().out
+    assert "GEMV block sizes the autotuner picked" in printed and "N=64 K=32 M_PAD=1" in printed
 
 
 def test_gemv_autotune_picks_are_listed_per_shape(monkeypatch):
@@ -69,7 +73,7 @@ def test_gemv_autotune_picks_are_listed_per_shape(monkeypatch):
         "N=1024 K=3072 M_PAD=2 silu_mul": {"BLOCK_N": 4, "BLOCK_K": 2048, "num_warps": 8, "num_stages": 2},
         "N=4096 K=1024 M_PAD=1 norm": {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 2}}
     monkeypatch.setattr(triton_gemv, "_autotuned", None)
-    assert triton_gemv.autotuned_configs() == {}
+    assert triton_gemv.autotuned_configs() == {} and latency._gemv_configs() == {}  # no autotuning here
 
 
 def test_latency_rejects_unknown_mode(ckpt):

@@ -4,7 +4,7 @@
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
 #   (through a tool that copies a working tree onto a machine with an older checkout, write the hash itself:
 #   there `git rev-parse` answers the checkout's commit, not the tree's; files of 2026-11-30 morning say so)
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, cache-norm, final2, compile-baselines, narrow, final-b1, prefetch, merge, final3, autotune-spread, autotune-median, autotune-one-step, pinned, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, evidence, fusion, gemv, final, norm-pdl, final2, compile-baselines, final-b1, final3, autotune-spread, pinned, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -166,25 +166,6 @@ autotune_lane1() {  # issue 6: level 3 + graphs vs graphs alone, then with Induc
   startup
 }
 
-cache_norm_lane0() {  # issue 5: add + RMSNorm in the GEMV prologue (the fallback now the default kernels),
-  # tests first, then TPOT against the default, and with the norm fused at 1 row only (2 rows: norm kernel)
-  TAILN=15 step cn_tests 170 $PY -m pytest -q -p no:cacheprovider -x tests/test_cuda_graphs_gpu.py \
-    tests/test_elementwise_kernels.py -k "gemv_norm or pdl or add_and_norm or gemv_equals"
-  ab ab2_default 60 1,2,8,64 '["all"]'
-  ab ab2_gemv_norm 60 1,2,8,64 '["all", "+gemv_norm"]'
-  ab ab2_gemv_norm_m1 50 1,2 '["all", "+gemv_norm"]' MINIVLLM_GEMV_NORM_MAX_M=1  # the knob is gone since 3ef1d59
-  ab ab2_gemv_norm_pdl 60 1,2,8,64 '["all", "+gemv_norm", "+pdl"]'
-  ab ab2_gemv_norm_pdl_m1 50 1,2 '["all", "+gemv_norm", "+pdl"]' MINIVLLM_GEMV_NORM_MAX_M=1
-}
-cache_norm_lane1() {  # issue 6: cold/warm start with the saved graph (Dynamo skipped), then where a step
-  # with the fused norm goes at 1 and 2 rows, then lab 01 with today's defaults
-  startup
-  TAILN=70 step profile_gemv_norm 70 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
-    --batch-sizes 1,2 --context 256 --modes FULL --compilation-config '{"custom_ops": ["all", "+gemv_norm"]}' \
-    --json "$RES/profile_gemv_norm.json"
-  lab01
-}
-
 final2_lane0() {  # every GPU test with the new defaults (gemv_norm, pdl), then where a default step goes
   TAILN=15 step final_tests 290 $PY -m pytest -q -p no:cacheprovider -s tests/test_cuda_graphs_gpu.py \
     "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
@@ -211,72 +192,10 @@ compile_baselines() {  # issue 6: what level 3 adds to graphs depends on the bas
     --json "$RES/compile_custom_ops_$ops.json"
 }
 
-narrow_lane0() {  # issue 5: narrow, deep GEMV tiles in the autotuner's choice; A/B twice, then kernel vs cuBLAS
-  # (run at 400be22, where MINIVLLM_GEMV_NARROW_TILES=0 left them out; the knob is gone since)
-  local i tiles
-  for i in 1 2; do
-    for tiles in 0 1; do
-      step "ab4_narrow${tiles}_$i" 45 env MINIVLLM_GEMV_NARROW_TILES=$tiles $PY -m minivllm.cli bench latency \
-        --model "$CK" --max-model-len 512 --batch-sizes 1,2 --modes FULL --json "$RES/ab4_narrow${tiles}_$i.json"
-    done
-  done
-  TAILN=30 step gemv_kernels 50 $PY -m minivllm.cli bench kernels --gemv --json "$RES/gemv.json"
-}
-narrow_lane1() {
-  TAILN=10 step narrow_tests 170 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
-    tests/test_elementwise_kernels.py -k "all-FULL-L0 or all-FULL_AND_PIECEWISE-L3 or (gemv_equals and bfloat16)"
-}
-
 final_b1() {  # issue 5's goals with the final defaults, in one short run: batch 1 (and 64) vs transformers
   TAILN=30 step latency_b1 170 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
     --batch-sizes 1,64 --modes FULL_AND_PIECEWISE --compare hf,hf-compile --hf-batch-sizes 1 \
     --json "$RES/latency_b1.json"
-}
-
-prefetch_ab() {  # issue 5: reads issued before the PDL wait (opt-in), A/B against the default in one lane
-  # (ran at 2a63dee; the default runs hit their cap while autotuning. gemv_prefetch was dropped after it)
-  local r=$1
-  ab "ab5_default_$r" 60 1,2,8,64 '["all"]'
-  ab "ab5_gemv_prefetch_$r" 60 1,2,8,64 '["all", "+gemv_prefetch"]'
-  ab "ab5_decode_prefetch_$r" 60 1,2,8,64 '["all", "+decode_prefetch"]'
-  ab "ab5_both_prefetch_$r" 60 1,2,8,64 '["all", "+gemv_prefetch", "+decode_prefetch"]'
-}
-prefetch_lane0() {  # the A/B, then the tests of the new kernels' paths (and the LM head writing its buffer)
-  prefetch_ab 1
-  TAILN=12 step prefetch_tests 200 $PY -m pytest -q -p no:cacheprovider tests/test_elementwise_kernels.py \
-    tests/test_kernels.py tests/test_cuda_graphs_gpu.py \
-    -k "prefetch or pdl or gemv_equals or paged_decode or all-FULL-L0 or graph_modes or replay"
-}
-prefetch_lane1() {  # the A/B again on the other GPU, then the default pool in a fresh process (the allocator's
-  # reading next to the free-memory drop), then where a step with both prefetches goes
-  prefetch_ab 2
-  TAILN=30 step pool_fap 90 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
-    --batch-sizes 1 --modes FULL_AND_PIECEWISE --json "$RES/pool_fap.json"
-  TAILN=70 step profile_prefetch 80 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
-    --batch-sizes 1,64 --context 256 --modes FULL \
-    --compilation-config '{"custom_ops": ["all", "+gemv_prefetch", "+decode_prefetch"]}' \
-    --json "$RES/profile_prefetch.json"
-}
-
-merge_lane0() {  # issue 5: the split-KV merge inside the decode kernel and the decode metadata prefetch (both
-  # opt-in) against today's default and against the last session's code (aa300a8, unpacked in ab_old/), one lane
-  # (ran at 853377a: decode_merge was slower and was dropped, decode_prefetch became the default)
-  ab ab6_old_1 110 1,2,8,64 '["all"]' PYTHONPATH="$PWD/ab_old"
-  ab ab6_default_1 110 1,2,8,64 '["all"]'
-  ab ab6_decode_merge_1 60 1,2,8,64 '["all", "+decode_merge"]'
-  ab ab6_merge_prefetch_1 60 1,2,8,64 '["all", "+decode_merge", "+decode_prefetch"]'
-  ab ab6_decode_prefetch_1 60 1,2,8,64 '["all", "+decode_prefetch"]'
-  ab ab6_old_2 60 1,2,8,64 '["all"]' PYTHONPATH="$PWD/ab_old"
-  ab ab6_default_2 60 1,2,8,64 '["all"]'
-  ab ab6_decode_merge_2 60 1,2,8,64 '["all", "+decode_merge"]'
-}
-merge_lane1() {  # the new kernels' tests, then the latency table with today's defaults (issue 5's goals)
-  TAILN=12 step merge_tests 250 $PY -m pytest -q -p no:cacheprovider -x tests/test_kernels.py \
-    tests/test_elementwise_kernels.py tests/test_cuda_graphs_gpu.py \
-    -k "paged_decode or prefetch or pdl or merge or all-FULL-L0 or graph_modes or replay"
-  TAILN=40 step latency 260 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
-    --batch-sizes 1,8,64,256 --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile \
-    --hf-batch-sizes 1 --json "$RES/latency.json"
 }
 
 final3_lane0() {  # every GPU test with decode_prefetch on by default (the decode kernel's own tests too)
@@ -297,12 +216,12 @@ final3_lane1() {  # the latency table with the final defaults (issue 5's goals),
 
 autotune_spread() {  # issue 5: is batch 1's spread across machines (0.92-1.18 ms) the GEMV autotuner's choice?
   # Three fresh autotunes (an empty Triton cache each), batch 1 and 2 TPOT, the winning configs printed
-  local i tune=${1:-mean}
+  local i
   for i in 1 2 3; do
-    TAILN=3 step "spread_${tune}_${LANE}_$i" 100 env TRITON_CACHE_DIR="/tmp/triton_cache_${tune}_${LANE}_$i" \
-      TRITON_PRINT_AUTOTUNING=1 MINIVLLM_GEMV_TUNE=$tune \
+    TAILN=3 step "spread_${LANE}_$i" 100 env TRITON_CACHE_DIR="/tmp/triton_cache_spread_${LANE}_$i" \
+      TRITON_PRINT_AUTOTUNING=1 \
       $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,2 --modes FULL \
-      --json "$RES/spread_${tune}_${LANE}_$i.json"
+      --json "$RES/spread_${LANE}_$i.json"
   done
 }
 
@@ -372,31 +291,17 @@ case "$stage" in
       --hf-batch-sizes 1 --json "$RES/latency.json" ;;
   norm-pdl)  # 2026-11-30 (third session): gemv_norm + pdl (#5), max_autotune and warm start (#6)
     two_lanes norm_pdl_lane0 autotune_lane1 ;;
-  cache-norm)  # 2026-11-30 (third session), second call: graph cache warm start (#6), gemv_norm v2 (#5)
-    two_lanes cache_norm_lane0 cache_norm_lane1 ;;
   final2)  # 2026-11-30 (third session), last call: the new defaults end to end
     two_lanes final2_lane0 final2_lane1 ;;
   compile-baselines)  # level 3 + graphs against graphs with PyTorch's ops and with the hand-fused kernels
     two_lanes "compile_baselines none" "compile_baselines all" ;;
-  narrow)  # narrow GEMV tiles (#5): A/B, kernel bench, tests
-    two_lanes narrow_lane0 narrow_lane1 ;;
   final-b1) final_b1 ;;
   autotune-spread)  # 2026-11-30 (fourth session): three fresh GEMV autotunes per GPU, batch 1 and 2 TPOT
     two_lanes autotune_spread autotune_spread ;;
-  autotune-median)  # the same with a longer autotune benchmark and its median (MINIVLLM_GEMV_TUNE=median; it
-    # reused the caches of autotune-spread, so it re-measured those choices instead: the knob is gone)
-    two_lanes "autotune_spread median" "autotune_spread median" ;;
-  autotune-one-step)  # fresh autotunes: all configs (lane 0) vs, for one row, the fewest K steps only (lane 1)
-    # (ran at 9c562e9: no narrower spread, 1.003-1.057 vs 0.977-1.008 ms; MINIVLLM_GEMV_TUNE is gone since)
-    two_lanes "autotune_spread mean" "autotune_spread one-step" ;;
   pinned)  # the fastest recorded GEMV picks (MINIVLLM_GEMV_CONFIGS) vs fresh autotunes, both GPUs
     two_lanes pinned_vs_fresh pinned_vs_fresh ;;
   final3)  # 2026-11-30 (fourth session), last call: the final defaults end to end
     two_lanes final3_lane0 final3_lane1 ;;
-  merge)  # 2026-11-30 (fourth session), second call: the merge inside the decode kernel (#5), tests, latency
-    two_lanes merge_lane0 merge_lane1 ;;
-  prefetch)  # 2026-11-30 (fourth session): loads before the PDL wait (#5), the allocator's pool reading
-    two_lanes prefetch_lane0 prefetch_lane1 ;;
   rerun)  # second call of a session: re-check what changed, record what the first call skipped
     two_lanes "gpu_tests_fixed; startup" "kernels; lab01" ;;
   backends) backends ;;

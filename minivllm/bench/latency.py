@@ -214,7 +214,7 @@ def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: lis
                 ["mode", "cudagraph_mode", "compile level", "capture sizes", "graph pool MiB", "free-memory drop MiB"],
                 [[m, i["cudagraph_mode"], i["compile_level"], len(i["capture_sizes"]), i["graph_pool_mib"],
                   i.get("graph_free_memory_drop_mib")] for m, i in result["modes"].items()])
-    picks = next(reversed(result["modes"].values()), {}).get("gemv_configs") if result["modes"] else None
+    picks = next(reversed(result["modes"].values()), {}).get("gemv_configs")
     if picks:  # process-wide: the last engine's list holds every shape tuned so far
         print_table("GEMV block sizes the autotuner picked (fresh autotunes differ among near-ties, and batch-1 "
                     "TPOT follows the pick: assets/results/h200/gemv_autotune_spread.json)",

@@ -125,11 +125,16 @@ def shape_name(n: int, k: int, m_pad: int, silu_mul: bool, norm: bool) -> str:
     return f"N={n} K={k} M_PAD={m_pad}" + (" silu_mul" if silu_mul else "") + (" norm" if norm else "")
 
 
+def config_dict(cfg: triton.Config) -> dict:
+    """A config as recorded in "gemv_configs" and matched against MINIVLLM_GEMV_CONFIGS."""
+    return {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+
+
 def pinned_configs() -> dict[str, dict]:
     """MINIVLLM_GEMV_CONFIGS=file.json: block sizes to use instead of autotuning, per shape name. The file is a
     `bench latency` JSON (its modes' "gemv_configs"), or {"gemv_configs": {shape name: config}}, or just that
-    mapping, so one run's picks
-    can be replayed on another machine: that separates the machine's speed from the autotuner's choice."""
+    mapping, so one run's picks can be replayed on another machine: that separates the machine's speed from
+    the autotuner's choice."""
     global _pins
     if _pins is None:
         path = os.environ.get("MINIVLLM_GEMV_CONFIGS")
@@ -155,7 +160,7 @@ def _use_pinned(configs: list[triton.Config], named_args: dict, **kwargs) -> lis
     want = pins.get(name)
     if want is None:
         return configs
-    match = [c for c in configs if {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages} == want]
+    match = [c for c in configs if config_dict(c) == want]
     if not match:
         raise ValueError(f"MINIVLLM_GEMV_CONFIGS: {name}: {want} is not one of the GEMV's autotune configs")
     return match
@@ -179,9 +184,7 @@ def autotuned_configs() -> dict[str, dict]:
     and batch-1 TPOT followed the pick from 0.977 to 1.066 ms (assets/results/h200/gemv_autotune_spread.json)."""
     if _autotuned is None:
         return {}
-    picks = {}
-    for key, cfg in _autotuned.cache.items():
-        picks[shape_name(*key[:5])] = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    picks = {shape_name(*key[:5]): config_dict(cfg) for key, cfg in _autotuned.cache.items()}
     return dict(sorted(picks.items()))
 
 

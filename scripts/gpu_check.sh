@@ -4,7 +4,7 @@
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
 #   (through a tool that copies a working tree onto a machine with an older checkout, write the hash itself:
 #   there `git rev-parse` answers the checkout's commit, not the tree's; files of 2026-11-30 morning say so)
-#   stages: all, evidence, fusion, gemv, final, norm-pdl, final2, compile-baselines, final-b1, final3, autotune-spread, pinned, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, tune, verify, evidence, fusion, gemv, final, norm-pdl, final2, compile-baselines, final-b1, final3, autotune-spread, pinned, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -228,14 +228,36 @@ autotune_spread() {  # issue 5: is batch 1's spread across machines (0.92-1.18 m
 pinned_vs_fresh() {  # issue 5 (next): the fastest recorded GEMV picks replayed vs a fresh autotune, per GPU:
   # separates this machine's speed from the autotuner's choice
   local i
-  for i in 1 2; do
+  for i in $(seq "${RUNS:-2}"); do
     TAILN=3 step "pinned_${LANE}_$i" 60 env MINIVLLM_GEMV_CONFIGS=assets/results/h200/gemv_configs_fastest_b1.json \
       $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,2 --modes FULL \
       --json "$RES/pinned_${LANE}_$i.json"
-    TAILN=3 step "fresh_${LANE}_$i" 100 env TRITON_CACHE_DIR="/tmp/triton_cache_fresh_${LANE}_$i" \
+    TAILN=3 step "fresh_${LANE}_$i" 100 env MINIVLLM_GEMV_CONFIGS=autotune TRITON_CACHE_DIR="/tmp/triton_cache_fresh_${LANE}_$i" \
       $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,2 --modes FULL \
       --json "$RES/fresh_${LANE}_$i.json"
   done
+}
+
+gemv_tune() {  # issue 5 (fifth session): GEMV block sizes ranked by TPOT inside the FULL graph; lane 0 saves
+  # them as this GPU model's shipped file (copied into the results), lane 1 tunes the other GPU for comparison
+  local save=""
+  [ "$LANE" = 0 ] && save="--save"
+  TAILN=30 step "gemv_tune_${LANE}" 260 env MINIVLLM_GEMV_CONFIGS=autotune TRITON_CACHE_DIR="/tmp/triton_tune_$LANE" \
+    $PY -m minivllm.cli bench gemv-tune --model "$CK" --max-model-len 512 $save --json "$RES/gemv_tune_${LANE}.json"
+  cp minivllm/kernels/configs/gemv/*.json "$RES/" 2>/dev/null
+}
+shipped_vs_fresh() {  # issue 5 (fifth session): the shipped tuned GEMV configs vs fresh autotunes, same GPU
+  local i
+  for i in 1 2; do
+    TAILN=3 step "shipped_${LANE}_$i" 60 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+      --batch-sizes 1,2 --modes FULL --json "$RES/shipped_${LANE}_$i.json"
+    TAILN=3 step "fresh_${LANE}_$i" 100 env MINIVLLM_GEMV_CONFIGS=autotune \
+      TRITON_CACHE_DIR="/tmp/triton_cache_fresh_${LANE}_$i" $PY -m minivllm.cli bench latency --model "$CK" \
+      --max-model-len 512 --batch-sizes 1,2 --modes FULL --json "$RES/fresh_${LANE}_$i.json"
+  done
+}
+gpu_tests_tune() {
+  MINIVLLM_GPU_MODEL=$CK step gpu_tests 220 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py
 }
 
 gpu_tests_fixed() {  # only the tests changed after the first full run
@@ -298,6 +320,11 @@ case "$stage" in
   final-b1) final_b1 ;;
   autotune-spread)  # 2026-11-30 (fourth session): three fresh GEMV autotunes per GPU, batch 1 and 2 TPOT
     two_lanes autotune_spread autotune_spread ;;
+  tune)  # 2026-11-30 (fifth session): bench gemv-tune on both GPUs (lane 0 saves), GPU tests, fixed picks
+    two_lanes "gemv_tune; gpu_tests_tune" "gemv_tune; RUNS=1 pinned_vs_fresh" ;;
+  verify)  # 2026-11-30 (fifth session), second call: all nine batch sizes with the shipped configs; the
+    # shipped configs against fresh autotunes on both GPUs of another machine
+    two_lanes "latency; shipped_vs_fresh" "shipped_vs_fresh; shipped_vs_fresh" ;;
   pinned)  # the fastest recorded GEMV picks (MINIVLLM_GEMV_CONFIGS) vs fresh autotunes, both GPUs
     two_lanes pinned_vs_fresh pinned_vs_fresh ;;
   final3)  # 2026-11-30 (fourth session), last call: the final defaults end to end

@@ -52,7 +52,7 @@ def test_latency(ckpt, tmp_path, monkeypatch, capsys):
     assert "tpot_le_1ms" in data["goals"]
     assert data["modes"]["eager"]["gemv_configs"] == picks  # recorded per engine, printed once
     printed = capsys.readouterr().out
-    assert "GEMV block sizes the autotuner picked" in printed and "N=64 K=32 M_PAD=1" in printed
+    assert "GEMV block sizes in use (autotune" in printed and "N=64 K=32 M_PAD=1" in printed
 
 
 def test_gemv_autotune_picks_are_listed_per_shape(monkeypatch):
@@ -230,24 +230,25 @@ def test_mode_level_keeps_the_command_line_compilation_config():
 def test_gemv_configs_can_be_pinned_from_a_latency_json(tmp_path, monkeypatch):
     """MINIVLLM_GEMV_CONFIGS replays recorded picks: for a pinned shape the autotuner sees only that config;
     other shapes keep every config; a config outside the autotune set is a clear error."""
-    from minivllm.kernels import triton_gemv
+    from minivllm.kernels import gemv_configs, triton_gemv
 
     pick = {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 2}
     recorded = {"modes": {"FULL": {"gemv_configs": {"N=4096 K=1024 M_PAD=1 norm": pick}}}}
     path = tmp_path / "latency.json"
     path.write_text(json.dumps(recorded))
     monkeypatch.setenv("MINIVLLM_GEMV_CONFIGS", str(path))
-    monkeypatch.setattr(triton_gemv, "_pins", None)
+    monkeypatch.setattr(gemv_configs, "_pins", None)
     configs = triton_gemv._configs()
     meta = dict(M_PAD=1, SILU_MUL=False, HAS_NORM=True)
-    chosen = triton_gemv._use_pinned(configs, {"N": 4096, "K": 1024}, **meta)
+    chosen = gemv_configs.use_pinned(configs, {"N": 4096, "K": 1024}, **meta)
     assert [(c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages) for c in chosen] == [(2, 1024, 4, 2)]
-    assert triton_gemv._use_pinned(configs, {"N": 1024, "K": 2048}, **meta) == configs  # not pinned
+    assert gemv_configs.use_pinned(configs, {"N": 1024, "K": 2048}, **meta) == configs  # not pinned
+    assert gemv_configs.source() == f"MINIVLLM_GEMV_CONFIGS={path}"
     path.write_text(json.dumps({"gemv_configs": {"N=4096 K=1024 M_PAD=1 norm": pick}, "provenance": {}}))
-    monkeypatch.setattr(triton_gemv, "_pins", None)
-    assert len(triton_gemv._use_pinned(configs, {"N": 4096, "K": 1024}, **meta)) == 1
+    monkeypatch.setattr(gemv_configs, "_pins", None)
+    assert len(gemv_configs.use_pinned(configs, {"N": 4096, "K": 1024}, **meta)) == 1
     path.write_text(json.dumps({"N=4096 K=1024 M_PAD=1 norm": {**pick, "BLOCK_N": 3}}))  # a plain mapping
-    monkeypatch.setattr(triton_gemv, "_pins", None)
+    monkeypatch.setattr(gemv_configs, "_pins", None)
     with pytest.raises(ValueError, match="not one of the GEMV's autotune configs"):
-        triton_gemv._use_pinned(configs, {"N": 4096, "K": 1024}, **meta)
-    monkeypatch.setattr(triton_gemv, "_pins", None)
+        gemv_configs.use_pinned(configs, {"N": 4096, "K": 1024}, **meta)
+    monkeypatch.setattr(gemv_configs, "_pins", None)

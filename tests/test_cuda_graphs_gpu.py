@@ -224,3 +224,35 @@ def test_batch_one_replays_a_size_one_full_graph_unless_compiled(level, full_siz
                 enforce_eager=True)
     assert got == eager.generate({"prompt_token_ids": [5, 6, 7]}, sp, use_tqdm=False)[0].outputs[0].token_ids
     eager.shutdown()
+
+
+def test_pinned_gemv_configs_and_a_recaptured_graph_keep_the_tokens():
+    """`bench gemv-tune`'s lever: pin every GEMV shape to a config the autotuner did not pick, re-capture the
+    size-1 FULL graph, and the pinned configs are what runs, with the same greedy tokens (fp32: a different
+    K split only moves the last bits). Re-capturing a size that was never captured is a clear error."""
+    from minivllm.kernels import gemv_configs, triton_gemv
+
+    gemv_configs.set_pins({}, label="autotune")
+    llm = LLM(_default_model(), max_model_len=128, max_num_seqs=2, dtype="float32", gpu_memory_utilization=0.3,
+              cudagraph_mode="FULL", cudagraph_capture_sizes=[1, 2])
+    try:
+        prompt = random_prompts(min(llm.engine.model_config.vocab_size, 5000), [11], seed=3)
+        ref = _run(llm, prompt, 24)
+        picks = {s: c for s, c in triton_gemv.autotuned_configs().items() if "M_PAD=1" in s}
+        assert picks, "no Triton GEMV ran at batch 1"
+        configs = [gemv_configs.config_dict(c) for c in triton_gemv._configs()]
+        other = {s: next(c for c in configs if c != pick) for s, pick in picks.items()}
+        gemv_configs.set_pins(other)
+        triton_gemv.forget_picks()
+        d = llm.model_runner.cudagraph_dispatcher
+        d.recapture_full(1)
+        assert _run(llm, prompt, 24) == ref
+        assert {s: c for s, c in triton_gemv.autotuned_configs().items() if "M_PAD=1" in s} == other
+        assert d.counts["full"] > 0
+        with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):
+            d.recapture_full(4)
+        assert _run(llm, prompt, 24) == ref  # still usable
+    finally:
+        gemv_configs.set_pins(None)
+        triton_gemv.forget_picks()
+        llm.shutdown()

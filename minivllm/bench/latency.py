@@ -105,6 +105,15 @@ def _gemv_configs() -> dict:
     return triton_gemv.autotuned_configs()
 
 
+def _gemv_source() -> str | None:
+    """Where the GEMV block sizes came from: "autotune", this GPU's shipped file, or MINIVLLM_GEMV_CONFIGS."""
+    if not _gemv_configs():
+        return None
+    from minivllm.kernels import gemv_configs
+
+    return gemv_configs.source()
+
+
 def _graph_pool_mib(cudagraph: dict) -> float | None:
     """Memory the captured graphs hold, from the startup report: the allocator's segments of the one pool
     FULL and PIECEWISE share, read after the last capture; where that is unknown, the sum of the device
@@ -159,7 +168,8 @@ def main(args) -> dict:
                                    **measure(llm, b, args.input_len, args.output_len, high)})
             bar.update(1)
         result["modes"][mode]["compile_report"] = jsonable(llm.compile_report())  # breaks, recompiles
-        result["modes"][mode]["gemv_configs"] = _gemv_configs()  # the autotuner's picks move batch-1 TPOT
+        result["modes"][mode]["gemv_configs"] = _gemv_configs()  # the picks move batch-1 TPOT
+        result["modes"][mode]["gemv_configs_source"] = _gemv_source()
         free_engine(llm)
         del llm
     if compare and hf_sizes:
@@ -214,10 +224,11 @@ def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: lis
                 ["mode", "cudagraph_mode", "compile level", "capture sizes", "graph pool MiB", "free-memory drop MiB"],
                 [[m, i["cudagraph_mode"], i["compile_level"], len(i["capture_sizes"]), i["graph_pool_mib"],
                   i.get("graph_free_memory_drop_mib")] for m, i in result["modes"].items()])
-    picks = next(reversed(result["modes"].values()), {}).get("gemv_configs")
+    last = next(reversed(result["modes"].values()), {})
+    picks = last.get("gemv_configs")
     if picks:  # process-wide: the last engine's list holds every shape tuned so far
-        print_table("GEMV block sizes the autotuner picked (fresh autotunes differ among near-ties, and batch-1 "
-                    "TPOT follows the pick: assets/results/h200/gemv_autotune_spread.json)",
+        print_table(f"GEMV block sizes in use ({last.get('gemv_configs_source')}; fresh autotunes differ among "
+                    "near-ties, and batch-1 TPOT follows the pick: assets/results/h200/gemv_autotune_spread.json)",
                     ["shape", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"],
                     [[k, c.get("BLOCK_N"), c.get("BLOCK_K"), c.get("num_warps"), c.get("num_stages")]
                      for k, c in picks.items()])

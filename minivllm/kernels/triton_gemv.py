@@ -22,19 +22,20 @@ Block sizes are autotuned per (N, K, M) on the GPU it runs on (a few configs, sh
 time each shape is seen, which is the warm-up before CUDA-graph capture). The winners are kept in Triton's
 cache directory (cache_results), so a warm start does not tune again. Under TRITON_INTERPRET=1 a fixed
 small config runs instead. Each config is timed alone, not inside the graph, so near-ties are picked
-differently from one fresh autotune to the next, and batch-1 TPOT follows the pick (H200: 0.977-1.066 ms):
-benchmarks record the picks, and MINIVLLM_GEMV_CONFIGS replays a recorded set (pinned_configs).
+differently from one fresh autotune to the next, and batch-1 TPOT follows the pick (H200: 0.977-1.066 ms).
+So shapes listed in a tuned file shipped for the GPU (ranked inside the graph by `bench gemv-tune`) skip
+the autotuner; see gemv_configs.py. Benchmarks record the picks either way.
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels import gemv_configs
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 from minivllm.kernels.triton_decode import fix_interpreter_for_numpy_2_4
 
@@ -117,53 +118,6 @@ def _short_bench(fn, quantiles=None):
 
 
 _autotuned = None
-_pins: dict[str, dict] | None = None
-
-
-def shape_name(n: int, k: int, m_pad: int, silu_mul: bool, norm: bool) -> str:
-    """How the autotuner's picks are named in benchmark JSON ("gemv_configs") and in MINIVLLM_GEMV_CONFIGS."""
-    return f"N={n} K={k} M_PAD={m_pad}" + (" silu_mul" if silu_mul else "") + (" norm" if norm else "")
-
-
-def config_dict(cfg: triton.Config) -> dict:
-    """A config as recorded in "gemv_configs" and matched against MINIVLLM_GEMV_CONFIGS."""
-    return {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-
-
-def pinned_configs() -> dict[str, dict]:
-    """MINIVLLM_GEMV_CONFIGS=file.json: block sizes to use instead of autotuning, per shape name. The file is a
-    `bench latency` JSON (its modes' "gemv_configs"), or {"gemv_configs": {shape name: config}}, or just that
-    mapping, so one run's picks can be replayed on another machine: that separates the machine's speed from
-    the autotuner's choice."""
-    global _pins
-    if _pins is None:
-        path = os.environ.get("MINIVLLM_GEMV_CONFIGS")
-        _pins = {}
-        if path:
-            with open(path) as f:
-                data = json.load(f)
-            if "modes" in data:  # a bench latency JSON: every engine's picks
-                for mode in data["modes"].values():
-                    _pins.update(mode.get("gemv_configs", {}))
-            else:
-                _pins.update(data.get("gemv_configs", data))
-    return _pins
-
-
-def _use_pinned(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    """The autotuner's config filter: the pinned config of this shape, if there is one."""
-    pins = pinned_configs()
-    if not pins:  # the default: every config is timed
-        return configs
-    name = shape_name(named_args.get("N"), named_args.get("K"), kwargs.get("M_PAD"), kwargs.get("SILU_MUL"),
-                      kwargs.get("HAS_NORM"))
-    want = pins.get(name)
-    if want is None:
-        return configs
-    match = [c for c in configs if config_dict(c) == want]
-    if not match:
-        raise ValueError(f"MINIVLLM_GEMV_CONFIGS: {name}: {want} is not one of the GEMV's autotune configs")
-    return match
 
 
 def _kernel():
@@ -173,19 +127,27 @@ def _kernel():
         return None
     if _autotuned is None:
         _autotuned = triton.autotune(configs=_configs(), key=["N", "K", "M_PAD", "SILU_MUL", "HAS_NORM"],
-                                     prune_configs_by={"early_config_prune": _use_pinned},
+                                     prune_configs_by={"early_config_prune": gemv_configs.use_pinned},
                                      do_bench=_short_bench, cache_results=True)(_gemv_kernel)
     return _autotuned
 
 
 def autotuned_configs() -> dict[str, dict]:
-    """The block sizes the autotuner picked in this process, per shape. Benchmarks record them: on the H200,
-    fresh autotunes pick differently among near-tied configs (each is timed alone, not inside the graph),
-    and batch-1 TPOT followed the pick from 0.977 to 1.066 ms (assets/results/h200/gemv_autotune_spread.json)."""
+    """The block sizes in use in this process, per shape (autotuned, or pinned by gemv_configs). Benchmarks
+    record them: on the H200, fresh autotunes pick differently among near-tied configs (each is timed alone,
+    not inside the graph), and batch-1 TPOT followed the pick from 0.977 to 1.066 ms."""
     if _autotuned is None:
         return {}
-    picks = {shape_name(*key[:5]): config_dict(cfg) for key, cfg in _autotuned.cache.items()}
+    picks = {gemv_configs.shape_name(*key[:5]): gemv_configs.config_dict(cfg)
+             for key, cfg in _autotuned.cache.items()}
     return dict(sorted(picks.items()))
+
+
+def forget_picks() -> None:
+    """Drop this process's picks, so the next launch of each shape resolves its config again (through the
+    pins of gemv_configs, else the autotuner and its disk cache). `bench gemv-tune` does it between trials."""
+    if _autotuned is not None:
+        _autotuned.cache.clear()
 
 
 def supports(x: torch.Tensor, weight: torch.Tensor) -> bool:

@@ -154,43 +154,56 @@ class CUDAGraphDispatcher:
 
     @torch.inference_mode()
     def capture_full(self) -> CaptureStats:
-        runner, ib = self.runner, self.runner.input_batch
+        ib = self.runner.input_batch
         sizes = [s for s in self.sizes if s <= ib.max_num_seqs]  # >= full_graph_min_tokens (LLM._setup_graphs)
         self.pool = self.pool or torch.cuda.graph_pool_handle()
         if sizes and self.logits_buf is None:
-            vocab, dtype = runner.model_config.vocab_size, runner.config.dtype
+            vocab, dtype = self.runner.model_config.vocab_size, self.runner.config.dtype
             self.logits_buf = torch.empty(max(sizes), vocab, dtype=dtype, device=ib.device)
-
-        def capture_one(n: int) -> None:
-            self._dummy_decode_inputs(n)
-            meta = self._decode_metadata(n)
-            try:
-                with set_forward_context(meta, runner.backend, runner.kv_caches):
-                    runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n], ib.positions[:n]),
-                                                self.logits_buf[:n])  # warm-up
-                    torch.cuda.synchronize()
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph, pool=self.pool):
-                        # The LM head is in the graph too (a decode step samples every row). It writes into
-                        # one persistent buffer shared by all sizes, so no graph keeps its own [n, vocab]
-                        # output alive in the pool.
-                        out = self.logits_buf[:n]
-                        runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n], ib.positions[:n]),
-                                                    out=out)
-            except Exception as e:
-                self.full_graphs.clear()
-                reset_rng_after_failed_capture()
-                torch.cuda.synchronize()
-                raise CudaGraphCaptureError(
-                    f"CUDA graph capture failed (mode FULL, batch size {n}): {type(e).__name__}: {e}. "
-                    f"Something in the forward is not capturable (a host sync such as .item(), or a "
-                    f"changing allocation). Try enforce_eager=True, cudagraph_mode='PIECEWISE', or smaller "
-                    f"cudagraph_capture_sizes.") from e
-            self.full_graphs[n] = (graph, out)
-
-        stats = capture_all_sizes("FULL", sizes, "Capturing CUDA graphs (decode, FULL)", capture_one, self.pool)
+        stats = capture_all_sizes("FULL", sizes, "Capturing CUDA graphs (decode, FULL)", self._capture_full_one,
+                                  self.pool)
         self.stats["FULL"] = stats
         return stats
+
+    @torch.inference_mode()
+    def recapture_full(self, n: int) -> None:
+        """Capture the FULL graph of batch size n again, replacing the old one (its pool memory is reused).
+        `bench gemv-tune` does this after changing a kernel's block sizes: a graph keeps the kernels it
+        was captured with."""
+        if n not in self.full_graphs:
+            raise ValueError(f"no FULL CUDA graph of batch size {n} to re-capture (captured: "
+                             f"{sorted(self.full_graphs)})")
+        del self.full_graphs[n]
+        torch.cuda.synchronize()
+        self._capture_full_one(n)
+
+    def _capture_full_one(self, n: int) -> None:
+        runner, ib = self.runner, self.runner.input_batch
+        self._dummy_decode_inputs(n)
+        meta = self._decode_metadata(n)
+        try:
+            with set_forward_context(meta, runner.backend, runner.kv_caches):
+                runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n], ib.positions[:n]),
+                                            self.logits_buf[:n])  # warm-up
+                torch.cuda.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self.pool):
+                    # The LM head is in the graph too (a decode step samples every row). It writes into
+                    # one persistent buffer shared by all sizes, so no graph keeps its own [n, vocab]
+                    # output alive in the pool.
+                    out = self.logits_buf[:n]
+                    runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n], ib.positions[:n]),
+                                                out=out)
+        except Exception as e:
+            self.full_graphs.clear()
+            reset_rng_after_failed_capture()
+            torch.cuda.synchronize()
+            raise CudaGraphCaptureError(
+                f"CUDA graph capture failed (mode FULL, batch size {n}): {type(e).__name__}: {e}. "
+                f"Something in the forward is not capturable (a host sync such as .item(), or a "
+                f"changing allocation). Try enforce_eager=True, cudagraph_mode='PIECEWISE', or smaller "
+                f"cudagraph_capture_sizes.") from e
+        self.full_graphs[n] = (graph, out)
 
     # ---- per step ----------------------------------------------------------------------------------
     def dispatch(self, sched: SchedulerOutput):

@@ -51,7 +51,7 @@ gpu_tests() {
     "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
 }
 latency() {  # issue 5: every graph mode vs eager and transformers, batch 1..256
-  TAILN=40 step latency 250 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+  TAILN=40 step latency 330 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
     --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile --hf-batch-sizes 1 \
     --json "$RES/latency.json"
 }
@@ -121,7 +121,7 @@ final_lane0() {  # every GPU test, then the decode split-KV sweep (issue 4, the 
     --batch-sizes 1,64 --context 256 --modes FULL_AND_PIECEWISE --json "$RES/profile_default.json"
 }
 final_lane1() {  # the latency table with today's defaults (issue 5), then throughput with its correctness check
-  TAILN=40 step latency 250 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
+  TAILN=40 step latency 330 $PY -m minivllm.cli bench latency --model "$CK" --max-model-len 512 \
     --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile --hf-batch-sizes 1 \
     --json "$RES/latency.json"
   TAILN=40 step throughput 130 $PY -m minivllm.cli bench throughput --model "$CK" --max-model-len 2048 \
@@ -256,6 +256,9 @@ shipped_vs_fresh() {  # issue 5 (fifth session): the shipped tuned GEMV configs 
       --max-model-len 512 --batch-sizes 1,2 --modes FULL --json "$RES/fresh_${LANE}_$i.json"
   done
 }
+gpu_test_pins() {
+  TAILN=10 step gpu_test_pins 120 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py -k pinned_gemv
+}
 gpu_tests_tune() {
   MINIVLLM_GPU_MODEL=$CK step gpu_tests 220 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py
 }
@@ -324,7 +327,7 @@ case "$stage" in
     two_lanes "gemv_tune; gpu_tests_tune" "gemv_tune; RUNS=1 pinned_vs_fresh" ;;
   verify)  # 2026-11-30 (fifth session), second call: all nine batch sizes with the shipped configs; the
     # shipped configs against fresh autotunes on both GPUs of another machine
-    two_lanes "latency; shipped_vs_fresh" "shipped_vs_fresh; shipped_vs_fresh" ;;
+    two_lanes "latency; gpu_test_pins" "shipped_vs_fresh; lab01" ;;
   pinned)  # the fastest recorded GEMV picks (MINIVLLM_GEMV_CONFIGS) vs fresh autotunes, both GPUs
     two_lanes pinned_vs_fresh pinned_vs_fresh ;;
   final3)  # 2026-11-30 (fourth session), last call: the final defaults end to end

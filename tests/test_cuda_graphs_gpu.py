@@ -233,6 +233,7 @@ def test_pinned_gemv_configs_and_a_recaptured_graph_keep_the_tokens():
     from minivllm.kernels import gemv_configs, triton_gemv
 
     gemv_configs.set_pins({}, label="autotune")
+    triton_gemv.forget_picks()  # earlier tests' shapes (other models) out of the way
     llm = LLM(_default_model(), max_model_len=128, max_num_seqs=2, dtype="float32", gpu_memory_utilization=0.3,
               cudagraph_mode="FULL", cudagraph_capture_sizes=[1, 2])
     try:

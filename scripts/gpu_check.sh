@@ -4,7 +4,7 @@
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
 #   (through a tool that copies a working tree onto a machine with an older checkout, write the hash itself:
 #   there `git rev-parse` answers the checkout's commit, not the tree's; files of 2026-11-30 morning say so)
-#   stages: all, tune, verify, evidence, fusion, gemv, final, norm-pdl, final2, compile-baselines, final-b1, final3, autotune-spread, pinned, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, tune, verify, rope, evidence, fusion, gemv, final, norm-pdl, final2, compile-baselines, final-b1, final3, autotune-spread, pinned, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -263,6 +263,25 @@ gpu_tests_tune() {
   MINIVLLM_GPU_MODEL=$CK step gpu_tests 220 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py
 }
 
+rope_ab() {  # issue 5 (fifth session): custom op rope_attention (RoPE + KV store inside the decode kernel) vs
+  # the default, FULL graphs, same GPU, interleaved twice
+  local i
+  for i in 1 2; do
+    ab "ra_default_$i" 90 1,2,8,64 '["all"]'
+    ab "ra_on_$i" 90 1,2,8,64 '["all", "+rope_attention"]'
+  done
+}
+rope_checks() {  # its GPU tests (tokens vs the unfused path in FULL and level-3 PIECEWISE graphs, the kernel vs
+  # RoPE + store + decode), then where a batch-1 and batch-64 step's time goes with it
+  TAILN=10 step rope_tests 200 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
+    tests/test_kernels.py tests/test_elementwise_kernels.py -k "rope_attention or rope_store_then_decode or pdl"
+  TAILN=40 step profile_rope_attention 100 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --context 256 --modes FULL --compilation-config '{"custom_ops": ["all", "+rope_attention"]}' \
+    --json "$RES/profile_rope_attention.json"
+  TAILN=40 step profile_default 100 $PY -m minivllm.cli bench profile --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --context 256 --modes FULL --json "$RES/profile_default.json"
+}
+
 gpu_tests_fixed() {  # only the tests changed after the first full run
   step gpu_tests 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_graphs_gpu.py \
     -k "compiled or failure or async_chunked" tests/test_async_scheduling.py
@@ -328,6 +347,8 @@ case "$stage" in
   verify)  # 2026-11-30 (fifth session), second call: all nine batch sizes with the shipped configs; the
     # shipped configs against fresh autotunes on both GPUs of another machine
     two_lanes "latency; gpu_test_pins" "shipped_vs_fresh; lab01" ;;
+  rope)  # 2026-11-30 (fifth session), third call: rope_attention's A/B, tests and profile
+    two_lanes rope_ab rope_checks ;;
   pinned)  # the fastest recorded GEMV picks (MINIVLLM_GEMV_CONFIGS) vs fresh autotunes, both GPUs
     two_lanes pinned_vs_fresh pinned_vs_fresh ;;
   final3)  # 2026-11-30 (fourth session), last call: the final defaults end to end

@@ -156,7 +156,8 @@ FUSED_CASES = [
     (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 3), (["all", "-gemv"], "FULL", 0),
     (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 0), (["all", "-pdl"], "FULL", 0),
     (["all", "-gemv_norm"], "FULL", 0), (["all"], "FULL_AND_PIECEWISE", 3),
-    (["all", "-decode_prefetch"], "FULL", 0)]
+    (["all", "-decode_prefetch"], "FULL", 0), (["all", "+rope_attention"], "FULL", 0),
+    (["all", "+rope_attention"], "FULL_AND_PIECEWISE", 3)]
 
 
 @pytest.mark.parametrize("ops,mode,level", FUSED_CASES,

@@ -297,6 +297,54 @@ def test_rope_kv_store_in_the_model_gives_the_same_attention_and_cache(tmp_path,
     assert results[1][1][:, 0, :6].abs().sum(dim=(-1, -2)).min() > 0  # all 6 tokens really were stored
 
 
+def test_rope_attention_in_the_model_gives_the_same_attention_and_cache(tmp_path, monkeypatch):
+    """custom_ops "+rope_attention": DecoderAttention hands raw q/k/v to one op. A prefill (5 tokens) runs the
+    RoPE kernel and unified attention inside it; a decode token runs the decode kernel alone (no RoPE or store
+    launch). Output and cache equal the default path's, with and without Qwen3's q/k norm."""
+    from minivllm.attention.metadata import AttentionMetadata, set_forward_context
+    from minivllm.kernels import ops as attn_ops
+    from minivllm.kernels import triton_rotary
+    from minivllm.loader import load_model_config
+    from minivllm.models.llama import DecoderAttention
+    from minivllm.tools.make_random_checkpoint import make_random_checkpoint
+
+    cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
+    i32 = dict(dtype=torch.int32, device=DEVICE)
+
+    def meta(start, n):
+        return AttentionMetadata(torch.arange(start, start + n, device=DEVICE), torch.tensor([0, n], **i32),
+                                 torch.tensor([start + n], **i32), torch.tensor([[0]], **i32), max_query_len=n,
+                                 max_seq_len=start + n, decode_only=n == 1, query_start_loc_cpu=[0, n],
+                                 seq_lens_cpu=[start + n])
+
+    launches = []
+    for name, mod in (("store", attn_ops), ("rope", triton_rotary)):
+        fn = getattr(mod, {"store": "store_kvcache", "rope": "rotary_embedding"}[name])
+        monkeypatch.setattr(mod, fn.__name__, lambda *a, _f=fn, _n=name: (launches.append(_n), _f(*a))[1])
+    for qk_norm in (True, False):
+        cfg.qk_norm = qk_norm
+        attn = DecoderAttention(cfg, 0).to(DEVICE)
+        for i, p in enumerate(attn.parameters()):  # the layers allocate with torch.empty
+            p.data.copy_(randn(*p.shape, seed=20 + i) * 0.1 + (1 if p.dim() == 1 else 0))
+        x = randn(6, cfg.hidden_size, seed=4)
+        results, per_step = [], []
+        for ops in (["all"], ["all", "+rope_attention"]):
+            configure_custom_ops(ops, has_kernels=True)
+            cache = torch.zeros(2, 1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE)
+            outs = []
+            for start, n in ((0, 5), (5, 1)):
+                launches.clear()
+                with torch.no_grad(), set_forward_context(meta(start, n), "triton", [(cache[0], cache[1])]):
+                    outs.append(attn(torch.arange(start, start + n, device=DEVICE), x[start:start + n]))
+                per_step.append(sorted(launches))
+            results.append((torch.cat(outs), cache))
+        configure_custom_ops(["none"], has_kernels=False)
+        assert per_step[:2] == [["rope", "store"]] * 2 and per_step[2:] == [["rope", "store"], []], per_step
+        check(results[1][0], results[0][0])
+        check(results[1][1], results[0][1])
+        assert results[1][1][:, 0, :6].abs().sum(dim=(-1, -2)).min() > 0  # all 6 tokens really were stored
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("M", [1, 3, 8])
 @pytest.mark.parametrize("bias,silu_mul", [(False, False), (True, False), (False, True)])

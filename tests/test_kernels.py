@@ -131,6 +131,49 @@ def test_paged_decode_metadata_prefetch_changes_no_result(num_splits):
     assert rel_err(outs[1], paged_decode_attention_ref(q, k_cache, v_cache, bt, sl, d ** -0.5)) <= TOL[torch.float32]
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", [LAYOUTS[1], LAYOUTS[3]])
+@pytest.mark.parametrize("num_splits,norm", [(1, True), (3, True), (3, False)])
+def test_paged_decode_with_rope_equals_rope_store_then_decode(dtype, layout, num_splits, norm):
+    """custom op "rope_attention": the decode kernel takes q, k, v raw from a fused qkv output, applies q/k
+    RMSNorm (Qwen3) and RoPE itself, stores the new k/v at their slots and attends. Same output and the same
+    cache as the three kernels it replaces (rotary, store_kvcache, decode); padding rows (seq_len 0, slot -1)
+    store nothing and give zeros; the owning split alone writes (num_splits 3)."""
+    from minivllm.kernels.triton_decode import DecodeRope
+    from minivllm.kernels.triton_rotary import rotary_embedding
+    from minivllm.layers.rotary import RotaryEmbedding
+
+    h, hkv, d, block_size = layout
+    seq_lens = [CTX, 1, 0, 3 * block_size, 2 * block_size + 5]  # the new token is the last of each
+    num_blocks = num_blocks_for(seq_lens, block_size)
+    k_cache, v_cache = make_cache(num_blocks, block_size, hkv, d, dtype, seed=2)
+    bt = shuffled_block_tables(seq_lens, block_size, num_blocks, seed=3)
+    slots = torch.tensor([int(bt[s, (L - 1) // block_size]) * block_size + (L - 1) % block_size if L else -1
+                          for s, L in enumerate(seq_lens)], device=DEVICE)
+    positions = torch.tensor([max(L - 1, 0) for L in seq_lens], device=DEVICE)
+    sl = torch.tensor(seq_lens, dtype=torch.int32, device=DEVICE)
+    S = len(seq_lens)
+    qkv = (torch.randn(S, (h + 2 * hkv) * d, generator=torch.Generator().manual_seed(4)) * 2).to(DEVICE, dtype)
+    q, k, v = qkv.split([h * d, hkv * d, hkv * d], dim=-1)
+    rope = RotaryEmbedding(d, max_position=4096, base=10000.0).to(DEVICE)
+    g = torch.Generator().manual_seed(5)
+    weights = tuple((torch.randn(d, generator=g) * 0.5 + 1).to(DEVICE, dtype) for _ in range(2)) if norm \
+        else (None, None)
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    rq, rk = rotary_embedding(positions, q, k, rope.cos_sin_cache, d, *weights)
+    store_kvcache(rk.view(S, hkv, d), v.view(S, hkv, d), ref_k, ref_v, slots)
+    ref = paged_decode_attention(rq.view(S, h, d), ref_k, ref_v, bt, sl, d ** -0.5, num_splits=num_splits)
+    out = torch.full((S, h, d), float("nan"), dtype=dtype, device=DEVICE)
+    paged_decode_attention(q.view(S, h, d), k_cache, v_cache, bt, sl, d ** -0.5, out=out, num_splits=num_splits,
+                           rope=DecodeRope(positions, k, v, slots, rope.cos_sin_cache, *weights))
+    assert not out.isnan().any() and (out[2] == 0).all()
+    assert rel_err(out, ref) <= TOL[dtype], rel_err(out, ref)
+    assert rel_err(k_cache, ref_k) <= TOL[dtype] and torch.equal(v_cache, ref_v)  # new tokens stored, once
+    untouched = torch.ones(num_blocks * block_size, dtype=torch.bool, device=DEVICE)
+    untouched[slots[slots >= 0]] = False
+    assert torch.equal(k_cache.view(-1, hkv, d)[untouched], ref_k.view(-1, hkv, d)[untouched])
+
+
 def test_num_splits_depends_on_shapes_only():
     dev = torch.device(DEVICE)
     assert choose_num_splits(1, 8, 8192, dev) > 1  # one long sequence: split it

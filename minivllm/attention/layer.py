@@ -9,6 +9,8 @@ attention_backend="unregistered" calls the same Python function, hidden from Dyn
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
 
@@ -47,6 +49,48 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
                         out=out.view(T, -1, head_dim))
 
 
+def rope_attention_impl(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        out: torch.Tensor, q_weight: torch.Tensor | None, k_weight: torch.Tensor | None, eps: float,
+                        cos_sin_cache: torch.Tensor, head_dim: int, layer_idx: int, scale: float) -> None:
+    """Custom op "rope_attention": Qwen3's q/k RMSNorm (weights given), RoPE, the KV store and attention, from
+    the raw q/k/v slices of the qkv output. A pure-decode batch on the Triton backend runs all of it as ONE
+    kernel (the decode kernel normalises and rotates, and stores the new k/v itself): the RoPE and store
+    kernels of every layer disappear from the decode step. Anything else (prompts, chunks, the reference
+    backend) runs the RoPE kernel and then unified attention, as without the op."""
+    ctx = get_forward_context()
+    meta = ctx.attn_metadata
+    kernels = q.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+    if (meta is not None and ctx.kv_caches is not None and meta.decode_only and ctx.backend == "triton"
+            and kernels and cos_sin_cache.shape[-1] == head_dim):
+        from minivllm.kernels.triton_decode import DecodeRope, paged_decode_attention
+
+        k_cache, v_cache = ctx.kv_caches[layer_idx]
+        T = q.shape[0]
+        paged_decode_attention(q.view(T, -1, head_dim), k_cache, v_cache, meta.block_tables, meta.seq_lens, scale,
+                               out=out.view(T, -1, head_dim),
+                               rope=DecodeRope(positions, k, v, meta.slot_mapping, cos_sin_cache, q_weight,
+                                               k_weight, eps))
+        return
+    from minivllm.kernels.triton_rotary import rotary_embedding
+
+    q, k = rotary_embedding(positions, q, k, cos_sin_cache, head_dim, q_weight, k_weight, eps)
+    unified_attention_impl(q, k, v, out, layer_idx, scale)
+
+
+@torch.library.custom_op("minivllm::rope_unified_attention", mutates_args=("out",))
+def rope_unified_attention(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                           out: torch.Tensor, q_weight: torch.Tensor | None, k_weight: torch.Tensor | None,
+                           eps: float, cos_sin_cache: torch.Tensor, head_dim: int, layer_idx: int,
+                           scale: float) -> None:
+    rope_attention_impl(positions, q, k, v, out, q_weight, k_weight, eps, cos_sin_cache, head_dim, layer_idx,
+                        scale)
+
+
+@rope_unified_attention.register_fake
+def _(positions, q, k, v, out, q_weight, k_weight, eps, cos_sin_cache, head_dim, layer_idx, scale) -> None:
+    return None
+
+
 @torch._dynamo.disable
 def unregistered_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int,
                            scale: float, kv_stored: bool = False) -> None:
@@ -79,6 +123,15 @@ class Attention(nn.Module):
         self.num_heads, self.num_kv_heads, self.head_dim, self.scale = num_heads, num_kv_heads, head_dim, scale
         self.layer_idx = layer_idx  # which (k_cache, v_cache) of the forward context is this layer's
         self.use_custom_op = True  # False for attention_backend="unregistered" (set by the model runner)
+
+    def forward_with_rope(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          cos_sin_cache: torch.Tensor, q_weight: torch.Tensor | None = None,
+                          k_weight: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+        """Raw q/k/v in: (q/k norm,) RoPE and attention in one op (custom op "rope_attention")."""
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        torch.ops.minivllm.rope_unified_attention(positions, q, k, v, out, q_weight, k_weight, eps, cos_sin_cache,
+                                                  self.head_dim, self.layer_idx, self.scale)
+        return out
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_stored: bool = False) -> torch.Tensor:
         out = torch.empty_like(q)

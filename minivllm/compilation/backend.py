@@ -29,7 +29,7 @@ from minivllm.layers.custom_op import configure_custom_ops
 
 logger = logging.getLogger("minivllm")
 
-ATTENTION_OPS = ("minivllm.unified_attention",)
+ATTENTION_OPS = ("minivllm.unified_attention", "minivllm.rope_unified_attention")
 
 
 def _is_attention(node: fx.Node) -> bool:

@@ -8,6 +8,10 @@ kernel is organised around reading the cache as few times as possible and keepin
 * Split-KV (flash-decoding): with few sequences there are too few programs to fill ~132 SMs, so each
   context is cut into NUM_SPLITS pieces handled by separate programs; each writes an unnormalised partial
   result (acc, max, sum) and a second small kernel merges them with the log-sum-exp trick.
+* ROPE (custom op "rope_attention"): the kernel takes q, k and v straight from the qkv projection, applies
+  Qwen3's per-head q/k RMSNorm and RoPE itself, and the program whose split holds the new token writes its
+  k and v into the paged cache and uses them from registers. The RoPE and KV-store kernels of the step
+  disappear: two launches fewer per layer.
 * CUDA graphs: the grid and NUM_SPLITS depend only on tensor shapes (the max context is
   block_tables.shape[1] * block_size), never on seq_lens values; each program reads its own seq_len on the
   device and skips what it does not need. Nothing here syncs with the host.
@@ -16,6 +20,7 @@ kernel is organised around reading the cache as few times as possible and keepin
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -59,12 +64,31 @@ fix_interpreter_for_numpy_2_4()
 
 
 @triton.jit
+def _norm_rope(x, xp, w_ptr, d, partner, cos, sin, eps, HEAD_DIM: tl.constexpr, HALF: tl.constexpr,
+               NORM: tl.constexpr, dtype: tl.constexpr):
+    """Rows x [R, D] (fp32) of heads -> (per-head RMSNorm,) RoPE, rounded to dtype as the separate kernels
+    round (triton_rotary). xp holds each element's rotate-half partner x[(d + D/2) % D], so the rotation is
+    elementwise: y = x cos - x[d + D/2] sin in the first half, x cos + x[d - D/2] sin in the second."""
+    if NORM:
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / HEAD_DIM + eps)[:, None]
+        w = tl.load(w_ptr + d).to(tl.float32)[None, :]
+        wp = tl.load(w_ptr + partner).to(tl.float32)[None, :]
+        x = (w * (x * rstd).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
+        xp = (wp * (xp * rstd).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
+    sign = tl.where(d < HALF, -1.0, 1.0)[None, :]
+    return (x * cos + sign * xp * sin).to(dtype)
+
+
+@triton.jit
 def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_ptr, part_ml_ptr,
                    scale_log2, q_stride_s, q_stride_h, out_stride_s, out_stride_h,
                    bt_stride_s, kv_stride_blk, kv_stride_tok, kv_stride_head,
+                   pos_ptr, cos_sin_ptr, cos_sin_stride, qw_ptr, kw_ptr, eps, knew_ptr, vnew_ptr, knew_stride_s,
+                   vnew_stride_s, slot_ptr,
                    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
                    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
-                   PRECISION: tl.constexpr, PREFETCH_METADATA: tl.constexpr, USE_PDL: tl.constexpr):
+                   PRECISION: tl.constexpr, PREFETCH_METADATA: tl.constexpr, USE_PDL: tl.constexpr,
+                   ROPE: tl.constexpr, NORM: tl.constexpr):
     if not PREFETCH_METADATA:
         wait_for_previous_kernel(USE_PDL)
     seq = tl.program_id(0)
@@ -92,8 +116,29 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
     next_block = tl.load(bt_ptr + seq * bt_stride_s + n // BLOCK_SIZE, mask=n < end, other=0)
     if PREFETCH_METADATA:  # seq_lens and block tables come from the step's host copies, not from a kernel
         wait_for_previous_kernel(USE_PDL)
-    q = tl.load(q_ptr + seq * q_stride_s + heads[:, None] * q_stride_h + d[None, :],
-                mask=head_ok[:, None], other=0.0)
+    q_rows = q_ptr + seq * q_stride_s + heads[:, None] * q_stride_h
+    q = tl.load(q_rows + d[None, :], mask=head_ok[:, None], other=0.0)
+    last = seq_len - 1  # the new token's index: with ROPE its k/v are not in the cache yet
+    if ROPE:
+        half: tl.constexpr = HEAD_DIM // 2
+        partner = (d + half) % HEAD_DIM
+        pos = tl.load(pos_ptr + seq).to(tl.int64)
+        cos = tl.load(cos_sin_ptr + pos * cos_sin_stride + d % half).to(tl.float32)[None, :]
+        sin = tl.load(cos_sin_ptr + pos * cos_sin_stride + half + d % half).to(tl.float32)[None, :]
+        qp = tl.load(q_rows + partner[None, :], mask=head_ok[:, None], other=0.0)
+        q = _norm_rope(q.to(tl.float32), qp.to(tl.float32), qw_ptr, d, partner, cos, sin, eps, HEAD_DIM, half,
+                       NORM, q_ptr.dtype.element_ty)
+        k_row = knew_ptr + seq * knew_stride_s + kv_head * HEAD_DIM
+        k_new = _norm_rope(tl.load(k_row + d).to(tl.float32)[None, :],
+                           tl.load(k_row + partner).to(tl.float32)[None, :], kw_ptr, d, partner, cos, sin, eps,
+                           HEAD_DIM, half, NORM, q_ptr.dtype.element_ty).to(k_ptr.dtype.element_ty)  # [1, D]
+        v_new = tl.load(vnew_ptr + seq * vnew_stride_s + kv_head * HEAD_DIM + d).to(v_ptr.dtype.element_ty)
+        slot = tl.load(slot_ptr + seq).to(tl.int64)
+        owner = (last >= start) & (last < end) & (slot >= 0)  # exactly one split stores the new token
+        dst = kv_head * kv_stride_head + (slot // BLOCK_SIZE) * kv_stride_blk + (slot % BLOCK_SIZE) * kv_stride_tok
+        tl.store(k_ptr + dst + d[None, :], k_new, mask=owner & (d[None, :] < HEAD_DIM))
+        tl.store(v_ptr + dst + d, v_new, mask=owner & (d < HEAD_DIM))
+        k_new_col = tl.reshape(k_new, (HEAD_DIM, 1))
     q = q.to(k_ptr.dtype.element_ty)
 
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)  # running max (log2 domain)
@@ -107,14 +152,23 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
         next_block = tl.load(bt_ptr + seq * bt_stride_s + (n + TILE_N) // BLOCK_SIZE, mask=n + TILE_N < end,
                              other=0)
         tok = kv_base + block * kv_stride_blk + (n % BLOCK_SIZE) * kv_stride_tok  # [TILE_N]
-        k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=n_ok[None, :], other=0.0)  # [D, TILE_N]
+        if ROPE:  # the new token from registers, not from the cache this step is writing
+            fresh = n == last
+            k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=(n_ok & ~fresh)[None, :], other=0.0)
+            k = tl.where(fresh[None, :], k_new_col, k)  # [D, TILE_N]
+        else:
+            k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=n_ok[None, :], other=0.0)  # [D, TILE_N]
         s = tl.dot(q, k, input_precision=PRECISION) * scale_log2  # [GROUP_PAD, TILE_N]
         s = tl.where(n_ok[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: every tile has >= 1 valid token
         p = tl.exp2(s - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_ptr + tok[:, None] + d[None, :], mask=n_ok[:, None], other=0.0)  # [TILE_N, D]
+        if ROPE:
+            v = tl.load(v_ptr + tok[:, None] + d[None, :], mask=(n_ok & ~fresh)[:, None], other=0.0)
+            v = tl.where(fresh[:, None], v_new[None, :], v)  # [TILE_N, D]
+        else:
+            v = tl.load(v_ptr + tok[:, None] + d[None, :], mask=n_ok[:, None], other=0.0)  # [TILE_N, D]
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
 
@@ -191,13 +245,32 @@ def check_paged_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     return (q if q.stride(-1) == 1 else q.contiguous()), block_size, Hkv
 
 
+@dataclass
+class DecodeRope:
+    """What the decode kernel needs to do RoPE and the KV store itself (custom op "rope_attention"): the new
+    tokens' positions [S], raw k and v [S, Hkv*D] (column slices of the qkv output are fine), their cache
+    slots [S] (-1: padding, not stored), the fp32 cos_sin_cache [max_pos, D], and Qwen3's q_norm / k_norm
+    weights [D] (None: no q/k norm, as in Llama)."""
+
+    positions: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    slot_mapping: torch.Tensor
+    cos_sin_cache: torch.Tensor
+    q_weight: torch.Tensor | None = None
+    k_weight: torch.Tensor | None = None
+    eps: float = 1e-6
+
+
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float,
-                           out: torch.Tensor | None = None, num_splits: int | None = None) -> torch.Tensor:
+                           out: torch.Tensor | None = None, num_splits: int | None = None,
+                           rope: DecodeRope | None = None) -> torch.Tensor:
     """Attention of q [S, H, D] (one token per sequence) over the first seq_lens[s] cached tokens.
 
     num_splits=None picks split-KV from shapes (see choose_num_splits); pass an int to force it (tests).
-    Rows with seq_len 0 produce zeros.
+    Rows with seq_len 0 produce zeros. With `rope`, q is the raw projection: the kernel normalises and
+    rotates q and the new k, and writes the new k and v into the cache (the last of the seq_lens[s] tokens).
     """
     S, H, D = q.shape
     q, block_size, Hkv = check_paged_inputs(q, k_cache, v_cache)
@@ -216,14 +289,26 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         part_ml = torch.empty(S, H, num_splits, 2, dtype=torch.float32, device=q.device)
     else:
         part_acc = part_ml = out  # unused
+    if rope is not None:
+        r = rope
+        k_new, v_new = (x if x.stride(-1) == 1 else x.contiguous() for x in (r.k, r.v))
+        assert k_new.shape == v_new.shape == (S, Hkv * D) and r.positions.shape == r.slot_mapping.shape == (S,)
+        cos_sin = r.cos_sin_cache if r.cos_sin_cache.stride(-1) == 1 else r.cos_sin_cache.contiguous()
+        norm = r.q_weight is not None
+        rope_args = (r.positions, cos_sin, cos_sin.stride(0), r.q_weight if norm else cos_sin,
+                     r.k_weight if norm else cos_sin, r.eps, k_new, v_new, k_new.stride(0), v_new.stride(0),
+                     r.slot_mapping)
+    else:
+        norm = False
+        rope_args = (seq_lens, q, 0, q, q, 0.0, q, q, 0, 0, seq_lens)  # unused
     _decode_kernel[(S, Hkv, num_splits)](
         q, k_cache, v_cache, block_tables, seq_lens, out, part_acc, part_ml,
         scale * _LOG2E, q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-        block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), *rope_args,
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=D,
         BLOCK_SIZE=block_size, TILE_N=tile_n, NUM_SPLITS=num_splits, PRECISION=precision,
-        PREFETCH_METADATA=custom_op_enabled("decode_prefetch"), num_warps=num_warps, num_stages=2,
-        **launch_options(q.device),
+        PREFETCH_METADATA=custom_op_enabled("decode_prefetch"), ROPE=rope is not None, NORM=norm,
+        num_warps=num_warps, num_stages=2, **launch_options(q.device),
     )
     if num_splits > 1:
         _merge_splits_kernel[(S, H)](

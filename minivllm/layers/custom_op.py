@@ -28,7 +28,7 @@ _default = False
 # Measured and dropped: the GEMV's first weight tile requested before the wait (batch 1: 0.943 ms, against
 # 0.923 ms with the decode prefetch instead, same run), and the split-KV merge done by the last split to
 # finish inside the decode kernel, no merge kernel (batch 1: 0.966 -> 1.006 ms, same run).
-OPT_IN = {"rope_kv_store"}
+OPT_IN = {"rope_kv_store", "rope_attention"}
 
 
 def configure_custom_ops(spec: list[str], has_kernels: bool) -> None:

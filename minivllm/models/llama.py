@@ -56,9 +56,13 @@ class DecoderAttention(nn.Module):
     def attend(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
         """Everything after the qkv projection: (q/k norm,) RoPE, attention, o_proj."""
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        qk_weights = (self.q_norm.weight, self.k_norm.weight) if self.qk_norm else (None, None)
+        if custom_op_enabled("rope_attention") and self.attn.use_custom_op:
+            # q/k norm (Qwen3) + RoPE + KV-cache write + attention in one op: one kernel when decoding
+            return self.o_proj(self.attn.forward_with_rope(positions, q, k, v, self.rotary_emb.cos_sin_cache,
+                                                           *qk_weights, self.q_norm.eps if self.qk_norm else 1e-6))
         if custom_op_enabled("rope_kv_store") and self.attn.use_custom_op:
             # q/k norm (Qwen3) + RoPE + the KV-cache write in one kernel; attention then only reads the cache
-            qk_weights = (self.q_norm.weight, self.k_norm.weight) if self.qk_norm else (None, None)
             q = torch.ops.minivllm.rotary_embedding_store_kv(
                 positions, q, k, v, *qk_weights, self.q_norm.eps if self.qk_norm else 1e-6,
                 self.rotary_emb.cos_sin_cache, self.head_dim, self.attn.layer_idx)

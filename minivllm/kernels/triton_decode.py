@@ -8,10 +8,10 @@ kernel is organised around reading the cache as few times as possible and keepin
 * Split-KV (flash-decoding): with few sequences there are too few programs to fill ~132 SMs, so each
   context is cut into NUM_SPLITS pieces handled by separate programs; each writes an unnormalised partial
   result (acc, max, sum) and a second small kernel merges them with the log-sum-exp trick.
-* ROPE (custom op "rope_attention"): the kernel takes q, k and v straight from the qkv projection, applies
-  Qwen3's per-head q/k RMSNorm and RoPE itself, and the program whose split holds the new token writes its
-  k and v into the paged cache and uses them from registers. The RoPE and KV-store kernels of the step
-  disappear: two launches fewer per layer.
+* ROPE (custom op "rope_attention"): the kernel takes q, k and v straight from the qkv projection and
+  applies Qwen3's per-head q/k RMSNorm and RoPE itself. The loop reads the cached tokens; the program whose
+  split holds the new token adds it from registers (one more online-softmax step) and writes its k and v
+  into the paged cache. The RoPE and KV-store kernels of the step disappear: two launches fewer per layer.
 * CUDA graphs: the grid and NUM_SPLITS depend only on tensor shapes (the max context is
   block_tables.shape[1] * block_size), never on seq_lens values; each program reads its own seq_len on the
   device and skips what it does not need. Nothing here syncs with the host.
@@ -111,66 +111,70 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
         per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), TILE_N) * TILE_N
         start = split * per_split
         end = tl.minimum(start + per_split, seq_len)
+    # With ROPE the new token (the last) is not in the cache yet: the loop reads the tokens before it, and
+    # the split that holds it adds it from registers after the loop (and stores it then).
+    last = seq_len - 1
+    cached_end = tl.minimum(end, last) if ROPE else end
     # The block ids of the first tile; each iteration then requests the next tile's while it works on this one.
     n = start + tl.arange(0, TILE_N)
-    next_block = tl.load(bt_ptr + seq * bt_stride_s + n // BLOCK_SIZE, mask=n < end, other=0)
+    next_block = tl.load(bt_ptr + seq * bt_stride_s + n // BLOCK_SIZE, mask=n < cached_end, other=0)
     if PREFETCH_METADATA:  # seq_lens and block tables come from the step's host copies, not from a kernel
         wait_for_previous_kernel(USE_PDL)
     q_rows = q_ptr + seq * q_stride_s + heads[:, None] * q_stride_h
     q = tl.load(q_rows + d[None, :], mask=head_ok[:, None], other=0.0)
-    last = seq_len - 1  # the new token's index: with ROPE its k/v are not in the cache yet
     if ROPE:
         half: tl.constexpr = HEAD_DIM // 2
         partner = (d + half) % HEAD_DIM
-        pos = tl.load(pos_ptr + seq).to(tl.int64)
-        cos = tl.load(cos_sin_ptr + pos * cos_sin_stride + d % half).to(tl.float32)[None, :]
-        sin = tl.load(cos_sin_ptr + pos * cos_sin_stride + half + d % half).to(tl.float32)[None, :]
+        cs_row = cos_sin_ptr + tl.load(pos_ptr + seq).to(tl.int64) * cos_sin_stride
+        cos = tl.load(cs_row + d % half).to(tl.float32)[None, :]
+        sin = tl.load(cs_row + half + d % half).to(tl.float32)[None, :]
         qp = tl.load(q_rows + partner[None, :], mask=head_ok[:, None], other=0.0)
         q = _norm_rope(q.to(tl.float32), qp.to(tl.float32), qw_ptr, d, partner, cos, sin, eps, HEAD_DIM, half,
                        NORM, q_ptr.dtype.element_ty)
-        k_row = knew_ptr + seq * knew_stride_s + kv_head * HEAD_DIM
-        k_new = _norm_rope(tl.load(k_row + d).to(tl.float32)[None, :],
-                           tl.load(k_row + partner).to(tl.float32)[None, :], kw_ptr, d, partner, cos, sin, eps,
-                           HEAD_DIM, half, NORM, q_ptr.dtype.element_ty).to(k_ptr.dtype.element_ty)  # [1, D]
-        v_new = tl.load(vnew_ptr + seq * vnew_stride_s + kv_head * HEAD_DIM + d).to(v_ptr.dtype.element_ty)
-        slot = tl.load(slot_ptr + seq).to(tl.int64)
-        owner = (last >= start) & (last < end) & (slot >= 0)  # exactly one split stores the new token
-        dst = kv_head * kv_stride_head + (slot // BLOCK_SIZE) * kv_stride_blk + (slot % BLOCK_SIZE) * kv_stride_tok
-        tl.store(k_ptr + dst + d[None, :], k_new, mask=owner & (d[None, :] < HEAD_DIM))
-        tl.store(v_ptr + dst + d, v_new, mask=owner & (d < HEAD_DIM))
-        k_new_col = tl.reshape(k_new, (HEAD_DIM, 1))
     q = q.to(k_ptr.dtype.element_ty)
 
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)  # running max (log2 domain)
     l_i = tl.zeros([GROUP_PAD], tl.float32)  # running sum of exp
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
     kv_base = kv_head * kv_stride_head
-    for n0 in range(start, end, TILE_N):
+    for n0 in range(start, cached_end, TILE_N):
         n = n0 + tl.arange(0, TILE_N)
-        n_ok = n < end
+        n_ok = n < cached_end
         block = next_block.to(tl.int64)
-        next_block = tl.load(bt_ptr + seq * bt_stride_s + (n + TILE_N) // BLOCK_SIZE, mask=n + TILE_N < end,
-                             other=0)
+        next_block = tl.load(bt_ptr + seq * bt_stride_s + (n + TILE_N) // BLOCK_SIZE,
+                             mask=n + TILE_N < cached_end, other=0)
         tok = kv_base + block * kv_stride_blk + (n % BLOCK_SIZE) * kv_stride_tok  # [TILE_N]
-        if ROPE:  # the new token from registers, not from the cache this step is writing
-            fresh = n == last
-            k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=(n_ok & ~fresh)[None, :], other=0.0)
-            k = tl.where(fresh[None, :], k_new_col, k)  # [D, TILE_N]
-        else:
-            k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=n_ok[None, :], other=0.0)  # [D, TILE_N]
+        k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=n_ok[None, :], other=0.0)  # [D, TILE_N]
         s = tl.dot(q, k, input_precision=PRECISION) * scale_log2  # [GROUP_PAD, TILE_N]
         s = tl.where(n_ok[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: every tile has >= 1 valid token
         p = tl.exp2(s - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        if ROPE:
-            v = tl.load(v_ptr + tok[:, None] + d[None, :], mask=(n_ok & ~fresh)[:, None], other=0.0)
-            v = tl.where(fresh[:, None], v_new[None, :], v)  # [TILE_N, D]
-        else:
-            v = tl.load(v_ptr + tok[:, None] + d[None, :], mask=n_ok[:, None], other=0.0)  # [TILE_N, D]
+        v = tl.load(v_ptr + tok[:, None] + d[None, :], mask=n_ok[:, None], other=0.0)  # [TILE_N, D]
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
+
+    if ROPE:  # the new token: its k (normed, rotated) and v, one more online-softmax step, then the store
+        mine = (last >= start) & (last < end)  # exactly one split holds it (none for a seq_len-0 row)
+        k_row = knew_ptr + seq * knew_stride_s + kv_head * HEAD_DIM
+        k_new = _norm_rope(tl.load(k_row + d).to(tl.float32)[None, :],
+                           tl.load(k_row + partner).to(tl.float32)[None, :], kw_ptr, d, partner, cos, sin, eps,
+                           HEAD_DIM, half, NORM, q_ptr.dtype.element_ty).to(k_ptr.dtype.element_ty)  # [1, D]
+        v_new = tl.load(vnew_ptr + seq * vnew_stride_s + kv_head * HEAD_DIM + d).to(v_ptr.dtype.element_ty)
+        s_new = tl.sum(q.to(tl.float32) * k_new.to(tl.float32), axis=1) * scale_log2  # [GROUP_PAD]
+        s_new = tl.where(mine, s_new, float("-inf"))
+        m_new = tl.maximum(m_i, s_new)
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # an empty split stays empty, never NaN
+        p_new = tl.exp2(s_new - m_ref)
+        alpha = tl.exp2(m_i - m_ref)
+        l_i = l_i * alpha + p_new
+        acc = acc * alpha[:, None] + p_new[:, None] * v_new.to(tl.float32)[None, :]
+        m_i = m_new
+        slot = tl.load(slot_ptr + seq).to(tl.int64)
+        dst = kv_head * kv_stride_head + (slot // BLOCK_SIZE) * kv_stride_blk + (slot % BLOCK_SIZE) * kv_stride_tok
+        tl.store(k_ptr + dst + d[None, :], k_new, mask=mine & (slot >= 0) & (d[None, :] < HEAD_DIM))
+        tl.store(v_ptr + dst + d, v_new, mask=mine & (slot >= 0) & (d < HEAD_DIM))
 
     if NUM_SPLITS == 1:
         l_safe = tl.where(l_i > 0, l_i, 1.0)  # seq_len 0 -> acc is 0 -> output 0, never NaN

@@ -27,7 +27,7 @@ from minivllm.worker.startup import GiB, StartupReport, choose_num_blocks
 logger = logging.getLogger("minivllm")
 # Driver memory per kernel node of a captured graph, and kernel nodes per decoder layer, rounded up: H200,
 # Qwen3-0.6B, default capture sizes, 8-12 kernels per layer per step; 10.5 KiB per node in FULL graphs,
-# 11.8 KiB in piecewise ones (free-memory drop minus the pool, latency.json at 4fff55c).
+# 11.8 KiB in piecewise ones (free-memory drop minus the pool, latency_4fff55c.json).
 GRAPH_NODE_BYTES = 12 << 10
 GRAPH_NODES_PER_LAYER = 12
 

@@ -4,7 +4,7 @@
 #   MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh [STAGE ...]
 #   (through a tool that copies a working tree onto a machine with an older checkout, write the hash itself:
 #   there `git rev-parse` answers the checkout's commit, not the tree's; files of 2026-11-30 morning say so)
-#   stages: all, tune, verify, rope, evidence, fusion, gemv, final, norm-pdl, final2, compile-baselines, final-b1, final3, autotune-spread, pinned, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
+#   stages: all, tune, verify, rope, final5, evidence, fusion, gemv, final, norm-pdl, final2, compile-baselines, final-b1, final3, autotune-spread, pinned, latency-short, tests, latency, compile, throughput, kernels, backends, qk-fusion, unregistered, lab01, rerun,
 #   kernels-only
 #
 # "all" runs two lanes, one per GPU when the machine has two (else one after the other), each step under a
@@ -347,6 +347,8 @@ case "$stage" in
   verify)  # 2026-11-30 (fifth session), second call: all nine batch sizes with the shipped configs; the
     # shipped configs against fresh autotunes on both GPUs of another machine
     two_lanes "latency; gpu_test_pins" "shipped_vs_fresh; lab01" ;;
+  final5)  # 2026-11-30 (fifth session), last call: every GPU test at the final commit, both lanes
+    two_lanes gpu_tests_tune "TAILN=10 step kernel_tests 200 $PY -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_elementwise_kernels.py tests/test_async_scheduling.py" ;;
   rope)  # 2026-11-30 (fifth session), third call: rope_attention's A/B, tests and profile
     two_lanes rope_ab rope_checks ;;
   pinned)  # the fastest recorded GEMV picks (MINIVLLM_GEMV_CONFIGS) vs fresh autotunes, both GPUs

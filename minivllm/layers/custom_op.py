@@ -28,6 +28,9 @@ _default = False
 # Measured and dropped: the GEMV's first weight tile requested before the wait (batch 1: 0.943 ms, against
 # 0.923 ms with the decode prefetch instead, same run), and the split-KV merge done by the last split to
 # finish inside the decode kernel, no merge kernel (batch 1: 0.966 -> 1.006 ms, same run).
+# rope_attention: a pure-decode batch's q/k norm, RoPE and KV store done inside the decode attention kernel
+# (no RoPE or store launch). Slower on the H200 (FULL, batch 1 / 2 / 8 / 64: 0.970 / 1.081 / 1.315 / 1.924 ->
+# 0.981 / 1.073 / 1.330 / 1.992 ms): the prologue sits on every attention program's critical path.
 OPT_IN = {"rope_kv_store", "rope_attention"}
 
 

@@ -152,7 +152,8 @@ def test_gemv_tune_cli_needs_a_gpu():
 def test_gemv_tune_main_writes_its_record_and_ships_the_faster_set(fake_gpu, tmp_path, monkeypatch):
     """main() end to end around a fake engine: the autotuner's picks are the start, the synthetic step is
     fastest with B for the qkv shape, the JSON records both sets and the A/B, and --save ships the tuned set
-    as configs/gemv/NVIDIA_H200.json, which the next engine then reads."""
+    as configs/gemv/NVIDIA_H200.json, which the next engine then reads; a second --save keeps the shapes of
+    another model already in that file."""
     from minivllm.bench import latency
     from minivllm.kernels import triton_gemv
 
@@ -170,9 +171,14 @@ def test_gemv_tune_main_writes_its_record_and_ships_the_faster_set(fake_gpu, tmp
     assert rec["median_tpot_ms"]["1"] == {"autotune": pytest.approx(1.03), "tuned": pytest.approx(1.0)}
     assert rec["device"] == "NVIDIA H200" and rec["provenance"]["command"]
     shipped = fake_gpu / "NVIDIA_H200.json"
+    assert gemv_configs.read_config_file(shipped) == rec["tuned_configs"]  # the first --save made the file
+    other_model = {"N=2048 K=2048 M_PAD=1": C}  # tuned earlier for another model: kept by the next --save
+    shipped.write_text(json.dumps({"gemv_configs": {**other_model, "N=4096 K=1024 M_PAD=1 norm": C}}))
+    result = gemv_tune.main(args)
+    rec = json.loads(out.read_text())
     assert result["saved_to"] == str(shipped)
-    assert gemv_configs.read_config_file(shipped) == rec["tuned_configs"]
-    assert gemv_configs.pinned_configs() == rec["tuned_configs"]  # the pins were reset: the new file is read
+    assert gemv_configs.read_config_file(shipped) == {**other_model, **rec["tuned_configs"]}
+    assert gemv_configs.pinned_configs() == {**other_model, **rec["tuned_configs"]}  # pins reset: file re-read
     with pytest.raises(ValueError, match="GEMV runs batches of 1..2 rows"):
         gemv_tune.main(parse_args(["gemv-tune", "--model", "unused", "--batch-sizes", "1,4"]))
 

@@ -142,10 +142,12 @@ def main(args) -> dict:
                 ["batch", "autotuner picks", "tuned picks", "autotuner / tuned"],
                 [[b, s["autotune"], s["tuned"], s["autotune"] / s["tuned"]] for b, s in summary.items()],
                 spec=".3f")
-    if args.save:
+    if args.save:  # merged into this GPU's file: shapes of other models tuned before are kept
         target = gemv_configs.device_config_path(device)
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_json(str(target), {"gemv_configs": result["gemv_configs"], "provenance": {
+        kept = gemv_configs.read_config_file(target) if target.exists() else {}
+        write_json(str(target), {"gemv_configs": dict(sorted({**kept, **result["gemv_configs"]}.items())),
+                                 "provenance": {
             **result["provenance"], "note": f"{faster} picks of `bench gemv-tune` (median TPOT ms per batch: "
                                             f"{result['median_tpot_ms']})"}})
         result["saved_to"] = str(target)

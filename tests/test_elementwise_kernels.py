@@ -38,6 +38,17 @@ def randn(*shape, dtype=torch.float32, seed=0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(DEVICE, dtype)
 
 
+def one_sequence_meta(start: int, n: int):
+    """Metadata for one sequence whose tokens start..start+n-1 run now, its cache in block 0 (n == 1: decode)."""
+    from minivllm.attention.metadata import AttentionMetadata
+
+    i32 = dict(dtype=torch.int32, device=DEVICE)
+    return AttentionMetadata(torch.arange(start, start + n, device=DEVICE), torch.tensor([0, n], **i32),
+                             torch.tensor([start + n], **i32), torch.tensor([[0]], **i32), max_query_len=n,
+                             max_seq_len=start + n, decode_only=n == 1, query_start_loc_cpu=[0, n],
+                             seq_lens_cpu=[start + n])
+
+
 def make_norm(n: int, dtype: torch.dtype) -> RMSNorm:
     norm = RMSNorm(n, eps=1e-6).to(DEVICE, dtype)
     norm.weight.data.copy_(randn(n, seed=99) * 0.5 + 1)
@@ -256,7 +267,7 @@ def test_rope_kv_store_equals_rope_then_store(dtype, T, heads, norm):
 def test_rope_kv_store_in_the_model_gives_the_same_attention_and_cache(tmp_path, monkeypatch):
     """custom_ops "+rope_kv_store": DecoderAttention writes K/V from its RoPE kernel and attention skips its
     own store; output and cache equal the default path's (prefill of 5 tokens, then one decode token)."""
-    from minivllm.attention.metadata import AttentionMetadata, set_forward_context
+    from minivllm.attention.metadata import set_forward_context
     from minivllm.loader import load_model_config
     from minivllm.models.llama import DecoderAttention
     from minivllm.tools.make_random_checkpoint import make_random_checkpoint
@@ -268,12 +279,7 @@ def test_rope_kv_store_in_the_model_gives_the_same_attention_and_cache(tmp_path,
     for norm in (attn.q_norm, attn.k_norm):
         norm.weight.data.copy_(randn(cfg.head_dim, seed=3) * 0.5 + 1)
     x = randn(6, cfg.hidden_size, seed=4)
-    i32 = dict(dtype=torch.int32, device=DEVICE)
 
-    def meta(start, n):
-        return AttentionMetadata(torch.arange(start, start + n, device=DEVICE), torch.tensor([0, n], **i32),
-                                 torch.tensor([start + n], **i32), torch.tensor([[0]], **i32), max_query_len=n, max_seq_len=start + n,
-                                 decode_only=n == 1, query_start_loc_cpu=[0, n], seq_lens_cpu=[start + n])
 
     from minivllm.kernels import ops as attn_ops
 
@@ -286,7 +292,8 @@ def test_rope_kv_store_in_the_model_gives_the_same_attention_and_cache(tmp_path,
         cache = torch.zeros(2, 1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE)
         outs = []
         for start, n in ((0, 5), (5, 1)):
-            with torch.no_grad(), set_forward_context(meta(start, n), "triton", [(cache[0], cache[1])]):
+            with torch.no_grad(), set_forward_context(one_sequence_meta(start, n), "triton",
+                                                      [(cache[0], cache[1])]):
                 outs.append(attn(torch.arange(start, start + n, device=DEVICE), x[start:start + n]))
         results.append((torch.cat(outs), cache))
         store_calls.append(len(stores))
@@ -301,7 +308,7 @@ def test_rope_attention_in_the_model_gives_the_same_attention_and_cache(tmp_path
     """custom_ops "+rope_attention": DecoderAttention hands raw q/k/v to one op. A prefill (5 tokens) runs the
     RoPE kernel and unified attention inside it; a decode token runs the decode kernel alone (no RoPE or store
     launch). Output and cache equal the default path's, with and without Qwen3's q/k norm."""
-    from minivllm.attention.metadata import AttentionMetadata, set_forward_context
+    from minivllm.attention.metadata import set_forward_context
     from minivllm.kernels import ops as attn_ops
     from minivllm.kernels import triton_rotary
     from minivllm.loader import load_model_config
@@ -309,13 +316,7 @@ def test_rope_attention_in_the_model_gives_the_same_attention_and_cache(tmp_path
     from minivllm.tools.make_random_checkpoint import make_random_checkpoint
 
     cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
-    i32 = dict(dtype=torch.int32, device=DEVICE)
 
-    def meta(start, n):
-        return AttentionMetadata(torch.arange(start, start + n, device=DEVICE), torch.tensor([0, n], **i32),
-                                 torch.tensor([start + n], **i32), torch.tensor([[0]], **i32), max_query_len=n,
-                                 max_seq_len=start + n, decode_only=n == 1, query_start_loc_cpu=[0, n],
-                                 seq_lens_cpu=[start + n])
 
     launches = []
     for name, mod in (("store", attn_ops), ("rope", triton_rotary)):
@@ -334,7 +335,8 @@ def test_rope_attention_in_the_model_gives_the_same_attention_and_cache(tmp_path
             outs = []
             for start, n in ((0, 5), (5, 1)):
                 launches.clear()
-                with torch.no_grad(), set_forward_context(meta(start, n), "triton", [(cache[0], cache[1])]):
+                with torch.no_grad(), set_forward_context(one_sequence_meta(start, n), "triton",
+                                                      [(cache[0], cache[1])]):
                     outs.append(attn(torch.arange(start, start + n, device=DEVICE), x[start:start + n]))
                 per_step.append(sorted(launches))
             results.append((torch.cat(outs), cache))
@@ -397,7 +399,7 @@ def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
     which takes the fallback, then a 1-token decode, which takes the GEMVs with the residual add and the
     RMSNorm inside), and at decode the only RMSNorm kernel left is the final norm (the default launches one
     per norm: 2 per layer + 1)."""
-    from minivllm.attention.metadata import AttentionMetadata, set_forward_context
+    from minivllm.attention.metadata import set_forward_context
     from minivllm.kernels import triton_norm
     from minivllm.loader import load_model_config
     from minivllm.models.llama import DecoderModel, fuse_norm_into_gemv
@@ -408,13 +410,7 @@ def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
     for i, p in enumerate(model.parameters()):  # the layers allocate with torch.empty
         p.data.copy_(randn(*p.shape, seed=40 + i) * 0.1 + (1.0 if p.dim() == 1 else 0.0))
     ids = torch.tensor([3, 14, 15, 92, 65, 35], device=DEVICE)
-    i32 = dict(dtype=torch.int32, device=DEVICE)
 
-    def meta(start, n):
-        return AttentionMetadata(torch.arange(start, start + n, device=DEVICE), torch.tensor([0, n], **i32),
-                                 torch.tensor([start + n], **i32), torch.tensor([[0]], **i32), max_query_len=n,
-                                 max_seq_len=start + n, decode_only=n == 1, query_start_loc_cpu=[0, n],
-                                 seq_lens_cpu=[start + n])
 
     launches, launch = [], triton_norm.rms_norm
     monkeypatch.setattr(triton_norm, "rms_norm", lambda *a, **k: (launches.append(1), launch(*a, **k))[1])
@@ -428,7 +424,7 @@ def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
         out = []
         for start, n in ((0, 5), (5, 1)):
             launches.clear()
-            with torch.no_grad(), set_forward_context(meta(start, n), "triton", caches):
+            with torch.no_grad(), set_forward_context(one_sequence_meta(start, n), "triton", caches):
                 out.append(model(ids[start:start + n], torch.arange(start, start + n, device=DEVICE)))
         decode_launches.append(len(launches))
         outs.append(torch.cat(out))

@@ -105,10 +105,8 @@ def _gemv_configs() -> dict:
     return triton_gemv.autotuned_configs()
 
 
-def _gemv_source() -> str | None:
+def _gemv_source() -> str:
     """Where the GEMV block sizes came from: "autotune", this GPU's shipped file, or MINIVLLM_GEMV_CONFIGS."""
-    if not _gemv_configs():
-        return None
     from minivllm.kernels import gemv_configs
 
     return gemv_configs.source()
@@ -168,8 +166,9 @@ def main(args) -> dict:
                                    **measure(llm, b, args.input_len, args.output_len, high)})
             bar.update(1)
         result["modes"][mode]["compile_report"] = jsonable(llm.compile_report())  # breaks, recompiles
-        result["modes"][mode]["gemv_configs"] = _gemv_configs()  # the picks move batch-1 TPOT
-        result["modes"][mode]["gemv_configs_source"] = _gemv_source()
+        picks = _gemv_configs()  # the picks move batch-1 TPOT
+        result["modes"][mode]["gemv_configs"] = picks
+        result["modes"][mode]["gemv_configs_source"] = _gemv_source() if picks else None
         free_engine(llm)
         del llm
     if compare and hf_sizes:

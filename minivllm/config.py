@@ -7,6 +7,7 @@ compilation), so the names here transfer.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 from dataclasses import dataclass, field
@@ -15,7 +16,34 @@ from typing import Any
 
 import torch
 
-CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_AND_PIECEWISE")
+
+
+class CUDAGraphMode(str, enum.Enum):
+    """Which CUDA graphs the engine captures (vLLM's CUDAGraphMode).
+
+    FULL: the whole decode step, attention included, one graph per batch size. PIECEWISE: the pieces between
+    attention ops (attention runs eagerly), keyed by token count, so prefill and mixed batches replay too.
+    FULL_AND_PIECEWISE: FULL for pure-decode batches, PIECEWISE for the rest. A str enum, so
+    `mode == "FULL"` and JSON dumps keep working."""
+
+    NONE = "NONE"
+    PIECEWISE = "PIECEWISE"
+    FULL = "FULL"
+    FULL_AND_PIECEWISE = "FULL_AND_PIECEWISE"
+
+    @property
+    def has_full(self) -> bool:
+        return self in (CUDAGraphMode.FULL, CUDAGraphMode.FULL_AND_PIECEWISE)
+
+    @property
+    def has_piecewise(self) -> bool:
+        return self in (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL_AND_PIECEWISE)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+CUDAGRAPH_MODES = tuple(m.value for m in CUDAGraphMode)
 ATTENTION_BACKENDS = ("auto", "triton", "torch", "unregistered")
 DTYPES = {"auto": None, "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
@@ -144,21 +172,26 @@ class CompilationConfig:
         _check(not self.inductor_compile_config or (self.level >= 1 and self.backend == "inductor"),
                f"compilation_config.inductor_compile_config needs Inductor to compile: level >= 1 with the "
                f"inductor backend; got level {self.level}, backend {self.backend!r}")
+        if self.cudagraph_mode is not None:
+            _check(isinstance(self.cudagraph_mode, str) and self.cudagraph_mode in CUDAGRAPH_MODES,
+                   f"cudagraph_mode must be one of {CUDAGRAPH_MODES}, got {self.cudagraph_mode!r}")
+            self.cudagraph_mode = CUDAGraphMode(self.cudagraph_mode)
+        if self.cudagraph_capture_sizes is not None:
+            _check(isinstance(self.cudagraph_capture_sizes, (list, tuple))
+                   and all(isinstance(s, int) and not isinstance(s, bool) and s >= 1
+                           for s in self.cudagraph_capture_sizes),
+                   f"cudagraph_capture_sizes must be a list of positive ints, got {self.cudagraph_capture_sizes!r}")
+            self.cudagraph_capture_sizes = list(self.cudagraph_capture_sizes)
+        if self.max_cudagraph_capture_size is not None:
+            _check(isinstance(self.max_cudagraph_capture_size, int)
+                   and not isinstance(self.max_cudagraph_capture_size, bool) and self.max_cudagraph_capture_size >= 1,
+                   f"max_cudagraph_capture_size must be an int >= 1, got {self.max_cudagraph_capture_size!r}")
 
     def resolved_custom_ops(self) -> list[str]:
         """As vLLM: with Inductor compiling, let it generate (and fuse) the small ops; else use ours."""
         if self.custom_ops is not None:
             return self.custom_ops
         return ["none"] if self.level >= 1 and self.backend == "inductor" else ["all"]
-        if self.cudagraph_mode is not None:
-            _check(self.cudagraph_mode in CUDAGRAPH_MODES,
-                   f"cudagraph_mode must be one of {CUDAGRAPH_MODES}, got {self.cudagraph_mode!r}")
-        if self.cudagraph_capture_sizes is not None:
-            _check(all(isinstance(s, int) and s >= 1 for s in self.cudagraph_capture_sizes),
-                   f"cudagraph_capture_sizes must be positive ints, got {self.cudagraph_capture_sizes!r}")
-        if self.max_cudagraph_capture_size is not None:
-            _check(isinstance(self.max_cudagraph_capture_size, int) and self.max_cudagraph_capture_size >= 1,
-                   f"max_cudagraph_capture_size must be an int >= 1, got {self.max_cudagraph_capture_size!r}")
 
     @classmethod
     def from_any(cls, value: Any) -> "CompilationConfig":
@@ -225,10 +258,10 @@ class EngineConfig:
         return self.device.type == "cuda"  # on a CPU nothing runs concurrently, so there is nothing to overlap
 
     @property
-    def cudagraph_mode(self) -> str:
+    def cudagraph_mode(self) -> CUDAGraphMode:
         if self.enforce_eager or self.device.type != "cuda":
-            return "NONE"
-        return self.compilation.cudagraph_mode or "FULL_AND_PIECEWISE"
+            return CUDAGraphMode.NONE
+        return CUDAGraphMode(self.compilation.cudagraph_mode or CUDAGraphMode.FULL_AND_PIECEWISE)
 
     def capture_sizes(self) -> list[int]:
         c = self.compilation

@@ -60,7 +60,7 @@ def test_grader_accepts_the_right_answer_in_every_form(q):
 
 @pytest.mark.parametrize("q", [lab01.Q1, lab01.Q4])
 def test_grader_explains_every_wrong_answer(q):
-    for i, (_, why) in enumerate(q.options):
+    for i, (_, why, *_zh) in enumerate(q.options):
         if i == q.correct:
             continue
         ok, text = grade(q, "ABCD"[i], GPU_RESULTS)

@@ -12,7 +12,8 @@ _EXPORTS = {
     "load_recorded": "recorded", "check_provenance": "recorded", "describe_provenance": "recorded",
     "RecordedResultsMissing": "recorded", "ProvenanceError": "recorded",
     "figure": "plots",
-    "Question": "quiz", "grade": "quiz", "quiz_widget": "quiz",
+    "Question": "quiz", "NumericQuestion": "quiz", "Option": "quiz", "grade": "quiz", "quiz_widget": "quiz",
+    "show_quiz": "quiz", "Claim": "catalog", "LabInfo": "catalog",
 }
 
 

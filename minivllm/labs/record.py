@@ -21,7 +21,6 @@ import torch
 from minivllm.labs.common import REPO_ROOT, describe_model, lab_model
 from minivllm.labs.recorded import check_provenance, make_provenance, results_path
 
-LABS = ("lab01",)
 
 
 def resolve_model(spec: str | None) -> str:
@@ -45,7 +44,9 @@ def resolve_model(spec: str | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(prog="python -m minivllm.labs.record", description=__doc__.splitlines()[0])
-    ap.add_argument("lab", choices=LABS)
+    from minivllm.labs.catalog import lab_modules
+
+    ap.add_argument("lab", choices=lab_modules())
     ap.add_argument("--out", help="output JSON (default: assets/results/h200/<lab>.json, CUDA only)")
     ap.add_argument("--model", help="'default', a shape such as qwen3-0.6b, or a checkpoint dir "
                                     "(default: random qwen3-0.6b on CUDA, the lab model on CPU)")
@@ -58,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else results_path(args.lab)
     model = resolve_model(args.model)
     t0 = time.perf_counter()
-    from minivllm.labs import lab01
+    import importlib
 
-    results = lab01.run_all(model, quick=args.quick)
+    results = importlib.import_module(f"minivllm.labs.{args.lab}").run_all(model, quick=args.quick)
     command = " ".join(["python -m minivllm.labs.record", *argv])
     data = {"lab": args.lab,
             "provenance": make_provenance(command, model=describe_model(model),

@@ -37,7 +37,7 @@ import triton.language as tl
 
 from minivllm.kernels import gemv_configs
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
-from minivllm.kernels.triton_decode import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
 
 fix_interpreter_for_numpy_2_4()  # a loop bound from a kernel argument (K) under TRITON_INTERPRET=1
 
@@ -158,10 +158,12 @@ def supports(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, silu_mul: bool = False,
          norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
-         residual: torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+         residual: torch.Tensor | None = None,
+         use_pdl: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """f(x) @ weight[N, K]^T + bias -> [M, N], M <= MAX_M, where f(x) is x [M, K], or silu(gate) * up for
     x = [gate | up] [M, 2K] (silu_mul), or norm_weight * rmsnorm(x) (norm_weight), or with a residual too
-    norm_weight * rmsnorm(x + residual), and then (out, x + residual) is returned."""
+    norm_weight * rmsnorm(x + residual), and then (out, x + residual) is returned. use_pdl: launch with
+    programmatic dependent launch (pdl.py)."""
     M = x.shape[0]
     N, K = weight.shape
     assert x.shape[1] == (2 * K if silu_mul else K), (x.shape, weight.shape, silu_mul)
@@ -185,5 +187,5 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
     if kernel is None:  # interpreter: one small config
         _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
     else:
-        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device))
+        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device, use_pdl))
     return out if residual is None else (out, res_out)

@@ -20,7 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs, fix_interpreter_for_numpy_2_4
+from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs
 
 fix_interpreter_for_numpy_2_4()
 

@@ -125,3 +125,33 @@ def test_two_live_engines_keep_their_own_selection_and_a_failed_one_changes_noth
     assert tokens(llm_a) == first
     assert _paths(calls, model_a) == {"forward_custom"}
     assert all(m.custom_ops is sel_a for m in model_a.modules() if isinstance(m, UsesCustomOps))
+
+
+def test_compiled_model_traces_its_selection_with_no_graph_break(tmp_path):
+    """Dynamo reads the attached selection like any module attribute: fullgraph traces of one model under
+    two selections hold the ops each selects (gemv_norm: the add + norm inside the projection op)."""
+    from torch._dynamo.utils import counters
+
+    from minivllm.attention.metadata import set_forward_context
+
+    model = _tiny_model(tmp_path, "c").requires_grad_(False)
+    traced = {}
+    for spec in (["all"], ["all", "-gemv_norm"]):
+        attach_custom_ops(model, CustomOpSelection.from_spec(spec, True))
+        torch._dynamo.reset()
+        counters.clear()
+        seen: set[str] = set()
+
+        def backend(gm, example_inputs, seen=seen):
+            seen.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+            return gm.forward
+
+        compiled = torch.compile(model, fullgraph=True, backend=backend)
+        with torch.inference_mode(), set_forward_context(None, "triton"):
+            out = compiled(torch.tensor([3]), torch.tensor([0]))
+            torch.testing.assert_close(out, model(torch.tensor([3]), torch.tensor([0])), rtol=0, atol=0)
+        assert sum(counters["graph_break"].values()) == 0
+        traced[spec[-1]] = {s.removeprefix("minivllm.") for s in seen if s.startswith("minivllm.")}
+    torch._dynamo.reset()
+    assert "add_rms_norm_linear" in traced["all"] and "add_rms_norm_linear" not in traced["-gemv_norm"]
+    assert "rms_norm" in traced["-gemv_norm"] and "unified_attention" in traced["all"]

@@ -328,3 +328,22 @@ def test_compile_fullgraph_no_graph_breaks(decode_only):
     with set_forward_context(meta, "triton", [(kc, vc)]):
         out = compiled(q, k, v)
     assert rel_err(out.view_as(expected), 2 * expected) <= 1e-5
+
+
+def test_kernels_are_leaves():
+    """minivllm/kernels imports nothing of the engine (outside type hints): no layer flags, no forward context;
+    what a kernel needs (caches, PDL, prefetch) comes in as arguments."""
+    import ast
+    from pathlib import Path
+
+    import minivllm.kernels
+
+    for path in Path(minivllm.kernels.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        hinted = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                  and ast.unparse(node.test) == "TYPE_CHECKING" for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and id(node) not in hinted and (node.module or "").startswith("minivllm"):
+                assert node.module.startswith("minivllm.kernels") or node.module == "minivllm" and all(
+                    a.name == "kernels" for a in node.names), (path.name, node.module)
+            assert not (isinstance(node, ast.Name) and node.id == "get_forward_context"), path.name

@@ -13,6 +13,7 @@
 #   all             the six above (two lanes on a two-GPU machine)
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
+#                   (AB_REPS rounds, default 2; AB_LATENCY=0 or AB_THROUGHPUT=0 runs only the other half)
 #   bisect-kernels  the decode attention kernel at each commit of MINIVLLM_BISECT_COMMITS (default: every
 #                   commit that touched the decode kernel, its launcher or bench kernels since 40cba88)
 #   prepare-trees DIR COMMIT...   (run where the git history is, not on the GPU) DIR/<commit>.tar.gz of each
@@ -57,14 +58,14 @@ step() {
   [ "$cap" -gt "$left" ] && cap=$left
   log "$name (cap ${cap}s)"
   local t0=$(date +%s)
-  timeout "$cap" "$@" > "$RES/$name.log" 2>&1
+  timeout "$cap" bash -c '"$@"' "$name" "$@" > "$RES/$name.log" 2>&1  # bash -c: CMD may be an exported function
   local rc=$?
   log "$name exit $rc"
   echo "$name $rc $(( $(date +%s) - t0 ))" >> "$RES/steps.txt"
   grep -v -E "^INFO|it/s\]|it/s, |^\s*$" "$RES/$name.log" | tail -"${TAILN:-25}"
 }
 
-bench() { $PY -m minivllm.cli bench "$@"; }  # the tree on PYTHONPATH (this one, or an old one for ab)
+BENCH="$PY -m minivllm.cli bench"  # word-split on purpose: `step` runs its command through timeout
 
 # ---- stages -------------------------------------------------------------------------------------------------
 tests() {
@@ -74,22 +75,22 @@ tests() {
     tests/test_elementwise_kernels.py tests/test_custom_op_selection.py
 }
 latency() {
-  TAILN=40 step latency 330 bench latency --model "$CK" --max-model-len 512 \
+  TAILN=40 step latency 330 $BENCH latency --model "$CK" --max-model-len 512 \
     --modes eager,FULL,PIECEWISE,FULL_AND_PIECEWISE --compare hf,hf-compile --hf-batch-sizes 1 \
     --json "$RES/latency.json"
 }
 throughput() {
-  TAILN=40 step throughput 200 bench throughput --model "$CK" --max-model-len 2048 --compare hf --hf-time-cap 25 \
+  TAILN=40 step throughput 200 $BENCH throughput --model "$CK" --max-model-len 2048 --compare hf --hf-time-cap 25 \
     --check-correctness --json "$RES/throughput.json"
 }
 kernels() {
-  TAILN=60 step kernels 150 bench kernels --sweep-decode --json "$RES/kernels.json"
-  TAILN=30 step kernels_gemv 60 bench kernels --gemv --json "$RES/kernels_gemv.json"
+  TAILN=60 step kernels 150 $BENCH kernels --sweep-decode --json "$RES/kernels.json"
+  TAILN=30 step kernels_gemv 60 $BENCH kernels --gemv --json "$RES/kernels_gemv.json"
 }
 compile() {
-  TAILN=40 step compile 330 bench latency --model "$CK" --max-model-len 512 --batch-sizes 1,8,64 \
+  TAILN=40 step compile 330 $BENCH latency --model "$CK" --max-model-len 512 --batch-sizes 1,8,64 \
     --modes eager,FULL,NONE@L1,NONE@L2,FULL@L2,NONE@L3,FULL_AND_PIECEWISE@L3 --json "$RES/compile.json"
-  step startup 120 bench startup --model "$CK" --max-model-len 512 --compilation-config '{"level": 3}' \
+  step startup 120 $BENCH startup --model "$CK" --max-model-len 512 --compilation-config '{"level": 3}' \
     --json "$RES/startup.json"
 }
 labs() {
@@ -117,16 +118,17 @@ tree() {
   echo "no tree for $c: this checkout lacks the commit (no .git?) and MINIVLLM_TREES_DIR has no $c.tar.gz" >&2
   return 1
 }
-# in_tree DIR COMMIT CMD...: CMD run from the tree in DIR, recording COMMIT (also for the JSON stamp below)
-in_tree() { local dir=$1 c=$2; shift 2; (cd "$dir" && PYTHONPATH=$dir MINIVLLM_GIT_COMMIT=$c "$@"); }
+# in_tree DIR COMMIT CMD...: CMD run from the tree in DIR, recording COMMIT (exported: `step` runs it)
+in_tree() { local dir=$1 c=$2; shift 2; (cd "$dir" && PYTHONPATH=$dir MINIVLLM_GIT_COMMIT=$c exec "$@"); }
+export -f in_tree
 ran_at() { echo "$1 $2" >> "$RES/commits.txt"; }  # ran_at FILE.json COMMIT
 
 ab() {  # the must-not-change A/B: old and new tree alternate, so drift of the machine hits both alike
   local base=${MINIVLLM_AB_BASE:?set MINIVLLM_AB_BASE to the commit before the change}
   local old i who dir c
   old=$(tree "$base") || return 1
-  for i in $(seq "${AB_REPS:-2}"); do
-    for who in old new; do
+  for i in $(seq "${AB_REPS:-2}"); do  # AB_LATENCY=0 / AB_THROUGHPUT=0 leave a half out (one call each)
+    [ "${AB_LATENCY:-1}" = 1 ] && for who in old new; do
       dir=$ROOT; c=$MINIVLLM_GIT_COMMIT; [ "$who" = old ] && { dir=$old; c=$base; }
       TAILN=12 step "ab_latency_${who}_$i" 150 in_tree "$dir" "$c" $PY -m minivllm.cli bench latency --model "$CK" \
         --max-model-len 512 --batch-sizes 1,8,64 --modes FULL_AND_PIECEWISE --json "$RES/ab_latency_${who}_$i.json"

@@ -152,12 +152,9 @@ def test_compiled_modes_match_eager_on_gpu(mode, level):
 
 
 FUSED_CASES = [
-    (["all"], "FULL", 0), (["all", "+rope_kv_store"], "FULL", 0),
-    (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 3), (["all", "-gemv"], "FULL", 0),
-    (["all", "+rope_kv_store"], "FULL_AND_PIECEWISE", 0), (["all", "-pdl"], "FULL", 0),
+    (["all"], "FULL", 0), (["all", "-gemv"], "FULL", 0), (["all", "-pdl"], "FULL", 0),
     (["all", "-gemv_norm"], "FULL", 0), (["all"], "FULL_AND_PIECEWISE", 3),
-    (["all", "-decode_prefetch"], "FULL", 0), (["all", "+rope_attention"], "FULL", 0),
-    (["all", "+rope_attention"], "FULL_AND_PIECEWISE", 3)]
+    (["all", "-decode_prefetch"], "FULL", 0)]
 
 
 @pytest.mark.parametrize("ops,mode,level", FUSED_CASES,
@@ -165,8 +162,7 @@ FUSED_CASES = [
 def test_fused_rope_kernels_match_default_on_gpu(ops, mode, level):
     """The fused kernels (default: q/k RMSNorm + RoPE, the Triton GEMV with SiLU-and-mul fused into the down
     projection and with the residual add + RMSNorm fused into qkv_proj's and gate_up_proj's, and
-    programmatic dependent launch of every Triton kernel; opt-in: the RoPE kernel with the KV-cache write)
-    give the unfused path's
+    programmatic dependent launch of every Triton kernel) give the unfused path's
     greedy tokens ("-qk_norm_rope": norm, norm, RoPE, store as four kernels), replayed inside
     FULL graphs, and at level 3 inside PIECEWISE graphs of compiled pieces (fp32, the task's prompts: prefill
     batches of several prompts, then decode)."""

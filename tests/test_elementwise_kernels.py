@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from minivllm.layers.activation import SiluAndMul
-from minivllm.layers.custom_op import configure_custom_ops
+from minivllm.layers.custom_op import CustomOpSelection, attach_custom_ops
 from minivllm.layers.layernorm import RMSNorm
 from minivllm.layers.rotary import RotaryEmbedding
 
@@ -55,10 +55,11 @@ def make_norm(n: int, dtype: torch.dtype) -> RMSNorm:
     return norm
 
 
-@pytest.fixture(autouse=True)
-def _restore_custom_ops():
-    yield
-    configure_custom_ops(["none"], has_kernels=False)  # the module's initial state: everything native
+def use(module: torch.nn.Module, spec: list[str], has_kernels: bool = True) -> CustomOpSelection:
+    """Give module (a layer or a model) the selection an engine with custom_ops=spec would attach."""
+    selection = CustomOpSelection.from_spec(spec, has_kernels)
+    attach_custom_ops(module, selection)
+    return selection
 
 
 # ---- RMSNorm ---------------------------------------------------------------------------------------------
@@ -206,15 +207,14 @@ def test_qk_norm_rope_fused_equals_norm_then_rope(dtype, T, heads):
 def test_qk_norm_rope_is_on_with_all_and_used_by_the_model(tmp_path, monkeypatch):
     """"all" turns the fusion on (measured faster on the H200); "-qk_norm_rope" runs norm, norm, RoPE."""
     from minivllm.kernels import triton_rotary
-    from minivllm.layers.custom_op import custom_op_enabled
     from minivllm.loader import load_model_config
     from minivllm.models.llama import DecoderAttention
     from minivllm.tools.make_random_checkpoint import make_random_checkpoint
 
-    configure_custom_ops(["all", "-qk_norm_rope"], has_kernels=True)
-    assert custom_op_enabled("rms_norm") and not custom_op_enabled("qk_norm_rope")
     cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
     attn = DecoderAttention(cfg, 0).to(DEVICE)
+    sel = use(attn, ["all", "-qk_norm_rope"])
+    assert sel.is_enabled("rms_norm") and not sel.is_enabled("qk_norm_rope")
     for norm in (attn.q_norm, attn.k_norm):
         norm.weight.data.copy_(randn(cfg.head_dim, seed=3) * 0.5 + 1)
     positions = torch.arange(3, device=DEVICE)
@@ -223,128 +223,16 @@ def test_qk_norm_rope_is_on_with_all_and_used_by_the_model(tmp_path, monkeypatch
     fused_calls = []
     launch = triton_rotary.rotary_embedding
 
-    def spy(*args):
+    def spy(*args, **kwargs):
         fused_calls.append(len(args) > 5)  # the fused launch passes the norm weights
-        return launch(*args)
+        return launch(*args, **kwargs)
 
     monkeypatch.setattr(triton_rotary, "rotary_embedding", spy)
-    configure_custom_ops(["all"], has_kernels=True)
-    assert custom_op_enabled("qk_norm_rope") and not custom_op_enabled("rope_kv_store")
+    assert use(attn, ["all"]).is_enabled("qk_norm_rope")
     out = attn.rope_qk(positions, q, k)
     assert fused_calls == [True]
     for o, r in zip(out, ref):
         check(o, r)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("T", TOKENS[:2])
-@pytest.mark.parametrize("heads,norm", [((4, 2), True), ((3, 1), False)])
-def test_rope_kv_store_equals_rope_then_store(dtype, T, heads, norm):
-    """rotary_embedding_store_kv == RoPE (with q/k norm) then store_kvcache: same q, and the same rotated k and
-    v in the cache at each token's slot; padding slots (-1) and every other slot stay untouched (NaN)."""
-    from minivllm.kernels.torch_ref import store_kvcache_ref
-    from minivllm.kernels.triton_rotary import rotary_embedding, rotary_embedding_store_kv
-
-    hq, hk, d, block_size, blocks = *heads, 64, 16, 4
-    rope = RotaryEmbedding(d, max_position=4096, base=10000.0).to(DEVICE)
-    weights = (randn(d, seed=7) * 0.5 + 1, randn(d, seed=8) * 0.5 + 1) if norm else (None, None)
-    positions = torch.randint(0, 4096, (T,), generator=torch.Generator().manual_seed(T)).to(DEVICE)
-    qkv = randn(T, (hq + 2 * hk) * d, dtype=dtype, seed=5) * 3
-    q, k, v = qkv.split([hq * d, hk * d, hk * d], dim=-1)
-    slots = torch.randperm(blocks * block_size, generator=torch.Generator().manual_seed(1))[:T].to(DEVICE)
-    slots[::3] = -1  # padding tokens
-    caches = [torch.full((blocks, block_size, hk, d), float("nan"), dtype=dtype, device=DEVICE) for _ in range(4)]
-    out_q = rotary_embedding_store_kv(positions, q, k, v, caches[0], caches[1], slots, rope.cos_sin_cache, d,
-                                      *weights)
-    ref_q, ref_k = rotary_embedding(positions, q, k, rope.cos_sin_cache, d, *weights)
-    store_kvcache_ref(ref_k.view(T, hk, d), v.reshape(T, hk, d), caches[2], caches[3], slots)
-    check(out_q, ref_q)
-    for out, ref in zip(caches[:2], caches[2:]):
-        assert torch.equal(out.isnan(), ref.isnan())
-        check(out.nan_to_num(), ref.nan_to_num())
-
-
-def test_rope_kv_store_in_the_model_gives_the_same_attention_and_cache(tmp_path, monkeypatch):
-    """custom_ops "+rope_kv_store": DecoderAttention writes K/V from its RoPE kernel and attention skips its
-    own store; output and cache equal the default path's (prefill of 5 tokens, then one decode token)."""
-    from minivllm.attention.metadata import set_forward_context
-    from minivllm.loader import load_model_config
-    from minivllm.models.llama import DecoderAttention
-    from minivllm.tools.make_random_checkpoint import make_random_checkpoint
-
-    cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
-    attn = DecoderAttention(cfg, 0).to(DEVICE)
-    for i, p in enumerate(attn.parameters()):  # the layers allocate with torch.empty
-        p.data.copy_(randn(*p.shape, seed=20 + i) * 0.1)
-    for norm in (attn.q_norm, attn.k_norm):
-        norm.weight.data.copy_(randn(cfg.head_dim, seed=3) * 0.5 + 1)
-    x = randn(6, cfg.hidden_size, seed=4)
-
-
-    from minivllm.kernels import ops as attn_ops
-
-    stores, store = [], attn_ops.store_kvcache
-    monkeypatch.setattr(attn_ops, "store_kvcache", lambda *a: (stores.append(1), store(*a)))
-    results, store_calls = [], []
-    for ops in (["all", "-qk_norm_rope"], ["all", "+rope_kv_store"]):
-        configure_custom_ops(ops, has_kernels=True)
-        stores.clear()
-        cache = torch.zeros(2, 1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE)
-        outs = []
-        for start, n in ((0, 5), (5, 1)):
-            with torch.no_grad(), set_forward_context(one_sequence_meta(start, n), "triton",
-                                                      [(cache[0], cache[1])]):
-                outs.append(attn(torch.arange(start, start + n, device=DEVICE), x[start:start + n]))
-        results.append((torch.cat(outs), cache))
-        store_calls.append(len(stores))
-    configure_custom_ops(["all"], has_kernels=True)
-    assert store_calls == [2, 0]  # the fused path never calls the attention's own store
-    check(results[1][0], results[0][0])
-    check(results[1][1], results[0][1])
-    assert results[1][1][:, 0, :6].abs().sum(dim=(-1, -2)).min() > 0  # all 6 tokens really were stored
-
-
-def test_rope_attention_in_the_model_gives_the_same_attention_and_cache(tmp_path, monkeypatch):
-    """custom_ops "+rope_attention": DecoderAttention hands raw q/k/v to one op. A prefill (5 tokens) runs the
-    RoPE kernel and unified attention inside it; a decode token runs the decode kernel alone (no RoPE or store
-    launch). Output and cache equal the default path's, with and without Qwen3's q/k norm."""
-    from minivllm.attention.metadata import set_forward_context
-    from minivllm.kernels import ops as attn_ops
-    from minivllm.kernels import triton_rotary
-    from minivllm.loader import load_model_config
-    from minivllm.models.llama import DecoderAttention
-    from minivllm.tools.make_random_checkpoint import make_random_checkpoint
-
-    cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
-
-
-    launches = []
-    for name, mod in (("store", attn_ops), ("rope", triton_rotary)):
-        fn = getattr(mod, {"store": "store_kvcache", "rope": "rotary_embedding"}[name])
-        monkeypatch.setattr(mod, fn.__name__, lambda *a, _f=fn, _n=name: (launches.append(_n), _f(*a))[1])
-    for qk_norm in (True, False):
-        cfg.qk_norm = qk_norm
-        attn = DecoderAttention(cfg, 0).to(DEVICE)
-        for i, p in enumerate(attn.parameters()):  # the layers allocate with torch.empty
-            p.data.copy_(randn(*p.shape, seed=20 + i) * 0.1 + (1 if p.dim() == 1 else 0))
-        x = randn(6, cfg.hidden_size, seed=4)
-        results, per_step = [], []
-        for ops in (["all"], ["all", "+rope_attention"]):
-            configure_custom_ops(ops, has_kernels=True)
-            cache = torch.zeros(2, 1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE)
-            outs = []
-            for start, n in ((0, 5), (5, 1)):
-                launches.clear()
-                with torch.no_grad(), set_forward_context(one_sequence_meta(start, n), "triton",
-                                                      [(cache[0], cache[1])]):
-                    outs.append(attn(torch.arange(start, start + n, device=DEVICE), x[start:start + n]))
-                per_step.append(sorted(launches))
-            results.append((torch.cat(outs), cache))
-        configure_custom_ops(["none"], has_kernels=False)
-        assert per_step[:2] == [["rope", "store"]] * 2 and per_step[2:] == [["rope", "store"], []], per_step
-        check(results[1][0], results[0][0])
-        check(results[1][1], results[0][1])
-        assert results[1][1][:, 0, :6].abs().sum(dim=(-1, -2)).min() > 0  # all 6 tokens really were stored
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -402,7 +290,7 @@ def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
     from minivllm.attention.metadata import set_forward_context
     from minivllm.kernels import triton_norm
     from minivllm.loader import load_model_config
-    from minivllm.models.llama import DecoderModel, fuse_norm_into_gemv
+    from minivllm.models.llama import DecoderModel
     from minivllm.tools.make_random_checkpoint import make_random_checkpoint
 
     cfg = load_model_config(make_random_checkpoint("tiny", tmp_path / "c", dtype="float32"))
@@ -410,14 +298,11 @@ def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
     for i, p in enumerate(model.parameters()):  # the layers allocate with torch.empty
         p.data.copy_(randn(*p.shape, seed=40 + i) * 0.1 + (1.0 if p.dim() == 1 else 0.0))
     ids = torch.tensor([3, 14, 15, 92, 65, 35], device=DEVICE)
-
-
     launches, launch = [], triton_norm.rms_norm
     monkeypatch.setattr(triton_norm, "rms_norm", lambda *a, **k: (launches.append(1), launch(*a, **k))[1])
     outs, decode_launches = [], []
     for ops in (["all", "-gemv_norm"], ["all"]):  # gemv_norm is on with "all"
-        configure_custom_ops(ops, has_kernels=True)
-        assert fuse_norm_into_gemv() == (ops == ["all"])
+        assert use(model, ops).gemv_norm == (ops == ["all"])
         caches = [(torch.zeros(1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE),
                    torch.zeros(1, 16, cfg.num_key_value_heads, cfg.head_dim, device=DEVICE))
                   for _ in range(cfg.num_hidden_layers)]
@@ -428,7 +313,6 @@ def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
                 out.append(model(ids[start:start + n], torch.arange(start, start + n, device=DEVICE)))
         decode_launches.append(len(launches))
         outs.append(torch.cat(out))
-    configure_custom_ops(["all"], has_kernels=True)
     check(outs[1], outs[0])
     assert decode_launches == [2 * cfg.num_hidden_layers + 1, 1], decode_launches
 
@@ -494,15 +378,14 @@ def test_every_pdl_kernel_waits_before_it_touches_memory():
                         mod.__name__, fn.name, name, pointer)
             kernels += 1
     assert kernels == 7, kernels  # silu, decode, merge, gemv, norm, rotary, store
-    configure_custom_ops(["all"], has_kernels=True)  # pdl is on with "all", but only CUDA (sm_90+) launches early
-    assert pdl.launch_options(torch.device("cpu")) == {"USE_PDL": False}
+    assert CustomOpSelection.from_spec(["all"], True).use_pdl  # on with "all"; "-pdl" turns it off
+    assert not CustomOpSelection.from_spec(["all", "-pdl"], True).use_pdl
+    assert pdl.launch_options(torch.device("cpu"), True) == {"USE_PDL": False}  # only CUDA sm_90+ launches early
     if CUDA:
         hopper = torch.cuda.get_device_capability()[0] >= 9
-        assert pdl.launch_options(torch.device("cuda")) == ({"USE_PDL": True, "launch_pdl": True} if hopper
-                                                             else {"USE_PDL": False})
-        configure_custom_ops(["all", "-pdl"], has_kernels=True)
-        assert pdl.launch_options(torch.device("cuda")) == {"USE_PDL": False}
-        configure_custom_ops(["all"], has_kernels=True)
+        assert pdl.launch_options(torch.device("cuda"), True) == ({"USE_PDL": True, "launch_pdl": True} if hopper
+                                                                  else {"USE_PDL": False})
+        assert pdl.launch_options(torch.device("cuda"), False) == {"USE_PDL": False}
 
 
 def test_gemv_custom_op_in_the_model(tmp_path):
@@ -510,7 +393,6 @@ def test_gemv_custom_op_in_the_model(tmp_path):
     MLP's SiLU-and-mul inside the down projection); same output as "-gemv"; more than 2 rows and the LM
     head fall back to F.linear inside the op."""
     from minivllm.kernels import triton_gemv
-    from minivllm.layers.custom_op import custom_op_enabled
     from minivllm.layers.linear import Linear
     from minivllm.loader import load_model_config
     from minivllm.models.llama import DecoderMLP
@@ -531,28 +413,26 @@ def test_gemv_custom_op_in_the_model(tmp_path):
     try:
         for rows in (1, 2, 3, 12):
             x = randn(rows, cfg.hidden_size, seed=rows)
-            configure_custom_ops(["all", "-gemv"], has_kernels=True)
-            assert not custom_op_enabled("gemv")
+            assert not use(mlp, ["all", "-gemv"]).is_enabled("gemv")
             ref = mlp(x)
-            configure_custom_ops(["all"], has_kernels=True)
-            assert custom_op_enabled("gemv")
+            assert use(mlp, ["all"]).is_enabled("gemv")
             calls.clear()
             check(mlp(x), ref)
             assert calls == ([False, True] if rows <= triton_gemv.DISPATCH_MAX_M else [])
         x1 = randn(1, cfg.hidden_size, seed=1)
-        configure_custom_ops(["all", "-gemv", "-silu_and_mul"], has_kernels=True)
+        use(mlp, ["all", "-gemv", "-silu_and_mul"])
         ref1 = mlp(x1)
-        configure_custom_ops(["all", "-silu_and_mul"], has_kernels=True)  # native SiLU asked for: not fused
+        use(mlp, ["all", "-silu_and_mul"])  # native SiLU asked for: not fused
         calls.clear()
         check(mlp(x1), ref1)
         assert calls == [False, False]  # gate_up and down as plain GEMVs, the native SiLU-and-mul between
         big = Linear(64, triton_gemv.MAX_WEIGHT_ELEMENTS // 64 + 1).to(DEVICE)  # LM-head sized: cuBLAS
+        use(big, ["all"])
         calls.clear()
         big(randn(1, 64, seed=9))
         assert calls == []
     finally:
         triton_gemv.gemv = orig
-        configure_custom_ops(["all"], has_kernels=True)
 
 
 # ---- torch.compile and the CustomOp switch ---------------------------------------------------------------
@@ -587,8 +467,8 @@ def _block_inputs(T=5):
 def test_compile_fullgraph_no_graph_breaks():
     from torch._dynamo.utils import counters
 
-    configure_custom_ops(["all"], has_kernels=True)
     blk, args = _block_inputs()
+    use(blk, ["all"])
     torch._dynamo.reset()
     counters.clear()
     seen: list[str] = []
@@ -603,7 +483,7 @@ def test_compile_fullgraph_no_graph_breaks():
     assert sum(counters["graph_break"].values()) == 0
     for op in ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul"):
         assert any(f"minivllm.{op}" in t for t in seen), f"{op} not in the traced graph"
-    configure_custom_ops(["none"], has_kernels=False)
+    use(blk, ["none"], has_kernels=False)
     for out, ref in zip(outs, blk(*args)):
         check(out, ref)
     torch._dynamo.reset()
@@ -631,21 +511,22 @@ def test_custom_op_switch(monkeypatch):
         blk(*args)
         return set(calls)
 
-    configure_custom_ops(["all"], has_kernels=True)
+    assert {which for _, which in used()} == {"forward_native"}  # no selection attached: native
+    use(blk, ["all"])
     assert used() == {("rms_norm", "forward_custom"), ("silu_and_mul", "forward_custom"),
                       ("rotary_embedding", "forward_custom")}
-    configure_custom_ops(["all", "-rms_norm"], has_kernels=True)
+    use(blk, ["all", "-rms_norm"])
     assert used() == {("rms_norm", "forward_native"), ("silu_and_mul", "forward_custom"),
                       ("rotary_embedding", "forward_custom")}
-    configure_custom_ops(["all"], has_kernels=False)  # CPU without kernels: everything native
+    use(blk, ["all"], has_kernels=False)  # CPU without kernels: everything native
     assert {which for _, which in used()} == {"forward_native"}
 
 
 @pytest.mark.skipif(not CUDA, reason="CUDA graphs need a GPU")
 def test_cuda_graph_replay():
     """Capture the ops once, then replay with new input values: outputs follow (no host syncs, fixed grid)."""
-    configure_custom_ops(["all"], has_kernels=True)
     blk, args = _block_inputs(T=16)
+    use(blk, ["all"])
     static = [a.clone() for a in args]
     blk(*static)  # warm-up: compile the kernels outside the capture
     torch.cuda.synchronize()
@@ -657,6 +538,6 @@ def test_cuda_graph_replay():
     for s, a in zip(static, new_args):
         s.copy_(a)
     graph.replay()
-    configure_custom_ops(["none"], has_kernels=False)
+    use(blk, ["none"], has_kernels=False)
     for out, ref in zip(outs, blk(*new_args)):
         check(out, ref)

@@ -1,13 +1,18 @@
 """Kernel micro-benchmarks for the H200: are the attention kernels near the hardware's limits?
 
 * Decode attention is memory-bound, so it is judged by achieved bandwidth (bytes of K/V read, plus q and
-  out) as a fraction of what a plain device-to-device copy reaches on the same GPU (goal: >= 60% at batch
-  64, context 2048). Batch 1 and 8 with long contexts show what split-KV buys (auto vs forced 1 split).
+  out) as a fraction of what a plain device-to-device copy reaches on the same GPU, in the same run.
+  Batch 1 and 8 with long contexts show what split-KV buys (auto vs forced 1 split).
 * Prefill attention is compute-bound, so it is judged in TFLOP/s against PyTorch's own fused attention
-  (scaled_dot_product_attention, causal) on the same unpaged shapes (goal: >= 0.6x).
+  (scaled_dot_product_attention, causal) on the same unpaged shapes, in the same run.
 
 Every configuration is checked against a reference before it is timed. Times are medians of
 triton.testing.do_bench, which also flushes L2 between runs so small contexts are not served from cache.
+do_bench times a call from the host: when the launcher's Python (argument binding, two launches with
+split-KV) takes longer than the flush before it, the GPU waits for the host and the time is the host's.
+So each decode row also has `ms_graph`, the same call captured in a CUDA graph and replayed (as the
+engine runs it), and `host_us`, the launcher's CPU time per call: `ms` above `ms_graph` by about
+host_us means the row measured the host.
 
 Run: python -m minivllm.bench.kernels [--out results.json]
 """
@@ -48,6 +53,34 @@ def _ms(fn) -> float:
     from triton.testing import do_bench
 
     return do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+def _ms_graph(fn) -> float:
+    """The median GPU time of fn replayed from a CUDA graph, L2 flushed before each replay (fn warmed up)."""
+    from triton.testing import do_bench
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return do_bench(graph.replay, warmup=25, rep=200, return_mode="median")
+
+
+def _host_us(fn, calls: int = 100) -> float:
+    """CPU time per call of fn's launcher (the GPU never makes it wait: 100 calls fit the launch queue)."""
+    import time
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
 
 
 def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -96,17 +129,21 @@ def bench_decode(copy_gbps: float, sweep: bool = False) -> list[dict]:
                                    num_splits=splits)
             err = _rel_err(out, ref)
             assert err <= 1e-2, f"decode batch={batch} ctx={context} splits={splits}: rel err {err:.2e}"
-            ms = _ms(lambda: paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale,
-                                                    out=out, num_splits=splits))
+            def fn(splits=splits):
+                paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale, out=out,
+                                       num_splits=splits)
+
+            ms, ms_graph, host_us = _ms(fn), _ms_graph(fn), _host_us(fn)
             gbps = nbytes / ms / 1e6
             rows.append({"batch": batch, "context": context, "num_splits": splits, "auto": splits == auto,
                          "ms": ms, "GBps": gbps, "frac_of_copy": gbps / copy_gbps, "rel_err": err,
-                         "sweep": swept})
+                         "sweep": swept, "ms_graph": ms_graph, "frac_of_copy_graph": nbytes / ms_graph / 1e6
+                         / copy_gbps, "host_us": host_us})
     return rows
 
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages, K_ROWS) tried by --sweep-prefill; the first is today's default
-# (picked from an earlier sweep that also tried 128-row tiles with 8 warps and 2-3 stages: all slower).
+# (BLOCK_M, BLOCK_N, num_warps, num_stages, K_ROWS) tried by --sweep-prefill; the first is the default
+# (128-row tiles with 8 warps and 2-3 stages were slower in a wider sweep).
 PREFILL_SWEEP = [(64, 64, 4, 2, True), (64, 64, 4, 3, True), (64, 64, 4, 1, True), (64, 32, 4, 2, True),
                  (64, 128, 4, 2, True), (64, 64, 4, 2, False), (128, 64, 4, 2, True), (128, 128, 8, 2, True),
                  (128, 64, 8, 2, False)]
@@ -234,20 +271,23 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, s
     result["prefill"] = bench_prefill(sweep_prefill)
     main_row = next(r for r in result["decode"] if r["batch"] == 64 and r["context"] == 2048 and r["auto"]
                     and not r["sweep"])
-    result["goals"] = {
-        "decode_b64_ctx2048_frac_of_copy>=0.6": main_row["frac_of_copy"] >= 0.6,
-        "prefill_vs_sdpa>=0.6": all(r["speed_vs_sdpa"] >= 0.6 for r in result["prefill"]),
+    result["headline"] = {
+        "decode_b64_ctx2048_frac_of_copy": main_row["frac_of_copy"],
+        "decode_b64_ctx2048_frac_of_copy_graph": main_row["frac_of_copy_graph"],
+        "prefill_speed_vs_sdpa": [r["speed_vs_sdpa"] for r in result["prefill"]],
     }
 
     p = result["provenance"]
     print(f"{p['gpu']}  torch {p['torch']}  triton {p['triton']}  commit {p['git_commit']}  {p['date']}")
     print(f"device copy bandwidth: {copy_gbps:8.1f} GB/s (read + write)\n")
-    print(f"{'decode':<12}{'batch':>6}{'ctx':>7}{'splits':>8}{'ms':>9}{'GB/s':>9}{'of copy':>9}")
+    print(f"{'decode':<12}{'batch':>6}{'ctx':>7}{'splits':>8}{'ms':>9}{'GB/s':>9}{'of copy':>9}"
+          f"{'graph ms':>10}{'of copy':>9}{'host us':>9}")
     for r in result["decode"]:
         tag = "auto" if r["auto"] else ""
         tag = ("sweep " if r["sweep"] else "") + tag
         print(f"{tag:<12}{r['batch']:>6}{r['context']:>7}{r['num_splits']:>8}{r['ms']:>9.4f}{r['GBps']:>9.1f}"
-              f"{r['frac_of_copy']:>9.1%}")
+              f"{r['frac_of_copy']:>9.1%}{r['ms_graph']:>10.4f}{r['frac_of_copy_graph']:>9.1%}"
+              f"{r['host_us']:>9.1f}")
     print(f"\n{'prefill':<8}{'batch':>6}{'len':>7}{'triton ms':>11}{'TFLOP/s':>9}{'sdpa ms':>9}{'TFLOP/s':>9}"
           f"{'ratio':>7}")
     for r in result["prefill"]:
@@ -257,7 +297,10 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, s
             print(f"{'':<8}{'':>6}{'':>7}  {str(sw['config']):<28} "
                   + (f"{sw['ms']:.3f} ms  {sw['speed_vs_sdpa']:.2f}x" if sw.get("ms") else
                      sw.get("error", f"rel err {sw.get('rel_err')}")[:60]))
-    print("\ngoals:", ", ".join(f"{k}: {'met' if v else 'MISSED'}" for k, v in result["goals"].items()))
+    h = result["headline"]
+    print(f"\ndecode, batch 64 x 2048 tokens: {h['decode_b64_ctx2048_frac_of_copy']:.1%} of the copy bandwidth "
+          f"({h['decode_b64_ctx2048_frac_of_copy_graph']:.1%} replayed from a CUDA graph); prefill vs SDPA in "
+          f"this run: " + ", ".join(f"{x:.2f}x" for x in h["prefill_speed_vs_sdpa"]))
     if out_json:
         Path(out_json).write_text(json.dumps(result, indent=2))
         print(f"wrote {out_json}")

@@ -25,11 +25,11 @@ from torch._dynamo.utils import compilation_time_metrics, counters
 from minivllm.attention.metadata import AttentionMetadata, set_forward_context
 from minivllm.compilation import graph_cache
 from minivllm.compilation.cache import cache_key
-from minivllm.layers.custom_op import configure_custom_ops
+from minivllm.layers.custom_op import CustomOpSelection, attach_custom_ops
 
 logger = logging.getLogger("minivllm")
 
-ATTENTION_OPS = ("minivllm.unified_attention", "minivllm.rope_unified_attention")
+ATTENTION_OPS = ("minivllm.unified_attention",)
 
 
 def _is_attention(node: fx.Node) -> bool:
@@ -330,8 +330,7 @@ def _dummy_metadata(runner, n: int) -> AttentionMetadata:
 def compile_model(runner, config) -> dict:
     """Apply compilation_config to runner.forward_fn; return what was done (for the startup report)."""
     c = config.compilation
-    has_kernels = config.resolved_attention_backend == "triton"
-    configure_custom_ops(c.resolved_custom_ops(), has_kernels)
+    attach_custom_ops(runner.model, CustomOpSelection.for_engine(config))
     graphs_on = config.cudagraph_mode in ("PIECEWISE", "FULL_AND_PIECEWISE")
     level = 0 if config.enforce_eager else c.level
     info: dict = {"level": level, "backend": c.backend, "scope": c.compile_scope}

@@ -10,6 +10,8 @@ outputs come from the graph's memory pool, the grid depends only on shapes, and 
 
 Triton is imported lazily inside the op bodies, so importing this module (which the layers do, to register
 the ops) works on machines without Triton; the layers only call these ops when custom kernels are enabled.
+Every op takes `use_pdl` (programmatic dependent launch, kernels/pdl.py) from the layer that calls it: the
+ops read no engine state of their own.
 """
 
 from __future__ import annotations
@@ -18,104 +20,79 @@ import torch
 
 
 @torch.library.custom_op("minivllm::rms_norm", mutates_args=())
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, use_pdl: bool = False) -> torch.Tensor:
     """weight * rmsnorm(x) over the last dim; x may be a strided [T, H, D] view."""
     from minivllm.kernels.triton_norm import rms_norm as launch
 
-    return launch(x, weight, eps)[0]
+    return launch(x, weight, eps, use_pdl=use_pdl)[0]
 
 
 @rms_norm.register_fake
-def _(x, weight, eps):
+def _(x, weight, eps, use_pdl=False):
     return x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, weight.dtype))
 
 
 @torch.library.custom_op("minivllm::fused_add_rms_norm", mutates_args=())
-def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                       eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                       use_pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(weight * rmsnorm(x + residual), x + residual), from one read of x and residual."""
     from minivllm.kernels.triton_norm import rms_norm as launch
 
-    out, new_residual = launch(x, weight, eps, residual)
+    out, new_residual = launch(x, weight, eps, residual, use_pdl=use_pdl)
     return out, new_residual
 
 
 @fused_add_rms_norm.register_fake
-def _(x, residual, weight, eps):
+def _(x, residual, weight, eps, use_pdl=False):
     return (x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, weight.dtype)),
             x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, residual.dtype)))
 
 
 @torch.library.custom_op("minivllm::rotary_embedding", mutates_args=())
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor,
-                     head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+                     head_dim: int, use_pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Neox-style RoPE of q [T, Hq*D] and k [T, Hk*D] at positions [T]; returns new (q, k)."""
     from minivllm.kernels.triton_rotary import rotary_embedding as launch
 
-    return launch(positions, q, k, cos_sin_cache, head_dim)
+    return launch(positions, q, k, cos_sin_cache, head_dim, use_pdl=use_pdl)
 
 
 @rotary_embedding.register_fake
-def _(positions, q, k, cos_sin_cache, head_dim):
+def _(positions, q, k, cos_sin_cache, head_dim, use_pdl=False):
     return q.new_empty(q.shape), k.new_empty(k.shape)
 
 
 @torch.library.custom_op("minivllm::qk_norm_rotary_embedding", mutates_args=())
 def qk_norm_rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, q_weight: torch.Tensor,
-                             k_weight: torch.Tensor, eps: float, cos_sin_cache: torch.Tensor,
-                             head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+                             k_weight: torch.Tensor, eps: float, cos_sin_cache: torch.Tensor, head_dim: int,
+                             use_pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Qwen3's per-head q/k RMSNorm and then RoPE, one kernel; returns new (q, k)."""
     from minivllm.kernels.triton_rotary import rotary_embedding as launch
 
-    return launch(positions, q, k, cos_sin_cache, head_dim, q_weight, k_weight, eps)
+    return launch(positions, q, k, cos_sin_cache, head_dim, q_weight, k_weight, eps, use_pdl=use_pdl)
 
 
 @qk_norm_rotary_embedding.register_fake
-def _(positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim):
+def _(positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim, use_pdl=False):
     return q.new_empty(q.shape), k.new_empty(k.shape)
 
 
-@torch.library.custom_op("minivllm::rotary_embedding_store_kv", mutates_args=())
-def rotary_embedding_store_kv(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                              q_weight: torch.Tensor | None, k_weight: torch.Tensor | None, eps: float,
-                              cos_sin_cache: torch.Tensor, head_dim: int, layer_idx: int) -> torch.Tensor:
-    """RoPE of q and k (after Qwen3's q/k norm when weights are given), with this layer's KV-cache write fused
-    in: returns the rotated q; the rotated k and v go to the paged cache (found, like the attention op does,
-    in the forward context by layer index). Declared functional on purpose: the cache is not an argument,
-    and the attention op that reads it takes this op's q, so it always runs after it."""
-    from minivllm.attention.metadata import get_forward_context
-    from minivllm.kernels.triton_rotary import rotary_embedding as rope
-    from minivllm.kernels.triton_rotary import rotary_embedding_store_kv as launch
-
-    ctx = get_forward_context()
-    if ctx.attn_metadata is None or ctx.kv_caches is None:  # the profile run: no cache yet, rotate q only
-        return rope(positions, q, k, cos_sin_cache, head_dim, q_weight, k_weight, eps)[0]
-    k_cache, v_cache = ctx.kv_caches[layer_idx]
-    return launch(positions, q, k, v, k_cache, v_cache, ctx.attn_metadata.slot_mapping, cos_sin_cache, head_dim,
-                  q_weight, k_weight, eps)
-
-
-@rotary_embedding_store_kv.register_fake
-def _(positions, q, k, v, q_weight, k_weight, eps, cos_sin_cache, head_dim, layer_idx):
-    return q.new_empty(q.shape)
-
-
 @torch.library.custom_op("minivllm::silu_and_mul", mutates_args=())
-def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+def silu_and_mul(x: torch.Tensor, use_pdl: bool = False) -> torch.Tensor:
     """silu(x[..., :I]) * x[..., I:] for x [..., 2I]."""
     from minivllm.kernels.triton_activation import silu_and_mul as launch
 
-    return launch(x)
+    return launch(x, use_pdl=use_pdl)
 
 
 @silu_and_mul.register_fake
-def _(x):
+def _(x, use_pdl=False):
     return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
 
 
 @torch.library.custom_op("minivllm::linear", mutates_args=())
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, silu_mul: bool,
-           norm_weight: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+           norm_weight: torch.Tensor | None = None, eps: float = 1e-6, use_pdl: bool = False) -> torch.Tensor:
     """f(x) @ weight^T + bias, where f(x) is x, or silu(gate) * up for x = [gate | up] (silu_mul), or
     norm_weight * rmsnorm(x) (norm_weight given).
     Up to triton_gemv.DISPATCH_MAX_M rows (decode at batch 1-2) run the Triton GEMV with f fused in (the
@@ -128,22 +105,23 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sil
 
     if _triton_ok(x) and triton_gemv.supports(x, weight) and (norm_weight is None
                                                              or x.shape[0] <= triton_gemv.NORM_MAX_M):
-        return triton_gemv.gemv(x, weight, bias, silu_mul, norm_weight, eps)
+        return triton_gemv.gemv(x, weight, bias, silu_mul, norm_weight, eps, use_pdl=use_pdl)
     if silu_mul:
-        x = silu_and_mul(x) if x.is_cuda else silu_and_mul_native(x)
+        x = silu_and_mul(x, use_pdl) if x.is_cuda else silu_and_mul_native(x)
     if norm_weight is not None:
-        x = rms_norm(x, norm_weight, eps) if _triton_ok(x) else rms_norm_native(x, norm_weight, eps)
+        x = rms_norm(x, norm_weight, eps, use_pdl) if _triton_ok(x) else rms_norm_native(x, norm_weight, eps)
     return F.linear(x, weight, bias)
 
 
 @linear.register_fake
-def _(x, weight, bias, silu_mul, norm_weight=None, eps=1e-6):
+def _(x, weight, bias, silu_mul, norm_weight=None, eps=1e-6, use_pdl=False):
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
 @torch.library.custom_op("minivllm::add_rms_norm_linear", mutates_args=())
 def add_rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
-                        weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+                        weight: torch.Tensor, bias: torch.Tensor | None,
+                        use_pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(norm_weight * rmsnorm(x + residual) @ weight^T + bias, x + residual): the decoder layer's residual
     add + RMSNorm and the projection after it. Up to triton_gemv.NORM_MAX_M rows: one GEMV kernel with the
     add and the norm in its prologue; more: the fused_add_rms_norm kernel, then cuBLAS (the unfused path)."""
@@ -152,9 +130,10 @@ def add_rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: to
     from minivllm.kernels import triton_gemv
 
     if _triton_ok(x) and triton_gemv.supports(x, weight) and x.shape[0] <= triton_gemv.NORM_MAX_M:
-        return triton_gemv.gemv(x, weight, bias, norm_weight=norm_weight, eps=eps, residual=residual)
+        return triton_gemv.gemv(x, weight, bias, norm_weight=norm_weight, eps=eps, residual=residual,
+                                use_pdl=use_pdl)
     if _triton_ok(x):
-        normed, new_residual = fused_add_rms_norm(x, residual, norm_weight, eps)
+        normed, new_residual = fused_add_rms_norm(x, residual, norm_weight, eps, use_pdl)
     else:
         new_residual = x + residual
         normed = rms_norm_native(new_residual, norm_weight, eps)
@@ -162,11 +141,12 @@ def add_rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: to
 
 
 @add_rms_norm_linear.register_fake
-def _(x, residual, norm_weight, eps, weight, bias):
+def _(x, residual, norm_weight, eps, weight, bias, use_pdl=False):
     return x.new_empty((x.shape[0], weight.shape[0])), x.new_empty(x.shape)
 
 
 def _triton_ok(x: torch.Tensor) -> bool:
+    """Whether a Triton kernel can run on x: on a GPU, or on the CPU under the interpreter (tests)."""
     import os
 
     return x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"

@@ -3,8 +3,8 @@ MINIVLLM_GEMV_CONFIGS, or Triton's autotuner.
 
 Why: the autotuner times each config alone, after an L2 flush. Inside a CUDA graph with programmatic
 dependent launch the ranking differs, and fresh autotunes pick differently among near-tied configs: on the
-H200, batch-1 TPOT followed the pick from 0.977 to 1.066 ms over 12 fresh autotunes
-(assets/results/h200/gemv_autotune_spread.json). `minivllm bench gemv-tune` ranks the configs by the
+H200, batch-1 TPOT followed the pick from 0.977 to 1.066 ms over 12 fresh autotunes.
+`minivllm bench gemv-tune` ranks the configs by the
 decode step's TPOT inside the FULL graph instead and can save the winners to configs/gemv/<GPU name>.json
 next to this file, as vLLM ships tuned fused-MoE configs per device. The engine then uses them for the shapes
 listed there and autotunes the rest (another model's shapes, another GPU).

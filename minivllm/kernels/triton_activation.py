@@ -28,8 +28,9 @@ def _silu_and_mul_kernel(x_ptr, out_ptr, x_stride_t, I, BLOCK: tl.constexpr, USE
     tl.store(out_ptr + t * I + cols, (s * u).to(dtype), mask=mask)
 
 
-def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    """x [..., 2I] -> [..., I] (new, contiguous). Rows may be strided; the last dim must be contiguous."""
+def silu_and_mul(x: torch.Tensor, use_pdl: bool = False) -> torch.Tensor:
+    """x [..., 2I] -> [..., I] (new, contiguous). Rows may be strided; the last dim must be contiguous.
+    use_pdl: launch with programmatic dependent launch (pdl.py)."""
     I = x.shape[-1] // 2
     out = torch.empty((*x.shape[:-1], I), dtype=x.dtype, device=x.device)
     x2 = x.reshape(-1, x.shape[-1])
@@ -41,5 +42,5 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     block = min(1024, triton.next_power_of_2(I))
     _silu_and_mul_kernel[(T, triton.cdiv(I, block))](x2, out, x2.stride(0), I, BLOCK=block,
                                                      num_warps=4 if block >= 512 else 2,
-                                                     **launch_options(x.device))
+                                                     **launch_options(x.device, use_pdl))
     return out

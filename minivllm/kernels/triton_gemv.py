@@ -37,7 +37,7 @@ import triton.language as tl
 
 from minivllm.kernels import gemv_configs
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
-from minivllm.kernels.triton_decode import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
 
 fix_interpreter_for_numpy_2_4()  # a loop bound from a kernel argument (K) under TRITON_INTERPRET=1
 
@@ -103,8 +103,8 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
 def _configs() -> list[triton.Config]:
     """The last six are narrow and deep: 1-4 output rows per program with the whole K (or half of it) in one
     step, so a 1024-wide projection (o_proj, down_proj) runs 256-1024 programs that each issue all their
-    loads at once, instead of 128 programs walking K in 4-6 dependent steps. Adding them took H200 batch-1
-    TPOT from 1.134 to 1.052 ms and batch 2 from 1.176 to 1.103 ms (two repetitions each, same run)."""
+    loads at once, instead of 128 programs walking K in 4-6 dependent steps. With them H200 batch-1 TPOT is
+    1.052 ms against 1.134 ms without, batch 2 1.103 against 1.176 ms (two repetitions each, same run)."""
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
             for bn, bk, w, s in ((4, 512, 4, 3), (8, 256, 4, 3), (8, 512, 4, 3), (8, 512, 8, 3),
                                  (16, 256, 4, 3), (16, 256, 8, 4), (16, 512, 8, 3), (32, 128, 4, 4),
@@ -158,10 +158,12 @@ def supports(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, silu_mul: bool = False,
          norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
-         residual: torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+         residual: torch.Tensor | None = None,
+         use_pdl: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """f(x) @ weight[N, K]^T + bias -> [M, N], M <= MAX_M, where f(x) is x [M, K], or silu(gate) * up for
     x = [gate | up] [M, 2K] (silu_mul), or norm_weight * rmsnorm(x) (norm_weight), or with a residual too
-    norm_weight * rmsnorm(x + residual), and then (out, x + residual) is returned."""
+    norm_weight * rmsnorm(x + residual), and then (out, x + residual) is returned. use_pdl: launch with
+    programmatic dependent launch (pdl.py)."""
     M = x.shape[0]
     N, K = weight.shape
     assert x.shape[1] == (2 * K if silu_mul else K), (x.shape, weight.shape, silu_mul)
@@ -185,5 +187,5 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
     if kernel is None:  # interpreter: one small config
         _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
     else:
-        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device))
+        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device, use_pdl))
     return out if residual is None else (out, res_out)

@@ -61,9 +61,10 @@ def _as_rows(x: torch.Tensor) -> tuple[torch.Tensor, int, int, int]:
     return x, x.shape[1], x.stride(0), x.stride(1)
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
-             residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Normalise over the last dim; with residual, also return x + residual. x: [..., N] (up to 3-d strided)."""
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None,
+             use_pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Normalise over the last dim; with residual, also return x + residual. x: [..., N] (up to 3-d strided).
+    use_pdl: launch with programmatic dependent launch (pdl.py)."""
     N = x.shape[-1]
     out = torch.empty(x.shape, dtype=torch.promote_types(x.dtype, weight.dtype), device=x.device)
     res_out = None
@@ -88,6 +89,6 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
         xr, rr, weight, out, res_out if res_out is not None else out,
         n_rows, n_heads, xs_t, xs_h, rs_t, rs_h, eps,
         N=N, BLOCK_N=block_n, ROWS=rows, HAS_RESIDUAL=residual is not None,
-        num_warps=8 if block_n * rows >= 4096 else 4, **launch_options(x.device),
+        num_warps=8 if block_n * rows >= 4096 else 4, **launch_options(x.device, use_pdl),
     )
     return out, res_out

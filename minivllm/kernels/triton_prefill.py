@@ -20,7 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs, fix_interpreter_for_numpy_2_4
+from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs
 
 fix_interpreter_for_numpy_2_4()
 
@@ -131,7 +132,7 @@ def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,
 
     Long prompts: 64x64 tiles, 4 warps, 2 stages, K loaded as rows. Two sweeps on the H200 (`bench kernels
     --sweep-prefill`, 22 configs) found it the fastest for both 8x1024 and 1x4096: 0.66x / 0.62x of SDPA,
-    against 0.55x / 0.51x for the 128x64, 8-warp tile with K loaded as columns used before. Short queries
+    against 0.55x / 0.51x for a 128x64, 8-warp tile with K loaded as columns. Short queries
     (decode rows, small chunks) get small tiles so the padding rows do not multiply the work. fp32 and
     D=256 tiles are smaller to fit registers.
     """

@@ -40,10 +40,11 @@ def _store_kv_kernel(key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, slot_ptr,
 
 
 def store_kvcache(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                  slot_mapping: torch.Tensor) -> None:
+                  slot_mapping: torch.Tensor, use_pdl: bool = False) -> None:
     """Write key/value [T, Hkv, D] into k_cache/v_cache at slot_mapping [T] (int64); slot -1 is skipped.
 
     key/value may be strided views (e.g. slices of a fused qkv output) as long as the last dim is contiguous.
+    use_pdl: launch with programmatic dependent launch (pdl.py).
     """
     T, Hkv, D = key.shape
     assert k_cache.is_contiguous() and v_cache.is_contiguous(), "paged caches must be contiguous"
@@ -60,5 +61,5 @@ def store_kvcache(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
         key.stride(0), key.stride(1), value.stride(0), value.stride(1),
         NUM_KV_HEADS=Hkv, HEAD_DIM=D,
         HEADS_PAD=triton.next_power_of_2(Hkv), DIM_PAD=triton.next_power_of_2(D),
-        num_warps=4, **launch_options(key.device),
+        num_warps=4, **launch_options(key.device, use_pdl),
     )

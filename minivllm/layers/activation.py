@@ -16,4 +16,4 @@ class SiluAndMul(CustomOp):
 
     def forward_custom(self, x: torch.Tensor) -> torch.Tensor:
         """One Triton kernel: no separate silu(gate) tensor, no extra launches."""
-        return torch.ops.minivllm.silu_and_mul(x)
+        return torch.ops.minivllm.silu_and_mul(x, self.custom_ops.use_pdl)

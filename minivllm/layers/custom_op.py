@@ -1,69 +1,118 @@
-"""CustomOp: a layer with a plain-PyTorch forward and, optionally, a hand-written kernel.
+"""CustomOp: a layer with a plain-PyTorch forward and, optionally, a hand-written kernel; and the per-engine
+selection of which kernels run.
 
 Like vLLM's CustomOp, the choice is made per op name from `compilation_config.custom_ops`: "+rms_norm"
 forces the hand-written version, "-rms_norm" the native one (which Inductor can fuse with its neighbours),
 "all"/"none" set the default. The hand-written kernels live in minivllm/kernels and are registered with
 torch.library, so torch.compile sees each as one opaque op.
+
+Why the selection is an object attached to the model, not a module global: a notebook builds engine after
+engine in one process (eager, then graphs, then level 3, ...), and two live engines with different
+custom_ops must each run their own kernels. So the engine resolves its spec once into a frozen
+`CustomOpSelection` and `attach_custom_ops` hands it to every layer of its own model; a layer's forward reads
+only `self.custom_ops`. Building, or failing to build, another engine changes nothing here.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch import nn
 
-_enabled: dict[str, bool] = {}
-_default = False
-# Kernels that "all" does not turn on: only "+name" does (new fusions, until a GPU measurement makes them
-# the default). rope_kv_store: the RoPE kernel also writes K/V into the paged cache, so attention skips its
-# own store. (qk_norm_rope, Qwen3's q_norm + k_norm + RoPE in one launch instead of three, graduated: on the
-# H200 it took batch-1 TPOT from 1.55 to 1.42 ms; "-qk_norm_rope" turns it off.)
-# (gemv, Triton matrix-vector products for 1-2 rows with SiLU-and-mul fused into the down projection's,
-# graduated too: batch-1 TPOT 1.41 -> 1.22 ms on the H200; "-gemv" turns it off.)
-# gemv_norm, the residual add + RMSNorm inside the prologue of the GEMV after it (batch 1; at 2 rows the norm
-# kernel, then the GEMV), and pdl, programmatic dependent launch of every Triton kernel (not a kernel: a way to
-# launch one), graduated together: H200 TPOT at batch 1 / 2 / 8 / 64, 1.220 / 1.368 / 1.359 / 1.877 ms ->
-# 1.132 / 1.174 / 1.317 / 1.845 ms in one run.
-# decode_prefetch (default): the decode attention kernel reads seq_lens and its first block ids before the
-# PDL wait (host copies made before the step's first kernel write them, never a kernel). H200, FULL graphs,
-# batch 1 / 2 / 8 / 64, one run: 0.966 / 1.047 / 1.317 / 1.944 -> 0.963 / 1.043 / 1.312 / 1.920 ms.
-# Measured and dropped: the GEMV's first weight tile requested before the wait (batch 1: 0.943 ms, against
-# 0.923 ms with the decode prefetch instead, same run), and the split-KV merge done by the last split to
-# finish inside the decode kernel, no merge kernel (batch 1: 0.966 -> 1.006 ms, same run).
-# rope_attention: a pure-decode batch's q/k norm, RoPE and KV store done inside the decode attention kernel
-# (no RoPE or store launch). Slower on the H200 (FULL, batch 1 / 2 / 8 / 64: 0.970 / 1.081 / 1.315 / 1.924 ->
-# 0.981 / 1.073 / 1.330 / 1.992 ms): the prologue sits on every attention program's critical path.
-OPT_IN = {"rope_kv_store", "rope_attention"}
+# Every name custom_ops accepts, and what turning it on does. All are on with "all" (the default at level 0).
+KNOWN_OPS: dict[str, str] = {
+    "rms_norm": "RMSNorm (and residual add + RMSNorm) as one Triton kernel instead of ~10 PyTorch ops",
+    "silu_and_mul": "the MLP's SiLU(gate) * up as one Triton kernel",
+    "rotary_embedding": "RoPE of q and k in one Triton kernel",
+    "qk_norm_rope": "Qwen3's q RMSNorm, k RMSNorm and RoPE in one kernel instead of three",
+    "gemv": "Triton matrix-vector products for 1-2 row batches (cuBLAS tiles are built for many rows), "
+            "with SiLU-and-mul fused into the down projection's",
+    "gemv_norm": "residual add + RMSNorm inside the prologue of the 1-row GEMV after it (two kernels fewer "
+                 "per layer; needs gemv and rms_norm)",
+    "pdl": "programmatic dependent launch of every Triton kernel (Hopper+): a kernel's programs start while "
+           "the previous kernel drains",
+    "decode_prefetch": "the decode attention kernel reads seq_lens and its first block ids before the PDL "
+                       "wait (the step's host copies wrote them, never a kernel)",
+}
 
 
-def configure_custom_ops(spec: list[str], has_kernels: bool) -> None:
-    """Apply a custom_ops list such as ["all", "-silu_and_mul"] (kernels only exist where Triton runs)."""
-    global _default
-    _enabled.clear()
-    _default = False
-    for item in spec:
-        if item == "all":
-            _default = True
-        elif item == "none":
-            _default = False
-        elif item[:1] in "+-" and len(item) > 1:
-            _enabled[item[1:]] = item[0] == "+"
-        else:
-            raise ValueError(f"compilation_config.custom_ops entries must be 'all', 'none', '+name' or '-name', "
-                             f"got {item!r}")
-    if not has_kernels:
-        _default = False
-        for k in _enabled:
-            _enabled[k] = False
+@dataclass(frozen=True)
+class CustomOpSelection:
+    """Which hand-written kernels one engine runs: the names in `enabled` (all others run natively)."""
+
+    enabled: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_spec(cls, spec: list[str], has_kernels: bool) -> CustomOpSelection:
+        """Resolve a custom_ops list such as ["all", "-silu_and_mul"]; later entries win. has_kernels=False
+        (no Triton kernels where this engine runs) selects every op's native version."""
+        if isinstance(spec, str) or not isinstance(spec, (list, tuple)):
+            raise ValueError(f"compilation_config.custom_ops must be a list such as [\"all\", \"-gemv\"], "
+                             f"got {spec!r}")
+        enabled: set[str] = set()
+        for item in spec:
+            if item == "all":
+                enabled = set(KNOWN_OPS)
+            elif item == "none":
+                enabled = set()
+            elif isinstance(item, str) and item[:1] in "+-" and item[1:] in KNOWN_OPS:
+                (enabled.add if item[0] == "+" else enabled.discard)(item[1:])
+            elif isinstance(item, str) and item[:1] in "+-" and len(item) > 1:
+                raise ValueError(f"compilation_config.custom_ops: unknown op {item[1:]!r} in {item!r}; "
+                                 f"known: {sorted(KNOWN_OPS)}")
+            else:
+                raise ValueError(f"compilation_config.custom_ops entries must be 'all', 'none', '+name' or "
+                                 f"'-name', got {item!r}")
+        return cls(frozenset(enabled) if has_kernels else frozenset())
+
+    @classmethod
+    def for_engine(cls, config) -> CustomOpSelection:
+        """An EngineConfig's selection: its resolved custom_ops; kernels only with the Triton backend."""
+        return cls.from_spec(config.compilation.resolved_custom_ops(),
+                             has_kernels=config.resolved_attention_backend == "triton")
+
+    def is_enabled(self, name: str) -> bool:
+        return name in self.enabled
+
+    @property
+    def use_pdl(self) -> bool:
+        """Launch the Triton kernels with programmatic dependent launch (kernels/pdl.py)."""
+        return "pdl" in self.enabled
+
+    @property
+    def gemv_silu_mul(self) -> bool:
+        """SiLU-and-mul inside the down projection's GEMV (1-2 rows; more rows: the kernel, then cuBLAS)."""
+        return {"gemv", "silu_and_mul"} <= self.enabled
+
+    @property
+    def gemv_norm(self) -> bool:
+        """Residual add + RMSNorm inside the GEMV that follows it (needs the GEMV and the RMSNorm kernel)."""
+        return {"gemv_norm", "gemv", "rms_norm"} <= self.enabled
 
 
-def custom_op_enabled(name: str) -> bool:
-    return _enabled.get(name, _default and name not in OPT_IN)
+NATIVE = CustomOpSelection()
 
 
-class CustomOp(nn.Module):
+class UsesCustomOps(nn.Module):
+    """A module whose forward depends on its engine's selection (a class default until one is attached)."""
+
+    custom_ops: CustomOpSelection = NATIVE
+
+
+def attach_custom_ops(model: nn.Module, selection: CustomOpSelection) -> None:
+    """Give every layer of this model this selection; other models keep theirs."""
+    for module in model.modules():
+        if isinstance(module, UsesCustomOps):
+            module.custom_ops = selection
+
+
+class CustomOp(UsesCustomOps):
+    """A layer with forward_native (plain PyTorch) and, where a kernel exists, forward_custom."""
+
     name = "custom_op"
 
     def forward(self, *args, **kwargs):
-        if custom_op_enabled(self.name) and hasattr(self, "forward_custom"):
+        if self.custom_ops.is_enabled(self.name) and hasattr(self, "forward_custom"):
             return self.forward_custom(*args, **kwargs)
         return self.forward_native(*args, **kwargs)
 

@@ -27,6 +27,7 @@ class RMSNorm(CustomOp):
     def forward_custom(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         """One Triton kernel (norm, or residual add + norm) instead of ~10 PyTorch ops."""
         if residual is None:
-            return torch.ops.minivllm.rms_norm(x, self.weight, self.eps)
-        out, residual = torch.ops.minivllm.fused_add_rms_norm(x, residual, self.weight, self.eps)
+            return torch.ops.minivllm.rms_norm(x, self.weight, self.eps, self.custom_ops.use_pdl)
+        out, residual = torch.ops.minivllm.fused_add_rms_norm(x, residual, self.weight, self.eps,
+                                                              self.custom_ops.use_pdl)
         return out, residual

@@ -10,10 +10,10 @@ import torch
 from torch import nn
 
 from minivllm.kernels import elementwise_ops  # noqa: F401  (registers torch.ops.minivllm.linear)
-from minivllm.layers.custom_op import custom_op_enabled
+from minivllm.layers.custom_op import UsesCustomOps
 
 
-class Linear(nn.Module):
+class Linear(UsesCustomOps):
     def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(out_features, in_features), requires_grad=False)
@@ -31,19 +31,25 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor, silu_mul: bool = False) -> torch.Tensor:
         """silu_mul: x is a gate_up output [T, 2K]; multiply silu(gate) * up (only with custom op "gemv",
         which fuses it into the GEMV; callers use SiluAndMul otherwise)."""
-        if custom_op_enabled("gemv"):
-            return torch.ops.minivllm.linear(x, self.weight, self.bias, silu_mul)
+        if self.custom_ops.is_enabled("gemv"):
+            return torch.ops.minivllm.linear(x, self.weight, self.bias, silu_mul, None, 1e-6,
+                                             self.custom_ops.use_pdl)
         assert not silu_mul, "silu_mul needs the gemv custom op"
         return nn.functional.linear(x, self.weight, self.bias)
 
     def forward_after_norm(self, x: torch.Tensor, residual: torch.Tensor | None,
                            norm: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         """norm(x + residual) (or norm(x) when residual is None) projected, and the new residual stream:
-        what a decoder layer's "fused add + RMSNorm, then this linear" computes, in one op (custom op
-        "gemv_norm": for 1 row one GEMV kernel does it all)."""
+        what a decoder layer's "residual add + RMSNorm, then this linear" computes. With custom op
+        "gemv_norm" it is one op (for 1 row one GEMV kernel does it all); else the norm, then the linear."""
+        if not self.custom_ops.gemv_norm:
+            normed, residual = (norm(x), x) if residual is None else norm(x, residual)
+            return self(normed), residual
+        pdl = self.custom_ops.use_pdl
         if residual is None:
-            return torch.ops.minivllm.linear(x, self.weight, self.bias, False, norm.weight, norm.eps), x
-        return torch.ops.minivllm.add_rms_norm_linear(x, residual, norm.weight, norm.eps, self.weight, self.bias)
+            return torch.ops.minivllm.linear(x, self.weight, self.bias, False, norm.weight, norm.eps, pdl), x
+        return torch.ops.minivllm.add_rms_norm_linear(x, residual, norm.weight, norm.eps, self.weight, self.bias,
+                                                      pdl)
 
 
 class PackedLinear(Linear):

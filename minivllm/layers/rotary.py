@@ -50,7 +50,8 @@ class RotaryEmbedding(CustomOp):
 
     def forward_custom(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         """One Triton kernel for q and k together (cos/sin gathered once per token)."""
-        return torch.ops.minivllm.rotary_embedding(positions, q, k, self.cos_sin_cache, self.head_dim)
+        return torch.ops.minivllm.rotary_embedding(positions, q, k, self.cos_sin_cache, self.head_dim,
+                                                   self.custom_ops.use_pdl)
 
     def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         T = x.shape[0]

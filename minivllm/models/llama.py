@@ -11,20 +11,14 @@ from torch import nn
 
 from minivllm.attention.layer import Attention
 from minivllm.layers.activation import SiluAndMul
-from minivllm.layers.custom_op import custom_op_enabled
+from minivllm.layers.custom_op import UsesCustomOps
 from minivllm.layers.layernorm import RMSNorm
 from minivllm.layers.linear import Linear, PackedLinear
 from minivllm.layers.rotary import RotaryEmbedding
 from minivllm.models.config import ModelConfig
 
 
-def fuse_norm_into_gemv() -> bool:
-    """custom op "gemv_norm": the decoder layer's residual adds and RMSNorms go into the GEMVs after them
-    (which needs the GEMV and the RMSNorm kernel both on)."""
-    return custom_op_enabled("gemv_norm") and custom_op_enabled("gemv") and custom_op_enabled("rms_norm")
-
-
-class DecoderAttention(nn.Module):
+class DecoderAttention(UsesCustomOps):
     def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
         H, Hkv, D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -40,10 +34,10 @@ class DecoderAttention(nn.Module):
 
     def rope_qk(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         """Qwen3's per-head q/k RMSNorm, then RoPE; one fused kernel unless custom_ops has "-qk_norm_rope"."""
-        if self.qk_norm and custom_op_enabled("qk_norm_rope"):
+        if self.qk_norm and self.custom_ops.is_enabled("qk_norm_rope"):
             return torch.ops.minivllm.qk_norm_rotary_embedding(
                 positions, q, k, self.q_norm.weight, self.k_norm.weight, self.q_norm.eps,
-                self.rotary_emb.cos_sin_cache, self.head_dim)
+                self.rotary_emb.cos_sin_cache, self.head_dim, self.custom_ops.use_pdl)
         if self.qk_norm:
             T = q.shape[0]
             q = self.q_norm(q.reshape(T, -1, self.head_dim)).view(T, -1)
@@ -56,22 +50,11 @@ class DecoderAttention(nn.Module):
     def attend(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
         """Everything after the qkv projection: (q/k norm,) RoPE, attention, o_proj."""
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        qk_weights = (self.q_norm.weight, self.k_norm.weight) if self.qk_norm else (None, None)
-        if custom_op_enabled("rope_attention") and self.attn.use_custom_op:
-            # q/k norm (Qwen3) + RoPE + KV-cache write + attention in one op: one kernel when decoding
-            return self.o_proj(self.attn.forward_with_rope(positions, q, k, v, self.rotary_emb.cos_sin_cache,
-                                                           *qk_weights, self.q_norm.eps if self.qk_norm else 1e-6))
-        if custom_op_enabled("rope_kv_store") and self.attn.use_custom_op:
-            # q/k norm (Qwen3) + RoPE + the KV-cache write in one kernel; attention then only reads the cache
-            q = torch.ops.minivllm.rotary_embedding_store_kv(
-                positions, q, k, v, *qk_weights, self.q_norm.eps if self.qk_norm else 1e-6,
-                self.rotary_emb.cos_sin_cache, self.head_dim, self.attn.layer_idx)
-            return self.o_proj(self.attn(q, k, v, kv_stored=True))
         q, k = self.rope_qk(positions, q, k)
         return self.o_proj(self.attn(q, k, v))  # v stays a strided view of qkv: the KV store reads it in place
 
 
-class DecoderMLP(nn.Module):
+class DecoderMLP(UsesCustomOps):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.gate_up_proj = PackedLinear(cfg.hidden_size, {0: cfg.intermediate_size, 1: cfg.intermediate_size})
@@ -83,8 +66,8 @@ class DecoderMLP(nn.Module):
 
     def down(self, gate_up: torch.Tensor) -> torch.Tensor:
         """SiLU-and-mul, then down_proj."""
-        if custom_op_enabled("gemv") and custom_op_enabled("silu_and_mul"):  # 1-2 rows: SiLU-and-mul inside
-            # the down projection's GEMV (more rows: the SiLU-and-mul kernel, then cuBLAS, inside the op)
+        if self.custom_ops.gemv_silu_mul:  # 1-2 rows: SiLU-and-mul inside the down projection's GEMV (more
+            # rows: the SiLU-and-mul kernel, then cuBLAS, inside the op)
             return self.down_proj(gate_up, silu_mul=True)
         return self.down_proj(self.act_fn(gate_up))
 
@@ -99,21 +82,12 @@ class DecoderLayer(nn.Module):
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None):
         """Returns (output, residual) as vLLM's layers do: the next layer (or the final norm) adds them.
-        With custom op "gemv_norm" each "residual add + RMSNorm, then projection" is one op, which for 1 row
-        is one GEMV kernel: two kernels fewer per layer."""
-        if fuse_norm_into_gemv():
-            qkv, residual = self.self_attn.qkv_proj.forward_after_norm(x, residual, self.input_layernorm)
-            x = self.self_attn.attend(positions, qkv)
-            gate_up, residual = self.mlp.gate_up_proj.forward_after_norm(x, residual, self.post_attention_layernorm)
-            return self.mlp.down(gate_up), residual
-        if residual is None:
-            residual = x
-            x = self.input_layernorm(x)
-        else:
-            x, residual = self.input_layernorm(x, residual)
-        x = self.self_attn(positions, x)
-        x, residual = self.post_attention_layernorm(x, residual)
-        return self.mlp(x), residual
+        Each "residual add + RMSNorm, then projection" is one call of the projection (Linear.forward_after_norm),
+        so with custom op "gemv_norm" it can be one GEMV kernel for 1 row: two kernels fewer per layer."""
+        qkv, residual = self.self_attn.qkv_proj.forward_after_norm(x, residual, self.input_layernorm)
+        x = self.self_attn.attend(positions, qkv)
+        gate_up, residual = self.mlp.gate_up_proj.forward_after_norm(x, residual, self.post_attention_layernorm)
+        return self.mlp.down(gate_up), residual
 
 
 class DecoderModel(nn.Module):

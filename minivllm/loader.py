@@ -107,7 +107,7 @@ def safetensors_files(path: Path) -> list[Path]:
         if not isinstance(weight_map, dict) or not weight_map:
             raise ValueError(f"{index}: must be a JSON object with a non-empty 'weight_map' "
                              f"{{tensor name: shard file}}, got {str(raw)[:80]!r}")
-        files = [_weights_file(path, n, index) for n in sorted(set(map(str, weight_map.values())))]
+        files = sorted({_weights_file(path, n, index) for n in weight_map.values()})
         missing = [str(f) for f in files if not f.exists()]
         if missing:
             raise ValueError(f"model={str(path)!r}: shards listed in the index are missing: {missing}")

@@ -8,7 +8,6 @@ import json
 import shutil
 
 import pytest
-import torch
 from safetensors.torch import load_file, save_file
 
 from minivllm import LLM
@@ -142,4 +141,3 @@ def test_finite_weights_do_not_warn(ckpt, caplog):
     with caplog.at_level("WARNING", logger="minivllm"):
         load(ckpt)
     assert not [r for r in caplog.records if "NaN or inf" in r.getMessage()]
-    assert torch.isfinite(torch.tensor(1.0))

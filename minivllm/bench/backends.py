@@ -1,4 +1,4 @@
-"""Do the Triton kernels and the PyTorch reference give the same greedy tokens end to end? (issue 4)
+"""Do the Triton kernels and the PyTorch reference give the same greedy tokens end to end?
 
 Runs the same prompts through two engines that differ only in attention_backend and reports, per prompt,
 whether the first N tokens match and where they first diverge. In bf16 an early divergence on random

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from minivllm.engine_args import add_engine_args as engine_args
+
 
 def _run(module: str):
     def run(a: argparse.Namespace) -> int:
@@ -14,7 +16,7 @@ def _run(module: str):
     return run
 
 
-def add_parsers(sub, engine_args) -> None:
+def add_parsers(sub) -> None:
     lat = sub.add_parser("latency", help="TTFT and TPOT per batch size, eager vs graph modes (+ transformers)")
     engine_args(lat)
     lat.add_argument("--batch-sizes", default="1,2,4,8,16,32,64,128,256")

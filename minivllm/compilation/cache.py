@@ -146,9 +146,10 @@ class CompileCache:
         (the cache root is not a writable directory, or the lock stayed taken past LOCK_TIMEOUT_S)."""
         if self._lock_file is not None or fcntl is None:
             return True
-        path = self.dir.parent / f"{self.dir.name}.lock"
+        path = self.root / "torch_compile_cache.locks" / f"{self.dir.name}.lock"  # beside the entries, not among them
         try:
             self.dir.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(exist_ok=True)
             lock_file = open(path, "a+")
         except OSError as e:
             if str(self.root) not in _WARNED_ROOTS:

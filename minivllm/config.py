@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import json
-import numbers
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,9 +59,8 @@ def _check(cond: bool, msg: str) -> None:
 
 
 def is_int(value: Any) -> bool:
-    """An int that is not a bool (`True` is an int in Python; `max_num_seqs=True` must not mean 1).
-    numpy integers count: they come out of arrays a learner builds."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    """An int that is not a bool (`True` is an int in Python; `max_num_seqs=True` must not mean 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_bool(value: Any, name: str) -> None:

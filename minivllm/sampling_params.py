@@ -23,6 +23,14 @@ def _is_real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _as_int(value: object) -> object:
+    """numpy integers as Python ints (they come out of arrays a learner builds); anything else unchanged,
+    for the checks to judge."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+        return int(value)
+    return value
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     temperature: float = 1.0
@@ -41,6 +49,8 @@ class SamplingParams:
         def put(name: str, value: object) -> None:  # frozen: normalised values are set once, here
             object.__setattr__(self, name, value)
 
+        for name in ("top_k", "max_tokens", "seed"):
+            put(name, _as_int(getattr(self, name)))
         if not _is_real(self.temperature) or math.isnan(self.temperature) or self.temperature < 0 \
                 or math.isinf(self.temperature):
             raise bad("temperature", "a finite number >= 0 (0 = greedy)", self.temperature)
@@ -65,7 +75,7 @@ class SamplingParams:
             put("stop", tuple(stop))
         if self.stop_token_ids is not None:
             if not isinstance(self.stop_token_ids, (list, tuple)) or not all(
-                    is_int(t) and t >= 0 for t in self.stop_token_ids):
+                    is_int(_as_int(t)) and t >= 0 for t in self.stop_token_ids):
                 raise bad("stop_token_ids", "a list of non-negative ints", self.stop_token_ids)
             put("stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
         put("temperature", float(self.temperature))

@@ -104,21 +104,16 @@ def ran_as(llm, mode: str) -> tuple[str, str | None]:
     suffix = mode[len(graph_mode):]  # "@L2+sync" and the like stay as asked
     if graph_mode in ("eager", "NONE"):
         return mode, None
-    cg = llm.startup_report().cudagraph
-    full, piecewise = "FULL" in cg, "PIECEWISE" in cg
-    ran = {(True, True): "FULL_AND_PIECEWISE", (True, False): "FULL", (False, True): "PIECEWISE",
-           (False, False): "eager"}[full, piecewise]
-    if ran == graph_mode:
-        return mode, None
-    dev = llm.config.device
-    if llm.config.cudagraph_mode == "NONE":
-        why = f"CUDA graphs are unavailable on {dev.type}" + ("" if torch.cuda.is_available() else " (no CUDA)")
-    elif graph_mode in ("FULL", "FULL_AND_PIECEWISE") and not full:
-        why = (f"FULL graphs need attention_backend='triton' (this engine: "
-               f"{llm.config.resolved_attention_backend!r})")
-    else:
-        why = "the graphs asked for were not captured (see the startup log)"
-    return ran + suffix, why
+    cfg = llm.config
+    if cfg.cudagraph_mode == "NONE":
+        why = f"CUDA graphs are unavailable on {cfg.device.type}" + (
+            "" if torch.cuda.is_available() else " (no CUDA)")
+        return "eager" + suffix, why
+    if cfg.cudagraph_mode.has_full and cfg.resolved_attention_backend != "triton":
+        # the engine captures no FULL graph then (it logs the same reason)
+        why = f"FULL graphs need attention_backend='triton' (this engine: {cfg.resolved_attention_backend!r})"
+        return ("PIECEWISE" if cfg.cudagraph_mode.has_piecewise else "eager") + suffix, why
+    return mode, None
 
 
 def _gemv_configs() -> dict:

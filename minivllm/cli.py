@@ -1,43 +1,18 @@
-"""The `minivllm` command: generate text, run the demo, run benchmarks."""
+"""The `minivllm` command: generate text, run the demo, run benchmarks.
+
+Errors are printed as one line, `minivllm: error: ...`, with a non-zero exit status: a traceback tells a
+workshop user nothing they can act on. `--debug` (or MINIVLLM_DEBUG=1) lets the exception through with its
+traceback, for the one debugging the engine.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-
-def _engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help="local HF checkpoint directory (default: the embedded model)")
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--max-model-len", type=int, default=None)
-    p.add_argument("--max-num-seqs", type=int, default=256)
-    p.add_argument("--max-num-batched-tokens", type=int, default=None)
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    p.add_argument("--enforce-eager", action="store_true", help="no torch.compile, no CUDA graphs")
-    p.add_argument("--attention-backend", default="auto", choices=["auto", "triton", "torch", "unregistered"])
-    p.add_argument("--compilation-config", default=None, help='JSON, e.g. \'{"level": 3}\'')
-    p.add_argument("--cudagraph-mode", default=None, choices=["NONE", "PIECEWISE", "FULL", "FULL_AND_PIECEWISE"])
-    p.add_argument("--cudagraph-capture-sizes", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                   help="comma-separated batch sizes, e.g. 1,2,4,8")
-    p.add_argument("--max-cudagraph-capture-size", type=int, default=None)
-    p.add_argument("--no-prefix-caching", action="store_true")
-    p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
-                   help="launch step n+1 before reading step n's tokens (default: on with CUDA)")
-    p.add_argument("--seed", type=int, default=0)
-
-
-def engine_kwargs(a: argparse.Namespace) -> dict:
-    return dict(model=a.model, dtype=a.dtype, device=a.device, max_model_len=a.max_model_len,
-                max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_num_batched_tokens,
-                block_size=a.block_size, gpu_memory_utilization=a.gpu_memory_utilization,
-                enforce_eager=a.enforce_eager, attention_backend=a.attention_backend,
-                compilation_config=a.compilation_config, cudagraph_mode=a.cudagraph_mode,
-                cudagraph_capture_sizes=a.cudagraph_capture_sizes,
-                max_cudagraph_capture_size=a.max_cudagraph_capture_size,
-                enable_prefix_caching=not a.no_prefix_caching, async_scheduling=a.async_scheduling, seed=a.seed)
+from minivllm.engine_args import add_engine_args, engine_kwargs
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -55,12 +30,16 @@ def cmd_generate(a: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="minivllm", description=__doc__)
+def build_parser() -> argparse.ArgumentParser:
+    from minivllm.bench import cli as bench_cli
+
+    parser = argparse.ArgumentParser(prog="minivllm", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error (also: MINIVLLM_DEBUG=1)")
     sub = parser.add_subparsers(dest="cmd", required=True)
 
     g = sub.add_parser("generate", help="generate text for one or more prompts")
-    _engine_args(g)
+    add_engine_args(g)
     g.add_argument("--prompt", action="append", required=True, help="may be given several times")
     g.add_argument("--max-tokens", type=int, default=32)
     g.add_argument("--temperature", type=float, default=0.0)
@@ -76,17 +55,25 @@ def main(argv: list[str] | None = None) -> int:
     d.set_defaults(func=lambda a: __import__("minivllm.demo", fromlist=["main"]).main(a))
 
     b = sub.add_parser("bench", help="benchmarks (print a table, write JSON)")
-    bsub = b.add_subparsers(dest="bench", required=True)
-    from minivllm.bench import cli as bench_cli
+    bench_cli.add_parsers(b.add_subparsers(dest="bench", required=True))
+    return parser
 
-    bench_cli.add_parsers(bsub, _engine_args)
 
-    a = parser.parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    debug = a.debug or os.environ.get("MINIVLLM_DEBUG", "") not in ("", "0")
     try:
         return a.func(a) or 0
-    except (ValueError, TypeError) as e:
-        print(f"minivllm: error: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("minivllm: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - every error reaches the user as one line (unless debugging)
+        if debug:
+            raise
+        kind = "" if isinstance(e, (ValueError, TypeError)) else f"{type(e).__name__}: "
+        print(f"minivllm: error: {kind}{e or type(e).__name__} (run with --debug or MINIVLLM_DEBUG=1 for the "
+              f"traceback)", file=sys.stderr)
+        return 2 if isinstance(e, (ValueError, TypeError)) else 1
 
 
 if __name__ == "__main__":

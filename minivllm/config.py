@@ -50,9 +50,28 @@ DTYPES = {"auto": None, "float32": torch.float32, "fp32": torch.float32, "float"
           "fp16": torch.float16, "half": torch.float16}
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _check(cond: bool, msg: str) -> None:
     if not cond:
         raise ValueError(msg)
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (`True` is an int in Python; `max_num_seqs=True` must not mean 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_bool(value: Any, name: str) -> None:
+    """Bools only: a string such as "no" is truthy, so accepting it would silently mean True."""
+    _check(isinstance(value, bool), f"{name} must be True or False, got {value!r}")
+
+
+def check_seed(value: Any, name: str) -> None:
+    """Seeds go into torch.Generator.manual_seed, which takes a 64-bit integer."""
+    _check(is_int(value) and INT64_MIN <= value <= INT64_MAX,
+           f"{name} must be an int in [-2**63, 2**63 - 1] (a 64-bit integer), got {value!r}")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -98,16 +117,18 @@ class CacheConfig:
     num_blocks: int = 0  # filled in at startup
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.block_size, int) and self.block_size in (8, 16, 32, 64, 128),
+        _check(is_int(self.block_size) and self.block_size in (8, 16, 32, 64, 128),
                f"block_size must be one of 8, 16, 32, 64, 128, got {self.block_size!r}")
-        _check(isinstance(self.gpu_memory_utilization, (int, float)) and 0 < self.gpu_memory_utilization <= 1,
+        _check(not isinstance(self.gpu_memory_utilization, bool)
+               and isinstance(self.gpu_memory_utilization, (int, float)) and 0 < self.gpu_memory_utilization <= 1,
                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
         if self.kv_cache_memory_bytes is not None:
-            _check(isinstance(self.kv_cache_memory_bytes, int) and self.kv_cache_memory_bytes > 0,
+            _check(is_int(self.kv_cache_memory_bytes) and self.kv_cache_memory_bytes > 0,
                    f"kv_cache_memory_bytes must be a positive int, got {self.kv_cache_memory_bytes!r}")
         if self.num_gpu_blocks_override is not None:
-            _check(isinstance(self.num_gpu_blocks_override, int) and self.num_gpu_blocks_override >= 2,
+            _check(is_int(self.num_gpu_blocks_override) and self.num_gpu_blocks_override >= 2,
                    f"num_gpu_blocks_override must be an int >= 2, got {self.num_gpu_blocks_override!r}")
+        check_bool(self.enable_prefix_caching, "enable_prefix_caching")
 
 
 @dataclass
@@ -121,12 +142,13 @@ class SchedulerConfig:
     async_scheduling: bool | None = None
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.max_num_seqs, int) and 1 <= self.max_num_seqs <= 4096,
+        _check(is_int(self.max_num_seqs) and 1 <= self.max_num_seqs <= 4096,
                f"max_num_seqs must be an int in [1, 4096], got {self.max_num_seqs!r}")
-        _check(isinstance(self.max_num_batched_tokens, int) and self.max_num_batched_tokens >= 1,
+        _check(is_int(self.max_num_batched_tokens) and self.max_num_batched_tokens >= 1,
                f"max_num_batched_tokens must be an int >= 1, got {self.max_num_batched_tokens!r}")
         _check(self.async_scheduling in (None, True, False),
                f"async_scheduling must be None, True or False, got {self.async_scheduling!r}")
+        check_bool(self.enable_chunked_prefill, "enable_chunked_prefill")
 
 
 @dataclass
@@ -150,7 +172,7 @@ class CompilationConfig:
     max_cudagraph_capture_size: int | None = None
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.level, int) and self.level in (0, 1, 2, 3),
+        _check(is_int(self.level) and self.level in (0, 1, 2, 3),
                f"compilation_config.level must be 0, 1, 2 or 3, got {self.level!r}")
         _check(self.backend in ("inductor", "eager", "aot_eager"),
                f"compilation_config.backend must be 'inductor', 'eager' or 'aot_eager', got {self.backend!r}")
@@ -158,7 +180,7 @@ class CompilationConfig:
                f"compilation_config.compile_scope must be 'model', 'layer' or 'ops', got {self.compile_scope!r}")
         if isinstance(self.custom_ops, str):
             self.custom_ops = [self.custom_ops]
-        _check(isinstance(self.compile_sizes, list) and all(isinstance(n, int) and n >= 1
+        _check(isinstance(self.compile_sizes, list) and all(is_int(n) and n >= 1
                                                             for n in self.compile_sizes),
                f"compilation_config.compile_sizes must be a list of positive ints, got {self.compile_sizes!r}")
         _check(not self.compile_sizes or (self.level == 3 and self.backend == "inductor"),
@@ -178,13 +200,12 @@ class CompilationConfig:
             self.cudagraph_mode = CUDAGraphMode(self.cudagraph_mode)
         if self.cudagraph_capture_sizes is not None:
             _check(isinstance(self.cudagraph_capture_sizes, (list, tuple))
-                   and all(isinstance(s, int) and not isinstance(s, bool) and s >= 1
+                   and all(is_int(s) and s >= 1
                            for s in self.cudagraph_capture_sizes),
                    f"cudagraph_capture_sizes must be a list of positive ints, got {self.cudagraph_capture_sizes!r}")
             self.cudagraph_capture_sizes = list(self.cudagraph_capture_sizes)
         if self.max_cudagraph_capture_size is not None:
-            _check(isinstance(self.max_cudagraph_capture_size, int)
-                   and not isinstance(self.max_cudagraph_capture_size, bool) and self.max_cudagraph_capture_size >= 1,
+            _check(is_int(self.max_cudagraph_capture_size) and self.max_cudagraph_capture_size >= 1,
                    f"max_cudagraph_capture_size must be an int >= 1, got {self.max_cudagraph_capture_size!r}")
 
     def resolved_custom_ops(self) -> list[str]:
@@ -236,6 +257,7 @@ class EngineConfig:
     seed: int = 0
     enforce_eager: bool = False
     attention_backend: str = "auto"
+    skip_tokenizer_init: bool = False  # vLLM's flag: token ids in, token ids out, no text
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     compilation: CompilationConfig = field(default_factory=CompilationConfig)
@@ -243,7 +265,17 @@ class EngineConfig:
     def __post_init__(self) -> None:
         _check(self.attention_backend in ATTENTION_BACKENDS,
                f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
-        _check(isinstance(self.seed, int), f"seed must be an int, got {self.seed!r}")
+        check_seed(self.seed, "seed")
+        check_bool(self.enforce_eager, "enforce_eager")
+        check_bool(self.skip_tokenizer_init, "skip_tokenizer_init")
+        # Triton compiles its kernels for a GPU; without one the first generate fails deep in the driver
+        # ("0 active drivers") and leaves Triton's state broken for every later engine in the process.
+        # TRITON_INTERPRET=1 (the CPU tests) runs the kernels in Triton's interpreter instead.
+        _check(self.attention_backend != "triton" or self.device.type == "cuda"
+               or os.environ.get("TRITON_INTERPRET") == "1",
+               f"attention_backend='triton' needs a CUDA GPU, and this engine runs on {self.device.type!r}"
+               f"{'' if torch.cuda.is_available() else ' (no CUDA on this machine)'}; use attention_backend="
+               f"'auto' or 'torch' (or set TRITON_INTERPRET=1 to run Triton's interpreter on the CPU, slowly)")
 
     @property
     def resolved_attention_backend(self) -> str:

@@ -17,6 +17,7 @@ from minivllm import DEFAULT_MODEL
 from minivllm.config import (CacheConfig, CompilationConfig, EngineConfig, SchedulerConfig, resolve_device,
                              resolve_dtype)
 from minivllm.engine.llm_engine import LLMEngine
+from minivllm.inputs import encode_prompt, token_ids_from
 from minivllm.loader import check_model_dir, load_model, load_model_config, load_tokenizer
 from minivllm.logger import init_logger
 from minivllm.outputs import RequestOutput
@@ -44,7 +45,7 @@ class LLM:
                  attention_backend: str = "auto", compilation_config: Any = None,
                  cudagraph_capture_sizes: list[int] | None = None, max_cudagraph_capture_size: int | None = None,
                  cudagraph_mode: str | None = None, async_scheduling: bool | None = None,
-                 fallback: str | None = None, verify: bool = False) -> None:
+                 fallback: str | None = None, verify: bool = False, skip_tokenizer_init: bool = False) -> None:
         init_logger()
         if fallback not in (None, "auto"):
             raise ValueError(f"fallback must be None or 'auto', got {fallback!r}")
@@ -73,7 +74,7 @@ class LLM:
             max_num_batched_tokens = 8192 if enable_chunked_prefill else max(max_len, 8192)
         self.config = EngineConfig(
             model=str(path), dtype=torch_dtype, device=dev, max_model_len=max_len, seed=seed,
-            enforce_eager=enforce_eager, attention_backend=attention_backend,
+            enforce_eager=enforce_eager, attention_backend=attention_backend, skip_tokenizer_init=skip_tokenizer_init,
             cache=CacheConfig(block_size, gpu_memory_utilization, kv_cache_memory_bytes, num_gpu_blocks_override,
                               enable_prefix_caching),
             scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, enable_chunked_prefill, async_scheduling),
@@ -90,7 +91,7 @@ class LLM:
         if dev.type != "cuda" and not enforce_eager:
             logger.info("CUDA graphs are unavailable on %s: running eagerly", dev)
         with self.report.phase("load_tokenizer", dev):
-            self.tokenizer = load_tokenizer(path)
+            self.tokenizer = load_tokenizer(path, self.config.skip_tokenizer_init)
         with self.report.phase("load_weights", dev):
             model = load_model(path, model_config, dev, torch_dtype)
         logger.info("Loading weights took %.2f s (%.3f GiB)", self.report.phases["load_weights"],
@@ -306,12 +307,12 @@ class LLM:
             if isinstance(p, str):
                 if not p:
                     raise ValueError(f"prompts[{i}] is an empty string; a prompt must have at least 1 token")
-                items.append((p, self.tokenizer.encode(p)))
+                items.append((p, encode_prompt(self.tokenizer, p, f"prompts[{i}]")))
             elif isinstance(p, dict) and "prompt_token_ids" in p:
                 ids = p["prompt_token_ids"]
                 if not isinstance(ids, (list, tuple)):
                     raise TypeError(f"prompts[{i}]['prompt_token_ids'] must be a list of ints")
-                items.append((p.get("prompt"), list(ids)))
+                items.append((p.get("prompt"), token_ids_from(ids, f"prompts[{i}]")))
             else:
                 raise TypeError(f"prompts[{i}] must be a str or a dict with 'prompt_token_ids', "
                                 f"got {type(p).__name__}")

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -31,9 +31,53 @@ def check_model_dir(model: str | Path) -> Path:
     return path
 
 
+def _read_json(file: Path) -> object:
+    """The parsed JSON of `file`; any problem is a ValueError that names the file."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{file}: not valid JSON ({e})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{file}: cannot be read ({e})") from None
+
+
+def _check_config_fields(file: Path, raw: dict) -> None:
+    """Types and ranges of the fields the engine reads, so a bad config.json fails here and not deep in the
+    model constructor."""
+    def bad(msg: str) -> ValueError:
+        return ValueError(f"{file}: {msg}")
+
+    def is_int(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    archs = raw.get("architectures")
+    if isinstance(archs, str):
+        raise bad(f"'architectures' must be a list of class names, e.g. [\"Qwen3ForCausalLM\"], got the string "
+                  f"{archs!r}")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        raise bad(f"'architectures' must be a list of class names, got {archs!r}")
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
+                "num_key_value_heads", "head_dim"):
+        value = raw.get(key)
+        if value is not None and not (is_int(value) and value >= 1):
+            raise bad(f"{key!r} must be a positive int, got {value!r}")
+    mpe = raw.get("max_position_embeddings")
+    if mpe is not None and not (is_int(mpe) and mpe >= 2):
+        raise bad(f"'max_position_embeddings' must be an int >= 2 (the longest sequence the model takes), "
+                  f"got {mpe!r}")
+    eos = raw.get("eos_token_id")
+    if eos is not None and not (is_int(eos) and eos >= 0) and not (
+            isinstance(eos, list) and all(is_int(t) and t >= 0 for t in eos)):
+        raise bad(f"'eos_token_id' must be a non-negative int, a list of them or null, got {eos!r}")
+
+
 def load_model_config(path: Path) -> ModelConfig:
-    with open(path / "config.json") as f:
-        raw = json.load(f)
+    file = path / "config.json"
+    raw = _read_json(file)
+    if not isinstance(raw, dict):
+        raise ValueError(f"{file}: must hold a JSON object ({{\"architectures\": [...], ...}}), "
+                         f"got {type(raw).__name__}")
+    _check_config_fields(file, raw)
     archs = raw.get("architectures") or ["<none>"]
     if archs[0] not in MODEL_REGISTRY:
         raise ValueError(f"unsupported architecture {archs[0]!r} in config.json; supported: {sorted(MODEL_REGISTRY)}")
@@ -43,17 +87,35 @@ def load_model_config(path: Path) -> ModelConfig:
         raise ValueError(f"config.json of {str(path)!r} lacks the field {e}") from None
 
 
+def _weights_file(path: Path, name: object, index: Path) -> Path:
+    """A shard named by the index, refused unless it is a file inside the model directory (an index is
+    data from the checkpoint: '../../x' or an absolute path must not make the loader read elsewhere)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{index}: 'weight_map' values must be file names, got {name!r}")
+    file = path / name
+    root = path.resolve()
+    if not file.resolve().is_relative_to(root):
+        raise ValueError(f"{index}: shard {name!r} points outside the model directory {str(path)!r}; refused")
+    return file
+
+
 def safetensors_files(path: Path) -> list[Path]:
     index = path / "model.safetensors.index.json"
     if index.is_file():
-        with open(index) as f:
-            names = sorted(set(json.load(f)["weight_map"].values()))
-        files = [path / n for n in names]
-        missing = [str(f) for f in files if not f.is_file()]
+        raw = _read_json(index)
+        weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ValueError(f"{index}: must be a JSON object with a non-empty 'weight_map' "
+                             f"{{tensor name: shard file}}, got {str(raw)[:80]!r}")
+        files = sorted({_weights_file(path, n, index) for n in weight_map.values()})
+        missing = [str(f) for f in files if not f.exists()]
         if missing:
             raise ValueError(f"model={str(path)!r}: shards listed in the index are missing: {missing}")
-        return files
-    files = sorted(path.glob("*.safetensors"))
+    else:
+        files = sorted(path.glob("*.safetensors"))
+    dirs = [str(f) for f in files if f.is_dir()]
+    if dirs:
+        raise ValueError(f"{dirs[0]}: is a directory, not a safetensors file")
     if files:
         return files
     pickles = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
@@ -64,41 +126,61 @@ def safetensors_files(path: Path) -> list[Path]:
     raise ValueError(f"model={str(path)!r} has no *.safetensors weights")
 
 
+def _load_file(file: Path, model: nn.Module, params: dict, packed: dict, tied: bool, loaded: set[str],
+               finite: list, device: torch.device, dtype: torch.dtype) -> None:
+    """Copy every tensor of one safetensors file into its parameter (or shard of a packed parameter)."""
+    with safe_open(str(file), framework="pt", device="cpu") as f:
+        for name in f.keys():
+            if "rotary_emb.inv_freq" in name:
+                continue
+            if tied and name == "lm_head.weight":
+                continue
+            target, shard = name, None
+            for frag, (packed_frag, shard_id) in packed.items():
+                if frag in name:
+                    target, shard = name.replace(frag, packed_frag), shard_id
+                    break
+            if target not in params:
+                raise ValueError(f"{file}: checkpoint tensor {name!r} matches no parameter of "
+                                 f"{type(model).__name__}")
+            param = params[target]
+            tensor = f.get_tensor(name).to(device=device, dtype=dtype)
+            if tensor.is_floating_point():
+                finite.append((name, torch.isfinite(tensor).all()))
+            loader = getattr(param, "weight_loader", None)
+            if loader is None:
+                if param.shape != tensor.shape:
+                    raise ValueError(f"{file}: tensor {name!r} has shape {tuple(tensor.shape)}, the model "
+                                     f"expects {tuple(param.shape)}")
+                param.data.copy_(tensor)
+            elif shard is None:
+                loader(param, tensor)
+            else:
+                loader(param, tensor, shard)
+            loaded.add(f"{target}:{shard}")
+
+
 def load_weights(model: nn.Module, path: Path, device: torch.device, dtype: torch.dtype) -> None:
     params = dict(model.named_parameters(remove_duplicate=False))
     packed = getattr(model, "packed_modules", {})
     tied = getattr(model.config, "tie_word_embeddings", False)
     loaded: set[str] = set()
     files = safetensors_files(path)
+    finite: list[tuple[str, torch.Tensor]] = []  # checked in one sync at the end
     with tqdm(total=len(files), desc="Loading safetensors shards", disable=len(files) < 2) as bar:
         for file in files:
-            with safe_open(str(file), framework="pt", device="cpu") as f:
-                for name in f.keys():
-                    if "rotary_emb.inv_freq" in name:
-                        continue
-                    if tied and name == "lm_head.weight":
-                        continue
-                    target, shard = name, None
-                    for frag, (packed_frag, shard_id) in packed.items():
-                        if frag in name:
-                            target, shard = name.replace(frag, packed_frag), shard_id
-                            break
-                    if target not in params:
-                        raise ValueError(f"checkpoint tensor {name!r} matches no parameter of "
-                                         f"{type(model).__name__}")
-                    param = params[target]
-                    tensor = f.get_tensor(name).to(device=device, dtype=dtype)
-                    loader = getattr(param, "weight_loader", None)
-                    if loader is None:
-                        if param.shape != tensor.shape:
-                            raise ValueError(f"{name}: shape {tuple(tensor.shape)} != {tuple(param.shape)}")
-                        param.data.copy_(tensor)
-                    elif shard is None:
-                        loader(param, tensor)
-                    else:
-                        loader(param, tensor, shard)
-                    loaded.add(f"{target}:{shard}")
+            try:
+                _load_file(file, model, params, packed, tied, loaded, finite, device, dtype)
+            except (SafetensorError, OSError) as e:
+                raise ValueError(f"{file}: not a readable safetensors file ({type(e).__name__}: {e}); is it "
+                                 f"truncated or corrupted? Write it again (save_pretrained)") from None
             bar.update(1)
+    if finite:
+        flags = torch.stack([ok for _, ok in finite]).tolist()
+        bad = [name for (name, _), ok in zip(finite, flags) if not ok]
+        if bad:
+            logger.warning("Checkpoint %s has NaN or inf values in %d tensor(s): %s%s; outputs will be garbage",
+                           path, len(bad), ", ".join(bad[:5]), " ..." if len(bad) > 5 else "")
     expected = set()
     for pname, p in params.items():
         if not (tied and pname == "lm_head.weight"):
@@ -158,13 +240,47 @@ class FastTokenizer:
         return self._tok.decode(token_ids, skip_special_tokens=skip_special_tokens)
 
 
-def load_tokenizer(path: Path):
-    """FastTokenizer when tokenizer.json alone defines the tokenizer, else transformers' AutoTokenizer."""
+# Files that define a tokenizer. A checkpoint written by model.save_pretrained alone has none of them, and
+# AutoTokenizer would then build an empty one from config.json's model type (Qwen: a vocabulary of 1) or ask
+# for sentencepiece (Llama).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+
+
+class NoTokenizer:
+    """Stands in for the tokenizer with skip_tokenizer_init (vLLM's flag): token ids in, token ids out,
+    empty text. The EOS id then comes from config.json / generation_config.json."""
+
+    eos_token_id = None
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path, self.reason = path, reason
+
+    def encode(self, text: str) -> list[int]:
+        raise ValueError(f"text prompts need a tokenizer, and this engine has none ({self.reason}); pass token "
+                         f"ids instead: {{'prompt_token_ids': [...]}}, or put the tokenizer files "
+                         f"({', '.join(TOKENIZER_FILES[:2])}, ...) next to the weights")
+
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = True) -> str:
+        return ""
+
+
+def load_tokenizer(path: Path, skip_tokenizer_init: bool = False):
+    """FastTokenizer when tokenizer.json alone defines the tokenizer, else transformers' AutoTokenizer;
+    NoTokenizer with skip_tokenizer_init, or (with one warning) when the checkpoint has no tokenizer files."""
+    if skip_tokenizer_init:
+        return NoTokenizer(path, "skip_tokenizer_init=True / --skip-tokenizer-init")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        logger.warning("%s has no tokenizer files (%s): running as with skip_tokenizer_init=True (token ids in "
+                       "and out, empty text)", path, ", ".join(TOKENIZER_FILES))
+        return NoTokenizer(path, f"{str(path)!r} has no tokenizer files, so the engine started with "
+                                 f"skip_tokenizer_init=True / --skip-tokenizer-init")
     config_file = path / "tokenizer_config.json"
     try:
         config = json.loads(config_file.read_text()) if config_file.is_file() else {}
     except ValueError as e:
         raise ValueError(f"model={str(path)!r}: tokenizer_config.json is not valid JSON: {e}") from e
+    if not isinstance(config, dict):
+        raise ValueError(f"{config_file}: must hold a JSON object, got {type(config).__name__}")
     simple = (path / "tokenizer.json").is_file() and not config.get("clean_up_tokenization_spaces") \
         and not any(k in config for k in _NEEDS_TRANSFORMERS)
     if simple:

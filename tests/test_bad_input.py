@@ -9,6 +9,7 @@ import math
 import pytest
 
 from minivllm import LLM, SamplingParams
+from minivllm.config import CompilationConfig, CUDAGraphMode
 from tests.helpers import tiny_checkpoint
 
 
@@ -92,8 +93,56 @@ def test_bad_model_dirs(tmp_path, llm):
     (dict(attention_backend="cuda-magic"), "attention_backend"),
     (dict(compilation_config={"level": 7}), "level"),
     (dict(compilation_config='{"level": '), "not valid JSON"),
+    (dict(compilation_config={"level": True}), "level"),
+    (dict(cudagraph_mode="BOGUS"), "cudagraph_mode must be one of"),
+    (dict(compilation_config={"cudagraph_mode": "BOGUS"}), "cudagraph_mode must be one of"),
+    (dict(cudagraph_capture_sizes=[-3]), "cudagraph_capture_sizes must be a list of positive ints"),
+    (dict(cudagraph_capture_sizes=[True]), "cudagraph_capture_sizes"),
+    (dict(max_cudagraph_capture_size=-5), "max_cudagraph_capture_size must be an int >= 1"),
+    (dict(seed=2**70), r"seed must be an int in \[-2\*\*63"),
+    (dict(seed=1.5), "seed"),
+    (dict(enforce_eager="yes"), "enforce_eager must be True or False"),
+    (dict(enable_prefix_caching="no"), "enable_prefix_caching must be True or False"),
+    (dict(enable_chunked_prefill=1), "enable_chunked_prefill must be True or False"),
+    (dict(skip_tokenizer_init="no"), "skip_tokenizer_init must be True or False"),
+    (dict(max_num_seqs=True), "max_num_seqs"),
+    (dict(max_num_batched_tokens=False), "max_num_batched_tokens"),
+    (dict(block_size=True), "block_size"),
+    (dict(gpu_memory_utilization=True), "gpu_memory_utilization"),
 ])
 def test_bad_engine_args(kwargs, field, tmp_path):
     path = tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path))
     with pytest.raises(ValueError, match=field):
         LLM(str(path), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(cudagraph_mode="BOGUS"), "cudagraph_mode must be one of"),
+    (dict(cudagraph_mode=3), "cudagraph_mode must be one of"),
+    (dict(cudagraph_capture_sizes=[-3]), "cudagraph_capture_sizes"),
+    (dict(cudagraph_capture_sizes="1,2"), "cudagraph_capture_sizes"),
+    (dict(max_cudagraph_capture_size=-5), "max_cudagraph_capture_size"),
+    (dict(max_cudagraph_capture_size=True), "max_cudagraph_capture_size"),
+])
+def test_bad_compilation_config(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CompilationConfig(**kwargs)
+    with pytest.raises(ValueError, match=match):
+        CompilationConfig.from_any(kwargs)
+
+
+def test_cudagraph_mode_is_the_enum():
+    c = CompilationConfig(cudagraph_mode="FULL_AND_PIECEWISE", cudagraph_capture_sizes=(4, 1))
+    assert c.cudagraph_mode is CUDAGraphMode.FULL_AND_PIECEWISE and c.cudagraph_mode == "FULL_AND_PIECEWISE"
+    assert c.cudagraph_mode.has_full and c.cudagraph_mode.has_piecewise and c.cudagraph_capture_sizes == [4, 1]
+    assert not CUDAGraphMode.PIECEWISE.has_full and not CUDAGraphMode.FULL.has_piecewise
+    assert not CUDAGraphMode.NONE.has_full and not CUDAGraphMode.NONE.has_piecewise
+
+
+def test_triton_backend_without_cuda_is_refused_at_construction(tmp_path, monkeypatch):
+    """Without a GPU, Triton fails at the first generate ("0 active drivers") and breaks Triton for every
+    later engine of the process; so it is refused before anything is loaded."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    path = tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path))
+    with pytest.raises(ValueError, match="attention_backend='triton' needs a CUDA GPU.*'torch'"):
+        LLM(str(path), attention_backend="triton", device="cpu", max_model_len=64)

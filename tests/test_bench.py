@@ -49,7 +49,7 @@ def test_latency(ckpt, tmp_path, monkeypatch, capsys):
     assert result["modes"]["eager"]["cudagraph_mode"] == "NONE"
     assert result["modes"]["eager"]["async_scheduling"] is False  # off on a CPU by default
     assert result["modes"]["eager+async"]["async_scheduling"] is True
-    assert "tpot_le_1ms" in data["goals"]
+    assert set(data["comparison"]) >= {"batch1_graph_tpot_ms", "batch1_hf_compile_tpot_ms", "speedup_vs_hf_compile"}
     assert data["modes"]["eager"]["gemv_configs"] == picks  # recorded per engine, printed once
     printed = capsys.readouterr().out
     assert "GEMV block sizes in use (autotune" in printed and "N=64 K=32 M_PAD=1" in printed
@@ -74,6 +74,25 @@ def test_gemv_autotune_picks_are_listed_per_shape(monkeypatch):
         "N=4096 K=1024 M_PAD=1 norm": {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 2}}
     monkeypatch.setattr(triton_gemv, "_autotuned", None)
     assert triton_gemv.autotuned_configs() == {} and latency._gemv_configs() == {}  # no autotuning here
+
+
+def test_latency_on_cpu_labels_rows_by_what_ran(ckpt, capsys):
+    """No CUDA: graph modes run eagerly, so they are labelled eager (with the reason) and the duplicates are
+    skipped; no row, no "best" and no comparison names a graph mode that did not run."""
+    result = latency.main(parse_args(["latency", "--model", ckpt, "--device", "cpu", "--batch-sizes", "1",
+                                      "--input-len", "4", "--output-len", "3",
+                                      "--modes", "FULL,eager,PIECEWISE,FULL_AND_PIECEWISE@L2+sync"]))
+    assert [r["system"] for r in result["rows"]] == ["eager", "eager@L2+sync"]
+    assert list(result["modes"]) == ["eager", "eager@L2+sync"] and result["modes"]["eager"]["asked"] == "FULL"
+    assert [(n["asked"], n["ran"]) for n in result["not_run_as_asked"]] == [
+        ("FULL", "eager"), ("PIECEWISE", "eager"), ("FULL_AND_PIECEWISE@L2+sync", "eager@L2+sync")]
+    assert all("CUDA graphs are unavailable on cpu" in n["why"] for n in result["not_run_as_asked"])
+    assert result["comparison"]["batch1_graph_mode"] is None
+    out = capsys.readouterr().out
+    tables = out[out.index("Latency per system"):]
+    assert "FULL" not in tables and "PIECEWISE" not in tables and "Goal" not in out and "PASS" not in out
+    assert "--modes FULL: runs as eager: CUDA graphs are unavailable on cpu" in out
+    assert "--modes PIECEWISE: skipped, eager is measured already" in out
 
 
 def test_latency_rejects_unknown_mode(ckpt):
@@ -106,6 +125,9 @@ def test_throughput(ckpt, tmp_path, monkeypatch):
     cb = data["hf_continuous_batching"]
     assert cb["finished_requests"] == 4 and cb["output_tokens"] == m["output_tokens"] and not cb["errors"]
     assert data["hf_static_batch"]["output_tok_s"] > 0
+    over = data["comparison"]["minivllm_over"]
+    assert set(over) == {"hf_continuous_batching", "hf_static_batch", "minivllm_sync"}
+    assert over["minivllm_sync"] == pytest.approx(m["output_tok_s"] / data["minivllm_sync"]["output_tok_s"])
 
 
 def test_throughput_bf16_also_checks_in_fp32(ckpt, tmp_path, monkeypatch):

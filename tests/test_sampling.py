@@ -91,3 +91,68 @@ def test_eos_stops_unless_ignored(llm):
     assert stopped.finish_reason == "stop" and stopped.token_ids == g[: g.index(g[1]) + 1]
     assert ignored.token_ids == g
     assert eos in llm.engine.eos_token_ids
+
+
+def test_temperature_below_eps_is_greedy(llm):
+    """1e-38 would overflow logits / temperature to inf (the sampler then picks token 0); below vLLM's 1e-5
+    the params are greedy."""
+    p = random_prompts(llm.engine_vocab, [8], seed=17)
+    greedy = gen(llm, p, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))[0].outputs[0].token_ids
+    for t in (1e-38, 1e-6):
+        sp = SamplingParams(temperature=t, top_k=5, top_p=0.5, max_tokens=6, ignore_eos=True)
+        assert sp.greedy and (sp.temperature, sp.top_k, sp.top_p) == (0.0, -1, 1.0)
+        assert gen(llm, p, sp)[0].outputs[0].token_ids == greedy
+    assert not SamplingParams(temperature=1e-4).greedy
+
+
+def test_sampling_params_cannot_be_made_invalid_after_construction():
+    import dataclasses
+
+    sp = SamplingParams(temperature=0.5, max_tokens=4, stop=["x"], stop_token_ids=[3])
+    for name, value in (("temperature", -1), ("max_tokens", -5), ("top_p", 7.0)):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(sp, name, value)
+    assert (sp.temperature, sp.max_tokens, sp.top_p) == (0.5, 4, 1.0)
+    with pytest.raises(AttributeError):
+        sp.stop.append("")  # stored as tuples: not changeable in place either
+    with pytest.raises(ValueError, match="max_tokens"):
+        dataclasses.replace(sp, max_tokens=-5)  # a changed copy is checked again
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(seed=2**64), r"seed must be None or an int in \[-2\*\*63"),
+    (dict(seed=-(2**63) - 1), "seed"),
+    (dict(seed=True), "seed"),
+    (dict(ignore_eos="no"), "ignore_eos must be True or False"),
+    (dict(ignore_eos=1), "ignore_eos"),
+    (dict(max_tokens=True), "max_tokens"),
+    (dict(top_k=True), "top_k"),
+    (dict(temperature=True), "temperature"),
+    (dict(temperature="0.5"), "temperature"),
+    (dict(stop_token_ids=[False]), "stop_token_ids"),
+])
+def test_sampling_params_types(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        SamplingParams(**kwargs)
+
+
+def test_numpy_numbers_are_numbers(llm):
+    np = pytest.importorskip("numpy")
+    sp = SamplingParams(temperature=np.float32(0.5), top_p=np.float64(0.9), top_k=np.int64(3),
+                        max_tokens=np.int32(4), seed=np.int64(7), stop_token_ids=[np.int64(2)], ignore_eos=True)
+    assert (type(sp.temperature), type(sp.top_p), type(sp.top_k), type(sp.max_tokens), type(sp.seed)) == \
+        (float, float, int, int, int)
+    p = random_prompts(llm.engine_vocab, [6], seed=18)[0]
+    plain = gen(llm, [p], sp)[0].outputs[0].token_ids
+    as_numpy = llm.generate({"prompt_token_ids": [np.int64(t) for t in p]}, sp, use_tqdm=False)
+    assert as_numpy[0].outputs[0].token_ids == plain and as_numpy[0].prompt_token_ids == p
+    assert all(type(t) is int for t in as_numpy[0].prompt_token_ids)
+    with pytest.raises(ValueError, match=r"prompts\[0\]\['prompt_token_ids'\] must hold ints"):
+        llm.generate({"prompt_token_ids": [1, 2.0]}, sp, use_tqdm=False)
+
+
+def test_seed_at_the_int64_limits_samples(llm):
+    p = random_prompts(llm.engine_vocab, [5], seed=19)
+    for seed in (2**63 - 1, -(2**63)):
+        out = gen(llm, p, SamplingParams(temperature=1.0, seed=seed, max_tokens=3, ignore_eos=True))
+        assert len(out[0].outputs[0].token_ids) == 3

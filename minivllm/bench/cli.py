@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from minivllm.engine_args import add_engine_args
+
 
 def _run(module: str):
     def run(a: argparse.Namespace) -> int:
@@ -14,9 +16,9 @@ def _run(module: str):
     return run
 
 
-def add_parsers(sub, engine_args) -> None:
+def add_parsers(sub) -> None:
     lat = sub.add_parser("latency", help="TTFT and TPOT per batch size, eager vs graph modes (+ transformers)")
-    engine_args(lat)
+    add_engine_args(lat)
     lat.add_argument("--batch-sizes", default="1,2,4,8,16,32,64,128,256")
     lat.add_argument("--input-len", type=int, default=128)
     lat.add_argument("--output-len", type=int, default=256)
@@ -27,7 +29,7 @@ def add_parsers(sub, engine_args) -> None:
     lat.set_defaults(func=_run("latency"))
 
     thr = sub.add_parser("throughput", help="nano-vllm's offline workload: output tokens per second")
-    engine_args(thr)
+    add_engine_args(thr)
     thr.add_argument("--num-requests", type=int, default=256)
     thr.add_argument("--input-len-range", default="100,1024")
     thr.add_argument("--output-len-range", default="100,1024")
@@ -40,7 +42,7 @@ def add_parsers(sub, engine_args) -> None:
     thr.set_defaults(func=_run("throughput"))
 
     st = sub.add_parser("startup", help="cold and warm engine starts, phase by phase")
-    engine_args(st)
+    add_engine_args(st)
     st.add_argument("--json", default=None)
     st.set_defaults(func=_run("startup"))
 
@@ -53,7 +55,7 @@ def add_parsers(sub, engine_args) -> None:
     be.set_defaults(func=_run("backends"))
 
     pr = sub.add_parser("profile", help="one decode step's GPU time per kernel category vs its floors")
-    engine_args(pr)
+    add_engine_args(pr)
     pr.add_argument("--batch-sizes", default="1,64")
     pr.add_argument("--context", type=int, default=256, help="prompt tokens per request before decoding")
     pr.add_argument("--steps", type=int, default=8, help="decode steps profiled (4x as many are timed)")
@@ -63,7 +65,7 @@ def add_parsers(sub, engine_args) -> None:
 
     gt = sub.add_parser("gemv-tune", help="the Triton GEMV's block sizes ranked by TPOT inside the FULL graph "
                         "(CUDA); --save ships them for this GPU model")
-    engine_args(gt)
+    add_engine_args(gt)
     gt.add_argument("--batch-sizes", default="1,2", help="decode batch sizes whose GEMV shapes are tuned (1-2)")
     gt.add_argument("--input-len", type=int, default=128)
     gt.add_argument("--output-len", type=int, default=128, help="new tokens per timed generate")

@@ -27,11 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """Parse `minivllm bench ...` arguments without running anything, e.g. parse_args(["latency", "--modes",
     "eager"]); tests and notebooks pass the result to a bench's main()."""
-    from minivllm import cli
     from minivllm.bench import cli as bench_cli
 
     parser = argparse.ArgumentParser(prog="minivllm bench")
-    bench_cli.add_parsers(parser.add_subparsers(dest="bench", required=True), cli._engine_args)
+    bench_cli.add_parsers(parser.add_subparsers(dest="bench", required=True))
     return parser.parse_args(argv)
 
 
@@ -51,7 +50,7 @@ def model_dir(args: argparse.Namespace) -> str:
 
 def engine_kwargs(args: argparse.Namespace, **overrides: Any) -> dict:
     """The `LLM(...)` keyword arguments the command line asked for, with a bench's own settings on top."""
-    from minivllm.cli import engine_kwargs as from_cli
+    from minivllm.engine_args import engine_kwargs as from_cli
 
     kw = from_cli(args)
     kw["model"] = model_dir(args)
@@ -186,7 +185,3 @@ def print_table(title: str, header: list[str], rows: list[list[Any]], spec: str 
     text = "\n".join(lines)
     print("\n" + text)
     return text
-
-
-def verdict(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("PASS" if ok else "FAIL")

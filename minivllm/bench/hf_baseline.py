@@ -19,7 +19,9 @@ from minivllm.bench.common import sync, timed
 def load(path: str, dtype: torch.dtype, device: torch.device):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa")
+    # as the engine's loader: safetensors only (no pickle), no code from the checkpoint, nothing downloaded
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa", use_safetensors=True,
+                                                 trust_remote_code=False, local_files_only=True)
     return model.to(device).eval()
 
 

@@ -86,8 +86,8 @@ def main(args) -> dict:
     print(f"Greedy tokens (4 prompts x 16) of the warm start equal the cold start's: "
           f"{result['warm_tokens_equal_cold']}; Dynamo skipped on the warm start: "
           f"{bool(result['warm'].get('compile', {}).get('dynamo_skipped'))}")
-    print(f"Warm start vs cold start (the baseline, an empty compile cache): {warm['total']:.2f} s vs "
-          f"{cold['total']:.2f} s = {result['ratio_warm_over_cold']['total']:.2f}x")
+    print(f"Warm start {warm['total']:.2f} s vs cold start {cold['total']:.2f} s: warm / cold = "
+          f"{result['ratio_warm_over_cold']['total']:.2f}x")
     write_json(args.json, result)
     return result
 

@@ -10,15 +10,24 @@ reusing it.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
 import os
 import shutil
+import tempfile
+import time
+import weakref
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
+
+try:
+    import fcntl
+except ImportError:  # Windows: no entry locks (the engine targets Linux)
+    fcntl = None
 
 logger = logging.getLogger("minivllm")
 MANIFEST = "minivllm_manifest.json"
@@ -56,30 +65,56 @@ def _checksums(d: Path) -> dict[str, str]:
     return out
 
 
+_HOLDERS: dict[str, "weakref.ref[CompileCache]"] = {}  # entry lock path -> the object of this process holding it
+_WARNED_ROOTS: set[str] = set()
+
+
+def _private_dir() -> Path:
+    """A temporary directory for a start that cannot use the shared cache; removed when the process ends."""
+    d = Path(tempfile.mkdtemp(prefix="minivllm-compile-"))
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
+    return d
+
+
 class CompileCache:
+    """One cache entry. `open()` takes the entry's lock and holds it until `seal()`: an entry with no
+    manifest yet is either left over from a crash or being written by another process right now, and only
+    the lock tells the two apart. So two engines starting at once do not wipe each other's compile: the
+    second waits for the first to seal the entry, then starts warm from it."""
+
+    LOCK_TIMEOUT_S = 600.0  # then compile into a private directory instead of waiting longer
+
     def __init__(self, root: Path, key: str) -> None:
+        self.root = root
         self.dir = root / "torch_compile_cache" / key
         self.warm = False
+        self._lock_file = None  # the open lock file while this object holds the entry's lock
 
     def open(self) -> None:
-        """Verify an existing entry (rebuild it if corrupted) and point Inductor/Triton at it."""
+        """Lock the entry, verify it (rebuild it if corrupted) and point Inductor/Triton at it."""
+        if not self._lock():
+            self.dir = _private_dir()
         manifest = self.dir / MANIFEST
         if manifest.is_file():
             problem = None
             try:
-                expected = json.loads(manifest.read_text())["files"]
-                actual = _checksums(self.dir)
-                bad = [f for f, s in expected.items() if actual.get(f) != s]
-                if bad:
-                    problem = f"{len(bad)} file(s) changed or missing, e.g. {bad[0]}"
-            except (ValueError, KeyError, OSError) as e:
+                data = json.loads(manifest.read_text())
+                expected = data.get("files") if isinstance(data, dict) else None
+                if not isinstance(expected, dict) or not all(isinstance(v, str) for v in expected.values()):
+                    problem = f"the manifest is not {{\"files\": {{name: sha256}}}} but {str(data)[:60]}"
+                else:
+                    actual = _checksums(self.dir)
+                    bad = [f for f, s in expected.items() if actual.get(f) != s]
+                    if bad:
+                        problem = f"{len(bad)} file(s) changed or missing, e.g. {bad[0]}"
+            except (ValueError, OSError) as e:
                 problem = f"unreadable manifest ({e})"
             if problem:
                 logger.warning("Compile cache %s is corrupted (%s): rebuilding it", self.dir, problem)
                 self.clear()
             else:
                 self.warm = True
-        elif self.dir.exists():
+        elif self.dir.exists() and any(self.dir.iterdir()):
             logger.warning("Compile cache %s has no manifest (an interrupted compile?): rebuilding it", self.dir)
             self.clear()
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -88,9 +123,69 @@ class CompileCache:
         logger.info("Using cache directory: %s for torch.compile", self.dir)
 
     def seal(self) -> None:
-        """Record checksums after a successful compile; from now on this entry counts as warm."""
-        (self.dir / MANIFEST).write_text(json.dumps({"files": _checksums(self.dir)}, indent=0))
+        """Record checksums after a successful compile (atomically: a reader sees the old manifest or the new
+        one, never half of one); from now on this entry counts as warm, and other processes may use it."""
+        try:
+            tmp = self.dir / f"{MANIFEST}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps({"files": _checksums(self.dir)}, indent=0))
+            os.replace(tmp, self.dir / MANIFEST)
+        finally:
+            self._unlock()
 
     def clear(self) -> None:
+        """Delete the entry's files; only called while this object holds the entry's lock."""
         shutil.rmtree(self.dir, ignore_errors=True)
         self.warm = False
+
+    def __del__(self) -> None:  # an engine that failed before seal() must not block the next start
+        self._unlock()
+
+    # ---- the entry lock --------------------------------------------------------------------------
+    def _lock(self) -> bool:
+        """Take the entry's lock (waiting while another process holds it). False: use a private directory
+        (the cache root is not a writable directory, or the lock stayed taken past LOCK_TIMEOUT_S)."""
+        if self._lock_file is not None or fcntl is None:
+            return True
+        path = self.root / "torch_compile_cache.locks" / f"{self.dir.name}.lock"  # beside the entries, not among them
+        try:
+            self.dir.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(exist_ok=True)
+            lock_file = open(path, "a+")
+        except OSError as e:
+            if str(self.root) not in _WARNED_ROOTS:
+                _WARNED_ROOTS.add(str(self.root))
+                logger.warning("The compile cache directory %s (compilation_config.cache_dir or MINIVLLM_CACHE_DIR)"
+                               " is not a writable directory (%s): compiling without a persistent cache, so "
+                               "every start compiles again", self.root, e)
+            return False
+        holder = _HOLDERS.get(str(path))
+        previous = holder() if holder is not None else None
+        if previous is not None and previous._lock_file is not None:  # an earlier engine of this process
+            lock_file.close()  # that never sealed (it failed): take its lock over
+            self._lock_file, previous._lock_file = previous._lock_file, None
+            _HOLDERS[str(path)] = weakref.ref(self)
+            return True
+        deadline = time.monotonic() + self.LOCK_TIMEOUT_S
+        waited = False
+        while True:
+            try:
+                fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    lock_file.close()
+                    logger.warning("Compile cache %s is still being written by another process after %.0f s: "
+                                   "compiling into a private directory instead", self.dir, self.LOCK_TIMEOUT_S)
+                    return False
+                if not waited:
+                    logger.info("Compile cache %s is being written by another process: waiting for it", self.dir)
+                    waited = True
+                time.sleep(0.2)
+        self._lock_file = lock_file
+        _HOLDERS[str(path)] = weakref.ref(self)
+        return True
+
+    def _unlock(self) -> None:
+        lock_file, self._lock_file = getattr(self, "_lock_file", None), None
+        if lock_file is not None:
+            lock_file.close()  # closing the only descriptor of the file releases its flock

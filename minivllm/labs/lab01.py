@@ -30,12 +30,23 @@ from typing import Callable, Iterator
 
 import torch
 
-from minivllm.labs.common import max_positions, quiet_engine_logs, round_floats
 from minivllm.labs.catalog import LabInfo
+from minivllm.labs.common import max_positions, quiet_engine_logs, round_floats
 from minivllm.labs.lab01_questions import CLAIMS, Q1, Q4, q1_evidence, q4_evidence  # noqa: F401
-from minivllm.labs.lab01_report import (bound_table, bound_verdict, census_table, launch_table,  # noqa: F401
-                                        padding_cost, per_op_gap, plot_bound, plot_launch, plot_tpot,
-                                        snippet_text, tpot_table, verdict_table)
+from minivllm.labs.lab01_report import (  # noqa: F401
+    bound_table,
+    bound_verdict,
+    census_table,
+    launch_table,
+    padding_cost,
+    per_op_gap,
+    plot_bound,
+    plot_launch,
+    plot_tpot,
+    snippet_text,
+    tpot_table,
+    verdict_table,
+)
 
 LAYER_TAG = "lab01.layer"
 MAX_MODEL_LEN = 256  # enough for every measurement here; small so KV blocks stay cheap

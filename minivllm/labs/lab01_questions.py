@@ -9,7 +9,7 @@ only what the recorded numbers show (a 0.6B model on an H200: every batch 1-256 
 from __future__ import annotations
 
 from minivllm.labs.catalog import Claim
-from minivllm.labs.lab01_report import RESULTS_FILE, _source, bound_verdict, padding_cost, per_op_gap
+from minivllm.labs.lab01_report import RESULTS_FILE, _source, bound_verdict, padding_cost
 from minivllm.labs.quiz import Option, Question
 
 

@@ -15,23 +15,23 @@ e) capture_replay_demo: the handbook's own 10-line capture / replay snippet, run
 
 Every timing is a median over repeats, stored with its range (min-max) so a notebook can say when a difference
 is within noise. Every function runs on CUDA and on the CPU (where the graph parts are skipped), so the same
-code path is exercised by the notebook on any machine and by the tests. Tables, plots, the questions and the
-claims are in lab01_report.py.
+code path is exercised by the notebook on any machine and by the tests. The parts live in lab01_timing.py (a,
+and the timing helpers), lab01_census.py (b), lab01_report.py (tables, plots, noise statements) and
+lab01_questions.py (the self-test questions and the claims); everything is importable from here.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import statistics
 import time
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 
 from minivllm.labs.catalog import LabInfo
 from minivllm.labs.common import max_positions, quiet_engine_logs, round_floats
+from minivllm.labs.lab01_census import LAYER_TAG, _prompts, decoder_layers, kernel_census  # noqa: F401
 from minivllm.labs.lab01_questions import CLAIMS, Q1, Q4, q1_evidence, q4_evidence  # noqa: F401
 from minivllm.labs.lab01_report import (  # noqa: F401
     bound_table,
@@ -47,109 +47,18 @@ from minivllm.labs.lab01_report import (  # noqa: F401
     tpot_table,
     verdict_table,
 )
+from minivllm.labs.lab01_timing import (  # noqa: F401
+    _cuda,
+    _median_s,
+    _stat,
+    _sync,
+    _times_s,
+    launch_overhead,
+    quiet_stderr,
+    triton_launch,
+)
 
-LAYER_TAG = "lab01.layer"
 MAX_MODEL_LEN = 256  # enough for every measurement here; small so KV blocks stay cheap
-
-
-def _cuda() -> bool:
-    return torch.cuda.is_available()
-
-
-def _sync() -> None:
-    if _cuda():
-        torch.cuda.synchronize()
-
-
-def _times_s(fn: Callable[[], object], reps: int, sync_after: bool = True) -> list[float]:
-    """Seconds of `fn()` over `reps` runs, each started from an idle device.
-
-    sync_after=False times only the host side (how long the CPU takes to enqueue the work)."""
-    times = []
-    for _ in range(reps):
-        _sync()
-        t0 = time.perf_counter()
-        fn()
-        if sync_after:
-            _sync()
-        times.append(time.perf_counter() - t0)
-    _sync()
-    return times
-
-
-def _median_s(fn: Callable[[], object], reps: int, sync_after: bool = True) -> float:
-    return statistics.median(_times_s(fn, reps, sync_after))
-
-
-def _stat(times: list[float], scale: float) -> tuple[float, list[float]]:
-    """(median, [min, max]) of `times`, scaled (1e3: ms, 1e6: us)."""
-    return statistics.median(times) * scale, [min(times) * scale, max(times) * scale]
-
-
-@contextmanager
-def quiet_stderr() -> Iterator[None]:
-    """Send the process's C-level stderr (fd 2) to /dev/null for a moment: the profiler's library prints
-    "USDT: ... profiler_start" lines there, which a notebook would show in a red box."""
-    import sys
-
-    sys.stderr.flush()
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
-
-
-# ---- a) launch overhead ------------------------------------------------------------------------------
-def launch_overhead(n_ops: int = 1000, reps: int = 20) -> dict:
-    """Cost per tiny op (`x.add_(1)` on one element): eager; and on CUDA, inside one graph replay.
-
-    The op does almost no work, so eager time per op is the launch path (Python, dispatcher, driver). In a
-    graph the CPU submits all N kernels with one call; what is left per op is the GPU's cost per kernel."""
-    dev = "cuda" if _cuda() else "cpu"
-    x = torch.zeros(1, device=dev)
-
-    def ops() -> None:
-        for _ in range(n_ops):
-            x.add_(1.0)
-
-    ops()
-    med, rng = _stat(_times_s(ops, reps), 1e6 / n_ops)
-    res = {"device": dev, "n_ops": n_ops, "reps": reps, "eager_us_per_op": med, "eager_us_range": rng}
-    if dev == "cuda":
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            ops()
-        graph.replay()
-        replay = _median_s(graph.replay, reps)
-        res.update(graph_us_per_op=replay / n_ops * 1e6, graph_replay_us=replay * 1e6,
-                   graph_launch_us=_median_s(graph.replay, reps, sync_after=False) * 1e6)
-        del graph
-        res.update(triton_launch(n_ops, reps))
-    return round_floats(res)
-
-
-def triton_launch(n_ops: int = 1000, reps: int = 20) -> dict:
-    """Cost per call of one of the engine's Triton kernels (RMSNorm of one 1024-wide row), as the engine calls
-    it: the Python wrapper (shape and stride maths, the grid) plus Triton's launcher. CUDA only.
-
-    Next to `eager_us_per_op` this explains why an engine step costs far more per op than a tiny ATen op:
-    most of the engine's ops are Triton kernels launched from Python."""
-    from minivllm.kernels.triton_norm import rms_norm
-
-    x = torch.randn(1, 1024, device="cuda", dtype=torch.bfloat16)
-    w = torch.ones(1024, device="cuda", dtype=torch.bfloat16)
-
-    def calls() -> None:
-        for _ in range(n_ops):
-            rms_norm(x, w, 1e-6)
-
-    calls()  # compile the kernel first
-    med, rng = _stat(_times_s(calls, reps), 1e6 / n_ops)
-    return {"triton_us_per_op": med, "triton_us_range": rng, "triton_kernel": "minivllm rms_norm (1 x 1024)"}
 
 
 # ---- engines ---------------------------------------------------------------------------------------------
@@ -174,104 +83,6 @@ def free_memory() -> None:
     gc.collect()
     if _cuda():
         torch.cuda.empty_cache()
-
-
-def _prompts(llm, batch: int, length: int) -> list[dict]:
-    vocab = min(llm.engine.model_config.vocab_size, 500)
-    return [{"prompt_token_ids": [3 + (7 * i + 13 * j) % (vocab - 3) for j in range(length)]}
-            for i in range(batch)]
-
-
-def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    return [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
-
-
-# ---- b) kernel census ------------------------------------------------------------------------------------
-@contextmanager
-def _layer_ranges(model: torch.nn.Module) -> Iterator[int]:
-    """Wrap each decoder layer's forward in a profiler range `lab01.layer<i>` (hooks, removed on exit)."""
-    layers, handles, open_ranges = decoder_layers(model), [], {}
-
-    def pre(i):
-        def hook(_mod, _args):
-            open_ranges[i] = torch.profiler.record_function(f"{LAYER_TAG}{i}")
-            open_ranges[i].__enter__()
-        return hook
-
-    def post(i):
-        def hook(_mod, _args, _out):
-            open_ranges.pop(i).__exit__(None, None, None)
-        return hook
-
-    for i, layer in enumerate(layers):
-        handles += [layer.register_forward_pre_hook(pre(i)), layer.register_forward_hook(post(i))]
-    try:
-        yield len(layers)
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def _is_op(e) -> bool:
-    return "::" in e.name and not e.name.startswith(LAYER_TAG)
-
-
-def _is_copy(name: str) -> bool:
-    return name.startswith(("Memcpy", "Memset", "memcpy", "memset"))
-
-
-def _ops_under(e) -> int:
-    """Ops dispatched from Python under event `e`: outermost `ns::op` events (an aten::linear that calls
-    aten::addmm counts once, because Python paid for one call)."""
-    return sum(1 if _is_op(c) else _ops_under(c) for c in e.cpu_children)
-
-
-def _kernels_under(e) -> int:
-    """GPU kernels launched anywhere under `e` (each is attached to the innermost op that launched it)."""
-    own = sum(1 for k in e.kernels if not _is_copy(k.name) and not k.name.startswith(LAYER_TAG))
-    return own + sum(_kernels_under(c) for c in e.cpu_children)
-
-
-def kernel_census(llm) -> dict:
-    """Profile one decode step of the engine (`engine.step()` with one running request).
-
-    Counts the ops Python dispatches (any device) and, on CUDA, the kernels and copies the GPU runs: per
-    step, and per decoder layer (through profiler ranges around each layer)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from minivllm import SamplingParams
-
-    engine = llm.engine
-    prompt = _prompts(llm, 1, 16)[0]["prompt_token_ids"]
-    engine.add_request(engine.next_request_id(), prompt, SamplingParams(temperature=0, max_tokens=8,
-                                                                         ignore_eos=True))
-    engine.step()  # prefill
-    engine.step()  # one decode step to warm up
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if _cuda() else [])
-    with quiet_stderr(), _layer_ranges(llm.model_runner.model) as n_layers, profile(activities=acts) as prof:
-        engine.step()
-        _sync()
-    while engine.has_unfinished_requests():
-        engine.step()
-    events = prof.events()
-    roots = [e for e in events if e.cpu_parent is None and e.device_type.name == "CPU"]
-    layer_events = [e for e in events if e.name.startswith(LAYER_TAG) and e.device_type.name == "CPU"]
-    ops_step = sum(1 if _is_op(e) else _ops_under(e) for e in roots)
-    res = {"device": "cuda" if _cuda() else "cpu", "num_layers": n_layers, "ops_per_step": ops_step,
-           "ops_per_layer": _per_layer([_ops_under(e) for e in layer_events], n_layers)}
-    if _cuda():
-        gpu = [e for e in events if e.device_type.name == "CUDA" and not e.name.startswith(LAYER_TAG)]
-        res["kernels_per_step"] = sum(1 for e in gpu if not _is_copy(e.name))
-        res["copies_per_step"] = sum(1 for e in gpu if _is_copy(e.name))
-        res["kernels_per_layer"] = _per_layer([_kernels_under(e) for e in layer_events], n_layers)
-    return res
-
-
-def _per_layer(counts: list[int], n_layers: int) -> float | None:
-    """Mean over layers (all layers run the same code, so counts agree; None if nothing was attributed)."""
-    if len(counts) != n_layers or n_layers == 0 or sum(counts) == 0:
-        return None
-    return round(sum(counts) / n_layers, 2)
 
 
 # ---- c) CPU-bound vs GPU-bound ---------------------------------------------------------------------------

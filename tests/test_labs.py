@@ -327,6 +327,14 @@ def test_parse_source():
         parse_source('# %% id="a"\nx = 1\n# %% id="a"\ny = 2\n', "99")
 
 
+def test_build_check_mode(capsys):
+    from minivllm.labs import build
+
+    assert build.main(["--check"]) == 0 and "match their sources" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        build.main(["--gpu", str(LABS_DIR)])  # never overwrites the CPU-built notebooks
+
+
 def test_every_source_has_an_up_to_date_notebook():
     assert sources(), f"no lab sources in {SRC_DIR}"
     for src in sources():

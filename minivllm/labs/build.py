@@ -143,7 +143,8 @@ def run_on_gpu(srcs: list[Path], out_dir: Path, timeout: int) -> int:
         nbformat.write(nb, out_dir / f"{src.stem}.ipynb")
         print(f"{src.stem}: {status} ({time.perf_counter() - t0:.0f} s) -> {out_dir / (src.stem + '.ipynb')}",
               flush=True)
-    print(f"{len(srcs) - len(failed)}/{len(srcs)} notebooks ran without error on {torch.cuda.get_device_name()}"
+    print(f"{len(srcs) - len(failed)}/{len(srcs)} notebooks ran without error on "
+          f"{torch.cuda.get_device_name()}"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 

@@ -108,7 +108,7 @@ if rec:
 # The handbook's "1000+ kernels" is about kernels, so it is compared with kernels only, scaled to 80 layers.
 #
 # The last line compares cost per op: the time to enqueue one eager step divided by the ops it dispatches is
-# about 12 times the cost of a tiny ATen op from a). The engine's ops are mostly Triton kernels launched from
+# an order of magnitude more than a tiny ATen op from a) (about 12 times in the recording). The engine's ops are mostly Triton kernels launched from
 # Python (a wrapper computing strides and the grid, then Triton's launcher), plus the model's own Python
 # between them; both cost far more per op than `x.add_(1)`. This is what a graph removes at decode time.
 
@@ -119,7 +119,8 @@ if rec:
 # 只算一次，尽管它内部调用 `aten::addmm`）；*GPU kernel* 是 GPU 真正执行的。手册说的 "1000+ 个 kernel"
 # 指 kernel，所以只拿 kernel 和它比，并换算到 80 层。
 #
-# 最后一行比较每个算子的成本：一个 eager 步的排队时间除以它分发的算子数，约为 a) 中 ATen 小算子的 12 倍。
+# 最后一行比较每个算子的成本：一个 eager 步的排队时间除以它分发的算子数，比 a) 中的 ATen 小算子高一个数量级
+# （记录中约 12 倍）。
 # 引擎的算子大多是从 Python 启动的 Triton kernel（先由包装函数算 stride 和 grid，再走 Triton 的 launcher），
 # 再加上模型自身在算子之间的 Python 代码；两者每个算子都比 `x.add_(1)` 贵得多。decode 时 CUDA Graph 去掉的
 # 正是这部分。
@@ -141,10 +142,10 @@ if rec:
 # time and the replay time of the same forward captured as a graph. Questions: does *saved* follow *exposed CPU*?
 # At which batch size does the GPU time overtake the enqueue time? The line under the table answers both.
 #
-# Noise: enqueue and eager are separate runs of the same work, and the enqueue time jumps between about 20 and
-# 38 ms from one batch size to the next with no trend (Python, CPU clocks, other processes). Where *eager* is
-# below *enqueue*, the two agree within that noise; newer records store the range over repeats
-# (`*_range` in the JSON) to show it.
+# Noise: enqueue and eager are separate runs of the same work, and the enqueue time jumps by several ms from one
+# batch size to the next with no trend (Python, CPU clocks, other processes). Where *eager* is below *enqueue*,
+# the two agree within that noise; newer records store the range over repeats (`*_range` in the JSON, its
+# largest spread printed under the table) to show it.
 
 # %% [markdown] tags=["lang-zh"]
 # ### c) CPU 瓶颈还是 GPU 瓶颈？
@@ -157,9 +158,9 @@ if rec:
 # 先在一个自旋 kernel 里等着）、eager 的墙钟时间，以及同一个 forward 捕获成 graph 后的重放时间。问题：
 # *saved* 是否跟着 *exposed CPU* 走？GPU 时间在哪个 batch 超过排队时间？表格下面那一行回答这两个问题。
 #
-# 噪声：enqueue 和 eager 是同一份工作的两次独立测量，enqueue 在不同 batch 之间在约 20 到 38 ms 之间跳动、
-# 没有趋势（Python、CPU 频率、其他进程）。*eager* 低于 *enqueue* 的地方，两者在噪声范围内一致；较新的记录
-# 会保存多次重复的范围（JSON 里的 `*_range`）。
+# 噪声：enqueue 和 eager 是同一份工作的两次独立测量，enqueue 在不同 batch 之间会跳动好几 ms、没有趋势
+# （Python、CPU 频率、其他进程）。*eager* 低于 *enqueue* 的地方，两者在噪声范围内一致；较新的记录会保存多次
+# 重复的范围（JSON 里的 `*_range`，最大波动打印在表格下方）。
 
 # %% tags=["nbval-check-output"]
 if rec:

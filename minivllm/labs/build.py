@@ -90,8 +90,9 @@ def execute(nb: nbformat.NotebookNode, timeout: int = 600, gpu: bool = False) ->
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": _pythonpath()}
     if not gpu:
         env.update({"CUDA_VISIBLE_DEVICES": "", STATIC_ENV: "1"})
+    # No per-cell timing metadata in the committed notebooks: it would change every cell on every rebuild.
     NotebookClient(nb, timeout=timeout, kernel_name=KERNELSPEC["name"], store_widget_state=False,
-                   resources={"metadata": {"path": str(LABS_DIR)}}).execute(env=env)
+                   record_timing=gpu, resources={"metadata": {"path": str(LABS_DIR)}}).execute(env=env)
     return nb
 
 

@@ -259,7 +259,8 @@ def quiz_widget(q, results=_MISSING):
     button = w.Button(description="Check", button_style="primary")
     out = w.HTML()
     button.on_click(lambda _b: setattr(out, "value", feedback_html(q, choice.value, results)))
-    return w.VBox([w.HTML(f"<b>{html.escape(q.prompt)}</b>"), choice, button, out])
+    zh = f'<br><span class="lang-zh" lang="zh">{html.escape(q.prompt_zh)}</span>' if q.prompt_zh else ""
+    return w.VBox([w.HTML(f"<b>{html.escape(q.prompt)}</b>{zh}"), choice, button, out])
 
 
 def quiz_text(q) -> str:

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TORCH_SPEC ?= torch==2.13.0
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 
-.PHONY: demo test lab labs book clean gpu-check
+.PHONY: demo test lab labs labs-gpu book clean gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,8 +23,14 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg labs/
 
+# Regenerate labs/*.ipynb from labs/src/*.py, executed on the CPU (the outputs CI's nbval compares).
 labs: $(STAMP)
 	$(BIN)/python -m minivllm.labs.build
+
+# On a CUDA machine: run every lab end to end, GPU-only cells included, into LABS_GPU_OUT; fails on any error.
+LABS_GPU_OUT ?= /tmp/minivllm-labs-gpu
+labs-gpu: $(STAMP)
+	$(BIN)/python -m minivllm.labs.build --gpu $(LABS_GPU_OUT)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab labs/

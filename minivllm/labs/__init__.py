@@ -1,6 +1,6 @@
-"""Helpers the lab notebooks call: device detection, recorded-result loading, one figure helper, quizzes.
+"""Helpers the lab notebooks call: device detection, recorded-result loading, figures, quizzes.
 
-    from minivllm.labs import detect_device, gpu_only, lab_model, load_recorded, figure
+    from minivllm.labs import detect_device, gpu_only, lab_model, load_recorded, show, show_quiz
 
 Names are imported lazily: `python -m minivllm.labs.record` runs on GPU machines without the labs extras
 (plotly, ipywidgets), so nothing here may import them up front.
@@ -11,9 +11,9 @@ _EXPORTS = {
     "describe_model": "common", "round_floats": "common",
     "load_recorded": "recorded", "check_provenance": "recorded", "describe_provenance": "recorded",
     "RecordedResultsMissing": "recorded", "ProvenanceError": "recorded",
-    "figure": "plots",
+    "quiet_engine_logs": "common", "figure": "plots", "show": "plots",
     "Question": "quiz", "NumericQuestion": "quiz", "Option": "quiz", "grade": "quiz", "quiz_widget": "quiz",
-    "show_quiz": "quiz", "Claim": "catalog", "LabInfo": "catalog",
+    "show_quiz": "quiz", "parse_choice": "quiz", "parse_number": "quiz", "quiz_html": "quiz_html", "Claim": "catalog", "LabInfo": "catalog",
 }
 
 

@@ -22,7 +22,6 @@ from minivllm.labs.common import REPO_ROOT, describe_model, lab_model
 from minivllm.labs.recorded import check_provenance, make_provenance, results_path
 
 
-
 def resolve_model(spec: str | None) -> str:
     """None: a random bf16 Qwen3-0.6B on CUDA (a real model's shape), the lab model on CPU.
     'default': the embedded model (or the random tiny one until it exists). A shape name: random weights of

@@ -1,4 +1,4 @@
-# Two commands matter: `make demo` and `make test`. Each creates .venv on first use.
+# Three commands matter: `make demo`, `make test` and `make book`. Each creates .venv on first use.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install "$(TORCH_SPEC)"
 	$(PIP) install "transformers==5.17.0" "triton==3.6.0"
 	$(PIP) install -e ".[dev,labs]"
+	$(BIN)/python -c "from minivllm.labs.plots import install_plotlyjs; install_plotlyjs('labs/_static')"
 	touch $(STAMP)
 
 demo: $(STAMP)

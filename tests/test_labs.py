@@ -199,27 +199,26 @@ def test_quiz_widget_check_button_grades_the_selection():
 
 
 # ---- figures ------------------------------------------------------------------------------------------------
-def test_show_stores_html_that_draws_offline_and_the_plotly_json(monkeypatch):
+def test_show_stores_html_that_draws_offline_and_the_plotly_json(monkeypatch, tmp_path):
     pytest.importorskip("plotly")
     from minivllm.labs import plots
 
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj, raw=False: shown.append(obj))
-    monkeypatch.setattr(plots, "_state", {"embedded": False, "count": 0})
+    monkeypatch.setattr(plots, "_state", {"count": 0})
     fig = plots.figure([1, 2], {"a": [1.0, 2.0]}, title="T")
     plots.show(fig)
     plots.show(fig)
-    first, second = shown
     for out in shown:
         assert plots.PLOTLY_MIME in out and out["text/plain"] == "<plotly figure: T>"
         page = out["text/html"]
-        assert "Plotly.newPlot" in page and not re.search(r"<script[^>]*\bsrc=", page)  # nothing fetched
-        div = page[page.index('<div'):] if "data-minivllm-plotlyjs" not in page else page.split("</script>", 1)[1]
-        assert "http" not in div and "require" not in div  # no CDN, no require.js
-    assert "data-minivllm-plotlyjs" in first["text/html"] and len(first["text/html"]) > 1_000_000
-    assert "data-minivllm-plotlyjs" not in second["text/html"] and len(second["text/html"]) < 100_000
+        assert "Plotly.newPlot" in page and "http" not in page and "require" not in page  # no CDN, no require.js
+        assert len(page) < 100_000  # plotly.js is loaded from _static/, not copied into every notebook
+        assert '"_static/plotly.min.js"' in page and '"../_static/plotly.min.js"' in page
     ids = [re.search(r'id="(mv-plot-[^"]+)"', o["text/html"]).group(1) for o in shown]
     assert ids[0] != ids[1]
+    path = plots.install_plotlyjs(tmp_path / "_static")
+    assert path.name == "plotly.min.js" and path.stat().st_size > 1_000_000
     with pytest.raises(TypeError):
         plots.show({"data": []})
 
@@ -391,7 +390,6 @@ def test_sanitize_file_masks_what_varies():
                     "INFO LOGTIME PROGRESS\nid UUID RATE")
 
 
-_PLOTLYJS = re.compile(r"<script[^>]*data-minivllm-plotlyjs[^>]*>.*?</script>", re.S)
 # Timings with decimals, progress bars, addresses, temp paths, times of day.
 _UNSTABLE = re.compile(r"\d+\.\d+ ?(ms|us|µs|s)\b|it/s|\b0x[0-9a-f]{6,}|/tmp/|\d\d:\d\d:\d\d")
 
@@ -416,10 +414,7 @@ def test_checked_cells_are_stable(nb_path):
                 text = out.text
             else:
                 assert "application/vnd.jupyter.widget-view+json" not in out.data, f"{cell.id} shows a widget"
-                data = dict(out.data)
-                if "text/html" in data:  # plotly.js itself (embedded once per notebook) is not an output to check
-                    data["text/html"] = _PLOTLYJS.sub("", data["text/html"])
-                text = json.dumps(data)
+                text = json.dumps(dict(out.data))
             # numbers read from the recorded JSON file (the cell uses `rec`) are stable; timings measured here not
             recorded_numbers = bool(re.search(r"\brec\b", cell.source)) or "Recorded on" in text
             assert recorded_numbers or not _UNSTABLE.search(text), (cell.id, _UNSTABLE.search(text))

@@ -171,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         if out == LABS_DIR.resolve():
             ap.error("--gpu writes executed copies elsewhere: labs/ holds the CPU-built notebooks")
         return run_on_gpu(srcs, out, args.timeout)
+    from minivllm.labs.plots import install_plotlyjs
+
+    install_plotlyjs(LABS_DIR / "_static")  # what the stored figures load in nbconvert HTML exported here
     for src in srcs:
         out = LABS_DIR / f"{src.stem}.ipynb"
         t0 = time.perf_counter()

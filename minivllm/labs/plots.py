@@ -10,11 +10,10 @@ blank plots. `show` stores one output with two representations:
 
 - application/vnd.plotly.v1+json: JupyterLab draws it with the extension's own plotly.js, even in a notebook
   opened without running (the extension is a "safe" renderer, unlike text/html scripts);
-- text/html: a div and a `Plotly.newPlot` script that expects `window.Plotly`. The first figure a kernel
-  shows embeds plotly.js itself (one copy per notebook, in a `<script data-minivllm-plotlyjs="VERSION">`
-  guarded by `if (!window.Plotly)`, so a page that already loaded plotly.js, like the book's from its
-  _static folder, skips it); later figures reuse it. No CDN, no require.js: it works in a standalone
-  nbconvert HTML file with no network.
+- text/html: a div and a `Plotly.newPlot` script. When the page has no `window.Plotly` yet, the script
+  loads plotly.min.js from a `_static/` folder beside the page (labs/_static/, written by `make` and by the
+  lab build, for nbconvert HTML exported into labs/; the book's own _static/, which also loads it in every
+  page's head). No CDN, no require.js, and no 4.8 MB copy of plotly.js inside every notebook.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ if "PLOTLY_RENDERER" not in os.environ:
     pio.renderers.default = "plotly_mimetype"
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-_state = {"embedded": False, "count": 0}  # per kernel: has plotly.js been embedded yet, figures shown
+_state = {"count": 0}  # figures shown in this kernel (numbers the divs)
 
 
 def log_ticks(values: Sequence[float | None]) -> list[float]:
@@ -102,20 +101,55 @@ def figure(x: Sequence, series: dict[str, Sequence[float | None]], *, kind: str 
     return fig
 
 
-def _plotlyjs_script() -> str:
-    from plotly.offline import get_plotlyjs, get_plotlyjs_version
+PLOTLYJS_NAME = "plotly.min.js"
+# Where a page may find plotly.js, relative to it: labs/_static/ beside a notebook exported by nbconvert into
+# labs/, and the book's _static/ one or two levels up. The book also loads it in every page's head, so there
+# the loader below never runs.
+_PLOTLYJS_PATHS = ["_static/" + PLOTLYJS_NAME, "../_static/" + PLOTLYJS_NAME, "../../_static/" + PLOTLYJS_NAME]
 
-    return (f'<script type="text/javascript" data-minivllm-plotlyjs="{get_plotlyjs_version()}">'
-            f"if (!window.Plotly) {{\nwindow.PlotlyConfig = {{MathJaxConfig: 'local'}};\n{get_plotlyjs()}\n}}"
-            "</script>")
+_DRAW = """<div id="{div_id}" class="minivllm-plot" style="height:{height}px; width:100%;"></div>
+<script type="text/javascript">(function () {{
+  var draw = function () {{ Plotly.newPlot("{div_id}", {data}, {layout}, {config}); }};
+  if (window.Plotly) {{ draw(); return; }}
+  var queue = window.__minivllmPlotly;
+  if (queue) {{ queue.push(draw); return; }}
+  queue = window.__minivllmPlotly = [draw];
+  var paths = {paths};
+  (function load(i) {{
+    if (i >= paths.length) {{ return; }}
+    var s = document.createElement("script");
+    s.src = paths[i];
+    s.onload = function () {{ queue.forEach(function (f) {{ f(); }}); }};
+    s.onerror = function () {{ s.remove(); load(i + 1); }};
+    document.head.appendChild(s);
+  }})(0);
+}})();</script>"""
 
 
-def figure_html(fig: go.Figure, div_id: str, include_plotlyjs: bool) -> str:
-    """The text/html of a figure: a div drawn by `window.Plotly`, with plotly.js before it if asked."""
+def install_plotlyjs(directory) -> "os.PathLike":
+    """Write plotly.js (from the installed plotly package, so its version matches the figures) into
+    `directory`/plotly.min.js; labs/_static/ and the book's _static/ get it this way, never from a CDN."""
+    from pathlib import Path
+
+    from plotly.offline import get_plotlyjs
+
+    path = Path(directory) / PLOTLYJS_NAME
+    js = get_plotlyjs()
+    if not path.exists() or path.read_text(encoding="utf-8") != js:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(js, encoding="utf-8")
+    return path
+
+
+def figure_html(fig: go.Figure, div_id: str) -> str:
+    """The text/html of a figure: a div drawn by `window.Plotly`, loading plotly.js from a local _static
+    folder first if the page has not (no CDN, no require.js)."""
+    spec = json.loads(pio.to_json(fig, validate=True))
     height = fig.layout.height or 380
-    div = pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=div_id,
-                      default_height=f"{height}px", config={"displaylogo": False, "responsive": True})
-    return (_plotlyjs_script() + "\n" + div) if include_plotlyjs else div
+    return _DRAW.format(div_id=div_id, height=height, data=json.dumps(spec.get("data", [])),
+                        layout=json.dumps(spec.get("layout", {})),
+                        config=json.dumps({"displaylogo": False, "responsive": True}),
+                        paths=json.dumps(_PLOTLYJS_PATHS))
 
 
 def show(fig: go.Figure) -> None:
@@ -128,8 +162,7 @@ def show(fig: go.Figure) -> None:
     _state["count"] += 1
     digest = hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:10]
     div_id = f"mv-plot-{_state['count']}-{digest}"  # stable from build to build, unique in a notebook
-    html = figure_html(fig, div_id, include_plotlyjs=not _state["embedded"])
-    _state["embedded"] = True
+    html = figure_html(fig, div_id)
     title = (fig.layout.title.text or "").strip()
     display({"text/plain": f"<plotly figure{': ' + title if title else ''}>", "text/html": html,
              PLOTLY_MIME: {"data": spec.get("data", []), "layout": spec.get("layout", {}),

@@ -235,7 +235,7 @@ Q_GRAPH = Question(
                     "Right: the graph captured the buffer's address, not its contents (input_batch.py).",
                     "block id 只是数据：runner 把它写进图读取的持久化 block table buffer。",
                     "对：图记录的是 buffer 的地址而不是内容（input_batch.py）。"),
-             Option("That step falls back to eager.",
+             Option("The dispatcher notices the changed block table and runs that one step eagerly, then returns to replaying.",
                     "No: the dispatcher only looks at the batch size; those steps replayed.",
                     "这一步退回 eager 执行。", "不对：dispatcher 只看 batch 大小，这些步都是重放的。"),
              Option("Each graph pre-allocates a fixed set of physical blocks at capture.",
@@ -264,8 +264,7 @@ Q_PREEMPT = Question(
              Option("Its KV blocks are swapped to CPU memory and copied back later.",
                     "That is vLLM V0's swap mode; this engine (like vLLM V1) recomputes.",
                     "把 KV 块换出到 CPU 内存，之后再拷回。", "那是 vLLM V0 的 swap；本引擎（与 V1 一样）用重算。"),
-             Option("Its blocks are freed; it waits at the head of the queue and, readmitted, recomputes the K/V "
-                    "of prompt + output so far, then continues with the same tokens.",
+             Option("Its blocks are freed and its K/V recomputed on readmission; the output stays the same.",
                     "Right: greedy output is identical to a run with a large cache (measured above).",
                     "释放它的块；它排到队首，重新进入时重算 prompt + 已生成部分的 K/V，然后继续，token 不变。",
                     "对：贪心输出与大缓存时完全一致（上面实测）。")),

@@ -195,6 +195,15 @@ def bank_table() -> str:
                                                                    if q.source.startswith("handbook"))])
 
 
+def answer_key() -> str:
+    """Each question's right option (or numeric answer) and where it is measured."""
+    out = []
+    for q in QUESTIONS:
+        a = f"{q.answer:g} {q.unit}" if isinstance(q, NumericQuestion) else chr(65 + q.correct)
+        out.append(f"{q.qid:<10} {a:<14} {q.topic:<20} {ENTRIES[q.qid].lab}")
+    return "\n".join(out)
+
+
 from minivllm.labs.lab08_page import mock_html, mock_widget, show_mock  # noqa: E402,F401  (front ends)
 
 

@@ -15,6 +15,7 @@ MOCK_JS = r"""
 (function () {
   var root = document.getElementById("%(id)s");
   var bank = JSON.parse(root.querySelector("script[type='application/json']").textContent);
+  var fixed = JSON.parse(root.querySelector("script.fixed").textContent);
   function mulberry32(a) {
     return function () {
       a |= 0; a = a + 0x6D2B79F5 | 0;
@@ -40,7 +41,7 @@ MOCK_JS = r"""
   function start() {
     var n = Math.max(1, Math.min(bank.length, parseInt(root.querySelector("input[name=n]").value, 10) || 8));
     var seed = parseInt(root.querySelector("input[name=seed]").value, 10) || 0;
-    asked = draw(n, seed);
+    asked = fixed.length ? fixed : draw(n, seed);
     var out = asked.map(function (id, k) {
       var q = byId(id), body;
       if (q.kind === "numeric") {
@@ -109,23 +110,25 @@ def page_data(results: dict | None = None) -> list[dict]:
     return out
 
 
-def mock_html(n: int = 8, seed: int = 0, results: dict | None = None) -> str:
-    """The mock interview as one self-contained block of HTML + JS (no network, no kernel)."""
-    cid = f"lab08-mock-{int(n)}-{int(seed)}"
+def mock_html(n: int = 8, seed: int = 0, results: dict | None = None, qids: list[str] | None = None) -> str:
+    """The mock interview as one self-contained block of HTML + JS (no network, no kernel). `qids` fixes the
+    questions (the page then offers no new draw)."""
+    cid = f"lab08-mock-{int(n)}-{int(seed)}" + ("-fixed" if qids else "")
     data = json.dumps(page_data(results), ensure_ascii=False).replace("</", "<\\/")
     controls = (f'<label>questions · 题数 <input name="n" type="number" min="1" value="{int(n)}" style="width:4em">'
                 f'</label> <label>seed · 随机种子 <input name="seed" type="number" value="{int(seed)}" '
                 f'style="width:5em"></label> <button class="start">New interview · 重新抽题</button>')
     return (f'<div id="{cid}" class="lab08-mock">{controls}<div class="questions"></div>'
             f'<button class="score">Score · 评分</button> <b class="result"></b>'
-            f'<script type="application/json">{data}</script></div>'
+            f'<script type="application/json">{data}</script>'
+            f'<script type="application/json" class="fixed">{json.dumps(list(qids or []))}</script></div>'
             f"<script>{MOCK_JS % {'id': cid}}</script>")
 
 
-def show_mock(n: int = 8, seed: int = 0, results: dict | None = None) -> None:
+def show_mock(n: int = 8, seed: int = 0, results: dict | None = None, qids: list[str] | None = None) -> None:
     from IPython.display import HTML, display
 
-    display(HTML(mock_html(n, seed, results)))
+    display(HTML(mock_html(n, seed, results, qids)))
 
 
 def score_values(qids: list[str], values: list) -> tuple[str, object]:

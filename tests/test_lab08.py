@@ -167,3 +167,25 @@ def test_widget_builds():
     assert len(box.children) == 2 * 3 + 2
     assert re.search(r"\d+ questions", lab08.bank_table())
     assert lab08.answer_key().count("\n") == len(lab08.QUESTIONS) - 1
+
+
+CLICK_ALL_RIGHT = """<script>setTimeout(function () {
+  var root = document.querySelector(".lab08-mock");
+  var bank = JSON.parse(root.querySelector("script[type='application/json']").textContent);
+  root.querySelectorAll(".q").forEach(function (div) {
+    var inp = div.querySelector("input"), q = bank.filter(function (b) { return b.id === inp.name; })[0];
+    if (q.kind === "numeric") { inp.value = q.answer + " " + q.unit; } else { div.querySelectorAll("input")[q.correct].checked = true; }
+  });
+  root.querySelector("button.score").click();
+  document.title = root.querySelector(".result").textContent;
+}, 50);</script>"""
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed")
+def test_static_page_grades_in_a_browser(tmp_path):
+    page = tmp_path / "mock.html"
+    page.write_text(f"<html><head><title>-</title></head><body>{mock_html(12, 4)}{CLICK_ALL_RIGHT}</body></html>")
+    dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync", "--virtual-time-budget=2000", "--dump-dom",
+                          page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    assert "<title>score 12/12; weak topics: none</title>" in dom

@@ -152,17 +152,17 @@ if rec:
 # ## 3. Run it here · 在本机运行
 
 # %% [markdown] tags=["lang-en"]
-# The same functions on your device (CPU: the embedded tiny model, a scaled-down workload of 6 requests, no graphs).
+# The same functions on your device (CPU: the embedded tiny model, a scaled-down workload of 5 requests, no graphs).
 # Timings differ from run to run; the block tables, reference counts and preemption counts do not.
 
 # %% [markdown] tags=["lang-zh"]
-# 在本机运行同样的函数（CPU：内置小模型、缩小到 6 个请求的负载、没有 CUDA Graph）。时间每次不同；block table、
+# 在本机运行同样的函数（CPU：内置小模型、缩小到 5 个请求的负载、没有 CUDA Graph）。时间每次不同；block table、
 # 引用计数、抢占次数不会变。
 
 # %% tags=["nbval-ignore-output"]
 model = lab_model()
 small = lab06.make_llm(model, block_size=8, max_num_seqs=4, num_gpu_blocks_override=256, max_model_len=128)
-here = {"kv": lab06.kv_sizing(small), "trace": lab06.block_table_trace(small, 10, 20),
+here = {"kv": lab06.kv_sizing(small), "trace": lab06.block_table_trace(small, 10, 14),
         "prefix": lab06.prefix_sharing(small)}
 lab06.free(small)
 print(kv_table(here))
@@ -181,8 +181,8 @@ workload = lab06.CPU_WORKLOAD if device.kind == "cpu" else {**lab06.STANDARD_WOR
 here["workload"] = {"spec": workload, "rows": lab06.workload_sweep(model, workload, lab06.sweep_configs(True),
                                                                   128 if device.kind == "cpu" else 2048)}
 print(sweep_table(here))
-here["chunked"] = [lab06.chunked_prefill(model, True, 32, 96, max_model_len=128),
-                   lab06.chunked_prefill(model, False, 128, 96, max_model_len=128)]
+here["chunked"] = [lab06.chunked_prefill(model, True, 32, 96, short_new=6, max_model_len=128),
+                   lab06.chunked_prefill(model, False, 128, 96, short_new=6, max_model_len=128)]
 print(chunked_table(here))
 show(plot_chunked(here))
 
@@ -224,7 +224,7 @@ if gpu_only("The full standard-workload sweep"):
 #
 # 30 tokens fit in one block of 32 (2 empty slots); with block size 8 they take 4 blocks (2 empty slots as well).
 # `small = lab06.make_llm(model, block_size=32, max_num_seqs=4, num_gpu_blocks_override=64, max_model_len=128)`,
-# then `print(trace_table({"trace": lab06.block_table_trace(small, 10, 20)}))`.
+# then `print(trace_table({"trace": lab06.block_table_trace(small, 10, 14)}))`.
 # </details>
 #
 # **Exercise 2.** Make preemption worse: call `lab06.preemption(model, num_blocks=4, new_tokens=8)`. Do the tokens
@@ -248,7 +248,8 @@ if gpu_only("The full standard-workload sweep"):
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# 30 个 token 放进一个 32 的块（空 2 个槽）；block size 8 时占 4 个块（同样空 2 个槽）。
+# 缓存最后存 23 个 token（刚采样的第 24 个还不需要 K/V）：一个 32 的块（空 9 个槽）；block size 8 时占 3 个块（空 1 个槽）。
+# 块越大，碎片越多。
 # </details>
 #
 # **练习 2.** 让抢占更严重：`lab06.preemption(model, num_blocks=4, new_tokens=8)`。token 还一致吗？为什么 4 个 8 槽的块
@@ -262,11 +263,18 @@ if gpu_only("The full standard-workload sweep"):
 # %% [markdown]
 # ## 6. Self-test · 自检
 
-# %% tags=["nbval-ignore-output"]
-from minivllm.labs import show_quiz
+# %% [markdown] tags=["lang-en"]
+# Three questions on what you measured. Pick or type an answer and press *Score*; the feedback quotes the numbers
+# above (the recorded H200 ones when present, else yours). In Python: `lab08.grade_any(views.Q_KV, "114688")`.
 
-for q in views.QUESTIONS:
-    show_quiz(q, rec or here)
+# %% [markdown] tags=["lang-zh"]
+# 三道关于本实验测量的题。作答后点 *Score · 评分*；反馈引用上面的数字（有 H200 记录时用记录，否则用本机结果）。
+# 也可以在 Python 里评分：`lab08.grade_any(views.Q_KV, "114688")`。
+
+# %% tags=["nbval-ignore-output"]
+from minivllm.labs import lab08
+
+lab08.show_questions(views.QUESTIONS, rec or here)
 
 # %% [markdown] tags=["lang-en"]
 # ## 7. Summary of verdicts · 结论

@@ -81,7 +81,7 @@ print(lab08.grade_any(lab08.BY_ID["lab08.n1"], "0.3 ms")[0], lab08.grade_any(lab
 # 在线 kernel 中的 widget 版本（上面的页面无需 kernel）：
 
 # %% tags=["nbval-ignore-output"]
-lab08.mock_widget(8, seed=0)
+lab08.show_widget(lab08.mock_widget(8, seed=0))
 
 # %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试

@@ -39,7 +39,7 @@ RESULTS = "assets/results/h200/lab06.json"
 #: nano-vllm's bench.py workload: 256 requests, prompt and output lengths uniform in [100, 1024].
 STANDARD_WORKLOAD = {"num_requests": 256, "input_len": [100, 1024], "output_len": [100, 1024]}
 #: The same shape, scaled down for a CPU (seconds, not minutes).
-CPU_WORKLOAD = {"num_requests": 6, "input_len": [8, 40], "output_len": [3, 8]}
+CPU_WORKLOAD = {"num_requests": 5, "input_len": [8, 40], "output_len": [3, 6]}
 BLOCK_SIZES = (8, 16, 32)
 
 
@@ -235,8 +235,8 @@ def run_workload(llm, workload: dict, seed: int = 0) -> dict:
 def sweep_configs(quick: bool) -> list[dict]:
     """(max_num_seqs, max_num_batched_tokens, chunked prefill) points of the sweep."""
     if not _cuda():
-        return [{"max_num_seqs": s, "max_num_batched_tokens": 64, "chunked": True} for s in (1, 6)] + \
-            ([] if quick else [{"max_num_seqs": 6, "max_num_batched_tokens": 16, "chunked": True}])
+        return [{"max_num_seqs": s, "max_num_batched_tokens": 64, "chunked": True} for s in (1, 5)] + \
+            ([] if quick else [{"max_num_seqs": 5, "max_num_batched_tokens": 16, "chunked": True}])
     seqs = [{"max_num_seqs": s, "max_num_batched_tokens": 8192, "chunked": True}
             for s in ((32, 256) if quick else (16, 64, 256))]
     tokens = [{"max_num_seqs": 256, "max_num_batched_tokens": t, "chunked": True} for t in (512, 2048)]
@@ -414,8 +414,10 @@ def run_all(model: str, quick: bool = False) -> dict:
     out["workload"] = {"spec": workload, "rows": workload_sweep(model, workload, sweep_configs(quick),
                                                                 2048 if gpu else 128)}
     long_len, budget = (1536, 256) if gpu else (96, 32)
-    out["chunked"] = [chunked_prefill(model, True, budget, long_len, max_model_len=2048 if gpu else 128),
-                      chunked_prefill(model, False, 2048 if gpu else 128, long_len,
+    short_new = 6 if quick else 12
+    out["chunked"] = [chunked_prefill(model, True, budget, long_len, short_new=short_new,
+                                      max_model_len=2048 if gpu else 128),
+                      chunked_prefill(model, False, 2048 if gpu else 128, long_len, short_new=short_new,
                                       max_model_len=2048 if gpu else 128)]
     out["graphs"] = graphs_vs_eager(model, 32768 if gpu else 128, quick)
     out["captures"] = captures_by_config(model, quick)

@@ -204,7 +204,8 @@ def answer_key() -> str:
     return "\n".join(out)
 
 
-from minivllm.labs.lab08_page import mock_html, mock_widget, show_mock  # noqa: E402,F401  (front ends)
+from minivllm.labs.lab08_page import (mock_html, mock_widget, show_mock, show_questions,  # noqa: E402,F401
+                                      show_widget)
 
 
 def run_all(model: str, quick: bool = False) -> dict:

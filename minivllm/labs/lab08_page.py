@@ -93,12 +93,13 @@ MOCK_JS = r"""
 """
 
 
-def page_data(results: dict | None = None) -> list[dict]:
-    """Every question with its options and the Python grader's feedback for each option (or, numeric, the tail)."""
+def page_data(results: dict | None = None, questions=None) -> list[dict]:
+    """Every question (of the bank, or `questions`) with its options and the Python grader's feedback for each
+    option (numeric questions: the model answer and evidence the page appends)."""
     from minivllm.labs.lab08 import QUESTIONS, grade_any
 
     out = []
-    for q in QUESTIONS:
+    for q in QUESTIONS if questions is None else questions:
         d = {"id": q.qid, "topic": q.topic, "source": q.source, "prompt": q.prompt, "prompt_zh": q.prompt_zh}
         if isinstance(q, NumericQuestion):
             tail = "\n".join(x for x in (f"Model answer: {q.model_answer}", q.evidence(results)) if x)
@@ -110,11 +111,15 @@ def page_data(results: dict | None = None) -> list[dict]:
     return out
 
 
-def mock_html(n: int = 8, seed: int = 0, results: dict | None = None, qids: list[str] | None = None) -> str:
+def mock_html(n: int = 8, seed: int = 0, results: dict | None = None, qids: list[str] | None = None,
+              questions=None) -> str:
     """The mock interview as one self-contained block of HTML + JS (no network, no kernel). `qids` fixes the
-    questions (the page then offers no new draw)."""
-    cid = f"lab08-mock-{int(n)}-{int(seed)}" + ("-fixed" if qids else "")
-    data = json.dumps(page_data(results), ensure_ascii=False).replace("</", "<\\/")
+    questions (the page then offers no new draw); `questions` (any Question / NumericQuestion, e.g. another
+    lab's) replaces the bank and fixes those."""
+    if questions is not None:
+        qids = [q.qid for q in questions]
+    cid = f"lab08-mock-{int(n)}-{int(seed)}" + (f"-{qids[0].replace('.', '-')}" if qids else "")
+    data = json.dumps(page_data(results, questions), ensure_ascii=False).replace("</", "<\\/")
     controls = (f'<label>questions · 题数 <input name="n" type="number" min="1" value="{int(n)}" style="width:4em">'
                 f'</label> <label>seed · 随机种子 <input name="seed" type="number" value="{int(seed)}" '
                 f'style="width:5em"></label> <button class="start">New interview · 重新抽题</button>')
@@ -131,6 +136,13 @@ def show_mock(n: int = 8, seed: int = 0, results: dict | None = None, qids: list
     display(HTML(mock_html(n, seed, results, qids)))
 
 
+def show_questions(questions, results: dict | None = None) -> None:
+    """Any lab's questions as one static quiz (HTML + JS, graded by the same Python feedback)."""
+    from IPython.display import HTML, display
+
+    display(HTML(mock_html(len(questions), 0, results, questions=list(questions))))
+
+
 def score_values(qids: list[str], values: list) -> tuple[str, object]:
     """The widget's Score callback: widget values (a 'B. ...' label, a typed number or None) -> result text."""
     from minivllm.labs.lab08 import BY_ID, grade_any, score
@@ -140,6 +152,20 @@ def score_values(qids: list[str], values: list) -> tuple[str, object]:
     lines = [f"{i + 1}. {'right' if grade_any(BY_ID[q], answers[q])[0] else 'wrong'}: "
              f"{grade_any(BY_ID[q], answers[q])[1]}" for i, q in enumerate(qids)]
     return str(res) + "\n\n" + "\n\n".join(lines), res
+
+
+def show_widget(widget) -> None:
+    """Display a widget with a readable text fallback: a saved notebook or a static page without the widget's
+    state shows this line instead of `VBox(children=...)`."""
+    from IPython.display import display
+
+    bundle = widget._repr_mimebundle_() if hasattr(widget, "_repr_mimebundle_") else {}
+    if isinstance(bundle, tuple):
+        bundle = bundle[0]
+    bundle = dict(bundle or {})
+    bundle["text/plain"] = ("(the live widget version of this quiz appears here when the notebook runs in a kernel; "
+                            "the static quiz above works without one)")
+    display(bundle, raw=True)
 
 
 def mock_widget(n: int = 8, seed: int = 0):

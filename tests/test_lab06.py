@@ -99,3 +99,13 @@ def test_claim_rules():
     assert by["article.block_size_32_more_fragmentation"].rule(0.7) == "right"
     assert by["article.mnbt_512_faster_graph_matching"].rule(0) == "wrong"
     assert by["article.paged_attention_conflicts_with_graphs"].rule(0) == "unverifiable"
+
+
+def test_claim_keys_exist_in_what_the_recorder_writes(quick):
+    """Every lab06 claim's key resolves in a run_all result, except the graph-only ones (GPU record)."""
+    from minivllm.labs.catalog import resolve_key
+
+    for c in views.CLAIMS:
+        if c.evidence_key.startswith("graphs."):
+            continue  # only a CUDA run has the graphs side
+        assert c.rule(resolve_key(quick, c.evidence_key)) == c.verdict, c.cid

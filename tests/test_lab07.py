@@ -89,3 +89,16 @@ def test_table_and_filter_page():
         c["covered_by"] or c["status"].startswith("judged") for c in lab07.coverage())
     lab07.plot_floors(lab07.physics())
     assert "LLaMA-2-13B" in lab07.floors_table(lab07.physics(4.2e12))
+
+
+def test_recorder_writes_lab07_with_provenance(tmp_path):
+    from minivllm.labs import record
+    from minivllm.labs.recorded import load_recorded
+
+    out = tmp_path / "lab07.json"
+    assert record.main(["lab07", "--quick", "--out", str(out), "--model", "default"]) == 0
+    data = load_recorded("lab07", out)
+    assert catalog.resolve_key(data, "physics.a100_13b.floor_ms") > 9
+    for c in lab07.LAB_INFO.claims:  # every key lab07's own claims cite exists in what the recorder writes
+        if c.evidence_file.endswith("lab07.json"):
+            assert c.rule(catalog.resolve_key(data, c.evidence_key)) == c.verdict

@@ -189,3 +189,11 @@ def test_static_page_grades_in_a_browser(tmp_path):
                           "--disable-component-update", "--disable-sync", "--virtual-time-budget=2000", "--dump-dom",
                           page.as_uri()], capture_output=True, text=True, timeout=120).stdout
     assert "<title>score 12/12; weak topics: none</title>" in dom
+
+
+def test_recorder_runs_lab08(tmp_path):
+    from minivllm.labs import record
+
+    out = tmp_path / "lab08.json"
+    assert record.main(["lab08", "--out", str(out), "--model", "default"]) == 0
+    assert json.loads(out.read_text())["questions"] == len(lab08.QUESTIONS)

@@ -3,7 +3,8 @@ tables on those results, the graders, and the claims' rules."""
 
 import pytest
 
-from minivllm.labs import lab06, lab06_views as views, lab08
+from minivllm.labs import lab06, lab08
+from minivllm.labs import lab06_views as views
 from minivllm.labs.common import lab_model
 
 

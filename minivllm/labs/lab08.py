@@ -10,14 +10,14 @@ feedback) and live in a kernel (ipywidgets).
 
 from __future__ import annotations
 
-import html
 import json
 import random
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from minivllm.labs.catalog import LabInfo, resolve_key
 from minivllm.labs.common import REPO_ROOT
@@ -204,8 +204,7 @@ def answer_key() -> str:
     return "\n".join(out)
 
 
-from minivllm.labs.lab08_page import (mock_html, mock_widget, show_mock, show_questions,  # noqa: E402,F401
-                                      show_widget)
+from minivllm.labs.lab08_page import mock_html, mock_widget, show_mock, show_questions, show_widget  # noqa: E402,F401
 
 
 def run_all(model: str, quick: bool = False) -> dict:

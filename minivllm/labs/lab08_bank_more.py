@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minivllm.labs.lab08_bank import H, L01, L02, L03, L04, L05, L06, Entry
+from minivllm.labs.lab08_bank import L01, L02, L03, L04, L05, L06, Entry, H
 
 
 def mc(qid, topic, prompt, prompt_zh, answer, answer_zh, right, wrong, cites=(), lab="", code=""):

@@ -80,6 +80,10 @@ MOCK_JS = r"""
       topics[q.topic][0] += ok ? 1 : 0; topics[q.topic][1] += 1;
       var el = root.querySelector("input[name='" + id + "']").closest(".q").querySelector(".fb");
       el.textContent = fb; el.style.color = ok ? "#137333" : "#b3261e";
+      var links = [];
+      if (q.lab) { links.push('<a href="' + q.lab + '">the lab · 实验</a>'); }
+      if (q.code.length) { links.push('<a href="' + q.code[0] + '">' + esc(q.code[1]) + "</a>"); }
+      if (links.length) { el.insertAdjacentHTML("beforeend", "\n" + links.join(" · ")); }
     });
     var weak = Object.keys(topics).filter(function (t) { return topics[t][0] < topics[t][1]; });
     weak.sort(function (a, b) { return topics[a][0] / topics[a][1] - topics[b][0] / topics[b][1] || (a < b ? -1 : 1); });
@@ -96,11 +100,15 @@ MOCK_JS = r"""
 def page_data(results: dict | None = None, questions=None) -> list[dict]:
     """Every question (of the bank, or `questions`) with its options and the Python grader's feedback for each
     option (numeric questions: the model answer and evidence the page appends)."""
-    from minivllm.labs.lab08 import QUESTIONS, grade_any
+    from minivllm.labs.lab08 import ENTRIES, QUESTIONS, grade_any
 
     out = []
     for q in QUESTIONS if questions is None else questions:
-        d = {"id": q.qid, "topic": q.topic, "source": q.source, "prompt": q.prompt, "prompt_zh": q.prompt_zh}
+        e = ENTRIES.get(q.qid)
+        code = e.code.split("::") if e and e.code else []
+        d = {"id": q.qid, "topic": q.topic, "source": q.source, "prompt": q.prompt, "prompt_zh": q.prompt_zh,
+             "lab": e.lab.split("/")[-1] if e and e.lab else "",  # the page sits in labs/ (and the book's copy)
+             "code": ["../" + code[0], code[-1]] if code else []}
         if isinstance(q, NumericQuestion):
             tail = "\n".join(x for x in (f"Model answer: {q.model_answer}", q.evidence(results)) if x)
             d.update(kind="numeric", answer=q.answer, rel_tol=q.rel_tol, unit=q.unit, tail=tail)

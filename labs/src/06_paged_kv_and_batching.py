@@ -1,0 +1,296 @@
+# Source of labs/06_paged_kv_and_batching.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 06
+
+# %% [markdown]
+# # Lab 06 · Paged KV cache and continuous batching · 分页 KV Cache 与连续批处理
+
+# %% [markdown] tags=["lang-en"]
+# A CUDA graph makes one decode step cheap; **how many sequences share that step** decides the throughput.
+# This lab opens the engine's own [block manager](../minivllm/engine/block_manager.py) and
+# [scheduler](../minivllm/engine/scheduler.py) and watches them work, reading their state between steps
+# (nothing is patched). You will see:
+#
+# - **a)** what one token costs in KV memory (GQA included) and how many blocks the engine chose;
+# - **b)** a request's block table growing, block by block;
+# - **c)** internal fragmentation for block sizes 8 / 16 / 32;
+# - **d)** prefix caching: requests with a shared prompt hold the *same* physical blocks (reference counts);
+# - **e)** preemption when blocks run out, with every request still producing the same tokens;
+# - **f)** throughput and TTFT / TPOT against `max_num_seqs`, `max_num_batched_tokens` and chunked prefill on
+#   nano-vllm's workload (256 requests, prompt and output lengths uniform in [100, 1024]);
+# - **g)** the article's claims about paging and graphs: a "conflict" between PagedAttention and CUDA graphs,
+#   "5-8% lower KV utilisation" under graphs, and "`--block-size 32` reduces graph captures".
+#
+# Cells: **setup**; **recorded results** (H200, `assets/results/h200/lab06.json`); **run it here** (your device;
+# a tiny CPU configuration without a GPU); **GPU only**.
+
+# %% [markdown] tags=["lang-zh"]
+# CUDA Graph 让单个 decode 步变便宜；而**一步里能塞进多少条序列**决定吞吐。本实验打开引擎自己的
+# [block manager](../minivllm/engine/block_manager.py) 和 [scheduler](../minivllm/engine/scheduler.py)，
+# 在步与步之间读取它们的状态（不改任何代码），依次观察：
+#
+# - **a)** 每个 token 占多少 KV 显存（含 GQA），引擎选了多少个块；
+# - **b)** 一个请求的 block table 如何逐块增长；
+# - **c)** block size 8 / 16 / 32 的内部碎片；
+# - **d)** 前缀缓存：共享 prompt 的请求持有*同一批*物理块（引用计数）；
+# - **e)** 块不够时的抢占，且每个请求的输出 token 不变；
+# - **f)** 在 nano-vllm 的标准负载（256 个请求，prompt 与输出长度均匀分布于 [100, 1024]）上，吞吐与 TTFT / TPOT
+#   随 `max_num_seqs`、`max_num_batched_tokens`、chunked prefill 的变化；
+# - **g)** 文章关于分页与 CUDA Graph 的说法：PagedAttention 与 CUDA Graph "冲突"、图模式下 "KV 利用率低 5-8%"、
+#   "`--block-size 32` 减少图捕获次数"。
+#
+# 单元格分四类：**环境准备**；**H200 实测记录**；**在本机运行**；**仅限 GPU**。
+
+# %% [markdown]
+# ## 1. Setup · 环境准备
+
+# %% tags=["nbval-check-output"]
+from minivllm.labs import RecordedResultsMissing, describe_provenance, detect_device, gpu_only, lab_model, load_recorded
+from minivllm.labs import lab06, lab07
+from minivllm.labs.lab06_views import (captures_table, chunked_table, fragmentation_table, graphs_table, kv_table,
+                                       plot_block_table, plot_chunked, plot_fragmentation, plot_sweep,
+                                       preemption_table, prefix_table, show, sweep_table, trace_table)
+from minivllm.labs import lab06_views as views
+
+device = detect_device()
+print(device)
+
+# %% [markdown]
+# ## 2. Recorded on an H200 · H200 实测结果
+
+# %% tags=["nbval-check-output"]
+try:
+    rec = load_recorded("lab06")
+    print(describe_provenance(rec))
+except RecordedResultsMissing as e:
+    rec = None
+    print(e)
+
+# %% [markdown] tags=["lang-en"]
+# ### a) KV bytes per token, and the blocks the engine chose
+# A token's K and V are stored for every layer and every **KV** head: `2 x layers x kv_heads x head_dim x
+# bytes`. With GQA, Qwen3-0.6B's 16 query heads share 8 KV heads, which halves the cache. The engine sizes the
+# cache from free memory after the weights, the profile run's activations and the graphs' reserve
+# ([worker/startup.py](../minivllm/worker/startup.py) `choose_num_blocks`).
+
+# %% [markdown] tags=["lang-zh"]
+# ### a) 每 token 的 KV 字节数，以及引擎选的块数
+# 每个 token 的 K、V 在每一层、每个 **KV 头**上各存一份：`2 × 层数 × kv_heads × head_dim × 字节数`。GQA 让
+# Qwen3-0.6B 的 16 个 query 头共享 8 个 KV 头，缓存减半。引擎在权重、profile run 的激活和图的预留之后，用剩余显存
+# 决定块数（[worker/startup.py](../minivllm/worker/startup.py) 的 `choose_num_blocks`）。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    print(kv_table(rec))
+
+# %% [markdown] tags=["lang-en"]
+# ### b) A block table as it grows · c) fragmentation
+# Each cell is one logical block of the request; its label is the physical block id the block manager gave.
+# A new block appears only when the last one is full, so at most `block_size - 1` slots per sequence stay empty.
+
+# %% [markdown] tags=["lang-zh"]
+# ### b) block table 的增长 · c) 内部碎片
+# 每个格子是请求的一个逻辑块，标签是 block manager 分配的物理块号。只有最后一块写满才分新块，所以每条序列最多
+# 空 `block_size - 1` 个槽位。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    show(plot_block_table(rec))
+    show(plot_fragmentation(rec))
+    print(fragmentation_table(rec))
+
+# %% [markdown] tags=["lang-en"]
+# ### d) Prefix caching · e) preemption
+# A block's hash chains over the block before it, so equal hashes mean equal prefixes; the requests below all
+# point at the same physical blocks for their shared prompt, whose reference count is the number of users.
+# With too few blocks the newest request is preempted (its blocks freed, its tokens kept) and recomputed later.
+
+# %% [markdown] tags=["lang-zh"]
+# ### d) 前缀缓存 · e) 抢占
+# 每个块的哈希链接前一块的哈希，哈希相等即前缀相等；下面几个请求的共享 prompt 指向同一批物理块，引用计数就是使用者
+# 数量。块不够时，最新的请求被抢占（释放块、保留 token），之后重算。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    print(prefix_table(rec))
+    print(preemption_table(rec))
+
+# %% [markdown] tags=["lang-en"]
+# ### f) The standard workload: throughput, TTFT, TPOT
+# More sequences per step raise throughput until the GPU is busy; each sequence's TPOT grows with the batch;
+# TTFT grows when prompts wait for a slot (`max_num_seqs`) or for the token budget (`max_num_batched_tokens`).
+
+# %% [markdown] tags=["lang-zh"]
+# ### f) 标准负载：吞吐、TTFT、TPOT
+# 每步序列越多吞吐越高，直到 GPU 忙满；每条序列的 TPOT 随 batch 增大；prompt 等空位（`max_num_seqs`）或等 token 预算
+# （`max_num_batched_tokens`）时 TTFT 变大。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    show(plot_sweep(rec))
+    print(sweep_table(rec))
+    show(plot_chunked(rec))
+    print(chunked_table(rec))
+
+# %% [markdown] tags=["lang-en"]
+# ### g) Paging under CUDA graphs: the article's three claims
+# The decode graph reads the block table from a persistent buffer ([worker/input_batch.py](../minivllm/worker/input_batch.py)
+# `InputBatch.block_tables`); the runner copies each step's block ids into it. Below: FULL-graph replays in steps
+# where some sequence had just received a new block, the KV capacity and utilisation with graphs off and on, and the
+# number of graphs captured for block size 16 vs 32 and `max_num_batched_tokens` 512.
+
+# %% [markdown] tags=["lang-zh"]
+# ### g) CUDA Graph 下的分页：文章的三个说法
+# decode 图从持久化 buffer 读 block table（[worker/input_batch.py](../minivllm/worker/input_batch.py) 的
+# `InputBatch.block_tables`），runner 每步把 block id 拷进去。下面是：有序列刚分到新块的步里 FULL 图的重放次数、
+# 开关图时的 KV 容量与利用率，以及 block size 16 / 32、`max_num_batched_tokens` 512 时捕获的图数。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    print(graphs_table(rec))
+    print(captures_table(rec))
+
+# %% [markdown]
+# ## 3. Run it here · 在本机运行
+
+# %% [markdown] tags=["lang-en"]
+# The same functions on your device (CPU: the embedded tiny model, a scaled-down workload of 5 requests, no graphs).
+# Timings differ from run to run; the block tables, reference counts and preemption counts do not.
+
+# %% [markdown] tags=["lang-zh"]
+# 在本机运行同样的函数（CPU：内置小模型、缩小到 5 个请求的负载、没有 CUDA Graph）。时间每次不同；block table、
+# 引用计数、抢占次数不会变。
+
+# %% tags=["nbval-ignore-output"]
+model = lab_model()
+small = lab06.make_llm(model, block_size=8, max_num_seqs=4, num_gpu_blocks_override=256, max_model_len=128)
+here = {"kv": lab06.kv_sizing(small), "trace": lab06.block_table_trace(small, 10, 14),
+        "prefix": lab06.prefix_sharing(small)}
+lab06.free(small)
+print(kv_table(here))
+print(trace_table(here))
+show(plot_block_table(here))
+
+# %% tags=["nbval-ignore-output"]
+here["fragmentation"] = lab06.fragmentation(lab06.standard_lengths(lab06.STANDARD_WORKLOAD))
+print(fragmentation_table(here))
+print(prefix_table(here))
+here["preemption"] = lab06.preemption(model, new_tokens=8)
+print(preemption_table(here))
+
+# %% tags=["nbval-ignore-output"]
+workload = lab06.CPU_WORKLOAD if device.kind == "cpu" else {**lab06.STANDARD_WORKLOAD, "num_requests": 32}
+here["workload"] = {"spec": workload, "rows": lab06.workload_sweep(model, workload, lab06.sweep_configs(True),
+                                                                  128 if device.kind == "cpu" else 2048)}
+print(sweep_table(here))
+here["chunked"] = [lab06.chunked_prefill(model, True, 32, 96, short_new=6, max_model_len=128),
+                   lab06.chunked_prefill(model, False, 128, 96, short_new=6, max_model_len=128)]
+print(chunked_table(here))
+show(plot_chunked(here))
+
+# %% tags=["nbval-ignore-output"]
+here["graphs"] = lab06.graphs_vs_eager(model, 128, quick=True)
+here["captures"] = lab06.captures_by_config(model, quick=True)
+print(graphs_table(here))
+print(captures_table(here))
+
+# %% [markdown]
+# ## 4. GPU only · 仅限 GPU
+
+# %% [markdown] tags=["lang-en"]
+# The whole standard workload (256 requests) for every scheduler setting, on a random-weight Qwen3-0.6B: what
+# `python -m minivllm.labs.record lab06` records, about 3 minutes on an H200.
+
+# %% [markdown] tags=["lang-zh"]
+# 完整的标准负载（256 个请求），在随机权重 Qwen3-0.6B 上跑所有调度设置：即
+# `python -m minivllm.labs.record lab06` 记录的内容，H200 上约 3 分钟。
+
+# %% tags=["nbval-skip"] id="gpu-full-lab06"
+if gpu_only("The full standard-workload sweep"):
+    gpu = lab06.run_all(lab_model("qwen3-0.6b"))
+    show(plot_sweep(gpu))
+    print(sweep_table(gpu))
+    print(graphs_table(gpu))
+    print(captures_table(gpu))
+
+# %% [markdown] tags=["lang-en"]
+# ## 5. Try it yourself · 动手试试
+#
+# **Exercise 1.** Predict, then measure: with block size 32 instead of 8, how many blocks does the request of b)
+# hold at the end, and how many of its slots are empty? Run `lab06.block_table_trace` on an engine made with
+# `block_size=32`.
+#
+# *Hint:* blocks = ceil(tokens / block_size); the prompt has 10 tokens and 20 are generated.
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# 30 tokens fit in one block of 32 (2 empty slots); with block size 8 they take 4 blocks (2 empty slots as well).
+# `small = lab06.make_llm(model, block_size=32, max_num_seqs=4, num_gpu_blocks_override=64, max_model_len=128)`,
+# then `print(trace_table({"trace": lab06.block_table_trace(small, 10, 14)}))`.
+# </details>
+#
+# **Exercise 2.** Make preemption worse: call `lab06.preemption(model, num_blocks=4, new_tokens=8)`. Do the tokens
+# still match? Why can 4 blocks of 8 run requests of 20 tokens at all?
+#
+# *Hint:* one request needs ceil(20 / 8) = 3 blocks at its longest.
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# Yes, all requests match (preemption by recompute keeps the tokens). 4 blocks hold one request at a time, so the
+# scheduler runs them almost one by one, preempting the newest whenever the running one needs a block.
+# </details>
+
+# %% [markdown] tags=["lang-zh"]
+# ## 5. 动手试试
+#
+# **练习 1.** 先预测再测量：block size 从 8 改成 32，b) 中的请求最后持有几个块、空几个槽位？用 `block_size=32`
+# 的引擎运行 `lab06.block_table_trace`。
+#
+# *提示：* 块数 = ceil(token 数 / block_size)；prompt 10 个 token，生成 20 个。
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# 缓存最后存 23 个 token（刚采样的第 24 个还不需要 K/V）：一个 32 的块（空 9 个槽）；block size 8 时占 3 个块（空 1 个槽）。
+# 块越大，碎片越多。
+# </details>
+#
+# **练习 2.** 让抢占更严重：`lab06.preemption(model, num_blocks=4, new_tokens=8)`。token 还一致吗？为什么 4 个 8 槽的块
+# 也能跑 20 个 token 的请求？
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# 一致（重算式抢占保留 token）。4 个块一次只容得下一个请求，调度器几乎逐个运行，运行中的请求要新块时就抢占最新的。
+# </details>
+
+# %% [markdown]
+# ## 6. Self-test · 自检
+
+# %% [markdown] tags=["lang-en"]
+# Three questions on what you measured. Pick or type an answer and press *Score*; the feedback quotes the numbers
+# above (the recorded H200 ones when present, else yours). In Python: `lab08.grade_any(views.Q_KV, "114688")`.
+
+# %% [markdown] tags=["lang-zh"]
+# 三道关于本实验测量的题。作答后点 *Score · 评分*；反馈引用上面的数字（有 H200 记录时用记录，否则用本机结果）。
+# 也可以在 Python 里评分：`lab08.grade_any(views.Q_KV, "114688")`。
+
+# %% tags=["nbval-ignore-output"]
+from minivllm.labs import lab08
+
+lab08.show_questions(views.QUESTIONS, rec or here)
+
+# %% [markdown] tags=["lang-en"]
+# ## 7. Summary of verdicts · 结论
+# Verdicts come from the recorded H200 file; "not recorded yet" means the number will appear once
+# `python -m minivllm.labs.record lab06` has run on the GPU. All claims of both seeds are in [Lab 07](07_claims.ipynb).
+#
+# Engine code: [engine/block_manager.py](../minivllm/engine/block_manager.py) (`BlockManager.allocate`,
+# `find_cached_prefix`, `cache_full_blocks`), [engine/scheduler.py](../minivllm/engine/scheduler.py)
+# (`Scheduler.schedule`, `_preempt`), [engine/sequence.py](../minivllm/engine/sequence.py) (`Sequence.block_table`),
+# [worker/input_batch.py](../minivllm/worker/input_batch.py) (`InputBatch.prepare`),
+# [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) (`CUDAGraphDispatcher.dispatch`).
+
+# %% [markdown] tags=["lang-zh"]
+# ## 7. 结论
+# 结论取自 H200 记录文件；"not recorded yet" 表示要等 GPU 上运行 `python -m minivllm.labs.record lab06` 后才有数字。
+# 两份材料的全部说法见 [Lab 07](07_claims.ipynb)。
+
+# %% tags=["nbval-check-output"]
+lab07.show_markdown(lab07.claims_markdown(lab06.LAB_INFO.claims))

@@ -15,23 +15,23 @@ f) graph modes:    NONE / FULL / PIECEWISE / FULL_AND_PIECEWISE on the engine: T
                    each step, prefill included (interview question 3).
 
 Engine internals this lab reads (the dispatcher's graphs and counters) are touched only in this file.
-The questions, tables and plots are in lab02_views.py.
+Section a) (raw torch graphs) is in lab02_limits.py, tables and plots in lab02_views.py, questions and
+claims in lab02_quiz.py.
 """
 
 from __future__ import annotations
 
 import gc
-import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from typing import Callable
 
 import torch
 
 from minivllm.labs.common import max_positions, quiet_engine_logs, round_floats
+from minivllm.labs.lab02_limits import (HOST_SYNC_CODE, alloc_inside_capture, capture_replay,  # noqa: F401
+                                        graph_limits, host_sync_inside_capture, limit_branch, limit_fixed_address,
+                                        rng_in_graph)
 
 MODES = ("NONE", "FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
 PAD_SIZES = [1, 2, 4, 5, 8, 16, 32, 64, 128, 256]  # 5 captured too, so "exact" and "padded" can be compared
@@ -46,158 +46,6 @@ def _cuda() -> bool:
 def _spread(xs: list[float]) -> dict:
     """Median and min-max of repeated measurements (the lab states a difference only beyond the spread)."""
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
-
-
-# ---- a) the handbook's snippet and its three limits, on a raw torch graph --------------------------------
-def _toy(dev: str = "cuda"):
-    torch.manual_seed(0)
-    lin = torch.nn.Linear(64, 64, device=dev)
-    return lin, torch.randn(8, 64, device=dev)
-
-
-@torch.inference_mode()
-def capture_replay() -> dict:
-    """The handbook's snippet: capture once on a static input, then copy_ new data in and replay."""
-    if not _cuda():
-        return {"device": "cpu"}
-    model, static_input = _toy()
-    model(static_input)  # warm-up outside the capture: cuBLAS creates its handle and workspace here
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        static_output = model(static_input)
-    real = torch.randn_like(static_input)
-    static_input.copy_(real)  # the input copied into the fixed tensor
-    g.replay()
-    diff = (static_output - model(real)).abs().max().item()
-    return {"device": "cuda", "replay_matches_eager": diff < 1e-5, "max_abs_diff": diff}
-
-
-@torch.inference_mode()
-def limit_fixed_address() -> dict:
-    """Limit 1: rebinding the Python name instead of copy_ - the graph still reads the old tensor."""
-    if not _cuda():
-        return {"device": "cpu"}
-    model, static_input = _toy()
-    old = static_input.clone()
-    model(static_input)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        static_output = model(static_input)
-    static_input = torch.randn_like(old)  # a NEW tensor at a new address; the graph never sees it
-    g.replay()
-    new_ok = torch.allclose(static_output, model(static_input), atol=1e-5)
-    old_ok = torch.allclose(static_output, model(old), atol=1e-5)
-    return {"device": "cuda", "output_is_for_new_input": new_ok, "output_is_for_old_input": old_ok,
-            "error_raised": False}
-
-
-@torch.inference_mode()
-def limit_branch() -> dict:
-    """Limit 2: a branch decided on the host (here a CPU flag, like a Python int of the batch metadata)
-    is taken once, at capture. Replay runs the captured branch whatever the flag says now: no error."""
-    if not _cuda():
-        return {"device": "cpu"}
-    x = torch.ones(4, device="cuda")
-    use_add = torch.tensor([1])  # CPU tensor: reading it is not a device sync
-
-    def step() -> torch.Tensor:
-        return x + 1 if use_add.item() == 1 else x - 1
-
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = step()
-    use_add[0] = 0  # the data now says "subtract"
-    g.replay()
-    return {"device": "cuda", "eager_result": step().tolist(), "replay_result": out.tolist(),
-            "replay_matches_eager": torch.equal(out, step()), "error_raised": False}
-
-
-@torch.inference_mode()
-def alloc_inside_capture() -> dict:
-    """Limit 3 as the handbook states it ("no allocation inside a graph"): allocate inside a capture.
-    It works: the caching allocator serves it from the graph's private pool, at the same address every
-    replay."""
-    if not _cuda():
-        return {"device": "cpu"}
-    x = torch.randn(1024, 1024, device="cuda")
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    before = torch.cuda.memory_reserved()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        tmp = torch.empty(4 << 20, device="cuda")  # 16 MiB, allocated inside the capture
-        tmp.fill_(2.0)
-        y = x * tmp[: x.numel()].view_as(x)  # and another new tensor for the result
-    x.copy_(torch.randn_like(x))
-    g.replay()
-    ok = torch.allclose(y, x * 2)
-    return {"device": "cuda", "capture_ok": True, "replay_correct": ok,
-            "pool_mib": (torch.cuda.memory_reserved() - before) / 2**20}
-
-
-_SYNC_CHILD = """
-import json, torch
-x = torch.ones(4, device="cuda")
-x + 1
-torch.cuda.synchronize()
-g = torch.cuda.CUDAGraph()
-res = {"device": "cuda", "error_raised": False}
-try:
-    with torch.cuda.graph(g):
-        if (x.sum() > 0).item():   # a host sync: the CPU waits for a GPU value
-            y = x * 2
-except Exception as e:
-    chain, err = [], e
-    while err is not None and len(chain) < 3:   # the sync's own error, and what ending the capture said
-        msg = str(err).strip().splitlines()
-        chain.append({"type": type(err).__name__, "message": msg[0] if msg else ""})
-        err = err.__context__
-    root = chain[-1]
-    res.update(error_raised=True, error_type=root["type"], message=root["message"], chain=chain)
-print("RESULT" + json.dumps(res))
-"""
-
-
-def host_sync_inside_capture(timeout_s: int = 180) -> dict:
-    """What does fail: `.item()` of a CUDA tensor inside a capture. Run in a child process, because a
-    failed capture can leave the CUDA context (and the RNG) unusable for the rest of this one."""
-    if not _cuda():
-        return {"device": "cpu"}
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    p = subprocess.run([sys.executable, "-c", _SYNC_CHILD], capture_output=True, text=True, timeout=timeout_s,
-                       env=env)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT")]
-    if not lines:
-        return {"device": "cuda", "error_raised": True, "error_type": "child process failed",
-                "message": (p.stderr.strip().splitlines() or [""])[-1]}
-    return json.loads(lines[-1][len("RESULT"):])
-
-
-@torch.inference_mode()
-def rng_in_graph(replays: int = 3) -> dict:
-    """The article: "replay reuses the capture's RNG seed, so results never change". A sampling step
-    (the exponential-race sampler vLLM uses: argmax(p / q), q ~ Exp(1)) captured once, replayed 3 times."""
-    if not _cuda():
-        return {"device": "cpu"}
-    torch.manual_seed(0)
-    probs = torch.softmax(torch.randn(4, 1000, device="cuda"), dim=-1)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        q = torch.empty_like(probs).exponential_()
-        sample = (probs / q).argmax(dim=-1)
-    samples = []
-    for _ in range(replays):
-        g.replay()
-        samples.append(sample.tolist())
-    distinct = len({tuple(s) for s in samples})
-    return {"device": "cuda", "samples": samples, "distinct": distinct, "replays": replays}
-
-
-def graph_limits() -> dict:
-    """Every cell of section a), in the order the notebook shows them (the host sync last)."""
-    return {"snippet": capture_replay(), "fixed_address": limit_fixed_address(), "branch": limit_branch(),
-            "alloc": alloc_inside_capture(), "host_sync": host_sync_inside_capture()}
 
 
 # ---- b) capture sizes ------------------------------------------------------------------------------------
@@ -235,8 +83,8 @@ def make_llm(model: str, mode: str = "FULL", sizes: list[int] | None = None, max
     blocks = max_num_seqs * ((max_len + 15) // 16) + 8
     args = dict(max_num_seqs=max_num_seqs, max_model_len=max_len, num_gpu_blocks_override=blocks,
                 enable_prefix_caching=False, **kw)
-    if mode == "NONE" or not _cuda():
-        return LLM(model=model, enforce_eager=True, **args)
+    if mode == "NONE" or not _cuda():  # the configured sizes are still resolved (llm.config.capture_sizes())
+        return LLM(model=model, enforce_eager=True, cudagraph_capture_sizes=sizes, **args)
     return LLM(model=model, cudagraph_mode=mode, cudagraph_capture_sizes=sizes, **args)
 
 
@@ -246,9 +94,10 @@ def _prompts(llm, batch: int, length: int) -> list[dict]:
             for i in range(batch)]
 
 
-def _dispatch_counts(llm) -> dict:
+def _dispatch_counts(llm) -> dict | None:
+    """Steps per path so far (FULL graph / PIECEWISE graphs / eager); None for an engine without graphs."""
     d = getattr(llm.model_runner, "cudagraph_dispatcher", None)
-    return dict(d.counts) if d is not None else {"full": 0, "piecewise": 0, "eager": 0}
+    return dict(d.counts) if d is not None else None
 
 
 def generate_stats(llm, batch: int, prompt_len: int, new_tokens: int, repeats: int) -> dict:
@@ -264,8 +113,9 @@ def generate_stats(llm, batch: int, prompt_len: int, new_tokens: int, repeats: i
         if new_tokens > 1:
             tpot.append(statistics.median(o.metrics.tpot for o in outs) * 1e3)
     after = _dispatch_counts(llm)
+    paths = None if after is None else {k: after[k] - before.get(k, 0) for k in after}
     res = {"batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens, "ttft_ms": _spread(ttft),
-           "steps_by_path": {k: after[k] - before.get(k, 0) for k in after}}
+           "steps_by_path": paths}
     if tpot:
         res["tpot_ms"] = _spread(tpot)
     return res
@@ -462,11 +312,12 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-from minivllm.labs.lab02_views import (LAB_INFO, Q1, Q2, Q3, Q4, Q5, capture_sizes_text, limits_text,  # noqa: E402
-                                       modes_table, padding_table, plot_modes, plot_padding, plot_pool,
-                                       pool_table, rng_text, show, show_quiz, verdicts_table)
+from minivllm.labs.lab02_quiz import LAB_INFO, Q1, Q2, Q3, Q4, Q5, verdicts_table  # noqa: E402
+from minivllm.labs.lab02_views import (capture_sizes_text, limits_text, modes_table, padding_table,  # noqa: E402
+                                       plot_modes, plot_padding, plot_pool, pool_table, rng_text, show, show_code,
+                                       show_quiz)
 
 __all__ = ["LAB_INFO", "Q1", "Q2", "Q3", "Q4", "Q5", "run_all", "capture_sizes_for", "capture_size_table", "make_llm",
            "generate_stats", "graph_limits", "graph_modes", "padding", "pool_memory", "rng_in_graph",
            "capture_sizes_text", "limits_text", "modes_table", "padding_table", "plot_modes", "plot_padding",
-           "plot_pool", "pool_table", "rng_text", "show", "show_quiz", "verdicts_table", "mode_toggle"]
+           "plot_pool", "pool_table", "rng_text", "show", "show_code", "show_quiz", "verdicts_table", "mode_toggle"]

@@ -156,7 +156,8 @@ if rec:
 # %% tags=["nbval-ignore-output"]
 setup = lab03.EngineSetup("mine", level=3, graphs="NONE", custom_ops=None, backend="eager", scope="model",
                           attention_backend="auto")
-here["configs"] = lab03.sweep(model, (lab03.EngineSetup("eager"), setup), batches=(1,), new_tokens=8, repeats=1)
+here["configs"] = lab03.sweep(model, (lab03.EngineSetup("eager"), setup), batches=(1,), new_tokens=4, repeats=1,
+                              census=False)
 print(lab03.configs_table(here))
 
 # %% [markdown]

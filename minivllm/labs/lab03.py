@@ -114,8 +114,15 @@ def compact_fx(code: str, max_lines: int = 40) -> str:
         if line.startswith("def forward"):
             line = "def forward(self, ...):"
         out.append(line)
-    more = len(out) - max_lines
-    return "\n".join(out[:max_lines] + ([f"    ... ({more} more lines)"] if more > 0 else []))
+    if len(out) <= max_lines:
+        return "\n".join(out)
+    att = next((i for i, ln in enumerate(out) if "attention" in ln and "torch.ops" in ln), None)
+    head = max_lines // 2
+    if att is None or att < head:
+        return "\n".join(out[:max_lines] + [f"    ... ({len(out) - max_lines} more lines)"])
+    window = out[att - 4:att + max_lines // 2 - 4]  # the attention op and the lines around it
+    return "\n".join(out[:head] + [f"    ... ({att - 4 - head} lines)"] + window
+                     + [f"    ... ({len(out) - att - max_lines // 2 + 4} more lines)"])
 
 
 @torch.inference_mode()
@@ -235,12 +242,12 @@ def _compile_facts(llm) -> dict:
 
 
 def sweep(model: str, setups=GPU_SETUPS, batches: tuple[int, ...] = (1, 8, 64), new_tokens: int = 32,
-          repeats: int = 3) -> dict:
+          repeats: int = 3, census: bool = True) -> dict:
     """Every setup in turn; one that fails to start is recorded with its error and the sweep goes on."""
     out = {}
     for s in setups:
         try:
-            out[s.name] = measure_setup(model, s, batches, new_tokens, repeats)
+            out[s.name] = measure_setup(model, s, batches, new_tokens, repeats, census)
         except Exception as e:  # noqa: BLE001 - a failing setup is a result, not the end of the record
             msg = str(e).strip().splitlines()
             out[s.name] = {"level": s.level, "graphs": s.graphs, "error": f"{type(e).__name__}: "

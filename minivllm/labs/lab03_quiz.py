@@ -138,12 +138,13 @@ Q2 = Question(
     prompt="Why can CUDA graphs not replace torch.compile, and do the two stack?",
     prompt_zh="为什么 CUDA Graph 不能替代 torch.compile？两者能叠加吗？",
     options=(
-        Option("Graphs fuse the recorded kernels too, so compile adds nothing once graphs are on.",
+        Option("Graphs fuse the recorded kernels too, so once CUDA graphs are on, torch.compile has nothing left "
+               "to add.",
                "A graph replays exactly the kernels it recorded; only a compiler changes which kernels exist.",
                "CUDA Graph 也会融合录下来的 kernel，所以开了图之后 compile 没用。",
                "图只是原样重放录下的 kernel；只有编译器才会改变有哪些 kernel。"),
-        Option("Graphs remove launch cost, compile fuses ops: they stack when there is something left to fuse, "
-               "not when the kernels are already hand-fused.",
+        Option("Graphs remove launches, compile fuses ops: they stack when ops remain to fuse, not on "
+               "hand-fused kernels.",
                "Right: with PyTorch's ops level 3 + graphs beat graphs alone ~2.5x; with hand-fused kernels it "
                "was 0.94x at batch 64.",
                "图消除 launch 开销，compile 做算子融合：还有可融合的东西时两者叠加有效，kernel 已经手工融合时则不然。",
@@ -151,7 +152,8 @@ Q2 = Question(
         Option("They cannot be combined: a compiled model cannot be captured in a graph.",
                "The engine's default does exactly that: level 3 pieces captured as PIECEWISE graphs.",
                "不能一起用：编译过的模型无法被捕获成图。", "引擎的默认配置正是这样：level 3 的分段被捕获成 PIECEWISE 图。"),
-        Option("Compile removes the launch overhead as well, so graphs are redundant once compiled.",
+        Option("Compile removes the launch overhead as well, so once a model is compiled, CUDA graphs on top of "
+               "it are redundant.",
                "Compile alone still launches every kernel from Python each step: 18.8 ms vs 1.5 ms with graphs.",
                "compile 也消除了 launch 开销，所以编译之后图就多余了。",
                "只编译时每一步仍要从 Python 发射每个 kernel：18.8 ms，而用图是 1.5 ms。"),
@@ -168,12 +170,13 @@ Q3 = Question(
     prompt="The handbook says vLLM compiles per layer by default. What does vLLM (and this engine's level 3) do?",
     prompt_zh="手册说 vLLM 默认按层编译。vLLM（以及本引擎的 level 3）实际怎么做？",
     options=(
-        Option("Traces the whole forward once and splits it at every attention op; the pieces are compiled "
-               "(identical ones once) and graphed.",
+        Option("Traces the whole forward once, splits it at every attention op, compiles and graphs the "
+               "pieces.",
                "Right: one trace, split at the registered attention node: 29 pieces for 28 layers.",
                "整个前向只 trace 一次，在每个 attention 处切开；各分段分别编译（相同的只编一次）并捕获成图。",
                "对：一次 trace，在注册过的 attention 节点处切开：28 层得到 29 段。"),
-        Option("Compiles each decoder layer separately, as the handbook says.",
+        Option("Compiles each decoder layer separately, one torch.compile per layer, as the handbook's "
+               "chapter says.",
                "Per-layer compile traces each layer on its own (one trace per layer instance), which is not "
                "what vLLM does.", "像手册说的那样，每个 decoder 层单独编译。",
                "按层编译会对每层各 trace 一次，这不是 vLLM 的做法。"),
@@ -196,17 +199,19 @@ Q4 = Question(
            "many times faster. Why?",
     prompt_zh="batch 1 时只开 compile 的 decode TPOT 只比 eager 低一点，而只开图快很多倍。为什么？",
     options=(
-        Option("Inductor's generated kernels are slower than PyTorch's eager kernels.",
+        Option("Inductor's generated kernels are slower than PyTorch's own eager kernels, which cancels most "
+               "of what fusion gains.",
                "They are at least as fast; the kernels are not what bounds this step.",
                "Inductor 生成的 kernel 比 PyTorch eager 的 kernel 慢。", "它们至少一样快；限制这一步的不是 kernel。"),
         Option("torch.compile only speeds up prefill.", "It compiles the decode forward too (same graph).",
                "torch.compile 只加速预填充。", "decode 的前向也被编译了（同一个图）。"),
-        Option("The step is bound by the CPU launching kernels: compile launches fewer, but still from Python "
-               "every step; a graph launches them all at once.",
+        Option("The CPU launching kernels bounds the step: compile launches fewer, still one by one; a graph "
+               "submits them all.",
                "Right: fusion shortens the list of launches, a graph removes the per-launch CPU cost.",
                "这一步受 CPU 发射 kernel 的限制：compile 让 kernel 变少，但每步仍从 Python 发射；图一次全部提交。",
                "对：融合缩短了要发射的列表，图则去掉了每次发射的 CPU 开销。"),
-        Option("The engine silently falls back to eager at batch 1.",
+        Option("The engine silently falls back to the eager forward at batch 1, so the compiled code never "
+               "runs in decode.",
                "The compile report shows the compiled forward running, with no recompiles.",
                "引擎在 batch 1 时悄悄退回 eager。", "compile report 显示跑的是编译后的前向，没有重新编译。"),
     ),

@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("plotly", reason="needs the labs extras: pip install -e .[labs]")
 
-from minivllm.labs import lab02  # noqa: E402
-from minivllm.labs.catalog import VERDICTS, resolve_key  # noqa: E402
-from minivllm.labs.common import REPO_ROOT, lab_model  # noqa: E402
-from minivllm.labs.quiz import grade, parse_choice  # noqa: E402
+from minivllm.labs import lab02
+from minivllm.labs.catalog import VERDICTS, resolve_key
+from minivllm.labs.common import REPO_ROOT, lab_model
+from minivllm.labs.quiz import grade, parse_choice
 
 QUESTIONS = (lab02.Q1, lab02.Q2, lab02.Q3, lab02.Q4, lab02.Q5)
 _S = {"median": 1.0, "min": 0.9, "max": 1.1, "n": 7}

@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("plotly", reason="needs the labs extras: pip install -e .[labs]")
 
-from minivllm.labs import lab03  # noqa: E402
-from minivllm.labs.catalog import VERDICTS, resolve_key  # noqa: E402
-from minivllm.labs.common import REPO_ROOT, lab_model  # noqa: E402
-from minivllm.labs.quiz import grade, parse_choice  # noqa: E402
+from minivllm.labs import lab03
+from minivllm.labs.catalog import VERDICTS, resolve_key
+from minivllm.labs.common import REPO_ROOT, lab_model
+from minivllm.labs.quiz import grade, parse_choice
 
 QUESTIONS = (lab03.Q1, lab03.Q2, lab03.Q3, lab03.Q4)
 

@@ -24,14 +24,21 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 from minivllm.labs.common import max_positions, quiet_engine_logs, round_floats
-from minivllm.labs.lab02_limits import (HOST_SYNC_CODE, alloc_inside_capture, capture_replay,  # noqa: F401
-                                        graph_limits, host_sync_inside_capture, limit_branch, limit_fixed_address,
-                                        rng_in_graph)
+from minivllm.labs.lab02_limits import (  # noqa: F401
+    HOST_SYNC_CODE,
+    alloc_inside_capture,
+    capture_replay,
+    graph_limits,
+    host_sync_inside_capture,
+    limit_branch,
+    limit_fixed_address,
+    rng_in_graph,
+)
 
 MODES = ("NONE", "FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
 PAD_SIZES = [1, 2, 4, 5, 8, 16, 32, 64, 128, 256]  # 5 captured too, so "exact" and "padded" can be compared
@@ -312,12 +319,51 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-from minivllm.labs.lab02_quiz import LAB_INFO, Q1, Q2, Q3, Q4, Q5, verdicts_table  # noqa: E402
-from minivllm.labs.lab02_views import (capture_sizes_text, limits_text, modes_table, padding_table,  # noqa: E402
-                                       plot_modes, plot_padding, plot_pool, pool_table, rng_text, show, show_code,
-                                       show_quiz)
+from minivllm.labs.lab02_quiz import LAB_INFO, Q1, Q2, Q3, Q4, Q5, verdicts_table
+from minivllm.labs.lab02_views import (
+    capture_sizes_text,
+    limits_text,
+    modes_table,
+    padding_table,
+    plot_modes,
+    plot_padding,
+    plot_pool,
+    pool_table,
+    rng_text,
+    show,
+    show_code,
+    show_quiz,
+)
 
-__all__ = ["LAB_INFO", "Q1", "Q2", "Q3", "Q4", "Q5", "run_all", "capture_sizes_for", "capture_size_table", "make_llm",
-           "generate_stats", "graph_limits", "graph_modes", "padding", "pool_memory", "rng_in_graph",
-           "capture_sizes_text", "limits_text", "modes_table", "padding_table", "plot_modes", "plot_padding",
-           "plot_pool", "pool_table", "rng_text", "show", "show_code", "show_quiz", "verdicts_table", "mode_toggle"]
+__all__ = [
+    "LAB_INFO",
+    "Q1",
+    "Q2",
+    "Q3",
+    "Q4",
+    "Q5",
+    "capture_size_table",
+    "capture_sizes_for",
+    "capture_sizes_text",
+    "generate_stats",
+    "graph_limits",
+    "graph_modes",
+    "limits_text",
+    "make_llm",
+    "mode_toggle",
+    "modes_table",
+    "padding",
+    "padding_table",
+    "plot_modes",
+    "plot_padding",
+    "plot_pool",
+    "pool_memory",
+    "pool_table",
+    "rng_in_graph",
+    "rng_text",
+    "run_all",
+    "show",
+    "show_code",
+    "show_quiz",
+    "verdicts_table",
+]

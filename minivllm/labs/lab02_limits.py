@@ -55,10 +55,13 @@ def limit_fixed_address() -> dict:
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         static_output = model(static_input)
+    captured = static_input  # keep the captured tensor alive, or the allocator could hand its block (the
+    # address the graph reads) to the new tensor below, and the replay would see the new data by accident
     static_input = torch.randn_like(old)  # a NEW tensor at a new address; the graph never sees it
     g.replay()
     new_ok = torch.allclose(static_output, model(static_input), atol=1e-5)
     old_ok = torch.allclose(static_output, model(old), atol=1e-5)
+    del captured
     return {"device": "cuda", "output_is_for_new_input": new_ok, "output_is_for_old_input": old_ok,
             "error_raised": False}
 

@@ -162,7 +162,7 @@ def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, 
 
 def _kernel_sources(code: str) -> list[str]:
     """The kernel sources inside Inductor's output module (Triton on CUDA, C++ on a CPU)."""
-    return [m.group(1).strip() for m in re.finditer(r"async_compile\.\w+\(.*?'''(.*?)'''", code, re.S)]
+    return [m.group(1).strip() for m in re.finditer(r"async_compile\.\w+\(.*?'''(.*?)'''", code, re.DOTALL)]
 
 
 def hand_written_kernel(name: str = "_rms_norm_kernel", path: str = "minivllm/kernels/triton_norm.py") -> str:
@@ -320,18 +320,51 @@ def run_all(model: str, quick: bool = False) -> dict:
     out["registration"] = registration(model)
     out["scopes"] = scopes(model)
     gpu = _cuda()
-    out["configs"] = sweep(model, GPU_SETUPS if gpu else CPU_SETUPS, (1, 8, 64) if gpu else (1,), new_tokens=32,
+    out["configs"] = sweep(model, GPU_SETUPS if gpu else CPU_SETUPS, (1, 8, 64) if gpu else (1,), new_tokens=16,
                            repeats=3)
     out["grid"] = GRID
     return round_floats(out)
 
 
-from minivllm.labs.lab03_quiz import LAB_INFO, Q1, Q2, Q3, Q4, verdicts_table  # noqa: E402
-from minivllm.labs.lab03_views import (configs_table, dynamo_text, grid_table, kernel_text,  # noqa: E402
-                                       plot_grid, plot_levels, registration_table, scopes_table, show,
-                                       show_quiz)
+from minivllm.labs.lab03_quiz import LAB_INFO, Q1, Q2, Q3, Q4, verdicts_table
+from minivllm.labs.lab03_views import (
+    configs_table,
+    dynamo_text,
+    grid_table,
+    kernel_text,
+    plot_grid,
+    plot_levels,
+    registration_table,
+    scopes_table,
+    show,
+    show_quiz,
+)
 
-__all__ = ["LAB_INFO", "Q1", "Q2", "Q3", "Q4", "EngineSetup", "run_all", "make_llm", "dynamo_view",
-           "inductor_kernel", "hand_written_kernel", "measure_setup", "sweep", "scopes", "registration",
-           "configs_table", "dynamo_text", "grid_table", "kernel_text", "registration_table", "plot_grid", "plot_levels", "scopes_table",
-           "show", "show_quiz", "verdicts_table"]
+__all__ = [
+    "LAB_INFO",
+    "Q1",
+    "Q2",
+    "Q3",
+    "Q4",
+    "EngineSetup",
+    "configs_table",
+    "dynamo_text",
+    "dynamo_view",
+    "grid_table",
+    "hand_written_kernel",
+    "inductor_kernel",
+    "kernel_text",
+    "make_llm",
+    "measure_setup",
+    "plot_grid",
+    "plot_levels",
+    "registration",
+    "registration_table",
+    "run_all",
+    "scopes",
+    "scopes_table",
+    "show",
+    "show_quiz",
+    "sweep",
+    "verdicts_table",
+]

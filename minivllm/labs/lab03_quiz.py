@@ -7,7 +7,7 @@ Feedback cites this lab's own record when it is given one, and the engine's earl
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 from minivllm.labs.catalog import Claim, LabInfo, resolve_key
 from minivllm.labs.common import REPO_ROOT
@@ -18,7 +18,7 @@ RESULTS = "assets/results/h200/lab03.json"
 H200 = "assets/results/h200/"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _bench(name: str) -> dict:
     try:
         return json.loads((REPO_ROOT / H200 / f"{name}.json").read_text())

@@ -124,7 +124,7 @@ def test_feedback_cites_the_measured_numbers():
     assert "3.7" in lab02.Q1.evidence(GPU)  # padded to the size-256 graph
     assert "piecewise 1" in lab02.Q2.evidence(GPU)
     assert "3 distinct" in lab02.Q3.evidence(GPU)
-    assert "0.01 ms" in lab02.Q4.evidence(GPU)  # graph 8 - graph 5
+    assert "costs 0.01 ms per replay (1.0%), within the spread" in lab02.Q4.evidence(GPU)  # graph 8 - graph 5
     assert "operation not permitted" in lab02.Q5.evidence(GPU)
 
 
@@ -193,3 +193,12 @@ def test_run_all_quick_on_cpu():
     assert resolve_key(res, "capture_sizes.rows.4.num_graphs") == 51
     assert res["modes"]["NONE"]["decode"]["1"]["tpot_ms"]["median"] > 0
     assert isinstance(lab02.modes_table(res), str) and isinstance(lab02.Q2.evidence(res), str)
+
+
+def test_padding_verdict_compares_with_the_spread():
+    import copy
+
+    far = copy.deepcopy(GPU)
+    far["padding"]["replay_ms"]["8"] = {**_S, "median": 1.5}
+    assert "beyond the spread" in lab02.padding_table(far)
+    assert "within the spread" in lab02.padding_table(GPU)

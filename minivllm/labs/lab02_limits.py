@@ -78,6 +78,8 @@ def limit_branch() -> dict:
     def step() -> torch.Tensor:
         return x + 1 if use_add.item() == 1 else x - 1
 
+    step()  # warm-up outside the capture (kernels load on first use)
+    torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         out = step()
@@ -95,6 +97,7 @@ def alloc_inside_capture() -> dict:
     if not _cuda():
         return {"device": "cpu"}
     x = torch.randn(1024, 1024, device="cuda")
+    x * torch.empty(4 << 20, device="cuda").fill_(2.0)[: x.numel()].view_as(x)  # warm-up: load the kernels
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     before = torch.cuda.memory_reserved()
@@ -156,6 +159,8 @@ def rng_in_graph(replays: int = 3) -> dict:
         return {"device": "cpu"}
     torch.manual_seed(0)
     probs = torch.softmax(torch.randn(4, 1000, device="cuda"), dim=-1)
+    (probs / torch.empty_like(probs).exponential_()).argmax(dim=-1)  # warm-up outside the capture
+    torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         q = torch.empty_like(probs).exponential_()

@@ -7,7 +7,7 @@ the notebook), through the view helpers of lab02_views.py.
 from __future__ import annotations
 
 from minivllm.labs.catalog import Claim, LabInfo
-from minivllm.labs.lab02_views import RESULTS, _get, _gpu, _ms, _paths, _src, limits_text
+from minivllm.labs.lab02_views import RESULTS, _get, _gpu, _ms, _paths, _src, limits_text, padding_verdict
 from minivllm.labs.quiz import Option, Question
 
 
@@ -70,10 +70,9 @@ def q4_evidence(res: dict | None) -> str:
     r = p.get("replay_ms", {})
     if not ("5" in r and "8" in r):
         return f"{_src(res)}: no graphs on this device; see the recorded H200 results."
-    d = round(r["8"]["median"] - r["5"]["median"], 4)
     return (f"{_src(res)}: one replay of the size-5 graph {_ms(r['5'])}, of the size-8 graph {_ms(r['8'])}: "
-            f"padding 5 -> 8 costs {d} ms per step; engine TPOT at batch 5: "
-            f"{_get(p, 'tpot_several', '5', 'median')} ms on its own graph")
+            f"{padding_verdict(res)}; engine TPOT at batch 5: {_get(p, 'tpot_several', '5', 'median')} ms on its "
+            f"own graph")
 
 
 def q5_evidence(res: dict | None) -> str:

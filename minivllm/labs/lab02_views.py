@@ -94,12 +94,26 @@ def _ms(s: dict | None) -> str:
     return f"{s['median']} ms ({s['min']}-{s['max']}, n={s['n']})"
 
 
+def padding_verdict(res: dict | None) -> str | None:
+    """Graph 8 minus graph 5 against the spread of the repeats: is padding 5 -> 8 measurable at all?"""
+    r = _get(res, "padding", "replay_ms") or {}
+    if "5" not in r or "8" not in r:
+        return None
+    d = r["8"]["median"] - r["5"]["median"]
+    spread = max(r["8"]["max"] - r["8"]["min"], r["5"]["max"] - r["5"]["min"])
+    where = "within" if abs(d) <= spread else "beyond"
+    return (f"padding 5 -> 8 costs {round(d, 4)} ms per replay ({round(100 * d / r['5']['median'], 1)}%), "
+            f"{where} the spread of the repeats ({round(spread, 4)} ms)")
+
+
 def padding_table(res: dict | None) -> str:
     p = _get(res, "padding") or {}
     if not _gpu(p):
         return _why_missing(res)
     rows = ["one replay of the FULL graph of size n (GPU time, median and min-max):"]
     rows += [f"  n={n:>3}: {_ms(s)}" for n, s in p.get("replay_ms", {}).items()]
+    if (v := padding_verdict(res)) is not None:
+        rows.append(f"  {v}")
     rows.append("engine TPOT, vLLM-style sizes (5 captured too) vs one graph of size 256 only:")
     for b in ("1", "5", "8"):
         rows.append(f"  batch {b}: {_ms(_get(p, 'tpot_several', b))}  vs  {_ms(_get(p, 'tpot_largest_only', b))}")

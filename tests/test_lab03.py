@@ -185,3 +185,17 @@ def test_run_all_quick_on_cpu():
     assert res["configs"]["eager"]["tpot_ms"]["1"]["median"] > 0
     assert res["configs"]["eager"]["recompiles_at_runtime"] == 0
     assert isinstance(lab03.configs_table(res), str) and isinstance(lab03.Q4.evidence(res), str)
+
+
+def test_split_pieces_cut_at_every_attention_op():
+    llm = lab03.make_llm(lab_model(), lab03.EngineSetup("eager", custom_ops=("none",)), max_num_seqs=8)
+    try:
+        split = lab03.split_pieces(llm)
+    finally:
+        llm.shutdown()
+    n = split["num_layers"]
+    assert split["traces"] == 1 and split["attention_splits"] == n and len(split["pieces"]) == n + 1
+    assert split["distinct_middle"] == 1  # every layer boundary is the same code
+    text = lab03.split_text(split)
+    assert f"into {n + 1} pieces" in text and "piece 0:" in text
+    assert "not recorded yet" in lab03.split_text(None)

@@ -178,6 +178,24 @@ print(lab03.configs_table(here))
 
 # %% tags=["nbval-check-output"]
 print(lab03.scopes_table(rec))
+print(lab03.split_text(rec and rec.get("split")))
+
+# %% [markdown] tags=["lang-en"]
+# **The split pieces, here**: the tiny model's forward traced once and cut at each attention op, as level 3
+# does ([compilation/backend.py](../minivllm/compilation/backend.py) `SplitBackend._split`). The middle pieces
+# (the end of one layer and the start of the next) are the same code with other weights, which is why level 3
+# compiles 3 distinct pieces for a 28-layer model.
+
+# %% [markdown] tags=["lang-zh"]
+# **在本机看切分结果**：小模型的前向 trace 一次，像 level 3 一样在每个 attention 处切开
+# （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend._split`）。中间的分段（上一层的后半加下一层的前半）
+# 代码相同、只是权重不同，所以 28 层的模型 level 3 只需编译 3 个不同的分段。
+
+# %% tags=["nbval-ignore-output"]
+split_llm = lab03.make_llm(model, lab03.EngineSetup("eager", custom_ops=("none",)), max_num_seqs=8)
+here["split"] = lab03.split_pieces(split_llm)
+split_llm.shutdown()
+print(lab03.split_text(here["split"]))
 
 # %% tags=["nbval-skip"] id="gpu-scopes"
 if gpu_only("The scope sweep on the 0.6B-shaped model"):

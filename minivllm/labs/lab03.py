@@ -152,6 +152,49 @@ def dynamo_view(llm) -> dict:
     return res
 
 
+def _op_name(node) -> str:
+    t = node.target
+    return getattr(t, "__name__", None) or str(t).rsplit(".", 1)[-1]
+
+
+@torch.inference_mode()
+def split_pieces(llm, n: int = 2) -> dict:
+    """Trace the whole forward once (Dynamo, fullgraph, no compiler) and cut it where the engine's level 3
+    cuts it: at each attention op (compilation/backend.py ATTENTION_OPS). Per piece: its op count and its
+    first and last ops, so the repeated middle pieces (one per layer boundary) can be seen to be the same."""
+    from minivllm.attention.metadata import set_forward_context
+    from minivllm.compilation.backend import ATTENTION_OPS
+    from minivllm.labs.lab01 import _decode_inputs
+
+    r = llm.model_runner
+    meta = _decode_inputs(r, n, 8)
+    ib = r.input_batch
+    graphs = []
+
+    def recorder(gm, _example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    with set_forward_context(meta, r.backend, r.kv_caches):
+        torch.compile(r.model.forward, backend=recorder, fullgraph=True)(ib.input_ids[:n], ib.positions[:n])
+    torch._dynamo.reset()
+    pieces, ops = [], []
+    for node in graphs[0].graph.nodes:
+        if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        if any(a in str(node.target) for a in ATTENTION_OPS):
+            pieces.append(ops)
+            ops = []
+        else:
+            ops.append(_op_name(node))
+    pieces.append(ops)
+    rows = [{"ops": len(p), "first": p[:3], "last": p[-2:]} for p in pieces]
+    return {"traces": len(graphs), "attention_splits": len(pieces) - 1, "pieces": rows,
+            "distinct_middle": len({tuple(p) for p in pieces[1:-1]}),
+            "num_layers": r.model_config.num_hidden_layers}
+
+
 # ---- b) what Inductor makes of an add + RMSNorm --------------------------------------------------------
 def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
     """The engine's fused_add_rms_norm in plain PyTorch: five elementwise/reduction ops eagerly."""
@@ -320,6 +363,9 @@ def run_all(model: str, quick: bool = False) -> dict:
     out["inductor"] = inductor_kernel()
     out["registration"] = registration(model)
     out["scopes"] = scopes(model)
+    llm = make_llm(model, EngineSetup("eager", custom_ops=("none",)), max_num_seqs=8)  # level 3's op build
+    out["split"] = split_pieces(llm)
+    llm.shutdown()
     gpu = _cuda()
     out["configs"] = sweep(model, GPU_SETUPS if gpu else CPU_SETUPS, (1, 8, 64) if gpu else (1,), new_tokens=16,
                            repeats=3)
@@ -337,6 +383,7 @@ from minivllm.labs.lab03_views import (
     plot_levels,
     registration_table,
     scopes_table,
+    split_text,
     show,
     show_quiz,
 )
@@ -363,7 +410,7 @@ __all__ = [
     "registration_table",
     "run_all",
     "scopes",
-    "scopes_table",
+    "scopes_table", "split_text",
     "show",
     "show_quiz",
     "sweep",

@@ -141,3 +141,18 @@ def scopes_table(res: dict | None) -> str:
                      f"{r['graph_breaks'] or 0:>7}{r['pieces'] or '-'!s:>7}{r['attention_splits'] or '-'!s:>17}")
     n = next(iter(sc.values()))["num_layers"]
     return "\n".join(lines) + f"\n({n} decoder layers; Dynamo only, backend 'eager')"
+
+
+def split_text(split: dict | None) -> str:
+    if not split:
+        return NOT_RECORDED
+    p = split["pieces"]
+    lines = [f"one trace of the whole forward, cut at {split['attention_splits']} attention ops into {len(p)} pieces "
+             f"({split['num_layers']} layers); the {len(p) - 2} middle pieces are {split['distinct_middle']} "
+             f"distinct op sequence(s):"]
+    shown = [0, 1, len(p) - 1] if len(p) > 3 else range(len(p))
+    for i in shown:
+        if i == len(p) - 1 and len(p) > 3:
+            lines.append(f"  ... pieces 2-{len(p) - 2} like piece 1")
+        lines.append(f"  piece {i}: {p[i]['ops']} ops, {', '.join(p[i]['first'])} ... {', '.join(p[i]['last'])}")
+    return "\n".join(lines)

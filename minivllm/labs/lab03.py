@@ -383,9 +383,9 @@ from minivllm.labs.lab03_views import (
     plot_levels,
     registration_table,
     scopes_table,
-    split_text,
     show,
     show_quiz,
+    split_text,
 )
 
 __all__ = [
@@ -410,9 +410,10 @@ __all__ = [
     "registration_table",
     "run_all",
     "scopes",
-    "scopes_table", "split_text",
+    "scopes_table",
     "show",
     "show_quiz",
+    "split_text",
     "sweep",
     "verdicts_table",
 ]

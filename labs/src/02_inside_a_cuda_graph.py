@@ -1,0 +1,307 @@
+# Source of labs/02_inside_a_cuda_graph.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 02
+
+# %% [markdown]
+# # Lab 02 · Inside a CUDA graph · CUDA Graph 内部
+
+# %% [markdown] tags=["lang-en"]
+# The handbook (§1.2-1.4) shows how a CUDA graph is captured and replayed, lists three limits (fixed input
+# addresses, no data-dependent branch, no allocation inside a graph) and says vLLM captures several batch
+# sizes and pads a batch of 5 to the size-8 graph. A second article adds "150 MB per graph", "replay reuses
+# the capture's random seed" and "`--max-num-seqs` is the number of graphs".
+#
+# This lab runs each of those statements, on raw torch graphs first and then on the engine:
+#
+# - **a)** the capture/replay snippet and one cell per limit that breaks (and the one that does not);
+# - **b)** the sizes the engine captures, and what `max_num_seqs` really controls;
+# - **c)** padding: what the padded rows cost, and one graph for the largest size only (interview question 2);
+# - **d)** graph memory: one shared pool vs one pool per graph;
+# - **e)** random numbers inside a replayed graph;
+# - **f)** FULL vs PIECEWISE vs FULL_AND_PIECEWISE on the engine, and whether prefill is graphed (interview
+#   question 3).
+#
+# Cells are of four kinds: **setup**, **recorded** (measured once on an H200 by
+# `python -m minivllm.labs.record lab02`, loaded with their provenance), **run it here** (your device: a CUDA
+# GPU, else a tiny CPU configuration) and **GPU only** (they say so and do nothing on a CPU).
+
+# %% [markdown] tags=["lang-zh"]
+# 手册（§1.2-1.4）讲了 CUDA Graph 怎么捕获、怎么重放，列了三条限制（输入地址固定、不能有依赖数据的分支、
+# 图内不能分配显存），还说 vLLM 会捕获多个 batch size，把 batch 5 pad 到 size 8 的图上。另一篇文章又说
+# “每个图 150 MB”、“重放复用捕获时的随机种子”、“`--max-num-seqs` 就是图的个数”。
+#
+# 本实验把这些说法逐条跑一遍，先在裸的 torch 图上，再在引擎上：a) 捕获/重放示例，以及每条限制一个会出错
+# （或不出错）的单元格；b) 引擎捕获哪些 size，`max_num_seqs` 到底控制什么；c) padding 的代价，以及只捕获
+# 最大 size 会怎样（面试题 2）；d) 显存：一个共享显存池 vs 每个图一个池；e) 重放图里的随机数；
+# f) 引擎上的 FULL / PIECEWISE / FULL_AND_PIECEWISE，以及预填充是否走图（面试题 3）。
+#
+# 单元格分四类：**环境准备**、**H200 实测记录**（由 `python -m minivllm.labs.record lab02` 录制，带出处）、
+# **在本机运行**（有 GPU 用 GPU，否则用很小的 CPU 配置）、**仅限 GPU**（在 CPU 上只打印说明）。
+
+# %% [markdown]
+# ## 1. Setup · 环境准备
+
+# %% tags=["nbval-check-output"]
+from minivllm.labs import RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only
+from minivllm.labs import lab02, lab_model, load_recorded
+from minivllm.labs.lab02 import show, show_quiz
+
+device = detect_device()
+print(device)
+try:
+    rec = load_recorded("lab02")
+    print(describe_provenance(rec))
+except RecordedResultsMissing as e:
+    rec = None
+    print(e)
+
+# %% [markdown]
+# ## 2. a) Capture, replay, and the three limits · 捕获、重放与三条限制
+
+# %% [markdown] tags=["lang-en"]
+# The handbook's snippet: capture a forward once on a fixed input tensor, then for each step `copy_` the
+# real input into that tensor and `replay()`. Below are the exact functions the recorder ran, then what they
+# returned on the H200. Each limit gets one: rebinding the input name instead of `copy_` (limit 1), a branch
+# decided on the host (limit 2), an allocation inside the capture (limit 3), and a host sync (`.item()` of a
+# GPU value), which is what really fails.
+
+# %% [markdown] tags=["lang-zh"]
+# 手册的示例：在一个固定的输入张量上捕获一次前向，之后每一步把真实输入 `copy_` 进这个张量再 `replay()`。
+# 下面先打印录制时真正执行的函数，再给出它们在 H200 上的结果。每条限制各一个：不用 `copy_` 而是重新绑定
+# 变量名（限制 1）、在 CPU 侧决定的分支（限制 2）、在捕获里分配显存（限制 3），以及真正会失败的主机同步
+# （对 GPU 张量调用 `.item()`）。
+
+# %% tags=["nbval-check-output"]
+for fn in (lab02.capture_replay, lab02.limit_fixed_address, lab02.limit_branch):
+    lab02.show_code(fn)
+    print()
+
+# %% tags=["nbval-check-output"]
+lab02.show_code(lab02.alloc_inside_capture)
+print(lab02.HOST_SYNC_CODE)
+
+# %% tags=["nbval-check-output"]
+print(lab02.limits_text(rec))
+
+# %% [markdown] tags=["lang-en"]
+# Read the recorded lines against the handbook: limits 1 and 2 are real, and worse than an error - the
+# replay **silently** computes on the old tensor, or takes the branch of the capture. Limit 3 is wrong as
+# stated: allocation inside a capture works, because the caching allocator serves it from the graph's
+# private pool (at the same address on every replay). What fails is making the CPU wait for a GPU value
+# while the stream is capturing. The engine keeps every input in persistent buffers
+# ([worker/input_batch.py](../minivllm/worker/input_batch.py)) and its attention reads sequence lengths from
+# device tensors, so neither limit bites it.
+
+# %% [markdown] tags=["lang-zh"]
+# 对照手册看记录：限制 1 和 2 是真的，而且比报错更糟——重放会**悄悄地**用旧张量计算，或者一直走捕获时的分支。
+# 限制 3 的说法是错的：捕获里可以分配显存，缓存分配器从图的私有显存池里分配（每次重放地址相同）。真正失败的是
+# 在 stream 捕获时让 CPU 等 GPU 的值。引擎把所有输入放在持久化缓冲区里
+# （[worker/input_batch.py](../minivllm/worker/input_batch.py)），attention 从设备张量读序列长度，所以这两条限制都不会踩到。
+
+# %% tags=["nbval-skip"] id="gpu-limits"
+if gpu_only("Running the capture/replay cells"):
+    here_limits = lab02.graph_limits()
+    print(lab02.limits_text({"limits": here_limits}))
+
+# %% [markdown]
+# ## 3. b) Which sizes the engine captures · 引擎捕获哪些 size
+
+# %% [markdown] tags=["lang-en"]
+# The engine uses vLLM's rule ([config.py](../minivllm/config.py) `default_capture_sizes`,
+# `EngineConfig.capture_sizes`): 1, 2, 4, then every 8 up to 256, then every 16, up to
+# `min(2 x max_num_seqs, 512)` unless `max_cudagraph_capture_size` or an explicit `cudagraph_capture_sizes`
+# says otherwise. FULL graphs are captured for the sizes up to `max_num_seqs` (a decode batch has one token
+# per sequence); PIECEWISE graphs, keyed by token count, for all of them. So `max_num_seqs` caps the batch;
+# it is not the number of graphs, and there is no graph per sequence.
+
+# %% [markdown] tags=["lang-zh"]
+# 引擎用 vLLM 的规则（[config.py](../minivllm/config.py) 的 `default_capture_sizes`、`EngineConfig.capture_sizes`）：
+# 1、2、4，然后每 8 一档到 256，再每 16 一档，上限 `min(2 x max_num_seqs, 512)`，除非设置了
+# `max_cudagraph_capture_size` 或显式的 `cudagraph_capture_sizes`。FULL 图只捕获不超过 `max_num_seqs` 的 size
+# （decode 时每个序列一个 token）；按 token 数区分的 PIECEWISE 分段图则捕获全部。所以 `max_num_seqs` 限制的是
+# batch 大小，不是图的个数，也不存在“每个序列一个图”。
+
+# %% tags=["nbval-check-output"]
+here = {"capture_sizes": lab02.capture_size_table()}
+print(lab02.capture_sizes_text(here))
+
+# %% [markdown] tags=["lang-en"]
+# **Knobs, live.** Change the three arguments and run the cell: it applies the engine's own rule. The
+# second part builds a real engine with your knobs and prints what it reports at startup (on a CPU the mode
+# is NONE: nothing is captured, but the configured sizes are the same).
+
+# %% [markdown] tags=["lang-zh"]
+# **动手调参数。** 改这三个参数再运行：用的就是引擎自己的规则。第二部分用你的参数真正建一个引擎，打印它启动时
+# 报告的内容（在 CPU 上模式是 NONE，不捕获任何图，但配置出来的 size 是一样的）。
+
+# %% tags=["nbval-ignore-output"]
+max_num_seqs, max_cudagraph_capture_size, cudagraph_capture_sizes = 16, None, None
+print(lab02.capture_sizes_for(max_num_seqs, max_cudagraph_capture_size, cudagraph_capture_sizes))
+model = lab_model()
+print(describe_model(model))
+llm = lab02.make_llm(model, "FULL", cudagraph_capture_sizes, max_num_seqs=max_num_seqs,
+                     max_cudagraph_capture_size=max_cudagraph_capture_size)
+print("startup_report().cudagraph:", llm.startup_report().cudagraph)
+print("config.capture_sizes():   ", llm.config.capture_sizes())
+
+# %% [markdown]
+# ## 4. c) Padding, and one graph for the largest size only · padding 的代价，只捕获最大 size
+
+# %% [markdown] tags=["lang-en"]
+# A batch of 5 replays the size-8 graph with rows 5-7 padded (slot -1: no KV write; sequence length 0).
+# The recorder captured sizes 1, 2, 4, **5**, 8, ... 256, so the size-5 and size-8 graphs can be timed
+# side by side (CUDA events around 50 back-to-back replays, 7 repeats: median and min-max). Then interview
+# question 2: an engine with one graph of size 256 only, where every batch is padded to 256.
+
+# %% [markdown] tags=["lang-zh"]
+# batch 5 重放 size 8 的图，第 5-7 行是 padding（slot 为 -1 不写 KV，序列长度为 0）。录制时捕获了 1、2、4、**5**、
+# 8……256，因此可以并排测 size 5 和 size 8 的图（用 CUDA event 计 50 次连续重放，重复 7 次，取中位数和最小-最大值）。
+# 然后是面试题 2：一个只捕获 size 256 的引擎，每个 batch 都要 pad 到 256。
+
+# %% tags=["nbval-check-output"]
+print(lab02.padding_table(rec))
+if rec:
+    show(lab02.plot_padding(rec))
+
+# %% [markdown]
+# ## 5. d) Graph memory: one shared pool or one per graph · 显存：共享显存池还是每图一个
+
+# %% [markdown] tags=["lang-en"]
+# The article: "about 150 MB per graph for a 7B model; 10 graphs take 1.5 GB". The engine captures its sizes
+# **largest first into one pool** ([worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)
+# `capture_all_sizes`), so the smaller graphs reuse the blocks of the larger ones. The recorder captured ten
+# decode sizes of Qwen3-0.6B both ways: one shared pool, and one private pool per graph.
+
+# %% [markdown] tags=["lang-zh"]
+# 文章说：“7B 模型每个图约 150 MB，10 个图 1.5 GB”。引擎**从大到小、捕获进同一个显存池**
+# （[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `capture_all_sizes`），小图复用大图的显存块。
+# 录制时把 Qwen3-0.6B 的十个 decode size 按两种方式各捕获一遍：一个共享池，和每图一个私有池。
+
+# %% tags=["nbval-check-output"]
+print(lab02.pool_table(rec))
+if rec and rec.get("pool"):
+    show(lab02.plot_pool(rec))
+
+# %% [markdown]
+# ## 6. e) Random numbers inside a graph · 图里的随机数
+
+# %% tags=["nbval-check-output"]
+lab02.show_code(lab02.rng_in_graph)
+print(lab02.rng_text(rec))
+
+# %% [markdown] tags=["lang-en"]
+# The article says a replay reuses the capture's random seed, so "results never change". PyTorch registers
+# the default generator with the graph and advances its offset at every replay: each replay draws new
+# numbers. (Greedy decoding does not change from replay to replay because it uses no random numbers.)
+
+# %% [markdown] tags=["lang-zh"]
+# 文章说重放会复用捕获时的随机种子，所以“结果永远不变”。PyTorch 会把默认生成器登记到图上，每次重放推进 offset：
+# 每次重放都取新的随机数。（贪心解码每次重放结果相同，是因为它根本不用随机数。）
+
+# %% [markdown]
+# ## 7. f) FULL, PIECEWISE, FULL_AND_PIECEWISE · 三种图模式
+
+# %% [markdown] tags=["lang-en"]
+# - **FULL**: the whole decode step, attention and LM head included, one graph per batch size; only
+#   pure-decode batches replay it ([worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)
+#   `CUDAGraphDispatcher.dispatch`).
+# - **PIECEWISE**: the forward is traced once and split at every attention op
+#   ([compilation/backend.py](../minivllm/compilation/backend.py) `SplitBackend`); the pieces between them are
+#   captured per **token count**, attention runs eagerly between replays. Prefill and mixed batches replay
+#   too, up to the largest capture size (512 tokens here).
+# - **FULL_AND_PIECEWISE** (the default): FULL for pure decode, PIECEWISE for the rest.
+#
+# Per mode the recorder measured TPOT at batch 1 and 8, TTFT of a 128-token and a 1024-token prompt, and
+# counted which path every step took. The buttons show one series at a time.
+
+# %% [markdown] tags=["lang-zh"]
+# - **FULL**：整个 decode 步（包括 attention 和 LM head），每个 batch size 一个图，只有纯 decode 批会重放
+#   （[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `CUDAGraphDispatcher.dispatch`）。
+# - **PIECEWISE**：前向只 trace 一次，在每个 attention 处切开
+#   （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend`）；中间的分段按 **token 数**
+#   捕获，attention 在两次重放之间 eager 执行。预填充和混合批也能重放，最多到最大捕获尺寸（这里是 512 token）。
+# - **FULL_AND_PIECEWISE**（默认）：纯 decode 用 FULL，其他用 PIECEWISE。
+#
+# 每种模式录制了 batch 1 和 8 的 TPOT、128 token 和 1024 token prompt 的 TTFT，并统计每一步走的路径。按钮一次显示一组数据。
+
+# %% tags=["nbval-check-output"]
+print(lab02.modes_table(rec))
+if rec:
+    show(lab02.plot_modes(rec))
+
+# %% [markdown]
+# ### Run it here · 在本机运行
+
+# %% [markdown] tags=["lang-en"]
+# The same measurement on your device. On a CPU only NONE (eager) runs; on a GPU all four modes (a minute or
+# two with the 0.6B-shaped model; here the tiny one).
+
+# %% [markdown] tags=["lang-zh"]
+# 在你的设备上做同样的测量。CPU 上只有 NONE（eager）；GPU 上四种模式都跑（这里用很小的模型）。
+
+# %% tags=["nbval-ignore-output"]
+here["modes"] = lab02.graph_modes(model, quick=True)
+print(lab02.modes_table(here))
+
+# %% tags=["nbval-skip"] id="gpu-mode-toggle"
+if gpu_only("The live cudagraph_mode toggle"):
+    show(lab02.mode_toggle(lab_model("qwen3-0.6b")))
+
+# %% [markdown]
+# ## 8. Try it yourself · 动手练习
+
+# %% [markdown] tags=["lang-en"]
+# 1. With `max_num_seqs=8`, which sizes does the engine capture, and which FULL graph does a batch of 3 replay?
+#    *Hint:* edit the knobs cell of section 3.
+#    <details><summary>Solution · 参考答案</summary>
+#    [1, 2, 4, 8, 16]: up to 2 x 8 = 16. FULL graphs only for sizes up to 8 (1, 2, 4, 8); a batch of 3 replays
+#    the size-4 graph with one padded row. PIECEWISE graphs exist for 16 tokens too.
+#    </details>
+# 2. (GPU) Capture only `cudagraph_capture_sizes=[256]` and measure TPOT at batch 1 with
+#    `lab02.generate_stats(llm, 1, 16, 32, 3)`. Compare with the recorded "several sizes" row.
+#    *Hint:* `lab02.make_llm(lab_model("qwen3-0.6b"), "FULL", [256], max_num_seqs=256)`.
+#    <details><summary>Solution · 参考答案</summary>
+#    Batch 1 then computes 256 rows every step: the recorded `padding.tpot_largest_only` is the number to
+#    match. The startup is shorter (one capture), which is the whole trade-off of interview question 2.
+#    </details>
+
+# %% [markdown] tags=["lang-zh"]
+# 1. `max_num_seqs=8` 时引擎捕获哪些 size？batch 3 重放哪个 FULL 图？*提示：* 改第 3 节的参数单元格。
+#    <details><summary>Solution · 参考答案</summary>
+#    [1, 2, 4, 8, 16]：上限 2 x 8 = 16。FULL 图只到 8（1、2、4、8）；batch 3 重放 size 4 的图，多一行 padding。
+#    16 token 也有 PIECEWISE 分段图。
+#    </details>
+# 2. （GPU）只捕获 `cudagraph_capture_sizes=[256]`，用 `lab02.generate_stats(llm, 1, 16, 32, 3)` 测 batch 1 的
+#    TPOT，与记录里“several sizes”那一行比较。*提示：* `lab02.make_llm(lab_model("qwen3-0.6b"), "FULL", [256], max_num_seqs=256)`。
+#    <details><summary>Solution · 参考答案</summary>
+#    这时 batch 1 每一步都要算 256 行：对照记录中的 `padding.tpot_largest_only`。启动更快（只捕获一次），
+#    这正是面试题 2 的取舍。
+#    </details>
+
+# %% [markdown]
+# ## 9. Self-test · 自检
+
+# %% [markdown] tags=["lang-en"]
+# Pick an answer: the feedback gives our model answer and the numbers measured above (recorded GPU results
+# when present, else yours). Without widgets:
+# `from minivllm.labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`.
+
+# %% [markdown] tags=["lang-zh"]
+# 选一个答案：反馈会给出参考答案和上面测到的数字（有 GPU 记录用记录，否则用你的）。没有 widget 时：
+# `from minivllm.labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`。
+
+# %% tags=["nbval-ignore-output"]
+for q in (lab02.Q1, lab02.Q2, lab02.Q3, lab02.Q4, lab02.Q5):
+    show_quiz(q, rec or here)
+
+# %% [markdown]
+# ## 10. Summary of verdicts · 结论
+
+# %% [markdown] tags=["lang-en"]
+# One line per claim: the verdict, the number that decides it (from this lab's record, or from the results
+# file named; "(record)" until `python -m minivllm.labs.record lab02` has run on a GPU) and where it lives.
+
+# %% [markdown] tags=["lang-zh"]
+# 每条说法一行：结论、决定它的数字（来自本实验的记录或所列结果文件；在 GPU 上运行
+# `python -m minivllm.labs.record lab02` 之前显示“(record)”）以及出处。
+
+# %% tags=["nbval-check-output"]
+print(lab02.verdicts_table(rec))

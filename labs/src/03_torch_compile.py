@@ -1,0 +1,300 @@
+# Source of labs/03_torch_compile.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 03
+
+# %% [markdown]
+# # Lab 03 · torch.compile in the engine · 引擎里的 torch.compile
+
+# %% [markdown] tags=["lang-en"]
+# The handbook (§2) says: Dynamo traces PyTorch code into an FX graph, Inductor turns it into Triton kernels
+# that fuse several ops, the result is "10-30% faster than eager"; vLLM "compiles per layer by default";
+# custom ops such as paged attention are registered with `torch.library` so compile can see them; and
+# compile and CUDA graphs stack: "两者叠加最佳".
+#
+# This lab looks inside each step on the engine itself:
+#
+# - **a)** what Dynamo sees: the FX graph of one decoder layer, its graph breaks and guards, with attention
+#   registered and unregistered (self-test 2), and what `fullgraph=True` does;
+# - **b)** what Inductor makes of a residual add + RMSNorm, next to the engine's hand-written Triton kernel;
+# - **c)** compile levels 0 / 2 / 3 with and without CUDA graphs: TPOT at batch 1 / 8 / 64, kernels per step,
+#   compile time, recompiles;
+# - **d)** compile scopes (model / layer / ops) against "per layer is vLLM's default", and level 3's split;
+# - **e)** interview question 1: graphs alone, compile alone, both, on two builds of the engine.
+
+# %% [markdown] tags=["lang-zh"]
+# 手册（§2）说：Dynamo 把 PyTorch 代码 trace 成 FX graph，Inductor 把它变成融合多个算子的 Triton kernel，
+# 结果“比 eager 快 10-30%”；vLLM “默认按层编译”；paged attention 这类自定义算子用 `torch.library` 注册，
+# compile 才能识别；compile 和 CUDA Graph 可以叠加：“两者叠加最佳”。
+#
+# 本实验在引擎上逐步看进去：a) Dynamo 看到了什么：一个 decoder 层的 FX graph、断图和 guard，attention
+# 注册与未注册对比（自检题 2），以及 `fullgraph=True` 的行为；b) Inductor 为 residual add + RMSNorm 生成了什么，
+# 与引擎手写的 Triton kernel 并排；c) 编译 level 0 / 2 / 3，开关 CUDA Graph：batch 1 / 8 / 64 的 TPOT、每步 kernel 数、
+# 编译时间、重编译次数；d) 编译范围（整个模型 / 每层 / 选定算子）与“默认按层”的说法，以及 level 3 的切分；
+# e) 面试题 1：只用图、只用 compile、两者都用，在两种构建上对比。
+
+# %% [markdown]
+# ## 1. Setup · 环境准备
+
+# %% tags=["nbval-check-output"]
+from minivllm.labs import RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only
+from minivllm.labs import lab03, lab_model, load_recorded
+from minivllm.labs.lab03 import show, show_quiz
+
+device = detect_device()
+print(device)
+try:
+    rec = load_recorded("lab03")
+    print(describe_provenance(rec))
+except RecordedResultsMissing as e:
+    rec = None
+    print(e)
+model = lab_model()
+print(describe_model(model))
+
+# %% [markdown]
+# ## 2. a) What Dynamo sees · Dynamo 看到了什么
+
+# %% [markdown] tags=["lang-en"]
+# `torch._dynamo.explain` runs one decoder layer of the engine ([models/llama.py](../minivllm/models/llama.py)
+# `DecoderLayer.forward`) under Dynamo and reports the graphs it captured, the graph breaks with their reasons,
+# and the guards (the checks Dynamo runs before reusing the compiled code: tensor shapes and dtypes, global
+# state, module attributes). The FX graph below is shortened (module paths trimmed). Look for the attention
+# op: registered with `torch.library` ([attention/layer.py](../minivllm/attention/layer.py)
+# `unified_attention`), it is **one node** with a fake (shape-only) implementation.
+
+# %% [markdown] tags=["lang-zh"]
+# `torch._dynamo.explain` 在 Dynamo 下跑引擎的一个 decoder 层（[models/llama.py](../minivllm/models/llama.py) 的
+# `DecoderLayer.forward`），报告它捕获的图、断图及原因、guard（Dynamo 复用编译结果前要检查的条件：张量形状和 dtype、
+# 全局状态、模块属性）。下面的 FX graph 做了简化（去掉了模块路径）。找找 attention：它用 `torch.library` 注册
+# （[attention/layer.py](../minivllm/attention/layer.py) 的 `unified_attention`），在图里是**一个节点**，带一个只推形状的 fake 实现。
+
+# %% tags=["nbval-ignore-output"]
+here = {"registration": lab03.registration(model, engine=False)}
+print(lab03.dynamo_text(here["registration"]["auto"]["layer"]))
+
+# %% [markdown] tags=["lang-en"]
+# **Self-test 2: the same layer with `attention_backend="unregistered"`**: the same Python, hidden from Dynamo
+# the way a plain C++/CUDA extension call is. Every call is now a graph break, and `fullgraph=True` (what
+# levels 2 and 3 trace with) refuses to compile at all.
+
+# %% [markdown] tags=["lang-zh"]
+# **自检题 2：同一个层，`attention_backend="unregistered"`**：同样的 Python 代码，像普通的 C++/CUDA 扩展调用那样
+# 对 Dynamo 隐藏。现在每次调用都断图，而 `fullgraph=True`（level 2、3 用它 trace）直接拒绝编译。
+
+# %% tags=["nbval-ignore-output"]
+print(lab03.dynamo_text(here["registration"]["unregistered"]["layer"], fx=False))
+
+# %% [markdown] tags=["lang-en"]
+# Recorded on the H200: the whole engine (28 layers) at level 1, and level 2 with the unregistered op.
+
+# %% [markdown] tags=["lang-zh"]
+# H200 记录：整个引擎（28 层）在 level 1 下的情况，以及 level 2 用未注册算子时的结果。
+
+# %% tags=["nbval-check-output"]
+print(lab03.registration_table(rec))
+print(lab03.Q1.evidence(None))
+
+# %% [markdown]
+# ## 3. b) What Inductor generates · Inductor 生成了什么
+
+# %% [markdown] tags=["lang-en"]
+# `add_rms_norm` is the engine's residual add + RMSNorm in plain PyTorch (seven ops eagerly, each its own
+# kernel). Compiled by Inductor, the kernel source is below: Triton on a GPU (the recorded one), C++ on a
+# CPU (the one made here). Next to it, the engine's hand-written Triton kernel
+# ([kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) `_rms_norm_kernel`), which the engine uses at
+# level 0 (`custom_ops: ["all"]`).
+
+# %% [markdown] tags=["lang-zh"]
+# `add_rms_norm` 是引擎的 residual add + RMSNorm 的纯 PyTorch 写法（eager 下 7 个算子，各自一个 kernel）。
+# 经 Inductor 编译后的 kernel 源码如下：GPU 上是 Triton（记录中的那个），CPU 上是 C++（本机生成的）。旁边是引擎手写的
+# Triton kernel（[kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) 的 `_rms_norm_kernel`），level 0 时引擎用它
+# （`custom_ops: ["all"]`）。
+
+# %% tags=["nbval-check-output"]
+print(lab03.kernel_text(rec))
+
+# %% tags=["nbval-ignore-output"]
+here["inductor"] = lab03.inductor_kernel()
+print(lab03.kernel_text(here, max_lines=25))
+
+# %% tags=["nbval-check-output"]
+print(lab03.hand_written_kernel())
+
+# %% [markdown]
+# ## 4. c) Compile levels, with and without graphs · 编译 level，开关 CUDA Graph
+
+# %% [markdown] tags=["lang-en"]
+# Level 0: no compile. Level 2: the forward traced once with a dynamic token dimension, compiled by Inductor.
+# Level 3: that trace split at every attention op, each piece compiled (identical pieces once) and, with
+# graphs on, captured as PIECEWISE graphs ([compilation/backend.py](../minivllm/compilation/backend.py)
+# `compile_model`, `SplitBackend`). With compile on, the engine uses Inductor's code for the small ops
+# (`custom_ops: ["none"]`, as vLLM); at level 0 its hand-written kernels. The recorder ran every setup on the
+# H200: TPOT (median and min-max over 3 runs), kernels per decode step (engines without graphs, from the
+# profiler), compile time at startup, traces, run-time recompiles and pieces. Level 1 (stock `torch.compile`)
+# is in `attention_registered.json`: TPOT 10.8 ms at batch 1.
+
+# %% [markdown] tags=["lang-zh"]
+# level 0：不编译。level 2：前向 trace 一次，token 维是动态的，由 Inductor 编译。level 3：在每个 attention 处切开，
+# 各分段分别编译（相同的只编一次），开图时捕获成 PIECEWISE 分段图（[compilation/backend.py](../minivllm/compilation/backend.py)
+# 的 `compile_model`、`SplitBackend`）。开 compile 时引擎用 Inductor 生成的小算子（`custom_ops: ["none"]`，与 vLLM 相同）；
+# level 0 用手写 kernel。每种配置都在 H200 上测了：TPOT（3 次的中位数和最小-最大值）、每个 decode 步的 kernel 数（不开图时，
+# 来自 profiler）、启动编译时间、trace 次数、运行时重编译和分段数。level 1（原生 `torch.compile`）见
+# `attention_registered.json`：batch 1 TPOT 10.8 ms。
+
+# %% tags=["nbval-check-output"]
+print(lab03.configs_table(rec))
+if rec:
+    show(lab03.plot_levels(rec))
+
+# %% [markdown] tags=["lang-en"]
+# **Run it here** with the knobs: `level`, `custom_ops`, `compile_scope`, `attention_backend`, and the graph
+# mode (GPU only). On a CPU, Inductor compiling C++ takes a while, so the default here is level 3 with the
+# Dynamo-only backend (`"eager"`): it shows the split without compiling kernels.
+
+# %% [markdown] tags=["lang-zh"]
+# **在本机运行**，可以改这些参数：`level`、`custom_ops`、`compile_scope`、`attention_backend`，以及图模式（仅 GPU）。
+# CPU 上 Inductor 编译 C++ 比较慢，所以这里默认用 level 3 加只跑 Dynamo 的 `"eager"` 后端：能看到切分，但不编译 kernel。
+
+# %% tags=["nbval-ignore-output"]
+setup = lab03.EngineSetup("mine", level=3, graphs="NONE", custom_ops=None, backend="eager", scope="model",
+                          attention_backend="auto")
+here["configs"] = lab03.sweep(model, (lab03.EngineSetup("eager"), setup), batches=(1,), new_tokens=4, repeats=1,
+                              census=False)
+print(lab03.configs_table(here))
+
+# %% [markdown]
+# ## 5. d) Compile scopes · 编译范围
+
+# %% [markdown] tags=["lang-en"]
+# The handbook lists three scopes: the whole model, each layer ("the default"), selected ops. The engine has
+# all three at level 1 (`compile_scope`), and level 3 does what vLLM does: **one trace of the whole forward,
+# split at attention**. Recorded (Dynamo only, so the counts are Dynamo's): traces at startup, traces added
+# while serving, and level 3's pieces. With `layer`, every layer instance is traced on its own; with `ops`
+# every small op module; with level 3, one trace gives `layers + 1` pieces.
+
+# %% [markdown] tags=["lang-zh"]
+# 手册列了三种范围：整个模型、每层（“默认”）、选定算子。引擎在 level 1 下三种都支持（`compile_scope`），level 3 则是
+# vLLM 的做法：**整个前向 trace 一次，在 attention 处切开**。记录（只跑 Dynamo，计数都是 Dynamo 的）：启动时的 trace 数、
+# 服务时新增的 trace 数、level 3 的分段数。`layer` 时每个层实例各 trace 一次；`ops` 时每个小算子模块各一次；level 3 一次 trace
+# 得到 `层数 + 1` 段。
+
+# %% tags=["nbval-check-output"]
+print(lab03.scopes_table(rec))
+print(lab03.split_text(rec and rec.get("split")))
+
+# %% [markdown] tags=["lang-en"]
+# **The split pieces, here**: the tiny model's forward traced once and cut at each attention op, as level 3
+# does ([compilation/backend.py](../minivllm/compilation/backend.py) `SplitBackend._split`). The middle pieces
+# (the end of one layer and the start of the next) are the same code with other weights, which is why level 3
+# compiles 3 distinct pieces for a 28-layer model.
+
+# %% [markdown] tags=["lang-zh"]
+# **在本机看切分结果**：小模型的前向 trace 一次，像 level 3 一样在每个 attention 处切开
+# （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend._split`）。中间的分段（上一层的后半加下一层的前半）
+# 代码相同、只是权重不同，所以 28 层的模型 level 3 只需编译 3 个不同的分段。
+
+# %% tags=["nbval-ignore-output"]
+split_llm = lab03.make_llm(model, lab03.EngineSetup("eager", custom_ops=("none",)), max_num_seqs=8)
+here["split"] = lab03.split_pieces(split_llm)
+split_llm.shutdown()
+print(lab03.split_text(here["split"]))
+
+# %% tags=["nbval-skip"] id="gpu-scopes"
+if gpu_only("The scope sweep on the 0.6B-shaped model"):
+    print(lab03.scopes_table({"scopes": lab03.scopes(lab_model("qwen3-0.6b"))}))
+
+# %% [markdown]
+# ## 6. e) Interview question 1: do graphs and compile stack? · 面试题 1：图和 compile 能叠加吗？
+
+# %% [markdown] tags=["lang-en"]
+# Four corners (eager, graphs alone, compile alone = level 3, both = level 3 + FULL_AND_PIECEWISE) on two builds:
+# **torch ops**, PyTorch's own elementwise ops (`custom_ops: ["none"]`), where compile has norms, RoPE and
+# SiLU-and-mul to fuse; and **hand-fused**, the engine's Triton kernels (`custom_ops: ["all"]`), where little
+# is left to fuse. A CUDA graph removes launches; compile changes the kernels. The buttons show one build.
+
+# %% [markdown] tags=["lang-zh"]
+# 四个角（eager、只用图、只用 compile = level 3、两者 = level 3 + FULL_AND_PIECEWISE），两种构建：**torch ops**，用
+# PyTorch 自带的逐元素算子（`custom_ops: ["none"]`），compile 有 norm、RoPE、SiLU-and-mul 可以融合；**hand-fused**，用引擎的
+# Triton kernel（`custom_ops: ["all"]`），几乎没有可融合的了。CUDA Graph 消除 launch；compile 改变 kernel 本身。按钮一次显示一种构建。
+
+# %% tags=["nbval-check-output"]
+print(lab03.grid_table(rec))
+if rec:
+    show(lab03.plot_grid(rec))
+print(lab03.Q2.evidence(None))
+
+# %% [markdown] tags=["lang-en"]
+# **Verdict on "两者叠加最佳".** The first half, "they can be stacked", holds: the engine's default on a GPU
+# runs compiled pieces inside PIECEWISE graphs. "Best" holds only when compile has something left to fuse:
+# with PyTorch's own ops, level 3 + graphs is about 2.5x faster than graphs alone; with the hand-fused
+# kernels, adding compile to graphs was 0.94x at batch 64 (slower), because Inductor's generated kernels replace
+# hand-written ones that were already fused.
+
+# %% [markdown] tags=["lang-zh"]
+# **对“两者叠加最佳”的结论。** 前一半“可以叠加”成立：引擎在 GPU 上的默认配置就是在 PIECEWISE 图里跑编译后的分段。
+# “最佳”只在 compile 还有可融合的东西时成立：用 PyTorch 自带算子时，level 3 + 图比只用图快约 2.5 倍；用手工融合的
+# kernel 时，在图上再加 compile 在 batch 64 只有 0.94 倍（更慢），因为 Inductor 生成的 kernel 替换掉了本来就已融合的手写 kernel。
+
+# %% tags=["nbval-skip"] id="gpu-grid"
+if gpu_only("The graphs / compile / both grid"):
+    here["configs"] = lab03.sweep(lab_model("qwen3-0.6b"), lab03.GPU_SETUPS[6:], batches=(1, 8))
+    here["grid"] = lab03.GRID
+    print(lab03.configs_table(here))
+
+# %% [markdown]
+# ## 7. Try it yourself · 动手练习
+
+# %% [markdown] tags=["lang-en"]
+# 1. In the knobs cell of section 4, set `scope="layer"` and `level=1`. How many traces does the tiny model
+#    give, and why that number? *Hint:* count its decoder layers (`describe_model` above).
+#    <details><summary>Solution · 参考答案</summary>
+#    One trace per decoder layer instance (Dynamo guards on `self`, so each layer object is a new entry), plus
+#    run-time traces when a new shape arrives (level 1 marks nothing dynamic). Level 3 instead traces once.
+#    </details>
+# 2. Set `attention_backend="unregistered"` with `level=2`. What happens at startup, and why is that better than
+#    a silent slowdown? *Hint:* levels 2 and 3 trace with `fullgraph=True`.
+#    <details><summary>Solution · 参考答案</summary>
+#    Startup fails with Dynamo's `Unsupported` error naming the disabled function: with `fullgraph=True` a graph
+#    break is an error, so an unregistered op is found before serving instead of as a 1.8x slower engine.
+#    </details>
+
+# %% [markdown] tags=["lang-zh"]
+# 1. 在第 4 节的参数单元格里设 `scope="layer"`、`level=1`。小模型 trace 了几次？为什么是这个数？*提示：* 数一数它的
+#    decoder 层数（见上面的 `describe_model`）。
+#    <details><summary>Solution · 参考答案</summary>
+#    每个 decoder 层实例 trace 一次（Dynamo 对 `self` 加 guard，每个层对象都是新条目），遇到新形状时运行时还会再 trace
+#    （level 1 不把任何维度标成动态）。而 level 3 只 trace 一次。
+#    </details>
+# 2. 设 `attention_backend="unregistered"`、`level=2`。启动时发生了什么？为什么这比悄悄变慢要好？*提示：* level 2、3 用
+#    `fullgraph=True` trace。
+#    <details><summary>Solution · 参考答案</summary>
+#    启动失败，Dynamo 报 `Unsupported`，指出被禁用的函数：`fullgraph=True` 时断图就是错误，所以未注册的算子在服务前就被发现，
+#    而不是变成一个慢 1.8 倍的引擎。
+#    </details>
+
+# %% [markdown]
+# ## 8. Self-test · 自检
+
+# %% [markdown] tags=["lang-en"]
+# Pick an answer: the feedback gives our model answer and the recorded numbers. Without widgets:
+# `from minivllm.labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`.
+
+# %% [markdown] tags=["lang-zh"]
+# 选一个答案：反馈会给出参考答案和记录的数字。没有 widget 时：
+# `from minivllm.labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`。
+
+# %% tags=["nbval-ignore-output"]
+for q in (lab03.Q1, lab03.Q2, lab03.Q3, lab03.Q4):
+    show_quiz(q, rec or here)
+
+# %% [markdown]
+# ## 9. Summary of verdicts · 结论
+
+# %% [markdown] tags=["lang-en"]
+# One line per claim: the verdict, the number that decides it and the results file and key it comes from
+# ("(record)" until `python -m minivllm.labs.record lab03` has run on a GPU).
+
+# %% [markdown] tags=["lang-zh"]
+# 每条说法一行：结论、决定它的数字、来自哪个结果文件的哪个键（在 GPU 上运行 `python -m minivllm.labs.record lab03`
+# 之前显示“(record)”）。
+
+# %% tags=["nbval-check-output"]
+print(lab03.verdicts_table(rec))

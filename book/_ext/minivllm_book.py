@@ -76,10 +76,21 @@ _REC = re.compile(r"^(?P<file>[\w.-]+\.json):(?P<path>[^*:]+)(?:\*(?P<scale>[\d.
 
 
 def lookup(data, path: str):
-    """`a.b.3.c` into nested dicts/lists; `rows[system=FULL,batch=1]` picks the one list item that matches."""
-    for part in re.findall(r"[^.\[\]]+(?:\[[^\]]*\])?", path):
+    """`a.b.3.c` into nested dicts/lists (a key that holds a dot, "torch.compile", is matched whole);
+    `rows[system=FULL,batch=1]` picks the one list item that matches; `len()` counts a list."""
+    parts = re.findall(r"[^.\[\]]+(?:\[[^\]]*\])?|\[[^\]]*\]", path)
+    i = 0
+    while i < len(parts):
+        part = parts[i]
         name, _, sel = part.partition("[")
-        if name:
+        j = i
+        while isinstance(data, dict) and name and name not in data and j + 1 < len(parts):
+            j += 1
+            name += "." + parts[j].partition("[")[0]
+            sel = parts[j].partition("[")[2]
+        if name == "len()":
+            data = len(data)
+        elif name:
             data = data[int(name)] if isinstance(data, list) else data[name]
         if sel:
             conds = dict(c.split("=", 1) for c in sel.rstrip("]").split(","))
@@ -87,6 +98,7 @@ def lookup(data, path: str):
             if len(hits) != 1:
                 raise KeyError(f"[{sel} matches {len(hits)} items, not 1")
             data = hits[0]
+        i = j + 1
     return data
 
 
@@ -156,13 +168,25 @@ class OutsideLinks(SphinxPostTransform):
 def page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     """plotly.js on pages that draw a plot, mermaid.js on pages with a flowchart; both served from _static.
 
-    Classic scripts in <head>, so they have run before a plot's inline script calls Plotly.newPlot and
-    before sphinxcontrib-mermaid's (deferred) module imports mermaid-shim.mjs."""
+    Classic scripts at the top of the body, so they have run before a plot's inline script calls
+    Plotly.newPlot and before sphinxcontrib-mermaid's (deferred) module imports mermaid-shim.mjs; written
+    into this page's body because assets added with app.add_js_file during page writing reach other pages."""
+    # sphinx-thebe (a Jupyter Book default) writes its config once per docs read, so a rebuild declares
+    # `const THEBE_JS_URL` twice (a console error), and it names a CDN; the book runs no kernel: drop it.
+    if "script_files" in context:
+        context["script_files"] = [js for js in context["script_files"] if "thebe" not in
+                                   (str(getattr(js, "filename", js) or "") + str(getattr(js, "attributes", {})
+                                                                                 .get("body", "")))]
     body = context.get("body", "")
+    extra = []
     if "Plotly.newPlot" in body:
-        app.add_js_file("vendor/plotly.min.js", priority=200)
+        extra.append("vendor/plotly.min.js")
     if doctree is not None and any(n.tagname == "mermaid" for n in doctree.findall(nodes.Element)):
-        app.add_js_file("vendor/mermaid/mermaid.min.js", priority=200)
+        extra.append("vendor/mermaid/mermaid.min.js")
+    if extra:  # at the top of this page's body: before the plots' inline scripts, before mermaid's module
+        tags = "".join(f'<script src="{context["pathto"](f, resource=True)}"></script>\n'
+                       for f in extra)
+        context["body"] = tags + body
 
 
 def setup(app: Sphinx) -> dict:

@@ -7,12 +7,13 @@
   source pages. Generated, so a lab that is not written yet is simply absent instead of breaking the build.
 - book/results.md: the recorded H200 results, one row per figure (results.py).
 - book/code/**: the engine's source as pages (codepages.py), so links into the code work offline.
-- book/_static/vendor/plotly.min.js: plotly.js from the installed plotly package (never a CDN).
+- book/_extra/vendor/plotly.min.js: plotly.js from the installed plotly package (never a CDN).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -34,6 +35,7 @@ def lab_notebooks() -> list[Path]:
 
 PLOTLY_JSON = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
+EMBEDDED_PLOTLYJS = re.compile(r"<script[^>]*data-minivllm-plotlyjs[^>]*>.*?</script>", re.S)
 
 
 def static_outputs(nb: dict, name: str) -> list[str]:
@@ -41,7 +43,8 @@ def static_outputs(nb: dict, name: str) -> list[str]:
 
     A plotly figure stored only as plotly's JSON mime type (plotly's default renderer) gets the text/html
     that plotly's "notebook" renderer would have stored: a div and a Plotly.newPlot call, plotly.js served by
-    the book. A widget output needs a static text/html form next to it (the labs' quizzes have one);
+    the book. plotly.js embedded in an output (the labs' show() embeds it once per notebook, for nbconvert
+    HTML) is dropped: the book loads one copy from _static on the pages that plot. A widget output needs a static text/html form next to it (the labs' quizzes have one);
     without one the page would show `VBox(...)`, so it is reported."""
     import plotly.io as pio
 
@@ -49,6 +52,9 @@ def static_outputs(nb: dict, name: str) -> list[str]:
     for i, cell in enumerate(nb["cells"]):
         for out in cell.get("outputs", []):
             data = out.get("data", {})
+            if "text/html" in data:  # plotly.js embedded by the labs' show(): the book serves its own copy
+                text = "".join(data["text/html"])
+                data["text/html"] = EMBEDDED_PLOTLYJS.sub("", text)
             if PLOTLY_JSON in data and "text/html" not in data:
                 fig = pio.from_json(json.dumps(data[PLOTLY_JSON]), skip_invalid=True)
                 data["text/html"] = pio.to_html(fig, include_plotlyjs=False, full_html=False,
@@ -57,6 +63,9 @@ def static_outputs(nb: dict, name: str) -> list[str]:
                 cid = cell.get("id", f"#{i}")
                 problems.append(f"labs/{name}.ipynb cell {cid}: a widget output with no static text/html form "
                                 f"(shows as {''.join(data.get('text/plain', ''))[:40]!r})")
+            if "text/html" in data:  # MyST-NB parses every mime type of a bundle and warns on these two
+                data.pop(PLOTLY_JSON, None)
+                data.pop(WIDGET, None)
     return problems
 
 
@@ -83,7 +92,7 @@ def copy_plotly_js() -> None:
     src = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     if not src.exists():
         raise SystemExit(f"plotly.min.js not found in the plotly package at {src}")
-    dest = BOOK / "_static" / "vendor" / "plotly.min.js"
+    dest = BOOK / "_extra" / "vendor" / "plotly.min.js"
     dest.parent.mkdir(parents=True, exist_ok=True)
     if not dest.exists() or dest.stat().st_size != src.stat().st_size:
         shutil.copyfile(src, dest)

@@ -56,7 +56,7 @@ def html() -> Path:
     index = HTML / "index.html"
     if not index.exists() or max(p.stat().st_mtime for p in _sources()) > index.stat().st_mtime:
         sys.path.insert(0, str(BOOK / "_ext"))
-        import build
+        import book_build as build
 
         build.build()
     return HTML
@@ -157,6 +157,9 @@ def test_lab_plots_draw_and_quizzes_answer(html, server, browser):
         assert divs.count() == plots, f"{path}: {divs.count()} plot divs, the notebook stores {plots}"
         for i in range(divs.count()):
             divs.nth(i).locator("svg.main-svg").first.wait_for(state="attached", timeout=15000)
+        if path == labs[0] and plots:
+            divs.first.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "lab_plot.png"))
         roots = page.locator(".mv-quiz")
         assert roots.count() == quizzes, f"{path}: {roots.count()} quizzes on the page, the notebook has {quizzes}"
         for i in range(roots.count()):
@@ -173,11 +176,9 @@ def test_lab_plots_draw_and_quizzes_answer(html, server, browser):
                 result = root.locator(".mv-quiz-result .mv-quiz-feedback:visible")
                 assert result.count() == 1 and result.inner_text().strip(), f"{path} {qid}: no feedback"
         p.check_clean(path)
-        if path == labs[0]:
-            page.screenshot(path=str(SHOTS / "lab.png"), full_page=False)
-            if roots.count():
-                roots.first.scroll_into_view_if_needed()
-                page.screenshot(path=str(SHOTS / "lab_quiz.png"))
+        if path == labs[0] and roots.count():
+            roots.first.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "lab_quiz.png"))
         p.close()
 
 

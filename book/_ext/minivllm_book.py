@@ -1,7 +1,7 @@
 """Sphinx extension of the book: links into the engine's source, the labs and the recorded results.
 
 - {src}`minivllm/worker/cuda_graph.py::CUDAGraphDispatcher.dispatch` links to that definition on the source
-  page (codepages.py); the build fails if the file or the name does not exist, so a link cannot rot silently.
+  page (book_codepages.py); the build fails if the file or the name does not exist, so a link cannot rot silently.
 - {rec}`lab01.json:launch_overhead.eager_us_per_op:.1f` is a recorded number, read when the book is built.
 - {lab}`03` links to Lab 03's page when labs/03_*.ipynb exists, and says "in preparation" when it does not
   (labs are written in parallel; a missing one must not break the book).
@@ -22,8 +22,8 @@ from sphinx.application import Sphinx
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
-import codepages
-import results
+import book_codepages as codepages
+import book_results as results
 
 logger = logging.getLogger(__name__)
 BOOK = Path(__file__).resolve().parents[1]

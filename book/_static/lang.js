@@ -48,8 +48,8 @@
   }
 
   function splitTitles() {
-    var sel = "article h1, article h2, article h3, .bd-sidebar-primary a, .bd-sidebar-primary .caption-text, " +
-              ".navbar-brand .logo__title, .bd-toc-nav a, .prev-next-info .prev-next-title";
+    var sel = "article h1, article h2, article h3, nav a, .toc-entry a, .caption-text, .logo__title, " +
+              ".prev-next-title";
     var els = document.querySelectorAll(sel);
     for (var i = 0; i < els.length; i++) {
       var el = els[i];
@@ -90,4 +90,5 @@
 
   window.minivllmSetLang = setLang;
   document.addEventListener("DOMContentLoaded", function () { splitTitles(); addSwitch(); });
+  window.addEventListener("load", splitTitles);  /* the theme fills some navigation after DOMContentLoaded */
 })();

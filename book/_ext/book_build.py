@@ -1,8 +1,8 @@
-"""Build the book: `python book/_ext/build.py` (what `make book` and tests/test_book.py run).
+"""Build the book: `python book/_ext/book_build.py` (what `make book` and tests/test_book.py run).
 
 Why a script and not only `jupyter-book build`: the book shows files that live outside book/ (the labs'
 notebooks, the engine's source, the recorded results), and Sphinx reads only files under its source folder.
-So the build first lays generated copies into book/ (all gitignored, see prepare.py), then runs Jupyter Book
+So the build first lays generated copies into book/ (all gitignored, see book_prepare.py), then runs Jupyter Book
 with warnings kept in a log, and fails when a page has an output the book cannot show (a plot stored only as
 JSON, a widget with no static form): a learner would see a blank where the lab promised a figure.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 BOOK = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BOOK / "_ext"))
 
-import prepare  # noqa: E402  (book/_ext is not a package: the build runs it as a script)
+import book_prepare as prepare  # noqa: E402  (book/_ext is not a package: the build runs it as a script)
 
 # Warnings that mean a stored output is not shown (MyST-NB's words), or a page reference is broken.
 FATAL = re.compile(r"mime|unsupported output|output.*(render|display)|widget|skipped|not found|"

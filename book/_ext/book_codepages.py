@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import ast
 import re
-import shutil
 from pathlib import Path
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Sphinx re-reads a page whose file is newer: leave unchanged files alone so a rebuild stays short."""
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
 def anchor(path: str, name: str) -> str:
@@ -80,20 +86,21 @@ def page(path: str, source: str) -> str:
 
 def write_pages(root: Path, dest: Path) -> list[str]:
     """Write every minivllm/**/*.py as a page under `dest`; return their docnames in order."""
-    if dest.exists():
-        shutil.rmtree(dest)
     files = sorted(p.relative_to(root).as_posix() for p in (root / "minivllm").rglob("*.py")
                    if "__pycache__" not in p.parts and p.stat().st_size > 0)
     docs = []
     for rel in files:
         target = dest.parent / (docname(rel) + ".md")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(page(rel, (root / rel).read_text()))
+        write_if_changed(target, page(rel, (root / rel).read_text()))
         docs.append(docname(rel))
+    for stale in dest.rglob("*.md"):  # a source file that was removed or renamed
+        if stale != dest / "index.md" and stale.relative_to(dest.parent).with_suffix("").as_posix() not in docs:
+            stale.unlink()
     index = ["# Engine source · 引擎源码", "",
              "[Every Python file of the engine (`minivllm/`), one page each; the handbook and the labs link "
              "to the function they talk about.]{.lang-en}"
              "[引擎（`minivllm/`）的每个 Python 文件各一页；手册和实验里的链接直接跳到所讲的函数。]{.lang-zh}", ""]
     index += [f"- [`{rel}`](/{docname(rel)})" for rel in files]
-    (dest / "index.md").write_text("\n".join(index) + "\n")
+    write_if_changed(dest / "index.md", "\n".join(index) + "\n")
     return docs

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import book_codepages as codepages
 import book_results as results
+from book_codepages import write_if_changed
 
 BOOK = Path(__file__).resolve().parents[1]
 ROOT = BOOK.parent
@@ -76,7 +77,7 @@ def copy_labs() -> list[str]:
     for nb_path in lab_notebooks():
         nb = json.loads(nb_path.read_text())
         problems += static_outputs(nb, nb_path.stem)
-        (dest / nb_path.name).write_text(json.dumps(nb, ensure_ascii=False, indent=1))
+        write_if_changed(dest / nb_path.name, json.dumps(nb, ensure_ascii=False, indent=1))
         names.append(nb_path.stem)
     if problems:
         raise SystemExit("outputs the book cannot show:\n  " + "\n  ".join(problems))
@@ -109,7 +110,7 @@ def write_toc(labs: list[str], code_docs: list[str]) -> None:
               "  - caption: Engine source · 引擎源码", "    chapters:", "      - file: code/index",
               "        sections:"]
     lines += [f"          - file: {doc}" for doc in code_docs]
-    (BOOK / "_toc.yml").write_text("\n".join(lines) + "\n")
+    write_if_changed(BOOK / "_toc.yml", "\n".join(lines) + "\n")
 
 
 def lab_titles(labs: list[str]) -> dict[str, str]:
@@ -127,11 +128,12 @@ def prepare() -> None:
     labs = copy_labs()
     copy_plotly_js()
     code_docs = codepages.write_pages(ROOT, BOOK / "code")
-    (BOOK / "results.md").write_text(results.page(ROOT))
-    (BOOK / "_labs.json").write_text(json.dumps(lab_titles(labs), ensure_ascii=False, indent=1))
+    write_if_changed(BOOK / "results.md", results.page(ROOT))
+    write_if_changed(BOOK / "_labs.json", json.dumps(lab_titles(labs), ensure_ascii=False, indent=1))
     if not labs:
-        (BOOK / "labs_missing.md").write_text("# Labs · 实验\n\nNo lab notebook found in labs/.\n")
+        write_if_changed(BOOK / "labs_missing.md", "# Labs · 实验\n\nNo lab notebook found in labs/.\n")
     write_toc(labs, code_docs)
+
 
 
 if __name__ == "__main__":

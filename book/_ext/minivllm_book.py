@@ -66,8 +66,10 @@ def lab_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     docs = _lab_docs()
     titles_file = BOOK / "_labs.json"
     titles = json.loads(titles_file.read_text()) if titles_file.exists() else {}
+    inliner.document.settings.env.note_dependency(str(titles_file))  # re-read when the labs change
     if lab not in docs:
-        return [nodes.emphasis(rawtext, f"Lab {lab} (in preparation · 编写中)")], []
+        return [nodes.inline(rawtext, "", nodes.emphasis("", f"Lab {lab} (in preparation)", classes=["lang-en"]),
+                             nodes.emphasis("", f"实验 {lab}（编写中）", classes=["lang-zh"]))], []
     title = titles.get(lab) or f"Lab {lab}"
     return [_ref(inliner, lineno, rawtext, docs[lab], "", [nodes.inline(title, title)])], []
 
@@ -112,6 +114,7 @@ def rec_role(name, rawtext, text, lineno, inliner, options=None, content=None):
         if not m:
             raise ValueError("write {rec}`file.json:key.path[*scale][:format]`")
         value = lookup(json.loads(file.read_text()), m.group("path"))
+        inliner.document.settings.env.note_dependency(str(file))  # re-read when the record changes
         if m.group("scale"):
             value = value * float(m.group("scale"))
         shown = format(value, m.group("fmt") or "")

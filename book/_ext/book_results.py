@@ -80,9 +80,9 @@ def page(root: Path) -> str:
            "以及复现命令。整套测量用 `MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh "
            "all` 重跑。默认配置：`cudagraph_mode=FULL_AND_PIECEWISE`、编译 level 0、异步调度开启。",
            ":::", "",
-           "```{list-table}", ":header-rows: 1", ":widths: 18 40 22 20", ":class: results-table", "",
-           "* - what · 测的是什么", "  - result · 结果", "  - files and provenance · 文件与来源",
-           "  - reproduce · 复现命令"]
+           "```{list-table}", ":header-rows: 1", ":widths: 20 45 35", ":class: results-table", "",
+           "* - what · 测的是什么", "  - result · 结果",
+           "  - files, provenance, command · 文件、来源、复现命令"]
     named = set()
     for i, row in enumerate(rows, 1):
         names = row.get("files") or []
@@ -95,8 +95,8 @@ def page(root: Path) -> str:
         command = row.get("command") or (provs[0]["command"] if provs else "")
         out += [f"* - ({file_id('row-' + str(i))})=", f"    **{i}.** {_cell(row['what'])}",
                 f"  - {_cell(row['result'])}",
-                f"  - {links}<br>{_cell(_summary(provs)) if provs else ''}<br>*{_cell(row.get('source', ''))}*",
-                f"  - `{_cell(command)}`" if command else "  - "]
+                f"  - {links}<br>{_cell(_summary(provs)) if provs else ''}<br>*{_cell(row.get('source', ''))}*"
+                + (f"<br>`{_cell(command)}`" if command and command not in row.get("source", "") else "")]
     out += ["```", "", "## Every results file · 全部数据文件", "",
             "```{list-table}", ":header-rows: 1", ":widths: 22 10 12 10 46", ":class: results-files", "",
             "* - file", "  - GPU", "  - torch", "  - commit, date", "  - recorded command"]

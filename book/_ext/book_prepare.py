@@ -1,7 +1,7 @@
 """Lay the generated sources of the book into book/ before Sphinx reads it (all of them gitignored).
 
 - book/labs/NN_slug.ipynb: copies of the labs/*.ipynb that exist now, with their stored outputs (the book
-  never executes a notebook). Sphinx reads only files under its source folder, and a copy (not a symlink)
+  never executes a notebook), and labs/README.md (the lab standard) when it exists. Sphinx reads only files under its source folder, and a copy (not a symlink)
   behaves the same on every file system.
 - book/_toc.yml: the handbook pages, then one entry per lab notebook found, the results page and the engine
   source pages. Generated, so a lab that is not written yet is simply absent instead of breaking the build.
@@ -84,6 +84,11 @@ def copy_labs() -> list[str]:
     for stale in dest.glob("*.ipynb"):
         if stale.stem not in names:
             stale.unlink()
+    readme = ROOT / "labs" / "README.md"  # the lab standard: how every lab is written
+    if readme.exists():
+        write_if_changed(dest / "README.md", readme.read_text())
+    elif (dest / "README.md").exists():
+        (dest / "README.md").unlink()
     return names
 
 
@@ -105,6 +110,8 @@ def write_toc(labs: list[str], code_docs: list[str]) -> None:
              "  - caption: Handbook · 手册", "    chapters:"]
     lines += [f"      - file: handbook/{name}" for name in HANDBOOK]
     lines += ["  - caption: Labs · 实验", "    chapters:"]
+    if (BOOK / "labs" / "README.md").exists():
+        lines.append("      - file: labs/README")
     lines += [f"      - file: labs/{name}" for name in labs] or ["      - file: labs_missing"]
     lines += ["  - caption: Results · 测量结果", "    chapters:", "      - file: results",
               "  - caption: Engine source · 引擎源码", "    chapters:", "      - file: code/index",

@@ -106,7 +106,7 @@ class Page:
             self.outside.append(route.request.url)
             route.abort()
 
-    def open(self, path: str) -> "Page":
+    def open(self, path: str) -> Page:
         self.page.goto(f"{self.base}/{path}", wait_until="load")
         self.page.wait_for_load_state("networkidle")
         return self

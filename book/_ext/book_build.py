@@ -9,6 +9,7 @@ with no static form), a broken link or a missing record key each leaves a hole i
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -17,8 +18,7 @@ from pathlib import Path
 BOOK = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BOOK / "_ext"))
 
-import book_prepare as prepare  # noqa: E402  (book/_ext is not a package: the build runs it as a script)
-
+import book_prepare as prepare
 
 
 def build(clean: bool = False) -> Path:
@@ -30,10 +30,8 @@ def build(clean: bool = False) -> Path:
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(BOOK), "--builder", "html"]
     if clean:
         cmd.append("--all")
-    env_extra = {"PLOTLY_RENDERER": "notebook"}
-    import os
-
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env_extra})
+    env = {**os.environ, "PLOTLY_RENDERER": "notebook"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)  # the log says why
     log = proc.stdout + proc.stderr
     (BOOK / "_build").mkdir(exist_ok=True)
     (BOOK / "_build" / "build.log").write_text(log)

@@ -65,8 +65,8 @@ def page(path: str, source: str) -> str:
     lines = source.splitlines()
     defs = top_level(ast.parse(source))
     out = [f"# `{path}`", "",
-           "[The engine's source, as it is in the repository.]{.lang-en}"
-           "[引擎源码，与仓库中的文件一致。]{.lang-zh}", ""]
+           ("[The engine's source, as it is in the repository.]{.lang-en}"
+            "[引擎源码，与仓库中的文件一致。]{.lang-zh}"), ""]
     if defs:
         out.append(" · ".join(f"[`{d.name}`](#{anchor(path, d.name)})" for d in defs))
         out.append("")
@@ -98,9 +98,9 @@ def write_pages(root: Path, dest: Path) -> list[str]:
         if stale != dest / "index.md" and stale.relative_to(dest.parent).with_suffix("").as_posix() not in docs:
             stale.unlink()
     index = ["# Engine source · 引擎源码", "",
-             "[Every Python file of the engine (`minivllm/`), one page each; the handbook and the labs link "
-             "to the function they talk about.]{.lang-en}"
-             "[引擎（`minivllm/`）的每个 Python 文件各一页；手册和实验里的链接直接跳到所讲的函数。]{.lang-zh}", ""]
+             ("[Every Python file of the engine (`minivllm/`), one page each; the handbook and the labs link "
+              "to the function they talk about.]{.lang-en}"
+              "[引擎（`minivllm/`）的每个 Python 文件各一页；手册和实验里的链接直接跳到所讲的函数。]{.lang-zh}"), ""]
     index += [f"- [`{rel}`](/{docname(rel)})" for rel in files]
     write_if_changed(dest / "index.md", "\n".join(index) + "\n")
     return docs

@@ -36,7 +36,7 @@ def lab_notebooks() -> list[Path]:
 
 PLOTLY_JSON = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
-EMBEDDED_PLOTLYJS = re.compile(r"<script[^>]*data-minivllm-plotlyjs[^>]*>.*?</script>", re.S)
+EMBEDDED_PLOTLYJS = re.compile(r"<script[^>]*data-minivllm-plotlyjs[^>]*>.*?</script>", re.DOTALL)
 
 
 def static_outputs(nb: dict, name: str) -> list[str]:

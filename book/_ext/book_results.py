@@ -65,20 +65,20 @@ def page(root: Path) -> str:
     prov = {f.name: provenance(f) for f in files}
     out = ["# Recorded results · 测量结果", "",
            ":::{container} lang-en",
-           "Every figure the handbook and the labs quote, measured on one NVIDIA H200 (random Qwen3-0.6B-shaped "
+           ("Every figure the handbook and the labs quote, measured on one NVIDIA H200 (random Qwen3-0.6B-shaped "
            "bf16 checkpoint unless a row says otherwise). Each row names the files it is read from, their "
            "provenance (GPU, torch, commit, date, as stored in the file) and the command that reproduces it. "
            "The whole set is re-run with `MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash "
            "scripts/gpu_check.sh all`; a checkpoint of the same shape is made by `python -m "
            "minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 /tmp/ckpt/qwen3-0.6b`. "
            "Defaults unless said: `cudagraph_mode=FULL_AND_PIECEWISE`, compile level 0, async scheduling on; "
-           "\"GPU ms\" is a step's span on the GPU clock.",
+           "\"GPU ms\" is a step's span on the GPU clock."),
            ":::", "",
            ":::{container} lang-zh",
-           "手册和实验引用的每个数字都在这里，均在一块 NVIDIA H200 上测得（除非该行另有说明，模型为随机权重、"
+           ("手册和实验引用的每个数字都在这里，均在一块 NVIDIA H200 上测得（除非该行另有说明，模型为随机权重、"
            "Qwen3-0.6B 形状的 bf16 检查点）。每行列出数据文件、文件自带的来源信息（GPU、torch 版本、commit、日期）"
            "以及复现命令。整套测量用 `MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh "
-           "all` 重跑。默认配置：`cudagraph_mode=FULL_AND_PIECEWISE`、编译 level 0、异步调度开启。",
+           "all` 重跑。默认配置：`cudagraph_mode=FULL_AND_PIECEWISE`、编译 level 0、异步调度开启。"),
            ":::", "",
            "```{list-table}", ":header-rows: 1", ":widths: 20 45 35", ":class: results-table", "",
            "* - what · 测的是什么", "  - result · 结果",

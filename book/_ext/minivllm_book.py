@@ -16,14 +16,13 @@ import json
 import re
 from pathlib import Path
 
+import book_codepages as codepages
+import book_results as results
 from docutils import nodes
 from sphinx.addnodes import pending_xref
 from sphinx.application import Sphinx
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
-
-import book_codepages as codepages
-import book_results as results
 
 logger = logging.getLogger(__name__)
 BOOK = Path(__file__).resolve().parents[1]

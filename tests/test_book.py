@@ -58,7 +58,10 @@ def html() -> Path:
         sys.path.insert(0, str(BOOK / "_ext"))
         import book_build as build
 
-        build.build()
+        try:
+            build.build()
+        except SystemExit as e:  # the build's own message: which output or link does not render
+            pytest.fail(f"the book did not build: {e}")
     return HTML
 
 

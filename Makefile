@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BOOK_STAMP := $(VENV)/.installed-book
 # Pinned to match the GPU machine (torch 2.11 there; 2.13 CPU build here), transformers 5.17, triton 3.6.
 TORCH_SPEC ?= torch==2.13.0
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
@@ -17,10 +18,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -c "from minivllm.labs.plots import install_plotlyjs; install_plotlyjs('labs/_static')"
 	touch $(STAMP)
 
+$(BOOK_STAMP): $(STAMP) pyproject.toml
+	$(PIP) install -e ".[book]"
+	touch $(BOOK_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/minivllm demo
 
-test: $(STAMP)
+test: $(STAMP) $(BOOK_STAMP)
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg labs/
 
@@ -32,6 +37,9 @@ labs: $(STAMP)
 LABS_GPU_OUT ?= /tmp/minivllm-labs-gpu
 labs-gpu: $(STAMP)
 	$(BIN)/python -m minivllm.labs.build --gpu $(LABS_GPU_OUT)
+
+book: $(BOOK_STAMP)
+	$(BIN)/python book/_ext/book_build.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab labs/

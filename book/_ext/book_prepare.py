@@ -1,0 +1,147 @@
+"""Lay the generated sources of the book into book/ before Sphinx reads it (all of them gitignored).
+
+- book/labs/NN_slug.ipynb: copies of the labs/*.ipynb that exist now, with their stored outputs (the book
+  never executes a notebook), and labs/README.md (the lab standard) when it exists. Sphinx reads only files under its source folder, and a copy (not a symlink)
+  behaves the same on every file system.
+- book/_toc.yml: the handbook pages, then one entry per lab notebook found, the results page and the engine
+  source pages. Generated, so a lab that is not written yet is simply absent instead of breaking the build.
+- book/results.md: the recorded H200 results, one row per figure (book_results.py).
+- book/code/**: the engine's source as pages (book_codepages.py), so links into the code work offline.
+- book/_extra/vendor/plotly.min.js: plotly.js from the installed plotly package (never a CDN).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import book_codepages as codepages
+import book_results as results
+from book_codepages import write_if_changed
+
+BOOK = Path(__file__).resolve().parents[1]
+ROOT = BOOK.parent
+
+HANDBOOK = [  # the chapter's pages, in reading order (book/handbook/<name>.md)
+    "what_graphs_remove", "graphs_in_the_engine", "torch_compile", "startup_and_cache", "debugging",
+    "when_to_turn_off", "interview", "self_test",
+]
+
+
+def lab_notebooks() -> list[Path]:
+    return sorted(p for p in (ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))
+
+
+PLOTLY_JSON = "application/vnd.plotly.v1+json"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+EMBEDDED_PLOTLYJS = re.compile(r"<script[^>]*data-minivllm-plotlyjs[^>]*>.*?</script>", re.DOTALL)
+
+
+def static_outputs(nb: dict, name: str) -> list[str]:
+    """Make every stored output drawable in a static page; return what cannot be (the build fails on it).
+
+    A plotly figure stored only as plotly's JSON mime type (plotly's default renderer) gets the text/html
+    that plotly's "notebook" renderer would have stored: a div and a Plotly.newPlot call, plotly.js served by
+    the book. plotly.js embedded in an output (the labs' show() embeds it once per notebook, for nbconvert
+    HTML) is dropped: the book loads one copy from _static on the pages that plot. A widget output needs a static text/html form next to it (the labs' quizzes have one);
+    without one the page would show `VBox(...)`, so it is reported."""
+    import plotly.io as pio
+
+    problems = []
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "text/html" in data:  # plotly.js embedded by the labs' show(): the book serves its own copy
+                text = "".join(data["text/html"])
+                data["text/html"] = EMBEDDED_PLOTLYJS.sub("", text)
+            if PLOTLY_JSON in data and "text/html" not in data:
+                fig = pio.from_json(json.dumps(data[PLOTLY_JSON]), skip_invalid=True)
+                data["text/html"] = pio.to_html(fig, include_plotlyjs=False, full_html=False,
+                                                div_id=f"{name}-cell{i}-plot")
+            if WIDGET in data and "text/html" not in data:
+                cid = cell.get("id", f"#{i}")
+                problems.append(f"labs/{name}.ipynb cell {cid}: a widget output with no static text/html form "
+                                f"(shows as {''.join(data.get('text/plain', ''))[:40]!r})")
+            if "text/html" in data:  # MyST-NB parses every mime type of a bundle and warns on these two
+                data.pop(PLOTLY_JSON, None)
+                data.pop(WIDGET, None)
+    return problems
+
+
+def copy_labs() -> list[str]:
+    dest = BOOK / "labs"
+    dest.mkdir(exist_ok=True)
+    names, problems = [], []
+    for nb_path in lab_notebooks():
+        nb = json.loads(nb_path.read_text())
+        problems += static_outputs(nb, nb_path.stem)
+        write_if_changed(dest / nb_path.name, json.dumps(nb, ensure_ascii=False, indent=1))
+        names.append(nb_path.stem)
+    if problems:
+        raise SystemExit("outputs the book cannot show:\n  " + "\n  ".join(problems))
+    for stale in dest.glob("*.ipynb"):
+        if stale.stem not in names:
+            stale.unlink()
+    readme = ROOT / "labs" / "README.md"  # the lab standard: how every lab is written
+    if readme.exists():
+        write_if_changed(dest / "README.md", readme.read_text())
+    elif (dest / "README.md").exists():
+        (dest / "README.md").unlink()
+    return names
+
+
+def copy_plotly_js() -> None:
+    import plotly
+
+    src = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not src.exists():
+        raise SystemExit(f"plotly.min.js not found in the plotly package at {src}")
+    dest = BOOK / "_extra" / "vendor" / "plotly.min.js"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not dest.exists() or dest.stat().st_size != src.stat().st_size:
+        shutil.copyfile(src, dest)
+
+
+def write_toc(labs: list[str], code_docs: list[str]) -> None:
+    lines = ["# Generated by book/_ext/book_prepare.py: edit HANDBOOK there, not this file.",
+             "format: jb-book", "root: intro", "parts:",
+             "  - caption: Handbook · 手册", "    chapters:"]
+    lines += [f"      - file: handbook/{name}" for name in HANDBOOK]
+    lines += ["  - caption: Labs · 实验", "    chapters:"]
+    if (BOOK / "labs" / "README.md").exists():
+        lines.append("      - file: labs/README")
+    lines += [f"      - file: labs/{name}" for name in labs] or ["      - file: labs_missing"]
+    lines += ["  - caption: Results · 测量结果", "    chapters:", "      - file: results",
+              "  - caption: Engine source · 引擎源码", "    chapters:", "      - file: code/index",
+              "        sections:"]
+    lines += [f"          - file: {doc}" for doc in code_docs]
+    write_if_changed(BOOK / "_toc.yml", "\n".join(lines) + "\n")
+
+
+def lab_titles(labs: list[str]) -> dict[str, str]:
+    """Lab id ("01") -> the notebook's title line, for the book's lab references."""
+    out = {}
+    for name in labs:
+        nb = json.loads((BOOK / "labs" / f"{name}.ipynb").read_text())
+        first = next((c for c in nb["cells"] if c["cell_type"] == "markdown"), None)
+        text = "".join(first["source"]) if first else name
+        out[name[:2]] = text.strip().splitlines()[0].lstrip("# ").strip()
+    return out
+
+
+def prepare() -> None:
+    labs = copy_labs()
+    copy_plotly_js()
+    code_docs = codepages.write_pages(ROOT, BOOK / "code")
+    write_if_changed(BOOK / "results.md", results.page(ROOT))
+    write_if_changed(BOOK / "_labs.json", json.dumps(lab_titles(labs), ensure_ascii=False, indent=1))
+    if not labs:
+        write_if_changed(BOOK / "labs_missing.md", "# Labs · 实验\n\nNo lab notebook found in labs/.\n")
+    write_toc(labs, code_docs)
+
+
+
+if __name__ == "__main__":
+    prepare()

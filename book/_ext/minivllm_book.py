@@ -1,0 +1,200 @@
+"""Sphinx extension of the book: links into the engine's source, the labs and the recorded results.
+
+- {src}`minivllm/worker/cuda_graph.py::CUDAGraphDispatcher.dispatch` links to that definition on the source
+  page (book_codepages.py); the build fails if the file or the name does not exist, so a link cannot rot silently.
+- {rec}`lab01.json:launch_overhead.eager_us_per_op:.1f` is a recorded number, read when the book is built.
+- {lab}`03` links to Lab 03's page when labs/03_*.ipynb exists, and says "in preparation" when it does not
+  (labs are written in parallel; a missing one must not break the book).
+- The labs' plain relative links `[x](../minivllm/worker/cuda_graph.py)` and
+  `[f](../assets/results/h200/lab01.json)` point outside the book; a post-transform rewrites them to the
+  source page and to the file's row on the results page before MyST would report them missing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import book_codepages as codepages
+import book_results as results
+from docutils import nodes
+from sphinx.addnodes import pending_xref
+from sphinx.application import Sphinx
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+BOOK = Path(__file__).resolve().parents[1]
+ROOT = BOOK.parent
+
+
+def _lab_docs() -> dict[str, str]:
+    """"03" -> "labs/03_torch_compile_in_the_engine" for the notebooks copied into book/labs."""
+    return {p.stem[:2]: f"labs/{p.stem}" for p in sorted((BOOK / "labs").glob("[0-9][0-9]_*.ipynb"))}
+
+
+def _ref(inliner, lineno: int, rawtext: str, docname: str, anchor: str, children: list[nodes.Node]):
+    """A reference to another page (+ anchor); OutsideLinks turns it into a relative URI."""
+    node = pending_xref(rawtext, refdomain="", reftype="minivllm", reftarget=docname, refexplicit=True)
+    node["minivllm_anchor"] = anchor
+    node.extend(children)
+    return node
+
+
+def src_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """{src}`path.py` or {src}`path.py::name`: a link to the engine's source page."""
+    path, _, obj = text.partition("::")
+    path = path.strip()
+    file = ROOT / path
+    if not (path.startswith("minivllm/") and path.endswith(".py") and file.is_file()):
+        msg = inliner.reporter.error(f"{{src}}: no engine file {path!r}", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+    if obj and not codepages.defines(file.read_text(), obj):
+        msg = inliner.reporter.error(f"{{src}}: {path} defines no {obj!r} at top level", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+    anchor = codepages.anchor(path, obj.split(".")[0]) if obj else ""
+    label = f"{path}::{obj}" if obj else path
+    lit = nodes.literal(label, label)
+    return [_ref(inliner, lineno, rawtext, codepages.docname(path), anchor, [lit])], []
+
+
+def lab_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """{lab}`03`: Lab 03's page, or plain text when its notebook does not exist yet."""
+    lab = text.strip().zfill(2)
+    docs = _lab_docs()
+    titles_file = BOOK / "_labs.json"
+    titles = json.loads(titles_file.read_text()) if titles_file.exists() else {}
+    inliner.document.settings.env.note_dependency(str(titles_file))  # re-read when the labs change
+    if lab not in docs:
+        return [nodes.inline(rawtext, "", nodes.emphasis("", f"Lab {lab} (in preparation)", classes=["lang-en"]),
+                             nodes.emphasis("", f"实验 {lab}（编写中）", classes=["lang-zh"]))], []
+    title = titles.get(lab) or f"Lab {lab}"
+    return [_ref(inliner, lineno, rawtext, docs[lab], "", [nodes.inline(title, title)])], []
+
+
+_REC = re.compile(r"^(?P<file>[\w.-]+\.json):(?P<path>[^*:]+)(?:\*(?P<scale>[\d.e+-]+))?(?::(?P<fmt>[^:]+))?$")
+
+
+def lookup(data, path: str):
+    """`a.b.3.c` into nested dicts/lists (a key that holds a dot, "torch.compile", is matched whole);
+    `rows[system=FULL,batch=1]` picks the one list item that matches; `len()` counts a list."""
+    parts = re.findall(r"[^.\[\]]+(?:\[[^\]]*\])?|\[[^\]]*\]", path)
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        name, _, sel = part.partition("[")
+        j = i
+        while isinstance(data, dict) and name and name not in data and j + 1 < len(parts):
+            j += 1
+            name += "." + parts[j].partition("[")[0]
+            sel = parts[j].partition("[")[2]
+        if name == "len()":
+            data = len(data)
+        elif name:
+            data = data[int(name)] if isinstance(data, list) else data[name]
+        if sel:
+            conds = dict(c.split("=", 1) for c in sel.rstrip("]").split(","))
+            hits = [r for r in data if all(str(r.get(k)) == v for k, v in conds.items())]
+            if len(hits) != 1:
+                raise KeyError(f"[{sel} matches {len(hits)} items, not 1")
+            data = hits[0]
+        i = j + 1
+    return data
+
+
+def rec_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """{rec}`lab01.json:launch_overhead.eager_us_per_op:.1f`: a number read from assets/results/h200/ at build
+    time (optionally `*1000` to scale, then a format spec), linked to that file on the results page. The
+    book's figures therefore change with the records, never by hand."""
+    m = _REC.match(text.strip())
+    file = ROOT / "assets" / "results" / "h200" / (m.group("file") if m else "")
+    try:
+        if not m:
+            raise ValueError("write {rec}`file.json:key.path[*scale][:format]`")
+        value = lookup(json.loads(file.read_text()), m.group("path"))
+        inliner.document.settings.env.note_dependency(str(file))  # re-read when the record changes
+        if m.group("scale"):
+            value = value * float(m.group("scale"))
+        shown = format(value, m.group("fmt") or "")
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+        msg = inliner.reporter.error(f"{{rec}}`{text}`: {e}", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+    node = pending_xref(rawtext, refdomain="", reftype="minivllm", reftarget="results", refexplicit=True)
+    node["minivllm_anchor"] = results.file_id(m.group("file"))
+    node["minivllm_title"] = f"{m.group('file')}: {m.group('path')}"
+    node.append(nodes.inline(shown, shown, classes=["rec"]))
+    return [node], []
+
+
+class OutsideLinks(SphinxPostTransform):
+    """Rewrite links to files outside the book (engine source, results JSON) before MyST resolves them."""
+
+    default_priority = 8  # before MyST's reference resolver (9)
+    PY = re.compile(r"^(?:\.\./)*(minivllm/[\w/]+\.py)(?:#.*)?$")
+    JSON = re.compile(r"^(?:\.\./)*assets/results/\w+/([\w.-]+\.json)$")
+
+    def run(self, **kwargs) -> None:
+        builder = self.app.builder
+        for node in list(self.document.findall(pending_xref)):
+            target = node["reftarget"]
+            if node.get("reftype") == "minivllm":  # from the {src} and {lab} roles
+                uri = builder.get_relative_uri(self.env.docname, target)
+                if node["minivllm_anchor"]:
+                    uri += "#" + node["minivllm_anchor"]
+                ref = nodes.reference("", "", internal=True, refuri=uri,
+                                      reftitle=node.get("minivllm_title", ""))
+                ref.extend(node.children)
+                node.replace_self(ref)
+                continue
+            elif node.get("reftype") != "myst" or node.get("refdomain"):
+                continue
+            elif m := self.PY.match(target):
+                path = m.group(1)
+                if not (ROOT / path).is_file():
+                    logger.warning(f"link to a missing engine file {path!r}", location=node)
+                    continue
+                uri = builder.get_relative_uri(self.env.docname, codepages.docname(path))
+            elif m := self.JSON.match(target):
+                if not (ROOT / "assets" / "results" / "h200" / m.group(1)).is_file():
+                    logger.warning(f"link to a missing results file {target!r}", location=node)
+                    continue
+                uri = builder.get_relative_uri(self.env.docname, "results") + "#" + results.file_id(m.group(1))
+            else:
+                continue
+            ref = nodes.reference("", "", internal=True, refuri=uri)
+            ref.extend(node.children)
+            node.replace_self(ref)
+
+
+def page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """plotly.js on pages that draw a plot, mermaid.js on pages with a flowchart; both served from _static.
+
+    Classic scripts at the top of the body, so they have run before a plot's inline script calls
+    Plotly.newPlot and before sphinxcontrib-mermaid's (deferred) module imports mermaid-shim.mjs; written
+    into this page's body because assets added with app.add_js_file during page writing reach other pages."""
+    # sphinx-thebe (a Jupyter Book default) writes its config once per docs read, so a rebuild declares
+    # `const THEBE_JS_URL` twice (a console error), and it names a CDN; the book runs no kernel: drop it.
+    if "script_files" in context:
+        context["script_files"] = [js for js in context["script_files"] if "thebe" not in
+                                   (str(getattr(js, "filename", js) or "") + str(getattr(js, "attributes", {})
+                                                                                 .get("body", "")))]
+    body = context.get("body", "")
+    extra = []
+    if "Plotly.newPlot" in body:
+        extra.append("vendor/plotly.min.js")
+    if doctree is not None and any(n.tagname == "mermaid" for n in doctree.findall(nodes.Element)):
+        extra.append("vendor/mermaid/mermaid.min.js")
+    if extra:  # at the top of this page's body: before the plots' inline scripts, before mermaid's module
+        tags = "".join(f'<script src="{context["pathto"](f, resource=True)}"></script>\n'
+                       for f in extra)
+        context["body"] = tags + body
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("html-page-context", page_scripts)
+    app.add_role("src", src_role)
+    app.add_role("lab", lab_role)
+    app.add_role("rec", rec_role)
+    app.add_post_transform(OutsideLinks)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -18,7 +18,7 @@ from minivllm.engine.scheduler import Scheduler
 from minivllm.engine.sequence import Sequence, SequenceStatus
 from minivllm.outputs import CompletionOutput, RequestOutput
 from minivllm.sampling_params import SamplingParams
-from minivllm.worker.model_runner import ModelRunnerOutput
+from minivllm.model_runner_output import ModelRunnerOutput
 
 logger = logging.getLogger("minivllm")
 

@@ -165,3 +165,49 @@ def test_graph_memory_is_reserved_for_the_pool_and_the_graph_executables():
     assert reserve("FULL", layers=2, scheduler=SchedulerConfig(max_num_seqs=4)) == 64  # the floor
     peak = 1 << 30  # the pool part: the activation peak scaled to the largest size (512 of 8192 tokens), per mode
     assert reserve("FULL_AND_PIECEWISE", peak=peak) - default == 2 * 1024 * 512 / 8192
+
+
+def test_graph_wrapper_calls_through_in_other_modes_and_replays_in_its_own():
+    """One wrapper class for FULL and PIECEWISE: it acts only when the forward context names its mode."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from minivllm.attention.metadata import set_forward_context
+    from minivllm.compilation.cuda_graph import CapturedGraph, CUDAGraphWrapper
+
+    calls, replays = [], []
+    w = CUDAGraphWrapper(lambda x: calls.append(x) or x, CUDAGraphMode.PIECEWISE, "piece 0")
+    x = torch.zeros(4)
+    with set_forward_context(None, "torch"):  # an eager step
+        w(x)
+    with set_forward_context(None, "torch", None, CUDAGraphMode.FULL, 4):  # a piece inside a FULL step
+        w(x)
+    assert len(calls) == 2
+    w.graphs[4] = CapturedGraph(SimpleNamespace(replay=lambda: replays.append(4)), [x.data_ptr()], "out")
+    with set_forward_context(None, "torch", None, CUDAGraphMode.PIECEWISE, 4):
+        assert w(x) == "out"
+        with pytest.raises(RuntimeError, match="input 0 moved since capture"):
+            w(torch.zeros(4))
+    assert len(calls) == 2 and replays == [4]
+    w.release()
+    with set_forward_context(None, "torch"), pytest.raises(RuntimeError, match="shut down"):
+        w(x)
+
+
+def test_dummy_decode_batch_on_the_persistent_buffers():
+    ib = InputBatch(max_num_tokens=16, max_num_seqs=4, max_blocks_per_seq=4, block_size=4,
+                    device=torch.device("cpu"))
+    ptrs = {k: v.data_ptr() for k, v in ib.buffers().items()}
+    m = ib.dummy_decode(3)  # capture / warm-up: writes nothing, attends to nothing
+    assert m.decode_only and m.slot_mapping.tolist() == [-1] * 3 and m.seq_lens.tolist() == [0] * 3
+    m = ib.dummy_decode(10)  # more tokens than sequences: one sequence of 10 query tokens
+    assert not m.decode_only and m.query_start_loc.tolist() == [0, 10] and m.max_query_len == 10
+    m = ib.dummy_decode(2, context=5, num_kv_blocks=8)  # the labs: 5 cached tokens per row, 2 blocks per row
+    assert m.block_tables.tolist() == [[0, 1, 0, 0], [2, 3, 0, 0]] and m.seq_lens.tolist() == [6, 6]
+    assert m.slot_mapping.tolist() == [5, 13] and ib.positions[:2].tolist() == [5, 5]
+    assert {k: v.data_ptr() for k, v in ib.buffers().items()} == ptrs
+    import pytest
+
+    with pytest.raises(ValueError, match="does not fit"):
+        ib.dummy_decode(4, context=5, num_kv_blocks=7)

@@ -27,6 +27,10 @@ from minivllm.attention.metadata import get_forward_context
 from minivllm.config import CUDAGraphMode
 
 
+class CudaGraphCaptureError(RuntimeError):
+    """A capture failed; names the mode and size and says what to try instead."""
+
+
 def weak_ref(x: Any) -> Any:
     """A tensor viewing x's memory without owning it (CUDA graph trees do the same).
 

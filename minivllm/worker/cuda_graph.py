@@ -24,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from minivllm.attention.metadata import set_forward_context
-from minivllm.compilation.cuda_graph import CUDAGraphWrapper
+from minivllm.compilation.cuda_graph import CudaGraphCaptureError, CUDAGraphWrapper
 from minivllm.config import CUDAGraphMode, EngineConfig
 
 logger = logging.getLogger("minivllm")
@@ -34,10 +34,6 @@ MiB = 1 << 20
 # 11.8 KiB in piecewise ones (the free-memory drop of a capture minus its pool).
 GRAPH_NODE_BYTES = 12 << 10
 GRAPH_NODES_PER_LAYER = 12
-
-
-class CudaGraphCaptureError(RuntimeError):
-    """A capture failed; names the mode and size and says what to try instead."""
 
 
 @dataclass

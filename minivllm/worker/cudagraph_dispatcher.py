@@ -38,6 +38,7 @@ class CudagraphDispatcher:
         self.sizes = sorted(capture_sizes)
         self.full_sizes: set[int] = set()  # batch sizes with a captured FULL graph
         self.piecewise_sizes: list[int] = []  # token counts with captured PIECEWISE graphs
+        self._picks: dict[tuple[CUDAGraphMode, int], BatchDescriptor] = {}  # built once, not per step
         self.counts = {"full": 0, "piecewise": 0, "eager": 0}
         self.stats: dict[str, dict] = {}  # capture statistics per mode (CaptureStats.as_dict())
         self._recapture: weakref.WeakMethod | None = None
@@ -48,19 +49,21 @@ class CudagraphDispatcher:
             self.full_sizes = set(sizes)
         else:
             self.piecewise_sizes = sorted(sizes)
+        self._picks = {k: v for k, v in self._picks.items() if k[0] is not mode}
+        self._picks.update({(mode, n): BatchDescriptor(mode, n, n if mode is CUDAGraphMode.FULL else None)
+                            for n in sizes})
 
     def dispatch(self, num_tokens: int, num_seqs: int, decode_only: bool) -> BatchDescriptor:
         if decode_only and self.full_sizes:
             i = bisect.bisect_left(self.sizes, num_seqs)
             if i < len(self.sizes) and self.sizes[i] in self.full_sizes:
-                n = self.sizes[i]
                 self.counts["full"] += 1
-                return BatchDescriptor(CUDAGraphMode.FULL, n, n)
+                return self._picks[(CUDAGraphMode.FULL, self.sizes[i])]
         if self.piecewise_sizes:
             i = bisect.bisect_left(self.piecewise_sizes, num_tokens)
             if i < len(self.piecewise_sizes):
                 self.counts["piecewise"] += 1
-                return BatchDescriptor(CUDAGraphMode.PIECEWISE, self.piecewise_sizes[i], None)
+                return self._picks[(CUDAGraphMode.PIECEWISE, self.piecewise_sizes[i])]
         self.counts["eager"] += 1
         return EAGER
 

@@ -323,7 +323,7 @@ def test_threads_on_one_graphed_engine_give_the_serial_tokens():
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=run, args=(t,)) for t in work]
+    threads = [threading.Thread(target=run, args=(t,), daemon=True) for t in work]
     for th in threads:
         th.start()
     for th in threads:

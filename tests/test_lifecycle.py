@@ -83,7 +83,7 @@ def test_two_threads_on_one_llm_give_the_serial_tokens(ckpt):
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=run, args=(t,)) for t in work]
+    threads = [threading.Thread(target=run, args=(t,), daemon=True) for t in work]
     for th in threads:
         th.start()
     for th in threads:

@@ -103,6 +103,7 @@ class LLM:
             raise
         # `del llm` (or rebinding the name in a notebook cell) frees the device memory at once.
         self._finalizer = weakref.finalize(self, self.worker.release)
+        self._finalizer.atexit = False  # at interpreter exit the driver frees everything anyway
         self._lock = threading.Lock()  # one generate at a time (see generate)
         self._owner: int | None = None
         self.engine: LLMEngine | None = LLMEngine(self.config, model_config, self.tokenizer, self.model_runner,

@@ -145,3 +145,23 @@ def _context_or_error(get) -> str:
         return repr(get())
     except RuntimeError as e:
         return str(e)
+
+
+def test_kv_too_small_message_names_what_this_process_holds(monkeypatch):
+    """The CUDA branch of the message, with the device's memory figures faked on a CPU."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from minivllm.worker.startup import GiB, kv_too_small_message
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (2 * GiB, 80 * GiB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda: 70 * GiB)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: 66 * GiB)
+    cfg = SimpleNamespace(device=torch.device("cuda"), cache=SimpleNamespace(gpu_memory_utilization=0.9))
+    msg = kv_too_small_message(0, 4096, cfg, live_engines=2)
+    assert "holds 0 tokens, fewer than max_model_len=4096" in msg
+    assert "This process holds 70.00 GiB of the GPU's 80.00 GiB (66.00 GiB in live tensors" in msg
+    assert "2 other engine(s)" in msg and "other processes use 8.00 GiB" in msg
+    assert "`del llm` or `llm.shutdown()`" in msg and "gpu_memory_utilization (now 0.9)" in msg
+    assert "kv_cache_memory_bytes" in msg

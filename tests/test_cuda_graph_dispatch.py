@@ -183,13 +183,15 @@ def test_graph_wrapper_calls_through_in_other_modes_and_replays_in_its_own():
         w(x)
     with set_forward_context(None, "torch", None, CUDAGraphMode.FULL, 4):  # a piece inside a FULL step
         w(x)
-    assert len(calls) == 2
+    with set_forward_context(None, "torch", None, CUDAGraphMode.PIECEWISE, 4):  # no graph, not capturing
+        w(x)
+    assert len(calls) == 3 and not w.graphs
     w.graphs[4] = CapturedGraph(SimpleNamespace(replay=lambda: replays.append(4)), [x.data_ptr()], "out")
     with set_forward_context(None, "torch", None, CUDAGraphMode.PIECEWISE, 4):
         assert w(x) == "out"
         with pytest.raises(RuntimeError, match="input 0 moved since capture"):
             w(torch.zeros(4))
-    assert len(calls) == 2 and replays == [4]
+    assert len(calls) == 3 and replays == [4]
     w.release()
     with set_forward_context(None, "torch"), pytest.raises(RuntimeError, match="shut down"):
         w(x)

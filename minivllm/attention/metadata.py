@@ -62,6 +62,7 @@ class ForwardContext:
     # Which CUDA graphs run this step (NONE: eager) and at which padded token count (the dispatcher's pick).
     cudagraph_mode: CUDAGraphMode = CUDAGraphMode.NONE
     num_padded_tokens: int | None = None
+    capturing: bool = False  # the capture pass: a wrapper without a graph of this size records one
 
 
 class _Local(threading.local):
@@ -81,10 +82,10 @@ def get_forward_context() -> ForwardContext:
 @contextlib.contextmanager
 def set_forward_context(attn_metadata: AttentionMetadata | None, backend: str, kv_caches: list | None = None,
                         cudagraph_mode: CUDAGraphMode = CUDAGraphMode.NONE,
-                        num_padded_tokens: int | None = None) -> Iterator[None]:
+                        num_padded_tokens: int | None = None, capturing: bool = False) -> Iterator[None]:
     local = _local
     prev = local.context
-    local.context = ForwardContext(attn_metadata, backend, kv_caches, cudagraph_mode, num_padded_tokens)
+    local.context = ForwardContext(attn_metadata, backend, kv_caches, cudagraph_mode, num_padded_tokens, capturing)
     try:
         yield
     finally:

@@ -7,9 +7,10 @@ Two kinds of callable are wrapped, with the same code:
 
 The wrapper does not decide anything: the dispatcher (worker/cudagraph_dispatcher.py) picks the mode and the
 padded size of each step and publishes them in the forward context. A wrapper whose mode is the step's mode
-replays its graph of that size, capturing it first if it has none (only the capture pass, which runs
-dummy batches, ever meets a size without a graph: the dispatcher only routes to captured sizes). A wrapper
-of another mode (a PIECEWISE piece inside a FULL step, or any wrapper in an eager step) just calls through.
+replays its graph of that size; in the capture pass (dummy batches, `capturing` set in the context) it
+records that graph first. A wrapper of another mode (a PIECEWISE piece inside a FULL step, or any wrapper
+in an eager step), or one without a graph of the size outside the capture pass, just calls through: a
+captured call only records kernels, so its outputs are never computed and must not reach a real step.
 
 What makes a replay correct: the graph reads and writes the addresses it saw while capturing. Inputs are
 weights, persistent buffers (worker/input_batch.py) or outputs of the previous piece, which live in the
@@ -69,7 +70,7 @@ class CUDAGraphWrapper:
         n = ctx.num_padded_tokens
         entry = self.graphs.get(n)
         if entry is None:
-            return self._capture(n, args)
+            return self._capture(n, args) if ctx.capturing else self.runnable(*args)
         for i, (a, p) in enumerate(zip(args, entry.input_ptrs)):
             if p is not None and a.data_ptr() != p:
                 raise RuntimeError(f"CUDA graph {self.name} (size {n}): input {i} moved since capture")

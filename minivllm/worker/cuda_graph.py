@@ -159,7 +159,7 @@ def capture_graphs(runner, mode: CUDAGraphMode, sizes: list[int], run: Callable,
     def capture_one(n: int) -> None:
         meta = ib.dummy_decode(n)
         try:
-            with set_forward_context(meta, runner.backend, runner.kv_caches, mode, n):
+            with set_forward_context(meta, runner.backend, runner.kv_caches, mode, n, capturing=True):
                 run(ib.input_ids[:n], ib.positions[:n])
         except Exception as e:
             for w in wrappers:

@@ -11,14 +11,22 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence as Seq
+from typing import Any, Iterator
+from typing import Sequence as Seq
 
 import torch
 from tqdm.auto import tqdm
 
 from minivllm import DEFAULT_MODEL
-from minivllm.config import (CacheConfig, CompilationConfig, CUDAGraphMode, EngineConfig, SchedulerConfig,
-                             resolve_device, resolve_dtype)
+from minivllm.config import (
+    CacheConfig,
+    CompilationConfig,
+    CUDAGraphMode,
+    EngineConfig,
+    SchedulerConfig,
+    resolve_device,
+    resolve_dtype,
+)
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.loader import check_model_dir, load_model_config, load_tokenizer
 from minivllm.logger import init_logger

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from minivllm.config import CompilationConfig, CUDAGraphMode, EngineConfig, SchedulerConfig, default_capture_sizes
+from minivllm.config import (
+    CompilationConfig,
+    CUDAGraphMode,
+    EngineConfig,
+    SchedulerConfig,
+    default_capture_sizes,
+)
 from minivllm.engine.sequence import Sequence
 from minivllm.sampling_params import SamplingParams
 from minivllm.sched_output import ScheduledSeq, SchedulerOutput
@@ -108,7 +114,7 @@ def test_capture_bookkeeping_largest_first_and_per_size_memory(monkeypatch):
 
     import pytest
 
-    from minivllm.worker.cuda_graph import MiB, CudaGraphCaptureError, capture_all_sizes
+    from minivllm.worker.cuda_graph import CudaGraphCaptureError, MiB, capture_all_sizes
 
     free = {"bytes": 1000 * MiB}
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)

@@ -22,7 +22,13 @@ import torch.fx as fx
 
 from minivllm.compilation import graph_cache
 from minivllm.compilation.cuda_graph import CUDAGraphWrapper
-from minivllm.compilation.piecewise import CallableModule, SizeDispatch, concrete, first_output, piece_structure_key
+from minivllm.compilation.piecewise import (
+    CallableModule,
+    SizeDispatch,
+    concrete,
+    first_output,
+    piece_structure_key,
+)
 from minivllm.config import CUDAGraphMode
 
 logger = logging.getLogger("minivllm")

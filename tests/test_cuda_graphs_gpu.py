@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from minivllm import DEFAULT_MODEL, LLM, SamplingParams
-from tests.helpers import random_prompts
+from tests.helpers import random_prompts, run_in_threads
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
@@ -307,28 +307,12 @@ def test_sixth_engine_sizes_its_kv_cache_like_the_first():
 
 
 def test_threads_on_one_graphed_engine_give_the_serial_tokens():
-    import threading
-
     llm = LLM(_default_model(), max_model_len=256, max_num_seqs=16, cudagraph_capture_sizes=[1, 2, 4, 8, 16],
               gpu_memory_utilization=0.3)
     V = min(llm.engine.model_config.vocab_size, 5000)
     work = {t: random_prompts(V, [5 + t + 3 * i for i in range(1 + 3 * t)], seed=t) for t in range(4)}
     ref = {t: _run(llm, p) for t, p in work.items()}
-    got, errors = {t: [] for t in work}, []
-
-    def run(t):
-        try:
-            for _ in range(10):
-                got[t].append(_run(llm, work[t]))
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(t,), daemon=True) for t in work]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=600)
-    assert not errors, errors
+    got = run_in_threads({t: lambda t=t: _run(llm, work[t]) for t in work}, reps=10, timeout=600)
     assert all(g == ref[t] for t in got for g in got[t])
     assert llm.model_runner.cudagraph_dispatcher.counts["full"] > 0
     llm.shutdown()

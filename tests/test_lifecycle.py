@@ -10,7 +10,7 @@ import weakref
 import pytest
 
 from minivllm import LLM, SamplingParams
-from tests.helpers import random_prompts, tiny_checkpoint
+from tests.helpers import random_prompts, run_in_threads, tiny_checkpoint
 
 PARAMS = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
 
@@ -71,24 +71,7 @@ def test_two_threads_on_one_llm_give_the_serial_tokens(ckpt):
     work = {t: [{"prompt_token_ids": p} for p in random_prompts(500, [4 + t, 9, 2 + 2 * t], seed=t)]
             for t in range(2)}
     ref = {t: tokens(llm, work[t]) for t in work}
-    got: dict[int, list] = {0: [], 1: []}
-    errors: list[BaseException] = []
-    start = threading.Barrier(2)
-
-    def run(t: int) -> None:
-        try:
-            start.wait()
-            for _ in range(6):
-                got[t].append(tokens(llm, work[t]))
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(t,), daemon=True) for t in work]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=300)
-    assert not errors, errors
+    got = run_in_threads({t: lambda t=t: tokens(llm, work[t]) for t in work}, reps=6)
     assert all(g == ref[t] for t in got for g in got[t]) and all(len(got[t]) == 6 for t in got)
 
 

@@ -21,7 +21,7 @@ import torch
 import torch.fx as fx
 
 from minivllm.compilation import graph_cache
-from minivllm.compilation.cuda_graph import CUDAGraphWrapper
+from minivllm.compilation.cuda_graph import CUDAGraphWrapper, released as _released
 from minivllm.compilation.piecewise import (
     CallableModule,
     SizeDispatch,
@@ -49,6 +49,7 @@ class SplitBackend:
                  graph_cache_dir: Path | None = None, model: torch.nn.Module | None = None) -> None:
         self.compile_pieces, self.inductor, self.use_graphs = compile_pieces, inductor, use_graphs
         self.wrappers: list[CUDAGraphWrapper] = []  # one PIECEWISE graph wrapper per piece (use_graphs)
+        self._split_gms: list[weakref.ref] = []  # the split graphs handed out (Dynamo keeps them after release)
         # where to keep the traced graph and the compiled pieces, so a warm start skips Dynamo (graph_cache)
         self.graph_cache_dir = graph_cache_dir
         self._model = weakref.ref(model) if model is not None else None
@@ -70,6 +71,11 @@ class SplitBackend:
         """Free the graphs and compiled pieces this backend handed out (the engine is shutting down)."""
         for w in self.wrappers:
             w.release()
+        for ref in self._split_gms:
+            split_gm = ref()
+            for name, _ in list(split_gm.named_children()) if split_gm is not None else []:
+                setattr(split_gm, name, CallableModule(_released))
+        self._split_gms.clear()
         self.wrappers.clear()
         self.artifacts.clear()
         self.piece_info.clear()
@@ -87,6 +93,7 @@ class SplitBackend:
             self._save_graph(saved, specs)
         self.artifacts.clear()  # saved: the compiled pieces live on in split_gm only
         self._wrap_for_graphs(split_gm, pieces)
+        self._split_gms.append(weakref.ref(split_gm))
         return split_gm
 
     def load_forward(self, directory: Path, model: torch.nn.Module) -> Callable:
@@ -113,6 +120,7 @@ class SplitBackend:
         self.num_compiled_pieces = len({info["key"] for info in meta["pieces"].values()})
         self.num_static_compiles = len({k for info in meta["pieces"].values() for k in info["static"].values()})
         self._wrap_for_graphs(split_gm, pieces)
+        self._split_gms.append(weakref.ref(split_gm))
         return graph_cache.forward_from_graph(split_gm, meta["inputs"], model)
 
     def _split(self, gm: fx.GraphModule) -> tuple[fx.GraphModule, list[fx.Node]]:

@@ -100,9 +100,10 @@ class CUDAGraphWrapper:
         """Free every graph and drop the wrapped callable. Dynamo may keep a compiled graph (and so this
         wrapper, one of its pieces) alive after the engine is gone; nothing of the engine stays with it."""
         self.graphs.clear()
-        self.runnable = _released
+        self.runnable = released
         self.pool = None
 
 
-def _released(*args):
+def released(*args):
+    """What stands in for a released engine's compiled code: calling it is a bug, said plainly."""
     raise RuntimeError("this engine was shut down: its compiled forward and CUDA graphs were released")

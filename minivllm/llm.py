@@ -7,30 +7,38 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
-from typing import Any, Sequence as Seq
+import weakref
+from contextlib import contextmanager
+from typing import Any, Iterator
+from typing import Sequence as Seq
 
 import torch
 from tqdm.auto import tqdm
 
 from minivllm import DEFAULT_MODEL
-from minivllm.config import (CacheConfig, CompilationConfig, EngineConfig, SchedulerConfig, resolve_device,
-                             resolve_dtype)
+from minivllm.config import (
+    CacheConfig,
+    CompilationConfig,
+    CUDAGraphMode,
+    EngineConfig,
+    SchedulerConfig,
+    resolve_device,
+    resolve_dtype,
+)
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.inputs import encode_prompt, token_ids_from
-from minivllm.loader import check_model_dir, load_model, load_model_config, load_tokenizer
+from minivllm.loader import check_model_dir, load_model_config, load_tokenizer
 from minivllm.logger import init_logger
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.model_runner import ModelRunner
-from minivllm.worker.startup import GiB, StartupReport, choose_num_blocks
+from minivllm.worker.startup import StartupReport
+from minivllm.worker.worker import Worker
 
 logger = logging.getLogger("minivllm")
-# Driver memory per kernel node of a captured graph, and kernel nodes per decoder layer, rounded up: H200,
-# Qwen3-0.6B, default capture sizes, 8-12 kernels per layer per step; 10.5 KiB per node in FULL graphs,
-# 11.8 KiB in piecewise ones (free-memory drop minus the pool, latency_4fff55c.json).
-GRAPH_NODE_BYTES = 12 << 10
-GRAPH_NODES_PER_LAYER = 12
 
 PromptType = str | dict
 
@@ -62,7 +70,6 @@ class LLM:
         if max_model_len is not None and max_model_len > model_config.max_position_embeddings:
             raise ValueError(f"max_model_len={max_model_len} exceeds the model's max_position_embeddings "
                              f"({model_config.max_position_embeddings})")
-        user_max_len = max_model_len
         max_len = max_model_len or model_config.max_position_embeddings
         comp = CompilationConfig.from_any(compilation_config)
         for key, val in (("cudagraph_capture_sizes", cudagraph_capture_sizes), ("cudagraph_mode", cudagraph_mode),
@@ -80,6 +87,10 @@ class LLM:
             scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, enable_chunked_prefill, async_scheduling),
             compilation=comp,
         )
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's (slow) CPU interpreter
+        if self.config.attention_backend == "triton" and dev.type != "cuda" and not interpreted:
+            raise ValueError(f"attention_backend='triton' needs CUDA (or TRITON_INTERPRET=1), but the device is "
+                             f"{dev}; use 'auto' or 'torch' (the pure-PyTorch reference)")
         if not enable_chunked_prefill and max_num_batched_tokens < max_len:
             raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be >= max_model_len "
                              f"({max_len}) when enable_chunked_prefill=False, or a long prompt could never run")
@@ -92,79 +103,45 @@ class LLM:
             logger.info("CUDA graphs are unavailable on %s: running eagerly", dev)
         with self.report.phase("load_tokenizer", dev):
             self.tokenizer = load_tokenizer(path, self.config.skip_tokenizer_init)
-        with self.report.phase("load_weights", dev):
-            model = load_model(path, model_config, dev, torch_dtype)
-        logger.info("Loading weights took %.2f s (%.3f GiB)", self.report.phases["load_weights"],
-                    sum(p.numel() * p.element_size() for p in model.parameters()) / GiB)
-        runner = ModelRunner(self.config, model_config, model)
-        with self.report.phase("profile_run", dev):
-            peak = runner.profile_run()
-        num_blocks = choose_num_blocks(runner, self.config.cache, peak, self._graph_memory_estimate(runner, peak))
-        kv_tokens = num_blocks * block_size
-        if kv_tokens < max_len:
-            if user_max_len is not None or dev.type == "cuda":
-                raise ValueError(f"the KV cache holds {kv_tokens} tokens, fewer than max_model_len={max_len}; "
-                                 f"lower max_model_len or give the cache more memory (gpu_memory_utilization, "
-                                 f"kv_cache_memory_bytes, num_gpu_blocks_override)")
-            max_len = self.config.max_model_len = kv_tokens
-            logger.info("max_model_len lowered to %d to fit the KV cache", max_len)
-        with self.report.phase("kv_cache", dev):
-            runner.allocate_kv_cache(num_blocks)
-        self.report.num_gpu_blocks, self.report.kv_cache_tokens = num_blocks, kv_tokens
-        self.report.kv_cache_gib = num_blocks * runner.kv_bytes_per_block() / GiB
-        self.config.cache.num_blocks = num_blocks
-        logger.info("KV cache: %d blocks of %d tokens = %d tokens (%.3f GiB)", num_blocks, block_size, kv_tokens,
-                    self.report.kv_cache_gib)
-        self.model_runner = runner
         self.engine_vocab = model_config.vocab_size
-        self._setup_compile_and_graphs(runner)
-        self.engine = LLMEngine(self.config, model_config, self.tokenizer, runner, num_blocks)
+        self.worker = Worker(self.config, model_config, path, self.report, user_max_model_len=max_model_len)
+        try:
+            self.worker.start(compile_and_capture=None if fallback is None else self._walk_fallback_ladder)
+            if fallback is None and verify:
+                self._verify()
+        except BaseException:
+            self.worker.release()  # a failed engine keeps nothing: the next one gets the whole device
+            raise
+        # `del llm` (or rebinding the name in a notebook cell) frees the device memory at once.
+        self._finalizer = weakref.finalize(self, self.worker.release)
+        self._finalizer.atexit = False  # at interpreter exit the driver frees everything anyway
+        self._lock = threading.Lock()  # one generate at a time (see generate)
+        self._owner: int | None = None
+        self.engine: LLMEngine | None = LLMEngine(self.config, model_config, self.tokenizer, self.model_runner,
+                                                  self.worker.num_blocks)
         self.report.phases["total"] = time.perf_counter() - t_start
         logger.info("Engine ready in %.2f s", self.report.phases["total"])
 
-    def _graph_memory_estimate(self, runner: ModelRunner, activation_peak: int) -> int:
-        """Reserve room for CUDA graphs BEFORE sizing the KV cache, so capture cannot run out of memory.
+    @property
+    def model_runner(self) -> ModelRunner | None:
+        return self.worker.model_runner
 
-        Two parts. The pool: one shared pool holds what the largest captured batch needs (smaller sizes reuse
-        it), at most the profile run's activation peak scaled to that batch, for FULL and for PIECEWISE. The
-        graph executables: the driver keeps ~11 KiB per captured kernel node outside the pool (H200, Qwen3-0.6B,
-        default sizes: 35 FULL graphs took 104 MiB beyond the pool, 51 x 29 piecewise graphs 164 MiB).
-        """
-        cfg = self.config
-        mode = cfg.cudagraph_mode
-        if mode == "NONE":
-            return 0
-        sizes = cfg.capture_sizes()
-        largest = max(sizes, default=0)
-        per_mode = int(activation_peak * min(1.0, largest / runner.max_num_tokens))
-        full = [s for s in sizes if s <= cfg.scheduler.max_num_seqs] if mode in ("FULL", "FULL_AND_PIECEWISE") else []
-        piecewise = sizes if mode in ("PIECEWISE", "FULL_AND_PIECEWISE") else []
-        nodes = (len(full) + len(piecewise)) * GRAPH_NODES_PER_LAYER * runner.model_config.num_hidden_layers
-        pools = 2 if mode == "FULL_AND_PIECEWISE" else 1
-        return pools * per_mode + max(64 << 20, nodes * GRAPH_NODE_BYTES)
-
-    def _setup_compile_and_graphs(self, runner: ModelRunner) -> None:
-        """torch.compile first, then CUDA graphs over the result; with fallback="auto", walk the ladder."""
-        if self.fallback is None:
-            self._setup_compile(runner)
-            self._setup_graphs(runner)
-            if self.verify:
-                self._verify(runner)
-            return
+    def _walk_fallback_ladder(self) -> None:
+        """Compile and capture as configured; on failure, diagnose and try with graphs off, then compile off."""
         from minivllm.compilation.diagnose import diagnose
 
-        cfg = self.config
+        cfg, worker = self.config, self.worker
         ladder = [("as configured", {}), ("CUDA graphs off", {"graphs": False}),
                   ("torch.compile off", {"compile": False}), ("both off", {"graphs": False, "compile": False})]
         orig_level, orig_mode = cfg.compilation.level, cfg.compilation.cudagraph_mode
         for step, (name, off) in enumerate(ladder):
             cfg.compilation.level = 0 if off.get("compile") is False else orig_level
-            cfg.compilation.cudagraph_mode = "NONE" if off.get("graphs") is False else orig_mode
+            cfg.compilation.cudagraph_mode = CUDAGraphMode.NONE if off.get("graphs") is False else orig_mode
             try:
-                self._setup_compile(runner)
-                self._setup_graphs(runner)
+                worker.compile_model()
+                worker.capture_model()
                 if self.verify:
-                    self._verify(runner)
+                    self._verify()
                 self.fallback_report.append({"step": name, "ok": True})
                 if step:
                     logger.warning("Fallback: running with %s", name)
@@ -173,114 +150,66 @@ class LLM:
                 d = diagnose(e)
                 self.fallback_report.append({"step": name, "ok": False, "layer": d.layer, "error": d.reason})
                 logger.warning("Startup with %s failed: %s", name, d)
-                self._reset_runner(runner)
+                worker.reset_compile_and_graphs()
         raise RuntimeError(f"every rung of the fallback ladder failed: {self.fallback_report}")
 
-    def _reset_runner(self, runner: ModelRunner) -> None:
-        import torch._dynamo
-
-        torch._dynamo.reset()
-        runner.forward_fn = runner.full_graph_fn = runner.model.forward
-        runner.full_graph_min_tokens = runner.min_num_tokens = 1
-        runner.cudagraph_dispatcher = None
-        runner.piecewise = None
-
-    def _setup_compile(self, runner: ModelRunner) -> None:
-        from minivllm.compilation.backend import compile_model
-
-        with self.report.phase("torch.compile", self.config.device):
-            self.report.compile = compile_model(runner, self.config)
-
-    def _setup_graphs(self, runner: ModelRunner) -> None:
-        cfg = self.config
-        mode = cfg.cudagraph_mode
-        self.report.cudagraph = {"mode": mode, "capture_sizes": cfg.capture_sizes() if mode != "NONE" else []}
-        if mode == "NONE":
-            return
-        from minivllm.worker.cuda_graph import CUDAGraphDispatcher
-
-        sizes = cfg.capture_sizes()
-        if min(runner.min_num_tokens, runner.full_graph_min_tokens) > 1:  # a traced forward never runs 1
-            sizes = sorted({max(s, runner.min_num_tokens) for s in sizes})  # token: batch 1 replays size 2
-            self.report.cudagraph["capture_sizes"] = sizes
-        dispatcher = CUDAGraphDispatcher(runner, sizes, mode)
-        runner.cudagraph_dispatcher = dispatcher
-        with self.report.phase("cudagraph_capture", cfg.device):
-            if mode in ("FULL", "FULL_AND_PIECEWISE"):
-                if cfg.resolved_attention_backend != "triton":
-                    logger.warning("FULL CUDA graphs need attention_backend='triton' (the torch reference "
-                                   "syncs with the host); decode runs without FULL graphs")
-                else:
-                    self.report.cudagraph["FULL"] = dispatcher.capture_full().as_dict()
-            if mode in ("PIECEWISE", "FULL_AND_PIECEWISE"):
-                from minivllm.compilation.backend import capture_piecewise
-
-                stats = capture_piecewise(runner, dispatcher)
-                if stats is not None:
-                    self.report.cudagraph["PIECEWISE"] = stats.as_dict()
-
-    def _verify(self, runner: ModelRunner) -> None:
+    def _verify(self) -> None:
         """Greedy probe through the optimized path vs plain eager; a difference is a NumericsError."""
         from minivllm.compilation.diagnose import NumericsError
 
         probe = [{"prompt_token_ids": [(7 * i + 3 * j) % min(self.engine_vocab, 1000) + 1 for j in range(5 + 3 * i)]}
                  for i in range(4)]
         params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
-        fast = [o.outputs[0].token_ids for o in self._generate_with(runner, probe, params)]
-        saved = (runner.forward_fn, runner.cudagraph_dispatcher, runner.piecewise)
-        runner.forward_fn, runner.cudagraph_dispatcher, runner.piecewise = runner.model.forward, None, None
-        try:
-            slow = [o.outputs[0].token_ids for o in self._generate_with(runner, probe, params)]
-        finally:
-            runner.forward_fn, runner.cudagraph_dispatcher, runner.piecewise = saved
+        fast = [o.outputs[0].token_ids for o in self._generate_with(probe, params)]
+        with self.worker.plain_forward():
+            slow = [o.outputs[0].token_ids for o in self._generate_with(probe, params)]
         same = sum(a == b for a, b in zip(fast, slow))
         self.report.compile["verify"] = {"probes": len(probe), "identical": same}
         if same != len(probe):
             raise NumericsError(f"verify: {len(probe) - same} of {len(probe)} greedy probes differ from eager")
         logger.info("verify: %d/%d greedy probes identical to eager", same, len(probe))
 
-    def _generate_with(self, runner: ModelRunner, prompts, params):
+    def _generate_with(self, prompts, params):
         """Run prompts on a throw-away engine (its own block manager: no prefix-cache hits across runs)."""
+        runner = self.model_runner
         engine = LLMEngine(self.config, runner.model_config, self.tokenizer, runner, self.config.cache.num_blocks)
-        saved, self.engine = getattr(self, "engine", None), engine
-        try:
-            return self.generate(prompts, params, use_tqdm=False)
-        finally:
-            if saved is not None:
-                self.engine = saved
+        return _run_to_completion(engine, *self._normalize(prompts, params, engine), use_tqdm=False)
 
     def compile_report(self) -> dict:
         """Graphs traced, graph breaks and run-time recompiles of torch.compile (see compilation/)."""
-        from minivllm.compilation.backend import live_compile_report
+        from minivllm.compilation.report import live_compile_report
 
-        return live_compile_report(self.model_runner, self.report.compile)
+        runner = self.model_runner
+        return live_compile_report(self.report.compile, runner.split_backend if runner is not None else None)
 
-    # ---- public API ------------------------------------------------------------------------------
+    # ---- lifecycle -------------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Free the GPU memory of this engine now (KV cache, graphs, compiled code, weights).
+        """Free the device memory of this engine now (KV cache, graphs, compiled code, weights). Safe to call
+        twice; `generate` afterwards raises. `del llm` and the end of a `with LLM(...)` block do the same."""
+        with self._exclusive("shutdown"):
+            self.engine = None
+            self._finalizer()
 
-        `del llm` is not enough: compiled code and graph pools keep references, and a second engine in the
-        same process sizes its KV cache from the memory that is free.
-        """
-        import gc
+    def __enter__(self) -> "LLM":
+        return self
 
-        import torch._dynamo
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
 
-        runner = getattr(self, "model_runner", None)
-        if runner is not None:
-            runner.cudagraph_dispatcher = None
-            runner.piecewise = None
-            runner.split_backend = None
-            runner.forward_fn = None
-            runner.kv_cache = None
-            runner.kv_caches = None
-            runner.model = None
-        self.model_runner = None
-        self.engine = None
-        torch._dynamo.reset()
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+    @contextmanager
+    def _exclusive(self, what: str) -> Iterator[None]:
+        """Hold this LLM for one call. Another thread waits its turn (its tokens stay correct); a call from
+        inside this LLM's own step (a callback, the forward) would corrupt the step in flight: refused."""
+        me = threading.get_ident()
+        if self._owner == me:
+            raise RuntimeError(f"LLM.{what}() called while this LLM is in use by a generate() on the same "
+                               f"thread (from inside a step: a callback or the forward); this LLM is in use")
+        with self._lock:
+            self._owner = me
+            try:
+                yield
+            finally:
+                self._owner = None
 
     def get_tokenizer(self):
         """transformers' tokenizer of the checkpoint (chat templates and all; loaded on first use). The engine
@@ -296,7 +225,8 @@ class LLM:
     def startup_report(self) -> StartupReport:
         return self.report
 
-    def _normalize(self, prompts, sampling_params) -> tuple[list[tuple[str | None, list[int]]], list[SamplingParams]]:
+    def _normalize(self, prompts, sampling_params,
+                   engine: LLMEngine) -> tuple[list[tuple[str | None, list[int]]], list[SamplingParams]]:
         if isinstance(prompts, (str, dict)):
             prompts = [prompts]
         if not isinstance(prompts, (list, tuple)):
@@ -329,30 +259,39 @@ class LLM:
             raise TypeError(f"sampling_params must be a SamplingParams or a list of them, "
                             f"got {type(sampling_params).__name__}")
         for i, ((_, ids), sp) in enumerate(zip(items, params)):
-            self.engine.validate(ids, sp, f"prompts[{i}]")  # all checked before any is queued
+            engine.validate(ids, sp, f"prompts[{i}]")  # all checked before any is queued
         return items, params
 
     def generate(self, prompts: PromptType | Seq[PromptType], sampling_params: SamplingParams | list | None = None,
                  use_tqdm: bool = True) -> list[RequestOutput]:
-        items, params = self._normalize(prompts, sampling_params)
-        engine = self.engine
-        now = time.perf_counter()
-        seqs = [engine.add_request(engine.next_request_id(), ids, sp, text, now)
-                for (text, ids), sp in zip(items, params)]
-        bar = tqdm(total=len(seqs), desc="Processed prompts", disable=not use_tqdm, dynamic_ncols=True)
-        try:
-            n_out = 0
-            while engine.has_unfinished_requests():
-                for seq in engine.step():
-                    n_out += seq.num_output_tokens
-                    bar.update(1)
-                    bar.set_postfix_str(f"output {n_out / max(bar.format_dict['elapsed'], 1e-9):.1f} toks/s")
-        except BaseException:
-            for seq in seqs:  # leave the engine usable: no half-run request keeps its blocks
-                if not seq.is_finished:
-                    engine.abort_request(seq.request_id)
-            engine.discard_inflight()
-            raise
-        finally:
-            bar.close()
-        return [engine.make_output(s) for s in seqs]
+        """Run prompts to completion. Thread-safe: calls from several threads run one after the other."""
+        with self._exclusive("generate"):
+            engine = self.engine
+            if engine is None:
+                raise RuntimeError("this LLM was shut down (shutdown(), or the end of its `with` block); "
+                                   "build a new LLM(...) to generate")
+            items, params = self._normalize(prompts, sampling_params, engine)
+            return _run_to_completion(engine, items, params, use_tqdm)
+
+
+def _run_to_completion(engine: LLMEngine, items: list, params: list[SamplingParams],
+                       use_tqdm: bool) -> list[RequestOutput]:
+    now = time.perf_counter()
+    seqs = [engine.add_request(engine.next_request_id(), ids, sp, text, now) for (text, ids), sp in zip(items, params)]
+    bar = tqdm(total=len(seqs), desc="Processed prompts", disable=not use_tqdm, dynamic_ncols=True)
+    try:
+        n_out = 0
+        while engine.has_unfinished_requests():
+            for seq in engine.step():
+                n_out += seq.num_output_tokens
+                bar.update(1)
+                bar.set_postfix_str(f"output {n_out / max(bar.format_dict['elapsed'], 1e-9):.1f} toks/s")
+    except BaseException:
+        for seq in seqs:  # leave the engine usable: no half-run request keeps its blocks
+            if not seq.is_finished:
+                engine.abort_request(seq.request_id)
+        engine.discard_inflight()
+        raise
+    finally:
+        bar.close()
+    return [engine.make_output(s) for s in seqs]

@@ -49,3 +49,32 @@ def hf_greedy(path: str, prompt_ids: list[int], max_new_tokens: int) -> list[int
 def random_prompts(vocab: int, lengths: list[int], seed: int = 0) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(3, vocab, (n,), generator=g).tolist() for n in lengths]
+
+
+def run_in_threads(jobs: dict, reps: int, timeout: float = 300.0) -> dict:
+    """Call each job (a no-argument callable) `reps` times, one thread per job, all started together.
+    Returns {job key: [results]}; raises the first error a thread hit, or if a thread is still running."""
+    import threading
+
+    got: dict = {k: [] for k in jobs}
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(jobs))
+
+    def run(key) -> None:
+        try:
+            start.wait()
+            for _ in range(reps):
+                got[key].append(jobs[key]())
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in jobs]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=timeout)
+    if errors:
+        raise errors[0]
+    if any(th.is_alive() for th in threads):
+        raise TimeoutError(f"a thread was still running after {timeout} s")
+    return got

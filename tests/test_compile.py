@@ -109,16 +109,16 @@ def test_a_saved_graph_that_does_not_load_is_traced_again(ckpt, prompts, eager_t
 
 
 def test_fallback_ladder_after_injected_compile_failure(ckpt, prompts, eager_tokens, monkeypatch):
-    import minivllm.compilation.backend as backend
+    import minivllm.compilation.levels as levels
 
-    real = backend.compile_model
+    real = levels.compile_model
 
-    def failing(runner, config):
+    def failing(model, model_config, config, warm_up):
         if config.compilation.level > 0:
             raise RuntimeError("torch._inductor.exc.InductorError: injected failure")
-        return real(runner, config)
+        return real(model, model_config, config, warm_up)
 
-    monkeypatch.setattr(backend, "compile_model", failing)
+    monkeypatch.setattr(levels, "compile_model", failing)
     llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 2}, fallback="auto", verify=True)
     steps = llm.fallback_report
     assert steps[0] == {"step": "as configured", "ok": False, "layer": "compile", "error": steps[0]["error"]}
@@ -128,12 +128,13 @@ def test_fallback_ladder_after_injected_compile_failure(ckpt, prompts, eager_tok
 
 def test_fallback_ladder_after_injected_graph_failure(ckpt, prompts, eager_tokens, monkeypatch):
     from minivllm.worker.cuda_graph import CudaGraphCaptureError
+    from minivllm.worker.worker import Worker
 
-    def failing(self, runner):
+    def failing(self):
         if self.config.compilation.cudagraph_mode != "NONE":
             raise CudaGraphCaptureError("CUDA graph capture failed (mode FULL, batch size 8): injected")
 
-    monkeypatch.setattr(LLM, "_setup_graphs", failing)
+    monkeypatch.setattr(Worker, "capture_model", failing)
     llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 2, "backend": "eager",
                                                           "cudagraph_mode": "FULL"}, fallback="auto")
     assert [s["ok"] for s in llm.fallback_report] == [False, True]
@@ -143,18 +144,18 @@ def test_fallback_ladder_after_injected_graph_failure(ckpt, prompts, eager_token
 
 
 def test_verify_catches_a_silently_wrong_path(ckpt, monkeypatch):
-    import minivllm.compilation.backend as backend
+    import minivllm.compilation.levels as levels
 
-    real = backend.compile_model
+    real = levels.compile_model
 
-    def corrupting(runner, config):
-        info = real(runner, config)
+    def corrupting(model, model_config, config, warm_up):
+        compiled = real(model, model_config, config, warm_up)
         if config.compilation.level > 0:
-            fwd = runner.model.forward
-            runner.forward_fn = lambda ids, pos: fwd(ids, pos) * -1.0  # a "fused" op that flips the sign
-        return info
+            fwd = model.forward
+            compiled.forward = lambda ids, pos: fwd(ids, pos) * -1.0  # a "fused" op that flips the sign
+        return compiled
 
-    monkeypatch.setattr(backend, "compile_model", corrupting)
+    monkeypatch.setattr(levels, "compile_model", corrupting)
     with pytest.raises(NumericsError, match="greedy probes differ"):
         LLM(ckpt, max_model_len=64, compilation_config={"level": 1, "backend": "eager"}, verify=True)
     llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 1, "backend": "eager"}, verify=True,

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import torch
 
-from minivllm.config import CompilationConfig, EngineConfig, SchedulerConfig, default_capture_sizes
-from minivllm.engine.scheduler import ScheduledSeq, SchedulerOutput
+from minivllm.config import (
+    CompilationConfig,
+    CUDAGraphMode,
+    EngineConfig,
+    SchedulerConfig,
+    default_capture_sizes,
+)
 from minivllm.engine.sequence import Sequence
 from minivllm.sampling_params import SamplingParams
-from minivllm.worker.cuda_graph import CUDAGraphDispatcher
+from minivllm.sched_output import ScheduledSeq, SchedulerOutput
+from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
 from minivllm.worker.input_batch import InputBatch
 
 
@@ -42,18 +48,28 @@ def _prefill_batch(lengths: list[int]) -> SchedulerOutput:
     return out
 
 
+def _dispatch(d: CudagraphDispatcher, sched: SchedulerOutput):
+    pick = d.dispatch(sched.num_tokens, len(sched.scheduled), sched.is_decode_only)
+    return pick.mode, pick.num_padded_tokens, pick.num_padded_seqs
+
+
 def test_dispatcher_pads_to_the_nearest_captured_size():
-    d = CUDAGraphDispatcher(runner=None, capture_sizes=[1, 2, 4, 8], mode="FULL_AND_PIECEWISE")
-    d.full_graphs = {n: (None, None) for n in (1, 2, 4, 8)}  # stand-ins: dispatch never replays
-    d.piecewise_sizes = [1, 2, 4, 8]
+    d = CudagraphDispatcher(capture_sizes=[1, 2, 4, 8], mode="FULL_AND_PIECEWISE")
+    assert _dispatch(d, _decode_batch(1)) == (CUDAGraphMode.NONE, None, None)  # nothing captured yet
+    d.activate(CUDAGraphMode.FULL, [1, 2, 4, 8])  # as after a capture pass
+    d.activate(CUDAGraphMode.PIECEWISE, [1, 2, 4, 8])
     for batch, padded in [(1, 1), (3, 4), (5, 8), (8, 8)]:
-        runner, pad_t, pad_s = d.dispatch(_decode_batch(batch))
-        assert runner is not None and pad_t == pad_s == padded
-    assert d.dispatch(_decode_batch(9)) == (None, None, None)  # above the largest size: eager
-    runner, pad_t, pad_s = d.dispatch(_prefill_batch([3, 2]))  # mixed/prefill: PIECEWISE by token count
-    assert runner is None and pad_t == 8 and pad_s is None
-    assert d.dispatch(_prefill_batch([9]))[1] is None
-    assert d.counts == {"full": 4, "piecewise": 1, "eager": 2}
+        mode, pad_t, pad_s = _dispatch(d, _decode_batch(batch))
+        assert mode is CUDAGraphMode.FULL and pad_t == pad_s == padded
+    assert _dispatch(d, _decode_batch(9)) == (CUDAGraphMode.NONE, None, None)  # above the largest size: eager
+    mode, pad_t, pad_s = _dispatch(d, _prefill_batch([3, 2]))  # mixed/prefill: PIECEWISE by token count
+    assert mode is CUDAGraphMode.PIECEWISE and pad_t == 8 and pad_s is None
+    assert _dispatch(d, _prefill_batch([9]))[1] is None
+    assert d.counts == {"full": 4, "piecewise": 1, "eager": 3}
+    import pytest
+
+    with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):  # no runner to re-capture with
+        d.recapture_full(4)
 
 
 def test_padded_rows_write_no_kv_and_attend_to_nothing():
@@ -98,7 +114,7 @@ def test_capture_bookkeeping_largest_first_and_per_size_memory(monkeypatch):
 
     import pytest
 
-    from minivllm.worker.cuda_graph import MiB, CudaGraphCaptureError, capture_all_sizes
+    from minivllm.worker.cuda_graph import CudaGraphCaptureError, MiB, capture_all_sizes
 
     free = {"bytes": 1000 * MiB}
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
@@ -140,13 +156,12 @@ def test_graph_memory_is_reserved_for_the_pool_and_the_graph_executables():
     the reservation must cover that; before, a fixed 64 MiB stood for the executables."""
     from types import SimpleNamespace
 
-    from minivllm.llm import LLM
+    from minivllm.worker.cuda_graph import graph_memory_estimate
 
     def reserve(mode: str, layers: int = 28, peak: int = 0, **engine) -> float:
         cfg = EngineConfig(model="m", **engine)  # on a CPU its mode is NONE: the CUDA one is given here
         cfg = SimpleNamespace(cudagraph_mode=mode, capture_sizes=cfg.capture_sizes, scheduler=cfg.scheduler)
-        runner = SimpleNamespace(max_num_tokens=8192, model_config=SimpleNamespace(num_hidden_layers=layers))
-        return LLM._graph_memory_estimate(SimpleNamespace(config=cfg), runner, peak) / 2 ** 20
+        return graph_memory_estimate(cfg, 8192, layers, peak) / 2 ** 20
 
     default = reserve("FULL_AND_PIECEWISE")  # 35 decode sizes + 51 token counts, 28 layers
     assert 354 - 58 <= default <= 2 * 354
@@ -156,3 +171,51 @@ def test_graph_memory_is_reserved_for_the_pool_and_the_graph_executables():
     assert reserve("FULL", layers=2, scheduler=SchedulerConfig(max_num_seqs=4)) == 64  # the floor
     peak = 1 << 30  # the pool part: the activation peak scaled to the largest size (512 of 8192 tokens), per mode
     assert reserve("FULL_AND_PIECEWISE", peak=peak) - default == 2 * 1024 * 512 / 8192
+
+
+def test_graph_wrapper_calls_through_in_other_modes_and_replays_in_its_own():
+    """One wrapper class for FULL and PIECEWISE: it acts only when the forward context names its mode."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from minivllm.attention.metadata import set_forward_context
+    from minivllm.compilation.cuda_graph import CapturedGraph, CUDAGraphWrapper
+
+    calls, replays = [], []
+    w = CUDAGraphWrapper(lambda x: calls.append(x) or x, CUDAGraphMode.PIECEWISE, "piece 0")
+    x = torch.zeros(4)
+    with set_forward_context(None, "torch"):  # an eager step
+        w(x)
+    with set_forward_context(None, "torch", None, CUDAGraphMode.FULL, 4):  # a piece inside a FULL step
+        w(x)
+    with set_forward_context(None, "torch", None, CUDAGraphMode.PIECEWISE, 4):  # no graph, not capturing
+        w(x)
+    assert len(calls) == 3 and not w.graphs
+    w.graphs[4] = CapturedGraph(SimpleNamespace(replay=lambda: replays.append(4)), [x.data_ptr()], "out")
+    with set_forward_context(None, "torch", None, CUDAGraphMode.PIECEWISE, 4):
+        assert w(x) == "out"
+        with pytest.raises(RuntimeError, match="input 0 moved since capture"):
+            w(torch.zeros(4))
+    assert len(calls) == 3 and replays == [4]
+    w.release()
+    with set_forward_context(None, "torch"), pytest.raises(RuntimeError, match="shut down"):
+        w(x)
+
+
+def test_dummy_decode_batch_on_the_persistent_buffers():
+    ib = InputBatch(max_num_tokens=16, max_num_seqs=4, max_blocks_per_seq=4, block_size=4,
+                    device=torch.device("cpu"))
+    ptrs = {k: v.data_ptr() for k, v in ib.buffers().items()}
+    m = ib.dummy_decode(3)  # capture / warm-up: writes nothing, attends to nothing
+    assert m.decode_only and m.slot_mapping.tolist() == [-1] * 3 and m.seq_lens.tolist() == [0] * 3
+    m = ib.dummy_decode(10)  # more tokens than sequences: one sequence of 10 query tokens
+    assert not m.decode_only and m.query_start_loc.tolist() == [0, 10] and m.max_query_len == 10
+    m = ib.dummy_decode(2, context=5, num_kv_blocks=8)  # the labs: 5 cached tokens per row, 2 blocks per row
+    assert m.block_tables.tolist() == [[0, 1, 0, 0], [2, 3, 0, 0]] and m.seq_lens.tolist() == [6, 6]
+    assert m.slot_mapping.tolist() == [5, 13] and ib.positions[:2].tolist() == [5, 5]
+    assert {k: v.data_ptr() for k, v in ib.buffers().items()} == ptrs
+    import pytest
+
+    with pytest.raises(ValueError, match="does not fit"):
+        ib.dummy_decode(4, context=5, num_kv_blocks=7)

@@ -4,15 +4,22 @@ Why a forward context: the model's forward signature stays `forward(input_ids, p
 Hugging Face model, while every attention layer reads the same batch description (slot mapping, block
 tables, lengths). vLLM does the same with `set_forward_context`; it also keeps the metadata out of the
 traced graph, so torch.compile and CUDA graphs see only tensors at fixed addresses.
+
+The context also carries the step's CUDA-graph decision (mode and padded size, picked by the dispatcher),
+which every CUDAGraphWrapper reads. It is thread-local and set only for the duration of one forward, so
+two engines (or two threads) never see each other's batch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
 from typing import Iterator
 
 import torch
+
+from minivllm.config import CUDAGraphMode
 
 
 @dataclass
@@ -52,24 +59,34 @@ class ForwardContext:
     # (k_cache, v_cache) per layer. The attention op finds its cache here by layer index instead of taking
     # it as an argument, so a compiled graph never has the (huge) KV cache as an input it must copy back.
     kv_caches: list | None = None
+    # Which CUDA graphs run this step (NONE: eager) and at which padded token count (the dispatcher's pick).
+    cudagraph_mode: CUDAGraphMode = CUDAGraphMode.NONE
+    num_padded_tokens: int | None = None
+    capturing: bool = False  # the capture pass: a wrapper without a graph of this size records one
 
 
-_forward_context: ForwardContext | None = None
+class _Local(threading.local):
+    context: ForwardContext | None = None
+
+
+_local = _Local()
 
 
 def get_forward_context() -> ForwardContext:
-    if _forward_context is None:
+    ctx = _local.context
+    if ctx is None:
         raise RuntimeError("attention called outside set_forward_context(): no batch metadata is set")
-    return _forward_context
+    return ctx
 
 
 @contextlib.contextmanager
-def set_forward_context(attn_metadata: AttentionMetadata | None, backend: str,
-                        kv_caches: list | None = None) -> Iterator[None]:
-    global _forward_context
-    prev = _forward_context
-    _forward_context = ForwardContext(attn_metadata, backend, kv_caches)
+def set_forward_context(attn_metadata: AttentionMetadata | None, backend: str, kv_caches: list | None = None,
+                        cudagraph_mode: CUDAGraphMode = CUDAGraphMode.NONE,
+                        num_padded_tokens: int | None = None, capturing: bool = False) -> Iterator[None]:
+    local = _local
+    prev = local.context
+    local.context = ForwardContext(attn_metadata, backend, kv_caches, cudagraph_mode, num_padded_tokens, capturing)
     try:
         yield
     finally:
-        _forward_context = prev
+        local.context = prev

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from minivllm.compilation.cuda_graph import CudaGraphCaptureError
+
 
 class NumericsError(RuntimeError):
     """An optimized path produced different greedy tokens than eager (found by LLM(verify=True))."""
@@ -39,7 +41,7 @@ def diagnose(exc: BaseException) -> Diagnosis:
     if any(isinstance(x, NumericsError) for x in chain):
         return Diagnosis("numerics", reason, "an optimized path changed the output: bisect with compilation_config "
                          "level 0 and cudagraph_mode NONE, then re-enable one at a time; check custom ops")
-    graph_error = any(type(x).__name__ == "CudaGraphCaptureError" for x in chain)
+    graph_error = any(isinstance(x, CudaGraphCaptureError) for x in chain)
     if graph_error or any(m.lower() in text for m in _GRAPH_MARKERS):
         return Diagnosis("graph", reason, "turn CUDA graphs off (enforce_eager=True or cudagraph_mode='NONE'), "
                          "or capture fewer/smaller sizes; look for host syncs (.item()) in the forward")

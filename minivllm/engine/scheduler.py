@@ -14,42 +14,13 @@ its last one (max_tokens or max_model_len reached) is not scheduled again: it fi
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
-from functools import cached_property
 
 from minivllm.config import SchedulerConfig
 from minivllm.engine.block_manager import BlockManager
 from minivllm.engine.sequence import Sequence, SequenceStatus
+from minivllm.sched_output import ScheduledSeq, SchedulerOutput
 
-
-@dataclass
-class ScheduledSeq:
-    seq: Sequence
-    num_new_tokens: int
-
-    @property
-    def completes_prompt(self) -> bool:
-        """After this step all known tokens are computed, so the step samples a new token for it."""
-        return self.seq.num_computed_tokens + self.num_new_tokens == self.seq.num_scheduled_total
-
-
-@dataclass
-class SchedulerOutput:
-    scheduled: list[ScheduledSeq] = field(default_factory=list)
-    preempted: list[Sequence] = field(default_factory=list)
-
-    @property
-    def num_tokens(self) -> int:
-        return sum(s.num_new_tokens for s in self.scheduled)
-
-    @cached_property
-    def is_decode_only(self) -> bool:
-        """Every sequence adds exactly its one newest token (asked several times a step, so cached)."""
-        return bool(self.scheduled) and all(s.num_new_tokens == 1 and s.completes_prompt for s in self.scheduled)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.scheduled
+__all__ = ["Scheduler", "ScheduledSeq", "SchedulerOutput"]
 
 
 class Scheduler:

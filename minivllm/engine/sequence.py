@@ -58,7 +58,7 @@ class Sequence:
         self.output_text = ""
         self.stop_reason: int | str | None = None
         self.metrics = RequestMetrics(arrival_time=arrival_time or time.perf_counter())
-        self.generator: torch.Generator | None = None  # per-request seed, created by the sampler
+        self.generator: torch.Generator | None = None  # per-request seed, created by the input batch
 
     @property
     def num_tokens(self) -> int:

@@ -11,9 +11,21 @@ next step), and per-row parameters go up through pinned memory, because a plain 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from minivllm.engine.sequence import Sequence
+from minivllm.sampling_params import SamplingParams
+
+
+@dataclass
+class SamplingMetadata:
+    """The sampling side of one batch, one entry per sampled row (built by the input batch; vLLM:
+    v1/sample/metadata.py). `generators[i]` is row i's own generator (a request with a seed) or None."""
+
+    params: list[SamplingParams]
+    generators: list[torch.Generator | None]
+    all_greedy: bool
 
 
 class Sampler:
@@ -26,12 +38,12 @@ class Sampler:
         host = torch.tensor(values, dtype=dtype, pin_memory=self.device.type == "cuda")
         return host.to(self.device, non_blocking=True)
 
-    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> torch.Tensor:
-        """Sampled token ids [len(seqs)] (int64, on the logits' device)."""
-        params = [s.params for s in seqs]
-        greedy = [p.greedy for p in params]
-        if all(greedy):
+    def __call__(self, logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
+        """Sampled token ids [len(meta.params)] (int64, on the logits' device)."""
+        if meta.all_greedy:
             return logits.argmax(dim=-1)
+        params = meta.params
+        greedy = [p.greedy for p in params]
         logits = logits.float()
         temps = self._to_device([1.0 if p.greedy else p.temperature for p in params], torch.float32)
         scaled = logits / temps.unsqueeze(1)
@@ -39,12 +51,9 @@ class Sampler:
             scaled = self._top_k_top_p(scaled, params)
         probs = torch.softmax(scaled, dim=-1)
         noise = torch.empty_like(probs).exponential_(generator=self.generator)
-        for i, seq in enumerate(seqs):
-            if seq.params.seed is not None and not seq.params.greedy:
-                if seq.generator is None:
-                    seq.generator = torch.Generator(device=logits.device)
-                    seq.generator.manual_seed(seq.params.seed)
-                noise[i].exponential_(generator=seq.generator)
+        for i, gen in enumerate(meta.generators):
+            if gen is not None and not params[i].greedy:
+                noise[i].exponential_(generator=gen)
         sampled = (probs / noise).argmax(dim=-1)
         if not any(greedy):
             return sampled

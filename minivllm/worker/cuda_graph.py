@@ -1,20 +1,19 @@
-"""CUDA graphs for decode: capture sizes, the dispatcher, padding, one shared memory pool.
+"""Capturing CUDA graphs: one pass per mode over the capture sizes, into one shared memory pool.
 
 Why: in eager mode every op of every layer is a separate launch from Python (tens of microseconds of CPU
 per layer); at small batch the GPU finishes each kernel before the next is enqueued, so the step is bound
 by CPU time. A graph replays the whole recorded sequence of kernels with one launch.
 
-What makes replay correct: the graph reads and writes the exact addresses it saw while capturing. So all
-inputs come from the persistent buffers of InputBatch (fixed addresses), the KV cache is allocated before
-capture, and a batch of S sequences replays the graph of the smallest captured size B >= S with rows
-S..B-1 padded (slot -1: no KV write; seq_len 0: attention writes zeros); their outputs are discarded.
-Sizes are captured largest first into ONE memory pool, so the smaller graphs reuse the larger one's memory
-instead of each taking its own.
+The pieces: CudagraphDispatcher (worker/cudagraph_dispatcher.py) picks the graph of each step,
+CUDAGraphWrapper (compilation/cuda_graph.py) captures and replays, and this file runs the capture pass:
+a dummy decode batch of each size (InputBatch.dummy_decode) through the wrapped callable, with the forward
+context saying "capture this mode at this size". Sizes go largest first into ONE memory pool, so the
+smaller graphs reuse the larger one's memory instead of each taking its own. The memory the graphs will
+need is reserved before the KV cache is sized (graph_memory_estimate).
 """
 
 from __future__ import annotations
 
-import bisect
 import gc
 import logging
 import time
@@ -24,15 +23,17 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
-from minivllm.attention.metadata import AttentionMetadata, set_forward_context
-from minivllm.engine.scheduler import SchedulerOutput
+from minivllm.attention.metadata import set_forward_context
+from minivllm.compilation.cuda_graph import CudaGraphCaptureError, CUDAGraphWrapper
+from minivllm.config import CUDAGraphMode, EngineConfig
 
 logger = logging.getLogger("minivllm")
 MiB = 1 << 20
-
-
-class CudaGraphCaptureError(RuntimeError):
-    """A capture failed; names the mode and size and says what to try instead."""
+# Driver memory per kernel node of a captured graph, and kernel nodes per decoder layer, rounded up: H200,
+# Qwen3-0.6B, default capture sizes, 8-12 kernels per layer per step; 10.5 KiB per node in FULL graphs,
+# 11.8 KiB in piecewise ones (the free-memory drop of a capture minus its pool).
+GRAPH_NODE_BYTES = 12 << 10
+GRAPH_NODES_PER_LAYER = 12
 
 
 @dataclass
@@ -84,7 +85,7 @@ def pool_mib(pool) -> float | None:
         return None
 
 
-def capture_all_sizes(mode: str, sizes: list[int], desc: str, capture_one: Callable[[int], None],
+def capture_all_sizes(mode: CUDAGraphMode | str, sizes: list[int], desc: str, capture_one: Callable[[int], None],
                       pool=None) -> CaptureStats:
     """The bookkeeping every capture pass shares: sizes largest first (the smaller graphs then reuse the
     pool memory of the larger one), Python's GC frozen (no frees mid-capture), time and pool growth per
@@ -119,112 +120,56 @@ def capture_all_sizes(mode: str, sizes: list[int], desc: str, capture_one: Calla
     return stats
 
 
-class CUDAGraphDispatcher:
-    """Owns the captured FULL decode graphs and decides, per step, which graph (if any) runs it.
+def graph_memory_estimate(config: EngineConfig, max_num_tokens: int, num_layers: int, activation_peak: int) -> int:
+    """Bytes to reserve for CUDA graphs BEFORE sizing the KV cache, so capture cannot run out of memory.
 
-    A FULL graph covers the whole decode step including the LM head, so its replay returns logits for
-    every (padded) row; piecewise graphs and eager runs return hidden states.
+    Two parts. The pool: one shared pool holds what the largest captured batch needs (smaller sizes reuse
+    it), at most the profile run's activation peak scaled to that batch, for FULL and for PIECEWISE. The
+    graph executables: the driver keeps ~11 KiB per captured kernel node outside the pool (H200, Qwen3-0.6B,
+    default sizes: 35 FULL graphs took 104 MiB beyond the pool, 51 x 29 piecewise graphs 164 MiB).
     """
+    mode = CUDAGraphMode(config.cudagraph_mode)
+    if mode is CUDAGraphMode.NONE:
+        return 0
+    sizes = config.capture_sizes()
+    largest = max(sizes, default=0)
+    per_mode = int(activation_peak * min(1.0, largest / max_num_tokens))
+    full = [s for s in sizes if s <= config.scheduler.max_num_seqs] if mode.has_full else []
+    piecewise = sizes if mode.has_piecewise else []
+    nodes = (len(full) + len(piecewise)) * GRAPH_NODES_PER_LAYER * num_layers
+    pools = 2 if mode is CUDAGraphMode.FULL_AND_PIECEWISE else 1
+    return pools * per_mode + max(64 << 20, nodes * GRAPH_NODE_BYTES)
 
-    def __init__(self, runner, capture_sizes: list[int], mode: str) -> None:
-        self.runner = runner
-        self.mode = mode
-        self.sizes = sorted(capture_sizes)
-        self.full_graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
-        self.pool = None
-        self.piecewise_sizes: list[int] = []  # token counts the piecewise (compiled) forward has graphs for
-        self.stats: dict[str, CaptureStats] = {}
-        self.counts = {"full": 0, "piecewise": 0, "eager": 0}
-        self.logits_buf: torch.Tensor | None = None  # FULL graphs write their logits here (outside the pool)
 
-    # ---- capture ---------------------------------------------------------------------------------
-    def _decode_metadata(self, n: int) -> AttentionMetadata:
-        ib = self.runner.input_batch
-        return AttentionMetadata(slot_mapping=ib.slot_mapping[:n], query_start_loc=ib.query_start_loc[:n + 1],
-                                 seq_lens=ib.seq_lens[:n], block_tables=ib.block_tables[:n], max_query_len=1,
-                                 max_seq_len=self.runner.config.max_model_len, decode_only=True)
+@torch.inference_mode()
+def capture_graphs(runner, mode: CUDAGraphMode, sizes: list[int], run: Callable, wrappers: list[CUDAGraphWrapper],
+                   pool) -> CaptureStats:
+    """The capture pass of one mode: for each size, a dummy decode batch through `run` (the FULL decode
+    step or the split forward) with the forward context set to (mode, size), so each wrapper of that mode
+    captures itself. A failure frees every graph of the mode and says what to try instead."""
+    ib = runner.input_batch
+    for w in wrappers:
+        w.pool = pool
+    what = "batch size" if mode is CUDAGraphMode.FULL else "tokens"
+    advice = ("Something in the forward is not capturable (a host sync such as .item(), or a changing "
+              "allocation). Try enforce_eager=True, cudagraph_mode='PIECEWISE', or smaller cudagraph_capture_sizes."
+              if mode is CUDAGraphMode.FULL else
+              "Try enforce_eager=True, cudagraph_mode='FULL' or smaller cudagraph_capture_sizes.")
 
-    def _dummy_decode_inputs(self, n: int) -> None:
-        ib = self.runner.input_batch
-        ib.input_ids[:n].zero_()
-        ib.positions[:n].zero_()
-        ib.slot_mapping[:n].fill_(-1)
-        ib.seq_lens[:n].zero_()
-        ib.query_start_loc[:n + 1].copy_(torch.arange(n + 1, dtype=torch.int32, device=ib.device))
-
-    @torch.inference_mode()
-    def capture_full(self) -> CaptureStats:
-        ib = self.runner.input_batch
-        sizes = [s for s in self.sizes if s <= ib.max_num_seqs]  # >= full_graph_min_tokens (LLM._setup_graphs)
-        self.pool = self.pool or torch.cuda.graph_pool_handle()
-        if sizes and self.logits_buf is None:
-            vocab, dtype = self.runner.model_config.vocab_size, self.runner.config.dtype
-            self.logits_buf = torch.empty(max(sizes), vocab, dtype=dtype, device=ib.device)
-        stats = capture_all_sizes("FULL", sizes, "Capturing CUDA graphs (decode, FULL)", self._capture_full_one,
-                                  self.pool)
-        self.stats["FULL"] = stats
-        return stats
-
-    @torch.inference_mode()
-    def recapture_full(self, n: int) -> None:
-        """Capture the FULL graph of batch size n again, replacing the old one (its pool memory is reused).
-        `bench gemv-tune` does this after changing a kernel's block sizes: a graph keeps the kernels it
-        was captured with."""
-        if n not in self.full_graphs:
-            raise ValueError(f"no FULL CUDA graph of batch size {n} to re-capture (captured: "
-                             f"{sorted(self.full_graphs)})")
-        del self.full_graphs[n]
-        torch.cuda.synchronize()
-        self._capture_full_one(n)
-
-    def _capture_full_one(self, n: int) -> None:
-        runner, ib = self.runner, self.runner.input_batch
-        self._dummy_decode_inputs(n)
-        meta = self._decode_metadata(n)
+    def capture_one(n: int) -> None:
+        meta = ib.dummy_decode(n)
         try:
-            with set_forward_context(meta, runner.backend, runner.kv_caches):
-                runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n], ib.positions[:n]),
-                                            self.logits_buf[:n])  # warm-up
-                torch.cuda.synchronize()
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=self.pool):
-                    # The LM head is in the graph too (a decode step samples every row). It writes into
-                    # one persistent buffer shared by all sizes, so no graph keeps its own [n, vocab]
-                    # output alive in the pool.
-                    out = self.logits_buf[:n]
-                    runner.model.compute_logits(runner.full_graph_fn(ib.input_ids[:n], ib.positions[:n]),
-                                                out=out)
+            with set_forward_context(meta, runner.backend, runner.kv_caches, mode, n, capturing=True):
+                run(ib.input_ids[:n], ib.positions[:n])
         except Exception as e:
-            self.full_graphs.clear()
+            for w in wrappers:
+                w.clear()
             reset_rng_after_failed_capture()
             torch.cuda.synchronize()
-            raise CudaGraphCaptureError(
-                f"CUDA graph capture failed (mode FULL, batch size {n}): {type(e).__name__}: {e}. "
-                f"Something in the forward is not capturable (a host sync such as .item(), or a "
-                f"changing allocation). Try enforce_eager=True, cudagraph_mode='PIECEWISE', or smaller "
-                f"cudagraph_capture_sizes.") from e
-        self.full_graphs[n] = (graph, out)
+            where = f"batch size {n}" if what == "batch size" else f"{n} tokens"
+            raise CudaGraphCaptureError(f"CUDA graph capture failed (mode {mode.value}, {where}): "
+                                        f"{type(e).__name__}: {e}. {advice}") from e
 
-    # ---- per step ----------------------------------------------------------------------------------
-    def dispatch(self, sched: SchedulerOutput):
-        """Return (runner or None, padded token count, padded seq count) for this batch."""
-        S, T = len(sched.scheduled), sched.num_tokens
-        if sched.is_decode_only and self.full_graphs:
-            i = bisect.bisect_left(self.sizes, S)
-            if i < len(self.sizes) and self.sizes[i] in self.full_graphs:
-                n = self.sizes[i]
-                self.counts["full"] += 1
-                graph, out = self.full_graphs[n]
-
-                def replay(_n: int, graph=graph, out=out) -> torch.Tensor:
-                    graph.replay()
-                    return out
-
-                return replay, n, n
-        if self.piecewise_sizes:
-            i = bisect.bisect_left(self.piecewise_sizes, T)
-            if i < len(self.piecewise_sizes):
-                self.counts["piecewise"] += 1
-                return None, self.piecewise_sizes[i], None
-        self.counts["eager"] += 1
-        return None, None, None
+    desc = ("Capturing CUDA graphs (decode, FULL)" if mode is CUDAGraphMode.FULL
+            else "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)")
+    return capture_all_sizes(mode.value, sizes, desc, capture_one, pool)

@@ -1,66 +1,47 @@
 """One step on the device: fill the persistent buffers, run the forward (eager, compiled or a replayed CUDA
 graph), compute logits for the sampled rows only, and sample. It returns as soon as the work is queued:
 the sampled tokens stay on the device (a ModelRunnerOutput), so the engine decides when to wait for them
-(at once, or after launching the next step: async scheduling)."""
+(at once, or after launching the next step: async scheduling).
+
+The runner also holds what startup (worker/worker.py) gives it: the KV cache, the compiled forward, the
+CUDA graphs and the dispatcher that picks one of them per step.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from functools import cached_property
-from typing import Callable
 
 import torch
 from torch import nn
 
+from minivllm.attention.layer import Attention
 from minivllm.attention.metadata import set_forward_context
-from minivllm.config import EngineConfig
-from minivllm.engine.scheduler import SchedulerOutput
+from minivllm.compilation.cuda_graph import CUDAGraphWrapper
+from minivllm.compilation.levels import CompiledForward, Forward
+from minivllm.config import CUDAGraphMode, EngineConfig
 from minivllm.layers.sampler import Sampler
+from minivllm.model_runner_output import ModelRunnerOutput
 from minivllm.models.config import ModelConfig
+from minivllm.sched_output import SchedulerOutput
+from minivllm.worker.cuda_graph import CaptureStats, capture_graphs
+from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
 from minivllm.worker.input_batch import InputBatch, PreparedBatch
 
 logger = logging.getLogger("minivllm")
+FULL, PIECEWISE, NONE = CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE, CUDAGraphMode.NONE
 
 
-class ModelRunnerOutput:
-    """One launched step: the sequences that got a token and those tokens, still on the device.
+class DecodeStep:
+    """What a FULL graph captures: the forward and the LM head of a decode batch, the logits written into
+    one persistent buffer shared by all sizes (so no graph keeps its own [n, vocab] output in the pool)."""
 
-    `start_copy()` queues a non-blocking copy of the tokens to pinned host memory and records an event;
-    `token_ids()` waits for that event only, not for the steps queued after this one.
-    """
+    def __init__(self, model: nn.Module, forward: Forward, logits: torch.Tensor) -> None:
+        self.model, self.forward, self.logits = model, forward, logits
 
-    def __init__(self, seqs: list, sampled: torch.Tensor | None, kind: str) -> None:
-        self.seqs, self.sampled, self.kind = seqs, sampled, kind
-        self.gpu_start: torch.cuda.Event | None = None
-        self.done: torch.cuda.Event | None = None
-        self._host: torch.Tensor | None = None
-
-    @cached_property
-    def row_of(self) -> dict[int, int]:
-        """seq_id -> row of its token in `sampled` (only the next async step asks, so built on demand)."""
-        return {seq.seq_id: i for i, seq in enumerate(self.seqs)}
-
-    def start_copy(self) -> None:
-        if self.sampled is not None and self.sampled.device.type == "cuda":
-            self._host = torch.empty(self.sampled.shape, dtype=self.sampled.dtype, pin_memory=True)
-            self._host.copy_(self.sampled, non_blocking=True)
-        else:
-            self._host = self.sampled
-        if self.gpu_start is not None:  # CUDA: the event doubles as the end of the step's GPU timing
-            self.done = torch.cuda.Event(enable_timing=True)
-            self.done.record()
-
-    def token_ids(self) -> list[int]:
-        if self.done is not None:
-            self.done.synchronize()
-        return [] if self._host is None else self._host.tolist()
-
-    def gpu_seconds(self) -> float | None:
-        """GPU time from the step's first copy to its sampled tokens (call after token_ids())."""
-        if self.gpu_start is None or self.done is None:
-            return None
-        return self.gpu_start.elapsed_time(self.done) / 1e3
+    def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        n = input_ids.shape[0]
+        return self.model.compute_logits(self.forward(input_ids, positions), out=self.logits[:n])
 
 
 class ModelRunner:
@@ -72,21 +53,12 @@ class ModelRunner:
         self.max_blocks_per_seq = (config.max_model_len + self.block_size - 1) // self.block_size
         sc = config.scheduler
         self.max_num_tokens = max(sc.max_num_batched_tokens, sc.max_num_seqs, 2)
-        self.min_num_tokens = 1  # compile_model raises it to 2 (see there); smaller batches are padded
         self.input_batch = InputBatch(self.max_num_tokens, max(sc.max_num_seqs, 2), self.max_blocks_per_seq,
                                       self.block_size, self.device)
         self.sampler = Sampler(self.device, config.seed)
         self.kv_cache: torch.Tensor | None = None
         self.kv_caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # per-layer views of kv_cache
-        # What runs the forward; torch.compile and the CUDA-graph dispatcher replace or wrap it.
-        self.forward_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = model.forward
-        # What FULL graphs capture: the compiled forward when something is compiled (level >= 1), else the
-        # plain model forward, even when forward_fn is a traced one (level 0 with PIECEWISE graphs): the same
-        # ops, and it runs 1 token without the traced forward's padding to 2 (batch 1 replays size 1).
-        self.full_graph_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = model.forward
-        self.full_graph_min_tokens = 1
-        self.cudagraph_dispatcher = None  # set by worker.cuda_graph when graphs are captured
-        self.piecewise = None  # compilation.backend.PiecewiseState when the forward is split at attention
+        self.set_compiled(None)
         # Wall time per kind of step, GPU time (CUDA events) per kind, and CPU time spent launching steps.
         self.step_stats = {"prefill_time": 0.0, "decode_time": 0.0, "prefill_steps": 0, "decode_steps": 0,
                            "prefill_gpu_time": 0.0, "decode_gpu_time": 0.0, "cpu_launch_time": 0.0}
@@ -104,7 +76,7 @@ class ModelRunner:
                                     m.head_dim, dtype=self.config.dtype, device=self.device)
         self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(m.num_hidden_layers)]
         for mod in self.model.modules():
-            if type(mod).__name__ == "Attention":
+            if isinstance(mod, Attention):
                 mod.use_custom_op = self.backend != "unregistered"
 
     @torch.inference_mode()
@@ -128,34 +100,117 @@ class ModelRunner:
         torch.cuda.empty_cache()
         return peak
 
+    # ---- compile and CUDA graphs (set by the worker at startup) ----------------------------------
+    def set_compiled(self, compiled: CompiledForward | None) -> None:
+        """Run with `compiled` (None: the plain forward, no graphs). Frees the graphs of the previous one."""
+        self.drop_graphs()
+        plain = self.model.forward
+        self.compiled = compiled or CompiledForward(plain, plain)
+        self.forward_fn: Forward = self.compiled.forward  # what runs every step that is not a FULL replay
+        self.full_graph_fn: Forward = self.compiled.full_graph_forward  # what FULL graphs capture
+        self.min_num_tokens = self.compiled.min_num_tokens  # smaller batches are padded (slot -1, no sampling)
+        self.full_graph_min_tokens = self.compiled.full_graph_min_tokens
+        self.split_backend = self.compiled.split_backend
+
+    def drop_graphs(self) -> None:
+        for w in self._wrappers():
+            w.clear()
+        self.cudagraph_dispatcher: CudagraphDispatcher | None = None
+        self.full_step: CUDAGraphWrapper | None = None
+        self.graph_pool = None
+        self.logits_buf: torch.Tensor | None = None  # FULL graphs write their logits here (outside the pool)
+
+    def _wrappers(self) -> list[CUDAGraphWrapper]:
+        compiled = getattr(self, "compiled", None)
+        pieces = compiled.piecewise_wrappers if compiled is not None else []
+        full = getattr(self, "full_step", None)
+        return pieces + ([full] if full is not None else [])
+
+    @torch.inference_mode()
+    def warm_up(self, fn: Forward) -> None:
+        """Run fn once over a dummy decode batch (compiles it now, at startup)."""
+        ib = self.input_batch
+        n = min(8, ib.max_num_seqs)
+        with set_forward_context(ib.dummy_decode(n), self.backend, self.kv_caches):
+            fn(ib.input_ids[:n], ib.positions[:n])
+
+    def capture(self, mode: CUDAGraphMode, sizes: list[int]) -> CaptureStats | None:
+        """Capture the FULL decode step or the PIECEWISE pieces at these sizes; None if there is nothing to
+        capture (PIECEWISE needs a forward split at attention)."""
+        ib, d = self.input_batch, self.cudagraph_dispatcher
+        self.graph_pool = self.graph_pool or torch.cuda.graph_pool_handle()
+        if mode is FULL:
+            sizes = [s for s in sizes if s <= ib.max_num_seqs]
+            if sizes and self.logits_buf is None:
+                self.logits_buf = torch.empty(max(sizes), self.model_config.vocab_size, dtype=self.config.dtype,
+                                              device=self.device)
+            self.full_step = CUDAGraphWrapper(DecodeStep(self.model, self.full_graph_fn, self.logits_buf), FULL,
+                                              "FULL decode step")
+            run, wrappers = self.full_step, [self.full_step]
+        else:
+            wrappers = self.compiled.piecewise_wrappers
+            if not wrappers:
+                return None
+            sizes = sorted({max(s, self.min_num_tokens) for s in sizes if s <= ib.max_num_tokens})
+            run = self.forward_fn
+        try:
+            stats = capture_graphs(self, mode, sizes, run, wrappers, self.graph_pool)
+        except Exception:
+            d.activate(mode, [])
+            raise
+        d.activate(mode, sizes)
+        d.stats[mode.value] = stats
+        return stats
+
+    def recapture_full(self, n: int) -> None:
+        """Capture the FULL graph of batch size n again (its pool memory is reused)."""
+        self.full_step.drop(n)
+        torch.cuda.synchronize()
+        capture_graphs(self, FULL, [n], self.full_step, [self.full_step], self.graph_pool)
+
+    def release(self) -> None:
+        """Free everything: graphs, compiled code, KV cache, weights. The runner is unusable after it."""
+        for w in self._wrappers():
+            w.release()
+        if self.split_backend is not None:
+            self.split_backend.release()
+        self.drop_graphs()
+        self.compiled = self.forward_fn = self.full_graph_fn = self.split_backend = None
+        self.kv_cache = self.kv_caches = None
+        self.model = None
+
     # ---- one step --------------------------------------------------------------------------------
     @torch.inference_mode()
     def execute_model(self, sched: SchedulerOutput, prev: ModelRunnerOutput | None = None) -> ModelRunnerOutput:
-        """Launch one scheduled batch and return without waiting for the GPU. `prev` is the step still in
-        flight (async scheduling): the pending tokens of this batch are its sampled tokens."""
+        """Launch one scheduled batch and return without waiting for the GPU. `prev` is the step in flight
+        (async scheduling): the pending tokens of this batch are its sampled tokens."""
         t0 = time.perf_counter()
-        runner = pad_t = pad_s = None
+        mode, pad_t, pad_s = NONE, None, None
+        decode_only = sched.is_decode_only
         if self.cudagraph_dispatcher is not None:
-            runner, pad_t, pad_s = self.cudagraph_dispatcher.dispatch(sched)
+            pick = self.cudagraph_dispatcher.dispatch(sched.num_tokens, len(sched.scheduled), decode_only)
+            mode, pad_t, pad_s = pick.mode, pick.num_padded_tokens, pick.num_padded_seqs
         if pad_t is None and sched.num_tokens < self.min_num_tokens:  # padded rows: slot -1, no sampling
             pad_t = self.min_num_tokens
-            pad_s = pad_t if sched.is_decode_only else None
+            pad_s = pad_t if decode_only else None
         timing = self.device.type == "cuda"
         if timing:
             start = torch.cuda.Event(enable_timing=True)
             start.record()
-        batch = self.input_batch.prepare(sched, pad_t, pad_s, prev)
-        hidden = self.run_forward(batch, runner)
+        ib = self.input_batch
+        batch = ib.prepare(sched, pad_t, pad_s, prev)
+        hidden = self.run_forward(batch, mode)
         seqs = [s.seq for s in sched.scheduled]
         rows = batch.sample_rows
         sampled = None
-        if rows and runner is not None:  # a FULL graph returned the logits of every (padded) decode row
-            sampled = self.sampler(hidden[: len(seqs)], seqs)
-        elif rows and sched.is_decode_only:  # row i of the hidden states is sequence i: no gather needed
-            sampled = self.sampler(self.model.compute_logits(hidden[: len(seqs)]), seqs)
+        if rows and mode is FULL:  # a FULL graph returned the logits of every (padded) decode row
+            sampled = self.sampler(hidden[: len(seqs)], ib.sampling_metadata(seqs))
+        elif rows and decode_only:  # row i of the hidden states is sequence i: no gather needed
+            sampled = self.sampler(self.model.compute_logits(hidden[: len(seqs)]), ib.sampling_metadata(seqs))
         elif rows:
-            sampled = self.sampler(self.model.compute_logits(hidden[batch.logits_indices]), [seqs[i] for i in rows])
-        out = ModelRunnerOutput([seqs[i] for i in rows], sampled, "decode" if sched.is_decode_only else "prefill")
+            seqs = [seqs[i] for i in rows]
+            sampled = self.sampler(self.model.compute_logits(hidden[batch.logits_indices]), ib.sampling_metadata(seqs))
+        out = ModelRunnerOutput(seqs if rows else [], sampled, "decode" if decode_only else "prefill")
         if timing:
             out.gpu_start = start
         out.start_copy()
@@ -163,13 +218,12 @@ class ModelRunner:
         self.step_stats["cpu_launch_time"] += time.perf_counter() - t0
         return out
 
-    def run_forward(self, batch: PreparedBatch, runner=None) -> torch.Tensor:
+    def run_forward(self, batch: PreparedBatch, mode: CUDAGraphMode = NONE) -> torch.Tensor:
+        """The forward over the buffers, under the step's graph decision: FULL returns logits (the decode step
+        with its LM head), everything else hidden states."""
         ib = self.input_batch
         n = batch.num_padded_tokens
-        if self.piecewise is not None:  # which piecewise graphs (if any) this step replays
-            d = self.cudagraph_dispatcher
-            self.piecewise.num_tokens = n if runner is None and d is not None and n in d.piecewise_sizes else None
-        with set_forward_context(batch.attn_metadata, self.backend, self.kv_caches):
-            if runner is not None:
-                return runner(n)
+        with set_forward_context(batch.attn_metadata, self.backend, self.kv_caches, mode, n):
+            if mode is FULL:
+                return self.full_step(ib.input_ids[:n], ib.positions[:n])
             return self.forward_fn(ib.input_ids[:n], ib.positions[:n])

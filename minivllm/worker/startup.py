@@ -1,7 +1,9 @@
-"""Engine startup, phase by phase: load weights -> profile run -> size the KV cache -> compile -> capture.
+"""The startup report and the KV-cache sizing arithmetic that worker/worker.py's phases use.
 
-Each phase is timed and its memory noted in a StartupReport (`llm.startup_report()`), and logged with
-vLLM-style lines, because "why is startup slow?" is one of the handbook's questions.
+Each phase is timed and its memory noted in a StartupReport (`llm.startup_report()`). KV sizing on CUDA
+takes what gpu_memory_utilization allows, minus what other processes use, what this process's live
+tensors hold, the activation peak and the CUDA-graph reserve. Memory the caching allocator keeps but no
+tensor uses (e.g. left by a dropped engine) counts as free.
 """
 
 from __future__ import annotations
@@ -87,3 +89,19 @@ def _blocks_from_memory(runner, cache_cfg, activation_peak: int, graph_reserve: 
     tokens = max(4 * cfg.max_model_len, 8192)
     blocks = (tokens + runner.block_size - 1) // runner.block_size
     return max(min(blocks, (2 * GiB) // per_block), 1)
+
+
+def kv_too_small_message(kv_tokens: int, max_len: int, cfg, live_engines: int) -> str:
+    """Why the KV cache is too small and what frees memory, with this process's share of the device."""
+    msg = (f"the KV cache holds {kv_tokens} tokens, fewer than max_model_len={max_len}; lower max_model_len or "
+           f"give the cache more memory (gpu_memory_utilization, kv_cache_memory_bytes, num_gpu_blocks_override)")
+    if cfg.device.type != "cuda":
+        return msg
+    free, total = torch.cuda.mem_get_info()
+    reserved, allocated = torch.cuda.memory_reserved(), torch.cuda.memory_allocated()
+    others = max(total - free - reserved, 0)
+    return (f"{msg}. This process holds {reserved / GiB:.2f} GiB of the GPU's {total / GiB:.2f} GiB "
+            f"({allocated / GiB:.2f} GiB in live tensors, this engine's weights included; {live_engines} other "
+            f"engine(s) of this process are alive); other processes use {others / GiB:.2f} GiB. To free it: "
+            f"`del llm` or `llm.shutdown()` on engines you no longer need (and `gc.collect()`), or raise "
+            f"gpu_memory_utilization (now {cfg.cache.gpu_memory_utilization}), or set kv_cache_memory_bytes.")

@@ -1,0 +1,183 @@
+"""compile_model: what each compilation level does to the forward.
+
+  level 0  no compile (PIECEWISE graphs still trace the forward once, with pieces left uncompiled)
+  level 1  stock torch.compile of the forward: Dynamo re-traces when shapes change (counted)
+  level 2  trace once with a dynamic batch dimension, fullgraph; run-time recompiles are counted
+  level 3  level 2, then the FX graph is split at every attention op and each piece compiled by Inductor
+           (compilation/backend.py); with PIECEWISE graphs on, each piece is captured per token count
+
+vLLM traces the WHOLE forward once and splits at attention; "per layer" and "selected ops" are offered as
+compile_scope="layer"/"ops" so the lab can compare the three scopes. The result is a CompiledForward: the
+worker keeps it and never looks inside the compiler.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import nn
+
+from minivllm.compilation import graph_cache, report
+from minivllm.compilation.backend import SplitBackend
+from minivllm.compilation.cache import CompileCache, cache_key
+from minivllm.compilation.cuda_graph import CUDAGraphWrapper
+from minivllm.config import EngineConfig
+from minivllm.layers.custom_op import CustomOp, CustomOpSelection, attach_custom_ops
+from minivllm.models.config import ModelConfig
+
+logger = logging.getLogger("minivllm")
+Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class CompiledForward:
+    """What compile_model hands the worker."""
+
+    forward: Forward  # runs every step that is not a FULL graph replay
+    full_graph_forward: Forward  # what FULL graphs capture: the compiled forward, or at level 0 the plain one
+    min_num_tokens: int = 1  # a traced forward never sees 1 token (see compile_model)
+    full_graph_min_tokens: int = 1
+    piecewise_wrappers: list[CUDAGraphWrapper] = field(default_factory=list)
+    split_backend: SplitBackend | None = None
+    info: dict = field(default_factory=dict)  # for the startup report
+
+
+def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineConfig,
+                  warm_up: Callable[[Forward], None]) -> CompiledForward:
+    """Apply compilation_config to the model's forward and compile it now (startup, not the first request):
+    `warm_up(fn)` runs fn once over a dummy batch."""
+    c = config.compilation
+    attach_custom_ops(model, CustomOpSelection.for_engine(config))
+    graphs_on = config.cudagraph_mode.has_piecewise
+    level = 0 if config.enforce_eager else c.level
+    info: dict = {"level": level, "backend": c.backend, "scope": c.compile_scope}
+    if level == 0 and not graphs_on:
+        return CompiledForward(model.forward, model.forward, info=info)
+    cache = None
+    if level > 0 and c.backend == "inductor":
+        cache = CompileCache(c.resolved_cache_dir(), cache_key(config, model_config))
+        cache.open()
+    # Dynamo keeps one cache entry per model instance on the same code object (the guards check `self`), so
+    # a notebook that builds many engines in one process would hit the default limit of 8 and fail at
+    # fullgraph. Run-time recompiles of one engine are still counted and reported (compile_report).
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 512)
+    base, times_before, t0 = report.baseline(), report.compile_times(), time.perf_counter()
+    options = {"options": dict(c.inductor_compile_config)} if c.inductor_compile_config else {}
+    split = level != 1 and (level == 3 or graphs_on)
+    backend = None
+    if level == 1:
+        fn = _compile_level1(model, c.compile_scope, c.backend, options)
+    else:
+        backend = SplitBackend(compile_pieces=level == 3, inductor=c.backend == "inductor", use_graphs=graphs_on,
+                               compile_sizes=c.compile_sizes, inductor_config=c.inductor_compile_config,
+                               graph_cache_dir=cache.dir if cache is not None else None,
+                               model=model) if split else None
+        fn = _load_saved_forward(backend, cache, model, info) if backend is not None else None
+        if fn is None:
+            fn = _traced_forward(model, backend or c.backend, {} if split else options)
+    fn = _with_constant_floats(fn)
+    try:
+        warm_up(fn)
+    except Exception:
+        if cache is None or not cache.warm:
+            raise
+        logger.warning("Compiling from the warm cache failed: clearing %s and compiling from scratch", cache.dir)
+        cache.clear()
+        cache.open()
+        if info.pop("dynamo_skipped", False):  # the loaded graph failed: trace it again
+            backend.wrappers.clear()
+            fn = _with_constant_floats(_traced_forward(model, backend, {}))
+        warm_up(fn)
+    if config.device.type == "cuda":
+        torch.cuda.synchronize()
+    took = time.perf_counter() - t0
+    if cache is not None:
+        if cache.warm:
+            logger.info("Directly load the compiled graph(s) from the cache %s, took %.3f s", cache.dir, took)
+        cache.seal()
+        info["cache_dir"], info["cache_warm"] = str(cache.dir), cache.warm
+    _log_and_count(info, level, c.backend, took, base, times_before)
+    # Dynamo specializes a dynamic dimension of size 1 (the "0/1 specialization"): a 1-token batch would
+    # retrace (a run-time recompile), and on torch 2.11-2.13 Inductor then fails on that graph (KeyError
+    # in its scheduler). So the traced forward never sees 1 token: such batches are padded to 2.
+    min_tokens = 2 if level >= 2 or split else 1
+    full = (fn, min_tokens) if level > 0 else (model.forward, 1)  # level 0: FULL graphs keep the plain forward
+    return CompiledForward(fn, full[0], min_tokens, full[1], list(backend.wrappers) if backend else [], backend, info)
+
+
+def _compile_level1(model: nn.Module, scope: str, backend: str, options: dict) -> Forward:
+    if scope == "layer":
+        for layer in model.model.layers:
+            layer.forward = torch.compile(layer.forward, backend=backend, **options)
+        return model.forward
+    if scope == "ops":  # only the small elementwise layers (norms, activation)
+        for m in model.modules():
+            if isinstance(m, CustomOp):
+                m.forward_native = torch.compile(m.forward_native, backend=backend, **options)
+        return model.forward
+    return torch.compile(model.forward, backend=backend, **options)
+
+
+def _load_saved_forward(backend: SplitBackend, cache: CompileCache | None, model: nn.Module,
+                        info: dict) -> Forward | None:
+    """Warm start: the saved split graph and compiled pieces, no Dynamo (graph_cache); None to trace."""
+    if cache is None or not cache.warm or not graph_cache.exists(cache.dir):
+        return None
+    try:
+        fn = backend.load_forward(cache.dir, model)
+    except Exception as e:  # noqa: BLE001 - trace again; the cache entry is rewritten
+        logger.warning("Could not load the traced graph from %s (%s: %s): tracing with Dynamo", cache.dir,
+                       type(e).__name__, e)
+        backend.wrappers.clear()
+        return None
+    info["dynamo_skipped"] = True
+    logger.info("Loaded the traced graph and %d compiled piece(s) from %s: Dynamo skipped",
+                backend.num_compiled_pieces, cache.dir)
+    return fn
+
+
+def _log_and_count(info: dict, level: int, backend: str, took: float, base: dict, times_before: dict) -> None:
+    info["seconds"] = round(took, 3)
+    info.update(report.split_dynamo_inductor(times_before, report.compile_times()))
+    now = report.baseline()
+    info["unique_graphs"] = now["unique_graphs"] - base["unique_graphs"]
+    info["graph_breaks_at_startup"] = now["graph_breaks"] - base["graph_breaks"]
+    info["baseline_counters"] = now
+    if info.get("dynamo_s") is not None and level > 0 and not info.get("dynamo_skipped"):
+        logger.info("Dynamo bytecode transform time: %.2f s", info["dynamo_s"])
+        logger.info("Compiling the graph(s) for dynamic shape (AOT autograd + %s) took %.2f s", backend,
+                    info["backend_s"])
+    if level > 0:
+        logger.info("torch.compile took %.2f s in total (level %d)", took, level)
+
+
+def _traced_forward(model: nn.Module, backend, options: dict) -> Forward:
+    """torch.compile of the forward: traced once, the token dimension dynamic, no graph breaks allowed."""
+    compiled = torch.compile(model.forward, backend=backend, fullgraph=True, **options)
+
+    def fn(input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        torch._dynamo.mark_dynamic(input_ids, 0)
+        torch._dynamo.mark_dynamic(positions, 0)
+        with torch.fx.experimental._config.patch(backed_size_oblivious=True):
+            return compiled(input_ids, positions)
+
+    return fn
+
+
+def _with_constant_floats(fn: Forward) -> Forward:
+    """Trace with module floats (RMSNorm eps, attention scale) as constants, for this engine's calls only.
+
+    Dynamo remembers values per code object: once a model of another family (another eps) was compiled in
+    the process, it would turn them into 0-d CPU tensor inputs, a new tensor each call, which a CUDA graph
+    cannot read (PIECEWISE replay raises "input moved since capture")."""
+
+    def wrapped(*args):
+        with torch._dynamo.config.patch(specialize_float=True):
+            return fn(*args)
+
+    return wrapped

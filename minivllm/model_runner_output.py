@@ -1,0 +1,53 @@
+"""What the model runner hands back to the engine for one step (vLLM: v1/outputs.py).
+
+A module of its own because both sides import it: the worker creates a ModelRunnerOutput, the engine reads
+its tokens, and neither has to import the other's code.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import torch
+
+from minivllm.engine.sequence import Sequence
+
+
+class ModelRunnerOutput:
+    """One launched step: the sequences that got a token and those tokens, still on the device.
+
+    `start_copy()` queues a non-blocking copy of the tokens to pinned host memory and records an event;
+    `token_ids()` waits for that event only, not for the steps queued after this one.
+    """
+
+    def __init__(self, seqs: list[Sequence], sampled: torch.Tensor | None, kind: str) -> None:
+        self.seqs, self.sampled, self.kind = seqs, sampled, kind
+        self.gpu_start: torch.cuda.Event | None = None
+        self.done: torch.cuda.Event | None = None
+        self._host: torch.Tensor | None = None
+
+    @cached_property
+    def row_of(self) -> dict[int, int]:
+        """seq_id -> row of its token in `sampled` (only the next async step asks, so built on demand)."""
+        return {seq.seq_id: i for i, seq in enumerate(self.seqs)}
+
+    def start_copy(self) -> None:
+        if self.sampled is not None and self.sampled.device.type == "cuda":
+            self._host = torch.empty(self.sampled.shape, dtype=self.sampled.dtype, pin_memory=True)
+            self._host.copy_(self.sampled, non_blocking=True)
+        else:
+            self._host = self.sampled
+        if self.gpu_start is not None:  # CUDA: the event doubles as the end of the step's GPU timing
+            self.done = torch.cuda.Event(enable_timing=True)
+            self.done.record()
+
+    def token_ids(self) -> list[int]:
+        if self.done is not None:
+            self.done.synchronize()
+        return [] if self._host is None else self._host.tolist()
+
+    def gpu_seconds(self) -> float | None:
+        """GPU time from the step's first copy to its sampled tokens (call after token_ids())."""
+        if self.gpu_start is None or self.done is None:
+            return None
+        return self.gpu_start.elapsed_time(self.done) / 1e3

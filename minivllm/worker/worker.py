@@ -1,0 +1,159 @@
+"""Worker: engine startup, told in order, and its release.
+
+    start():  load_model -> profile_run -> initialize_kv_cache -> compile_model -> capture_model
+
+Each phase is a method below, timed into the StartupReport (`llm.startup_report()`) and logged with
+vLLM-style lines, because "why is startup slow?" is one of the handbook's questions. nano-vllm's
+ModelRunner.__init__ is the model: the same walk in a few lines. The order matters: the profile run
+measures the activation peak before the KV cache takes what is left; graphs are captured last, on the
+compiled forward, at the addresses of the KV cache and the persistent buffers.
+
+`release()` frees what startup built (graphs, compiled code, KV cache, weights); LLM calls it on
+`shutdown()`, at the end of a `with` block, and when the LLM object is garbage (weakref.finalize).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import weakref
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from minivllm.compilation import levels
+from minivllm.config import CUDAGraphMode, EngineConfig
+from minivllm.loader import load_model
+from minivllm.models.config import ModelConfig
+from minivllm.worker.cuda_graph import graph_memory_estimate
+from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
+from minivllm.worker.model_runner import ModelRunner
+from minivllm.worker.startup import GiB, StartupReport, choose_num_blocks, kv_too_small_message
+
+logger = logging.getLogger("minivllm")
+_live: "weakref.WeakSet[Worker]" = weakref.WeakSet()  # for the out-of-memory message only
+
+
+class Worker:
+    def __init__(self, config: EngineConfig, model_config: ModelConfig, path: Path, report: StartupReport,
+                 user_max_model_len: int | None = None) -> None:
+        self.config, self.model_config, self.path, self.report = config, model_config, path, report
+        self.user_max_model_len = user_max_model_len
+        self.model_runner: ModelRunner | None = None
+        self.num_blocks = 0
+
+    def start(self, compile_and_capture: Callable[[], None] | None = None) -> None:
+        """Every phase, in order. `compile_and_capture` replaces the last two (LLM's fallback ladder)."""
+        free_dropped_engines()
+        self.load_model()
+        peak = self.profile_run()
+        self.initialize_kv_cache(peak)
+        if compile_and_capture is None:
+            self.compile_model()
+            self.capture_model()
+        else:
+            compile_and_capture()
+        _live.add(self)
+
+    # ---- the phases --------------------------------------------------------------------------------
+    def load_model(self) -> None:
+        dev = self.config.device
+        with self.report.phase("load_weights", dev):
+            model = load_model(self.path, self.model_config, dev, self.config.dtype)
+        logger.info("Loading weights took %.2f s (%.3f GiB)", self.report.phases["load_weights"],
+                    sum(p.numel() * p.element_size() for p in model.parameters()) / GiB)
+        self.model_runner = ModelRunner(self.config, self.model_config, model)
+
+    def profile_run(self) -> int:
+        """The largest batch once, without a KV cache: the activation peak the KV cache must leave room for."""
+        with self.report.phase("profile_run", self.config.device):
+            return self.model_runner.profile_run()
+
+    def initialize_kv_cache(self, activation_peak: int) -> None:
+        """Size the KV cache from what is left (after the activations and the future CUDA graphs), allocate it."""
+        cfg, runner = self.config, self.model_runner
+        reserve = graph_memory_estimate(cfg, runner.max_num_tokens, self.model_config.num_hidden_layers,
+                                        activation_peak)
+        num_blocks = choose_num_blocks(runner, cfg.cache, activation_peak, reserve)
+        block_size, max_len = cfg.cache.block_size, cfg.max_model_len
+        kv_tokens = num_blocks * block_size
+        if kv_tokens < max_len:
+            if self.user_max_model_len is not None or cfg.device.type == "cuda":
+                raise ValueError(kv_too_small_message(kv_tokens, max_len, cfg, len(_live)))
+            cfg.max_model_len = kv_tokens
+            logger.info("max_model_len lowered to %d to fit the KV cache", kv_tokens)
+        with self.report.phase("kv_cache", cfg.device):
+            runner.allocate_kv_cache(num_blocks)
+        self.num_blocks = cfg.cache.num_blocks = num_blocks
+        self.report.num_gpu_blocks, self.report.kv_cache_tokens = num_blocks, kv_tokens
+        self.report.kv_cache_gib = num_blocks * runner.kv_bytes_per_block() / GiB
+        logger.info("KV cache: %d blocks of %d tokens = %d tokens (%.3f GiB)", num_blocks, block_size, kv_tokens,
+                    self.report.kv_cache_gib)
+
+    def compile_model(self) -> None:
+        """torch.compile as compilation_config says (compilation/levels.py), compiled now, not on the first
+        request."""
+        runner = self.model_runner
+        with self.report.phase("torch.compile", self.config.device):
+            compiled = levels.compile_model(runner.model, self.model_config, self.config, runner.warm_up)
+        runner.set_compiled(compiled)
+        self.report.compile = compiled.info
+
+    def capture_model(self) -> None:
+        """CUDA graphs over the compiled forward: FULL decode steps, then PIECEWISE pieces (one shared pool)."""
+        cfg, runner = self.config, self.model_runner
+        mode = CUDAGraphMode(cfg.cudagraph_mode)
+        sizes = cfg.capture_sizes() if mode is not CUDAGraphMode.NONE else []
+        if min(runner.min_num_tokens, runner.full_graph_min_tokens) > 1:  # a traced forward never runs 1
+            sizes = sorted({max(s, runner.min_num_tokens) for s in sizes})  # token: batch 1 replays size 2
+        self.report.cudagraph = {"mode": mode, "capture_sizes": sizes}
+        if mode is CUDAGraphMode.NONE:
+            return
+        dispatcher = CudagraphDispatcher(sizes, mode)
+        dispatcher.set_recapture(runner.recapture_full)
+        runner.cudagraph_dispatcher = dispatcher
+        with self.report.phase("cudagraph_capture", cfg.device):
+            if mode.has_full:
+                if cfg.resolved_attention_backend != "triton":
+                    logger.warning("FULL CUDA graphs need attention_backend='triton' (the torch reference "
+                                   "syncs with the host); decode runs without FULL graphs")
+                else:
+                    self.report.cudagraph["FULL"] = runner.capture(CUDAGraphMode.FULL, sizes).as_dict()
+            if mode.has_piecewise:
+                stats = runner.capture(CUDAGraphMode.PIECEWISE, sizes)
+                if stats is not None:
+                    self.report.cudagraph["PIECEWISE"] = stats.as_dict()
+
+    # ---- after startup -------------------------------------------------------------------------------
+    def reset_compile_and_graphs(self) -> None:
+        """Back to the plain forward without graphs (a rung of the fallback ladder failed)."""
+        self.model_runner.set_compiled(None)
+
+    @contextmanager
+    def plain_forward(self) -> Iterator[None]:
+        """Run the plain eager forward, no graphs, for a while (LLM's verify compares the two)."""
+        runner = self.model_runner
+        saved = runner.forward_fn, runner.cudagraph_dispatcher
+        runner.forward_fn, runner.cudagraph_dispatcher = runner.model.forward, None
+        try:
+            yield
+        finally:
+            runner.forward_fn, runner.cudagraph_dispatcher = saved
+
+    def release(self) -> None:
+        """Free the device memory of this engine now: graphs, compiled code, KV cache, weights. Idempotent."""
+        _live.discard(self)
+        if self.model_runner is not None:
+            self.model_runner.release()
+            self.model_runner = None
+        free_dropped_engines()
+
+
+def free_dropped_engines() -> None:
+    """Collect engines that are garbage but not yet freed (reference cycles), and hand the memory the
+    caching allocator keeps for them back to the driver, so the next KV sizing sees it as free."""
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

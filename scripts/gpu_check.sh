@@ -9,7 +9,7 @@
 #   throughput      nano-vllm's workload, transformers continuous batching beside it, the correctness check
 #   kernels         decode/prefill attention vs copy bandwidth and SDPA, the GEMV vs cuBLAS
 #   compile         TPOT per compile level with and without graphs, cold vs warm startup
-#   labs            every lab's recorder (minivllm/labs/labNN.py), then `make labs-gpu` (every notebook)
+#   labs            every lab's recorder (minivllm/labs/labNN.py), then every notebook end to end (labs-gpu)
 #   all             the six above (two lanes on a two-GPU machine)
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
@@ -37,7 +37,7 @@ fi
 OUT=${OUT:-/tmp/minivllm_out}
 RES=/tmp/minivllm_results
 mkdir -p "$OUT" "$RES"
-export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 PY=python3
 CK=/tmp/ckpt/qwen3-0.6b
 START=$(date +%s)
@@ -93,15 +93,18 @@ compile() {
   step startup 120 $BENCH startup --model "$CK" --max-model-len 512 --compilation-config '{"level": 3}' \
     --json "$RES/startup.json"
 }
-labs() {
+labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks
   local f lab
   for f in minivllm/labs/lab[0-9][0-9].py; do
     [ -e "$f" ] || continue
     lab=$(basename "$f" .py)
-    step "$lab" 150 $PY -m minivllm.labs.record "$lab" --model "$CK" --out "$RES/$lab.json"
+    [ -n "${LABS:-}" ] && [[ " $LABS " != *" $lab "* ]] && continue
+    step "$lab" "${LAB_CAP_S:-300}" $PY -m minivllm.labs.record "$lab" --model "$CK" --out "$RES/$lab.json"
   done
-  if make -n labs-gpu >/dev/null 2>&1; then TAILN=30 step labs_gpu 400 make labs-gpu
-  else log "make labs-gpu: no such target in this tree"; echo "labs_gpu missing" >> "$RES/steps.txt"; fi
+  # every notebook end to end, GPU-only cells included (the make target would build a venv: the device has
+  # no internet, so the same command runs with the machine's python and the carried wheels)
+  [ "${LABS_GPU:-1}" = 1 ] && TAILN=30 step labs_gpu 400 $PY -m minivllm.labs.build --gpu "$RES/labs_gpu" \
+    ${LABS_GPU_PATTERN:-}
 }
 
 # tree COMMIT: a directory holding COMMIT's minivllm/ (a git worktree, or the prepared tarball unpacked)

@@ -87,31 +87,10 @@ def free_memory() -> None:
 
 # ---- c) CPU-bound vs GPU-bound ---------------------------------------------------------------------------
 def _decode_inputs(runner, batch: int, context: int):
-    """Fill the runner's persistent buffers with `batch` decode rows, each with `context` cached tokens.
-
-    Row i owns blocks i*nb .. i*nb+nb-1; the new token goes to slot `context` of its table. Returns the
-    attention metadata (views of the persistent buffers, so a graph captured on it can be replayed)."""
-    from minivllm.attention.metadata import AttentionMetadata
-
-    ib, bs = runner.input_batch, runner.block_size
-    nb = context // bs + 1
-    if batch > ib.max_num_seqs or batch * nb > runner.kv_cache.shape[2]:
-        raise ValueError(f"batch {batch} x {nb} blocks does not fit the engine "
-                         f"(max_num_seqs={ib.max_num_seqs}, {runner.kv_cache.shape[2]} KV blocks)")
-    dev = ib.device
-    table = torch.arange(batch * nb, dtype=torch.int32, device=dev).view(batch, nb)
-    ib.input_ids[:batch].copy_(torch.arange(batch, device=dev) % 97 + 3)
-    ib.positions[:batch].fill_(context)
-    ib.block_tables[:batch].zero_()
-    ib.block_tables[:batch, :nb].copy_(table)
-    ib.slot_mapping[:batch].copy_(table[:, context // bs].long() * bs + context % bs)
-    ib.seq_lens[:batch].fill_(context + 1)
-    ib.query_start_loc[:batch + 1].copy_(torch.arange(batch + 1, dtype=torch.int32, device=dev))
-    return AttentionMetadata(slot_mapping=ib.slot_mapping[:batch],
-                             query_start_loc=ib.query_start_loc[:batch + 1], seq_lens=ib.seq_lens[:batch],
-                             block_tables=ib.block_tables[:batch], max_query_len=1,
-                             max_seq_len=runner.config.max_model_len, decode_only=True,
-                             query_start_loc_cpu=list(range(batch + 1)), seq_lens_cpu=[context + 1] * batch)
+    """`batch` decode rows with `context` cached tokens each, in the runner's persistent buffers: the engine's
+    own dummy decode batch (worker/input_batch.py, InputBatch.dummy_decode), the one its graph capture uses.
+    Returns the attention metadata (views of the buffers, so a graph captured on it can be replayed)."""
+    return runner.input_batch.dummy_decode(batch, context, num_kv_blocks=runner.kv_cache.shape[2])
 
 
 def _gpu_times_s(fn: Callable[[], object], enqueue_s: float, reps: int) -> list[float]:

@@ -127,7 +127,7 @@ def grade_any(q, answer: Any, results: dict | None = None) -> tuple[bool, str]:
             raw = unicodedata.normalize("NFKC", answer).strip().lower()
             for i, (label, o) in enumerate(zip(q.labels(), q.options)):
                 if raw and raw in (label.lower(), o.text.lower(), o.text_zh.lower()):
-                    return grade(q, i, results)
+                    return grade(q, chr(65 + i), results)
         return grade(q, normalize_choice(answer), results)
     except Exception as e:  # noqa: BLE001 - the grader promises never to raise to a learner
         return False, f"No answer graded: {type(e).__name__}."

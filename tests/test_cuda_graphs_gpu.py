@@ -277,7 +277,7 @@ def _batch(llm, n: int, max_tokens: int = 8):
 def test_del_gives_the_memory_back(cfg):
     """After `del llm` + gc.collect() the device's free memory is within 1 GiB of before the engine."""
     before = _free_gib()
-    llm = LLM(_default_model(), max_model_len=1024, max_num_seqs=64, **cfg)
+    llm = LLM(_default_model(), max_model_len=512, max_num_seqs=64, **cfg)
     _batch(llm, 1)
     _batch(llm, 64)
     del llm
@@ -293,7 +293,7 @@ def test_sixth_engine_sizes_its_kv_cache_like_the_first():
                dict(cudagraph_mode="FULL"), dict(cudagraph_mode="PIECEWISE"), dict()]
     kv = []
     for cfg in configs:
-        llm = LLM(_default_model(), max_model_len=1024, max_num_seqs=64, **cfg)
+        llm = LLM(_default_model(), max_model_len=512, max_num_seqs=64, **cfg)
         kv.append(llm.startup_report().kv_cache_tokens)
         _batch(llm, 1)
         _batch(llm, 64)
@@ -320,6 +320,6 @@ def test_kv_sizing_failure_says_what_holds_the_memory():
     total = torch.cuda.mem_get_info()[1]
     hog = torch.empty(int(0.5 * total), dtype=torch.uint8, device="cuda")
     with pytest.raises(ValueError, match=r"(?s)This process holds .* GiB.*llm.shutdown\(\).*kv_cache_memory_bytes"):
-        LLM(_default_model(), max_model_len=1024, gpu_memory_utilization=0.5, enforce_eager=True)
+        LLM(_default_model(), max_model_len=512, gpu_memory_utilization=0.5, enforce_eager=True)
     del hog
-    LLM(_default_model(), max_model_len=1024, gpu_memory_utilization=0.5, enforce_eager=True).shutdown()
+    LLM(_default_model(), max_model_len=512, gpu_memory_utilization=0.5, enforce_eager=True).shutdown()

@@ -137,14 +137,14 @@ def replay_times(llm, sizes: tuple[int, ...] = (1, 5, 8, 256), replays: int = 50
     """GPU time (ms) of one replay of the engine's FULL graph of each size: `replays` back-to-back replays
     timed with CUDA events, `repeats` times. A padded batch of 5 runs the size-8 graph, so graph 8 - graph 5
     is what the 3 padded rows cost."""
-    d = getattr(llm.model_runner, "cudagraph_dispatcher", None)
-    if d is None or not d.full_graphs:
+    step = getattr(llm.model_runner, "full_step", None)  # the CUDAGraphWrapper of the FULL decode step
+    if step is None or not step.graphs:
         return {}
     out = {}
     for n in sizes:
-        if n not in d.full_graphs:
+        if n not in step.graphs:
             continue
-        graph = d.full_graphs[n][0]
+        graph = step.graphs[n].graph
         graph.replay()
         times = []
         for _ in range(repeats):

@@ -128,23 +128,27 @@ def phases_of(report: dict) -> dict:
     return {k: out[k] for k in PHASES}
 
 
+def _summary(rep: dict) -> dict:
+    comp, cg = rep.get("compile") or {}, rep.get("cudagraph") or {}
+    return {"phases_s": phases_of(rep), "total_s": rep["phases_s"]["total"],
+            "compile_s": rep["phases_s"].get("torch.compile", 0.0), "compile_level": comp.get("level", 0),
+            "cache_warm": comp.get("cache_warm"), "dynamo_skipped": bool(comp.get("dynamo_skipped")),
+            "unique_graphs": comp.get("unique_graphs", 0), "cudagraph_mode": str(cg.get("mode")),
+            "capture_sizes": len(cg.get("capture_sizes", [])), "kv_cache_tokens": rep.get("kv_cache_tokens")}
+
+
 # ---- a) startup phases -------------------------------------------------------------------------------
-def startup_phases(model: str, modes: dict = MODES, tpot: bool = True) -> dict:
-    """One fresh engine per mode (level 3 compiles cold: a private, empty cache); phases, totals, TPOT."""
-    out = {}
-    with cache_dir():
-        for name, kw in modes.items():
-            llm = start(model, **kw)
-            rep = llm.startup_report().as_dict()
-            cg = rep["cudagraph"]
-            out[name] = {"phases_s": phases_of(rep), "total_s": rep["phases_s"]["total"],
-                         "cudagraph_mode": str(cg.get("mode")), "capture_sizes": len(cg.get("capture_sizes", [])),
-                         "compile_level": rep["compile"].get("level", 0),
-                         "unique_graphs": rep["compile"].get("unique_graphs", 0),
-                         "kv_cache_tokens": rep["kv_cache_tokens"],
-                         "tpot_ms": tpot_ms(llm) if tpot else None}
-            free(llm)
-    return round_floats(out)
+def startup_phases(model: str, modes: dict = MODES, tpot: dict | None = None) -> tuple[dict, str | None]:
+    """One fresh engine per mode, in the current MINIVLLM_CACHE_DIR (empty: the compile is cold); phases,
+    totals and (tpot={"new_tokens": n, "reps": r}) TPOT. Returns the results and the cache entry used."""
+    out, entry = {}, None
+    for name, kw in modes.items():
+        llm = start(model, **kw)
+        rep = llm.startup_report().as_dict()
+        out[name] = {**_summary(rep), "tpot_ms": tpot_ms(llm, **tpot) if tpot else None}
+        entry = rep["compile"].get("cache_dir") or entry
+        free(llm)
+    return round_floats(out), entry
 
 
 # ---- b) cold vs warm ---------------------------------------------------------------------------------
@@ -174,8 +178,7 @@ def restart(model: str, kw: dict, timeout: int = 600) -> dict:
             "print('LAB04' + json.dumps(_child_start(sys.argv[1], json.loads(sys.argv[2]))))")
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, model, json.dumps(kw)], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "CUDA_VISIBLE_DEVICES":
-                                                os.environ.get("CUDA_VISIBLE_DEVICES", "0" if _cuda() else "")})
+                          timeout=timeout)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("LAB04")), None)
     if proc.returncode or line is None:
         raise RuntimeError(f"the restarted engine failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
@@ -184,26 +187,19 @@ def restart(model: str, kw: dict, timeout: int = 600) -> dict:
     return res
 
 
-def _summary(rep: dict) -> dict:
-    comp = rep.get("compile") or {}
-    return {"phases_s": phases_of(rep), "total_s": rep["phases_s"]["total"],
-            "compile_s": rep["phases_s"].get("torch.compile", 0.0), "cache_warm": comp.get("cache_warm"),
-            "dynamo_skipped": bool(comp.get("dynamo_skipped")), "unique_graphs": comp.get("unique_graphs", 0)}
-
-
-def cold_warm(model: str, level: int = 3) -> dict:
-    """Cold start in this process (empty cache), then a warm restart in a new process."""
+def cold_warm(model: str, cold: dict, entry: str, level: int = 3, new_process: bool = True) -> dict:
+    """A warm start after the cold one (`cold`: its summary from startup_phases, same cache directory).
+    new_process=True restarts Python first (a real restart); False starts again in this process."""
     kw = {"compilation_config": {"level": level}}
-    with cache_dir():
+    if new_process:
+        run = restart(model, kw)
+        warm, imported, process = _summary(run["report"]), run["import_s"], run["process_s"]
+    else:
         llm = start(model, **kw)
-        cold = _summary(llm.startup_report().as_dict())
-        entry = Path(llm.startup_report().compile["cache_dir"])
+        warm, imported, process = _summary(llm.startup_report().as_dict()), None, None
         free(llm)
-        warm_run = restart(model, kw)
-        warm = _summary(warm_run["report"])
-        files = entry_files(entry)
-    return round_floats({"level": level, "cold": cold, "warm": warm, "warm_import_s": warm_run["import_s"],
-                         "warm_process_s": warm_run["process_s"], "entry": files,
+    return round_floats({"level": level, "cold": cold, "warm": warm, "new_process": new_process,
+                         "warm_import_s": imported, "warm_process_s": process, "entry": entry_files(Path(entry)),
                          "warm_over_cold": warm["total_s"] / cold["total_s"],
                          "compile_warm_over_cold": warm["compile_s"] / max(cold["compile_s"], 1e-9)})
 
@@ -220,86 +216,97 @@ def corrupt(entry: Path) -> str:
     return victim.relative_to(entry).as_posix()
 
 
-def cache_faults(model: str, level: int = 3) -> dict:
-    """Warm an entry, corrupt it, start again (detected, rebuilt), start again (warm); then change the config."""
+def _short(warning: str, entry: str) -> str:
+    """An engine warning without the temporary path, long hashes cut (stable, readable)."""
+    text = warning.replace(entry, "<entry>")
+    return re.sub(r"[a-z0-9]{20,}", lambda m: m[0][:8] + "...", text)
+
+
+def cache_faults(model: str, entry: str, level: int = 3) -> dict:
+    """Corrupt a warm entry, start (detected, rebuilt), start again (warm); then a config change outside the
+    key (seed) and one inside it (max_model_len)."""
     kw = {"compilation_config": {"level": level}}
     rows = []
 
-    def run(what: str, **extra) -> str:
+    def run(what: str, **extra) -> None:
         with engine_warnings() as warned:
             llm = start(model, **{**kw, **extra})
         comp = llm.startup_report().compile
-        rows.append({"start": what, "entry": Path(comp["cache_dir"]).name, "cache_warm": comp.get("cache_warm"),
-                     "compile_s": comp.get("seconds"),
-                     "warnings": [re.sub(r"/\S+", "<entry>", w) for w in warned if "cache" in w.lower()]})
+        rows.append({"start": what, "entry": Path(comp["cache_dir"]).name, "same_entry": comp["cache_dir"] == entry,
+                     "cache_warm": comp.get("cache_warm"), "compile_s": comp.get("seconds"),
+                     "warnings": [_short(w, comp["cache_dir"]) for w in warned if "cache" in w.lower()]})
         free(llm)
-        return comp["cache_dir"]
 
-    with cache_dir():
-        entry = Path(run("cold"))
-        run("warm")
-        victim = corrupt(entry)
-        run(f"after corrupting {victim}")
-        run("again")
-        run("seed 1 (not in the key)", seed=1)
-        run("max_model_len halved (in the key)", max_model_len=engine_kwargs(model)["max_model_len"] // 2)
+    victim = corrupt(Path(entry))
+    run("after corrupting one file")
+    run("again")
+    run("seed=1 (not in the key)", seed=1)
+    run("max_model_len halved (in the key)", max_model_len=engine_kwargs(model)["max_model_len"] // 2)
     return round_floats({"level": level, "corrupted_file": victim, "rows": rows})
 
 
 # ---- d) the handbook's recipes -------------------------------------------------------------------------
-def level0(model: str) -> dict:
-    """{"level": 0} and vLLM's new spelling {"mode": 0}: what compile level and graph mode result."""
+def level0(graphs_run: dict) -> dict:
+    """{"level": 0} (the "graphs" run is a level-0 engine) and vLLM's new spelling {"mode": 0}."""
     from minivllm.config import CompilationConfig
 
-    llm = start(model, compilation_config={"level": 0})
-    rep = llm.startup_report().as_dict()
-    free(llm)
-    return {"cudagraph_mode": str(rep["cudagraph"]["mode"]), "capture_sizes": len(rep["cudagraph"]["capture_sizes"]),
-            "compile_level": rep["compile"].get("level", 0),
-            "mode_alias_level": CompilationConfig.from_any({"mode": 0}).level}
+    try:
+        alias = CompilationConfig.from_any({"mode": 0}).level
+    except ValueError as e:
+        alias = f"rejected: {e}"
+    return {"cudagraph_mode": graphs_run["cudagraph_mode"], "capture_sizes": graphs_run["capture_sizes"],
+            "compile_level": graphs_run["compile_level"], "mode_alias_level": alias}
 
 
-def warmup(model: str) -> dict:
-    """Requests of new batch sizes and prompt lengths after startup: run-time recompiles, level 3 vs level 1."""
+SHAPES = ((1, 5), (2, 9), (3, 17), (5, 4), (7, 30))  # (batch, prompt length) of the requests after startup
+
+
+def warmup(model: str, level: int = 3) -> dict:
+    """Requests of new batch sizes and prompt lengths after startup: run-time recompiles, for the engine's
+    symbolic-batch compile (`level`, warm from the cache here) and for stock torch.compile (level 1, backend
+    "eager": Dynamo alone decides when to recompile, and stays cheap)."""
     from minivllm import SamplingParams
 
-    shapes = [(1, 5), (2, 9), (3, 17), (5, 4), (7, 30)]
     sp = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
-    out = {"shapes": [list(s) for s in shapes]}
-    for name, cc in (("level3", {"level": 3}), ("level1", {"level": 1, "backend": "eager"})):
-        with cache_dir():
-            llm = start(model, compilation_config=cc)
-            counts, firsts = [], []
-            for batch, length in shapes:
-                prompts = [{"prompt_token_ids": [3 + (i + j) % 200 for j in range(length)]} for i in range(batch)]
-                t0 = time.perf_counter()
-                llm.generate(prompts, sp, use_tqdm=False)
-                firsts.append((time.perf_counter() - t0) * 1e3)
-                counts.append(llm.compile_report()["recompiles_at_runtime"])
-            out[name] = {"recompiles_after_each": counts, "recompiles_at_runtime": counts[-1],
-                         "request_ms": firsts, "graphs_traced_at_startup":
-                             llm.compile_report()["graphs_traced_at_startup"]}
-            free(llm)
+    out = {"shapes": [list(s) for s in SHAPES], "level": level}
+    for name, cc in (("level3", {"level": level}), ("level1", {"level": 1, "backend": "eager"})):
+        llm = start(model, compilation_config=cc)
+        counts, ms = [], []
+        for batch, length in SHAPES:
+            prompts = [{"prompt_token_ids": [3 + (i + j) % 200 for j in range(length)]} for i in range(batch)]
+            t0 = time.perf_counter()
+            llm.generate(prompts, sp, use_tqdm=False)
+            ms.append((time.perf_counter() - t0) * 1e3)
+            counts.append(llm.compile_report()["recompiles_at_runtime"])
+        out[name] = {"recompiles_after_each": counts, "recompiles_at_runtime": counts[-1], "request_ms": ms,
+                     "graphs_traced_at_startup": llm.compile_report()["graphs_traced_at_startup"]}
+        free(llm)
     return round_floats(out)
 
 
-def run_all(model: str, quick: bool = False) -> dict:
-    """All of Lab 04 (H200, random Qwen3-0.6B: about 3 minutes; --quick on a CPU: level 2, no TPOT)."""
-    level = 2 if quick else 3
-    modes = dict(MODES)
-    modes["level 3 + graphs"] = {"compilation_config": {"level": level}}
-    out = {"phases": startup_phases(model, modes, tpot=not quick), "cache": cold_warm(model, level),
-           "faults": cache_faults(model, level), "level0": level0(model), "warmup": warmup(model)}
-    ph = out["phases"]
+def run_all(model: str, quick: bool = False, level: int | None = None, new_process: bool | None = None) -> dict:
+    """All of Lab 04 in one private cache directory. H200 (random Qwen3-0.6B): level 3, warm start in a new
+    process, about 3 minutes. --quick (tests, CPU): level 2, warm start in this process, short TPOT."""
+    level = level or (2 if quick else 3)
+    new_process = (not quick) if new_process is None else new_process
+    modes = {**MODES, "level 3 + graphs": {"compilation_config": {"level": level}}}
+    tpot = {"new_tokens": 32, "reps": 3} if _cuda() else None if quick else {"new_tokens": 8, "reps": 1}
+    with cache_dir():
+        phases, entry = startup_phases(model, modes, tpot)
+        out = {"level": level, "phases": phases,
+               "cache": cold_warm(model, phases["level 3 + graphs"], entry, level, new_process)}
+        out["faults"] = cache_faults(model, entry, level)
+        out["level0"] = level0(phases["graphs"])
+        out["warmup"] = warmup(model, level)
     out["recipes"] = round_floats({
-        "eager_startup_s": ph["eager"]["total_s"], "compiled_startup_s": ph["level 3 + graphs"]["total_s"],
-        "eager_tpot_ms": ph["eager"]["tpot_ms"], "graphs_tpot_ms": ph["graphs"]["tpot_ms"],
-        "eager_tpot_over_graphs": (ph["eager"]["tpot_ms"] / ph["graphs"]["tpot_ms"]
-                                   if ph["graphs"]["tpot_ms"] else None)})
+        "eager_startup_s": phases["eager"]["total_s"], "compiled_startup_s": phases["level 3 + graphs"]["total_s"],
+        "eager_tpot_ms": phases["eager"]["tpot_ms"], "graphs_tpot_ms": phases["graphs"]["tpot_ms"],
+        "eager_tpot_over_graphs": phases["eager"]["tpot_ms"] / phases["graphs"]["tpot_ms"]
+        if phases["graphs"]["tpot_ms"] else None})
     return out
 
 
 # figures, tables, questions and claims live next door; the notebook reaches them all as lab04.<name>
 from minivllm.labs.lab04_view import (CLAIMS, HANDBOOK, LAB_INFO, Q4, Q_LEVEL0, RESULTS, STARTUP,  # noqa: E402,F401
                                       cache_table, faults_table, phases_table, plot_cold_warm, plot_phases,
-                                      startup_record, warmup_table)
+                                      startup_record, verdicts_table, bench_startup_table, warmup_table)

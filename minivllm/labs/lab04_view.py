@@ -74,12 +74,14 @@ def phases_table(res: dict) -> str:
 
 def cache_table(res: dict) -> str:
     c = res["cache"]
-    lines = [f"level {c['level']}: cold {c['cold']['total_s']} s (torch.compile {c['cold']['compile_s']} s, "
-             f"Dynamo {c['cold']['phases_s']['Dynamo']} s), warm {c['warm']['total_s']} s "
-             f"(torch.compile {c['warm']['compile_s']} s, Dynamo skipped: {c['warm']['dynamo_skipped']}): "
-             f"warm = {c['warm_over_cold']}x cold",
-             f"warm start: cache_warm={c['warm']['cache_warm']}, graphs traced {c['warm']['unique_graphs']}; "
-             f"the new process spent {c['warm_import_s']} s importing before startup began",
+    where = (f"a new process (which first spent {c['warm_import_s']} s importing torch and the engine)"
+             if c["new_process"] else "this process (on a GPU the recorder restarts Python instead)")
+    lines = [f"level {c['level']}, cold: {c['cold']['total_s']} s (torch.compile {c['cold']['compile_s']} s, "
+             f"Dynamo {c['cold']['phases_s']['Dynamo']} s, graphs traced {c['cold']['unique_graphs']})",
+             f"level {c['level']}, warm: {c['warm']['total_s']} s (torch.compile {c['warm']['compile_s']} s, "
+             f"cache_warm={c['warm']['cache_warm']}, Dynamo skipped: {c['warm']['dynamo_skipped']}, graphs traced "
+             f"{c['warm']['unique_graphs']}), started in {where}",
+             f"warm / cold: {c['warm_over_cold']}x in total, {c['compile_warm_over_cold']}x for torch.compile",
              f"one cache entry holds: {', '.join(c['entry']['files'])}",
              "  and sub-directories " + ", ".join(f"{k}/ ({v} files)" for k, v in c["entry"]["subdirs"].items())]
     return "\n".join(lines)
@@ -87,10 +89,12 @@ def cache_table(res: dict) -> str:
 
 def faults_table(res: dict) -> str:
     f = res["faults"]
-    rows = [f"{'start':<42}{'entry':<18}{'warm?':<7}{'compile s':>10}  engine warning"]
+    rows = [f"corrupted: {f['corrupted_file']} (bytes flipped)",
+            f"{'start':<36}{'same entry':<12}{'warm?':<7}{'compile s':>10}  engine warning"]
     for r in f["rows"]:
         warn = "; ".join(r["warnings"]) or "-"
-        rows.append(f"{r['start']:<42}{r['entry']:<18}{str(r['cache_warm']):<7}{str(r['compile_s']):>10}  {warn}")
+        rows.append(f"{r['start']:<36}{str(r['same_entry']):<12}{str(r['cache_warm']):<7}{str(r['compile_s']):>10}"
+                    f"  {warn}")
     return "\n".join(rows)
 
 
@@ -243,3 +247,46 @@ LAB_INFO = LabInfo(
     title_zh="启动耗时与编译缓存", sections=("§3", "interview 4"), questions=(Q4, Q_LEVEL0), claims=CLAIMS,
     code=("minivllm/llm.py", "minivllm/worker/startup.py", "minivllm/compilation/cache.py",
           "minivllm/compilation/graph_cache.py", "minivllm/compilation/backend.py"))
+
+
+# ---- the summary of verdicts (both labs use it) ------------------------------------------------------------
+def verdicts_table(claims: tuple, rec: dict | None, own_file: str) -> str:
+    """Claim, verdict, the number that decides it and where it lives. Numbers in `own_file` (this lab's
+    record) come from `rec`; other files are read from assets/results/h200/."""
+    from minivllm.labs.catalog import resolve_key
+
+    rows = []
+    for c in claims:
+        data = rec if c.evidence_file == own_file else (json.loads((REPO_ROOT / c.evidence_file).read_text())
+                                                          if (REPO_ROOT / c.evidence_file).exists() else None)
+        try:
+            number = resolve_key(data, c.evidence_key) if data else "not recorded yet"
+        except (KeyError, IndexError, TypeError):
+            number = "not recorded yet"
+        if isinstance(number, float):
+            number = round(number, 4)
+        rows.append(f"- {c.claim_en}\n    verdict: {c.verdict}; number: {number} "
+                    f"({c.evidence_file.rsplit('/', 1)[-1]}: {c.evidence_key})")
+    return "\n".join(rows)
+
+
+def bench_startup_table() -> str:
+    """The recorded `minivllm bench startup` (H200, level 3 + graphs, cold and warm) next to the handbook."""
+    s = startup_record()
+    if not s:
+        return "assets/results/h200/startup.json is not in this checkout"
+    c, w = s["cold"]["phases_s"], s["warm"]["phases_s"]
+    rows = [f"{'phase':<22}{'cold s':>9}{'warm s':>9}   handbook (§3)"]
+    for key, label, hb in (("load_weights", "load_weights", HANDBOOK["load_weights"]),
+                           ("profile_run", "profile_run", HANDBOOK["profile_run"]),
+                           ("kv_cache", "kv_cache", ""), ("  of which Dynamo", "  Dynamo", ""),
+                           ("  of which AOT + Inductor", "  AOT + Inductor", ""),
+                           ("torch.compile", "torch.compile", HANDBOOK["compile"]),
+                           ("cudagraph_capture", "cudagraph_capture", HANDBOOK["cudagraph_capture"]),
+                           ("total", "total", HANDBOOK["total"]), ("import", "(process) import", ""),
+                           ("process_wall", "(process) wall", "")):
+        cv, wv = c.get(key), w.get(key)
+        rows.append(f"{label:<22}{'-' if cv is None else round(cv, 2):>9}{'skipped' if wv is None else round(wv, 2):>9}"
+                    f"   {hb}")
+    return "\n".join(rows) + (f"\nwarm / cold total: {round(s['ratio_warm_over_cold']['total'], 3)}x; "
+                              f"warm tokens equal cold: {s['warm_tokens_equal_cold']}")

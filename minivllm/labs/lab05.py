@@ -281,11 +281,18 @@ def run_all(model: str, quick: bool = False) -> dict:
     """All of Lab 05 (H200, random Qwen3-0.6B: about 3 minutes; --quick on a CPU: well under a minute)."""
     out = {"faults": fault_runs(model), "locate": locate(model), "debug": debug_counts(model, 8 if quick else 16),
            "recompiles": recompiles(model), "oom": None if quick else kv_memory(model)}
-    out["heuristics"] = [{"fault": k, "handbook_says": v["handbook_heuristic"], "diagnose_says":
-                          (v.get("diagnosis") or {}).get("layer"), "ladder_blames": v["ladder_culprit"]}
-                         for k, v in out["faults"].items() if v]
+    out["heuristics"] = heuristics(out["faults"])
     return round_floats(out)
 
 
-from minivllm.labs.lab05_view import (CLAIMS, LAB_INFO, Q3, Q_SILENT, heuristics_table,  # noqa: E402,F401
-                                      ladder_html, locate_table, scenario_table, show)
+def heuristics(faults: dict) -> list[dict]:
+    """Per fault: what §4.6's message rules say, what diagnose() says, what the ladder showed."""
+    return [{"fault": k, "handbook_says": v["handbook_heuristic"], "diagnose_says":
+             (v.get("diagnosis") or {}).get("layer"), "ladder_blames": v["ladder_culprit"]}
+            for k, v in faults.items() if v]
+
+
+# drawings, tables, questions and claims live next door; the notebook reaches them all as lab05.<name>
+from minivllm.labs.lab05_view import (CLAIMS, LAB_INFO, Q3, RESULTS, Q_SILENT, fault_summary,  # noqa: E402,F401
+                                      heuristics_table, ladder_html, locate_table, scenario_rows, scenario_table,
+                                      show)

@@ -294,5 +294,6 @@ def heuristics(faults: dict) -> list[dict]:
 
 # drawings, tables, questions and claims live next door; the notebook reaches them all as lab05.<name>
 from minivllm.labs.lab05_view import (CLAIMS, LAB_INFO, Q3, RESULTS, Q_SILENT, fault_summary,  # noqa: E402,F401
-                                      heuristics_table, ladder_html, locate_table, scenario_rows, scenario_table,
+                                      heuristics_table, ladder_html, ladder_path, locate_table, scenario_rows,
+                                      scenario_table,
                                       show)

@@ -46,11 +46,12 @@ _BRANCH = {"graph": ("C", "CUDA graphs off"), "compile": ("D", "torch.compile of
 
 def ladder_path(fault: dict) -> list[str]:
     """The §4.6 nodes one fault walks: its diagnosed layer picks the branch; 'still failing?' is answered by
-    whether the engine's rung for that branch ran."""
+    whether the engine started at that branch's rung (or an earlier one, which turns off less)."""
     layer = (fault.get("diagnosis") or {}).get("layer", "unknown")
     node, rung = _BRANCH.get(layer, ("E", "both off"))
-    ok = {r["step"]: r["ok"] for r in fault.get("ladder", [])}
-    return ["A", "B", node, "F", "H" if ok.get(rung) else "G"]
+    upto = RUNGS[:RUNGS.index(rung) + 1]  # the handbook's rung for this branch, or one turning off less
+    fixed = any(r["ok"] for r in fault.get("ladder", []) if r["step"] in upto)
+    return ["A", "B", node, "F", "H" if fixed else "G"]
 
 
 def ladder_html(fault: dict, title: str = "") -> str:

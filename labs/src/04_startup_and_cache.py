@@ -204,11 +204,11 @@ print(lab04.phases_table(here))
 
 # %% [markdown] tags=["lang-en"]
 # The warm start. On a GPU it runs in a new Python process, like a restarted server; on a CPU it runs in this
-# one (a new process would recompile Inductor's C++ wrappers on some machines, which is not what a GPU does).
+# one, to keep the notebook short (a new process also pays torch's import and reloads Inductor's C++ kernels).
 
 # %% [markdown] tags=["lang-zh"]
-# 热启动。GPU 上在一个新的 Python 进程里启动，就像重启服务；CPU 上就在当前进程里（在有些机器上新进程会重新编译
-# Inductor 的 C++ 包装代码，GPU 上不会这样）。
+# 热启动。GPU 上在一个新的 Python 进程里启动，就像重启服务；CPU 上为了让 notebook 跑得快，就在当前进程里
+# （新进程还要付 import torch 的时间，并重新加载 Inductor 的 C++ kernel）。
 
 # %% tags=["nbval-ignore-output"]
 here["cache"] = lab04.cold_warm(model, here["phases"]["level 3 + graphs"], entry, LEVEL,

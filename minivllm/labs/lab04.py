@@ -264,13 +264,14 @@ SHAPES = ((1, 5), (2, 9), (3, 17), (5, 4), (7, 30))  # (batch, prompt length) of
 def warmup(model: str, level: int = 3) -> dict:
     """Requests of new batch sizes and prompt lengths after startup: run-time recompiles, for the engine's
     symbolic-batch compile (`level`, warm from the cache here) and for stock torch.compile (level 1, backend
-    "eager": Dynamo alone decides when to recompile, and stays cheap)."""
+    "eager", no graphs: Dynamo alone decides when to recompile, and stays cheap)."""
     from minivllm import SamplingParams
 
     sp = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
     out = {"shapes": [list(s) for s in SHAPES], "level": level}
-    for name, cc in (("level3", {"level": level}), ("level1", {"level": 1, "backend": "eager"})):
-        llm = start(model, compilation_config=cc)
+    for name, kw in (("level3", {"compilation_config": {"level": level}}),
+                     ("level1", {"compilation_config": {"level": 1, "backend": "eager"}, "cudagraph_mode": "NONE"})):
+        llm = start(model, **kw)
         counts, ms = [], []
         for batch, length in SHAPES:
             prompts = [{"prompt_token_ids": [3 + (i + j) % 200 for j in range(length)]} for i in range(batch)]

@@ -199,6 +199,7 @@ print(lab05.scenario_table(here))
 # 同一张表，用 H200 的记录（以及它引用的 Lab 03、Lab 04 记录文件）：
 
 # %% tags=["nbval-check-output"]
+print("Recorded on an H200 (lab05.json when present, and the startup.json / attention_*.json it cites):")
 print(lab05.scenario_table(rec))
 
 # %% [markdown]

@@ -92,10 +92,13 @@ def _clean(text: str, limit: int = 400) -> str:
     return " / ".join(ln.strip() for ln in text.splitlines() if ln.strip())[:limit]
 
 
-def _innermost(exc: BaseException) -> BaseException:
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and what caused it ("raise ... from", or raised while handling), outermost first: a
+    failed capture raises again when the capture is closed, so the driver's first message sits deepest."""
+    out = [exc]
+    while len(out) < 8 and (out[-1].__cause__ or out[-1].__context__) is not None:
+        out.append(out[-1].__cause__ or out[-1].__context__)
+    return out
 
 
 #: §4.6's rules of thumb, applied literally to the text of an error
@@ -150,9 +153,8 @@ def fault_run(model: str, kind: str) -> dict:
                 exc = None
         except Exception as e:  # noqa: BLE001 - the fault's error is the measurement
             exc = e
-            inner = _innermost(e)
-            res.update(error=_clean(f"{type(e).__name__}: {e}"),
-                       raw_error=_clean(f"{type(inner).__module__}.{type(inner).__name__}: {inner}"))
+            chain = [_clean(f"{type(x).__module__}.{type(x).__name__}: {x}") for x in _chain(e)]
+            res.update(error=_clean(f"{type(e).__name__}: {e}"), raw_error=chain[-1], chain=chain)
         if exc is not None:
             d = diagnose(exc)
             res["diagnosis"] = {"layer": d.layer, "reason": _clean(d.reason, 200), "suggestion": d.suggestion}
@@ -160,7 +162,7 @@ def fault_run(model: str, kind: str) -> dict:
         res["ladder"] = [{**r, "error": _clean(r["error"], 160)} if "error" in r else r for r in llm.fallback_report]
         res["tokens_match_eager_after_fallback"] = greedy(llm) == reference
         llm.shutdown()
-    res["handbook_heuristic"] = handbook_heuristic(res.get("raw_error") or res.get("error"))
+    res["handbook_heuristic"] = handbook_heuristic(" ".join(res["chain"]) if res.get("chain") else None)
     res["ladder_culprit"] = _culprit(res["ladder"])
     return res
 

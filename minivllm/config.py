@@ -229,7 +229,7 @@ class CompilationConfig:
         if not isinstance(value, dict):
             raise TypeError(f"compilation_config must be a dict, JSON string or CompilationConfig, got {type(value)}")
         if "mode" in value and "level" not in value:  # vLLM renamed level -> mode
-            value = {**value, "level": value.pop("mode")}
+            value = {**{k: v for k, v in value.items() if k != "mode"}, "level": value["mode"]}
         known = set(cls.__dataclass_fields__)
         unknown = set(value) - known
         _check(not unknown, f"compilation_config has unknown keys {sorted(unknown)}; known: {sorted(known)}")

@@ -1,0 +1,326 @@
+# Source of labs/04_startup_and_cache.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 04
+
+# %% [markdown]
+# # Lab 04 · Startup and the compile cache · 启动耗时与编译缓存
+
+# %% [markdown] tags=["lang-en"]
+# The handbook (chapter 03, §3) says startup does four things: load the weights (*seconds to minutes*), a
+# profile run (*~10 s*), torch.compile (*once per size, tens of seconds to minutes*) and CUDA graph capture
+# (*a few seconds*), *1-5 minutes in total*. Its fixes: `--enforce-eager`, `{"level": 0}`, a disk cache in
+# `VLLM_TORCH_COMPILE_CACHE_DIR`, and (interview question 4) *warm-up requests that trigger the compile*.
+#
+# This lab times every phase of this engine's startup, then checks each fix:
+#
+# - **a)** the phases for `enforce_eager`, graphs only (level 0) and level 3 + graphs, against the estimates;
+# - **b)** a cold start vs a warm one from the compile cache: what the cache is keyed by, where it lives,
+#   what a warm start skips; and what vLLM actually calls its cache;
+# - **c)** a cache entry corrupted on purpose, detected and rebuilt; a config change that misses the cache;
+# - **d)** the recipes measured: `enforce_eager` (startup vs TPOT), `{"level": 0}`, warm-up requests.
+#
+# Cells come in three kinds: **setup**, **recorded results** (an H200, loaded with their provenance) and
+# **run it here** (the same code on your machine: a CUDA GPU, else the tiny embedded model on the CPU).
+
+# %% [markdown] tags=["lang-zh"]
+# 手册（第 03 章 §3）说启动要做四件事：加载权重（*几秒到几分钟*）、profile run（*~10 秒*）、torch.compile
+# （*每个 size 一次，几十秒到几分钟*）、CUDA Graph capture（*几秒*），*总共 1-5 分钟*。给的解药是
+# `--enforce-eager`、`{"level": 0}`、用 `VLLM_TORCH_COMPILE_CACHE_DIR` 做磁盘缓存，以及（面试题 4）
+# *启动后跑几个 dummy 请求触发编译*。
+#
+# 本实验给这个引擎的启动逐阶段计时，再逐条验证这些解药：
+#
+# - **a)** `enforce_eager`、只开图（level 0）、level 3 + 图三种配置下每个阶段的耗时，和手册的估计对比；
+# - **b)** 冷启动 vs 命中编译缓存的热启动：缓存按什么做 key、存在哪、热启动跳过了什么；vLLM 真正的缓存变量叫什么；
+# - **c)** 故意损坏一个缓存条目，看它被发现并重建；改一个配置，看缓存不命中；
+# - **d)** 实测手册的配方：`enforce_eager`（启动时间 vs TPOT）、`{"level": 0}`、warmup 请求。
+#
+# 单元格分三类：**环境准备**、**H200 实测记录**（带来源信息加载）、**在本机运行**（同一份代码：有 CUDA GPU
+# 就用 GPU，否则在 CPU 上用内置的小模型）。
+
+# %% [markdown]
+# ## 1. Setup · 环境准备
+
+# %% tags=["nbval-check-output"]
+import os
+import tempfile
+
+from IPython.display import display
+
+from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, lab04,
+                           lab_model, load_recorded, show_quiz)
+
+device = detect_device()
+print(device)
+
+# %% [markdown]
+# ## 2. Recorded on an H200 · H200 实测结果
+
+# %% [markdown] tags=["lang-en"]
+# Two recordings. `startup.json` is `minivllm bench startup --compilation-config '{"level": 3}'` (random
+# Qwen3-0.6B, default capture sizes), cold and warm, each in its own process. `lab04.json` is this lab's
+# recorder, `python -m minivllm.labs.record lab04`, which runs every cell of part 3 on the GPU.
+
+# %% [markdown] tags=["lang-zh"]
+# 两份记录。`startup.json` 是 `minivllm bench startup --compilation-config '{"level": 3}'`（随机权重的
+# Qwen3-0.6B，默认 capture sizes）的冷启动和热启动，各在一个独立进程里。`lab04.json` 是本实验的记录器
+# `python -m minivllm.labs.record lab04`，它在 GPU 上把第 3 部分的每个单元格跑一遍。
+
+# %% tags=["nbval-check-output"]
+print(lab04.bench_startup_table())
+try:
+    rec = load_recorded("lab04")
+    print(describe_provenance(rec))
+except RecordedResultsMissing as e:
+    rec = None
+    print(e)
+
+# %% [markdown] tags=["lang-en"]
+# ### a) The phases · 启动阶段
+#
+# One bar per phase, one colour per engine (the buttons show one engine at a time). torch.compile is split
+# by PyTorch's own timers into **Dynamo** (tracing the Python bytecode into an FX graph) and **AOT autograd +
+# Inductor** (generating and compiling kernels); *compile (other)* is the first run over a dummy batch.
+# Compare each with the handbook's column, and note *graphs traced*: one graph for every batch size.
+
+# %% [markdown] tags=["lang-zh"]
+# ### a) 启动阶段
+#
+# 每个阶段一根柱子，每种引擎一种颜色（按钮可以只看一种）。torch.compile 按 PyTorch 自己的计时拆成
+# **Dynamo**（把 Python 字节码 trace 成 FX 图）和 **AOT autograd + Inductor**（生成并编译 kernel）；
+# *compile (other)* 是编译后在 dummy batch 上的第一次运行。逐项对照手册那一栏，并注意 *graphs traced*：
+# 所有 batch size 共用一张图。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    lab04.show(lab04.plot_phases(rec))
+    print(lab04.phases_table(rec))
+
+# %% [markdown] tags=["lang-en"]
+# ### b) Cold vs warm · 冷启动与热启动
+#
+# The cache lives in `$MINIVLLM_CACHE_DIR/torch_compile_cache/<key>/` (default `~/.cache/minivllm`). The key is
+# a hash of the compilation config, the model config, dtype, device, attention backend, max_model_len,
+# block size, the torch version and a hash of the engine's source
+# ([compilation/cache.py](../minivllm/compilation/cache.py) `cache_key`). An entry holds Inductor's and Triton's
+# caches, plus the split FX graph Dynamo traced and each compiled piece
+# ([compilation/graph_cache.py](../minivllm/compilation/graph_cache.py)), so a warm start calls them directly:
+# Dynamo does not run at all. A manifest of checksums, written after a successful compile, marks the entry warm.
+
+# %% [markdown] tags=["lang-zh"]
+# ### b) 冷启动与热启动
+#
+# 缓存在 `$MINIVLLM_CACHE_DIR/torch_compile_cache/<key>/`（默认 `~/.cache/minivllm`）。key 是编译配置、模型配置、
+# dtype、设备、attention 后端、max_model_len、block size、torch 版本和引擎源码哈希一起算出的哈希
+# （[compilation/cache.py](../minivllm/compilation/cache.py) 的 `cache_key`）。一个条目里有 Inductor 和 Triton 的缓存，
+# 还有 Dynamo trace 出来并切分好的 FX 图和每个编译好的分段
+# （[compilation/graph_cache.py](../minivllm/compilation/graph_cache.py)），所以热启动直接调用它们，Dynamo 完全不跑。
+# 编译成功后写入一份校验和清单（manifest），有它这个条目才算"热"的。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    lab04.show(lab04.plot_cold_warm(rec))
+    print(lab04.cache_table(rec))
+
+# %% [markdown] tags=["lang-en"]
+# **What vLLM calls it.** There is no `VLLM_TORCH_COMPILE_CACHE_DIR` in vLLM. Checked against vLLM's source:
+# `vllm/envs.py` defines `VLLM_CACHE_ROOT` (default `~/.cache/vllm`, or `$XDG_CACHE_HOME/vllm`) and
+# `VLLM_DISABLE_COMPILE_CACHE`; `vllm/compilation/backends.py` puts the cache at
+# `os.path.join(envs.VLLM_CACHE_ROOT, "torch_compile_cache", hash_key)`, the hash covering env, config, code
+# and compiler factors; vLLM's design note on torch.compile
+# (`docs/source/design/v1/torch_compile.md`) says the cache is on by default,
+# that copying `~/.cache/vllm/torch_compile_cache` to another machine saves the compile, and that
+# `VLLM_DISABLE_COMPILE_CACHE=1` turns it off. The handbook's variable name is simply wrong; its advice
+# (keep the cache) is right, and needs no variable at all.
+
+# %% [markdown] tags=["lang-zh"]
+# **vLLM 里它叫什么。** vLLM 没有 `VLLM_TORCH_COMPILE_CACHE_DIR`。对照 vLLM 源码：`vllm/envs.py` 定义的是
+# `VLLM_CACHE_ROOT`（默认 `~/.cache/vllm`，或 `$XDG_CACHE_HOME/vllm`）和 `VLLM_DISABLE_COMPILE_CACHE`；
+# `vllm/compilation/backends.py` 把缓存放在 `os.path.join(envs.VLLM_CACHE_ROOT, "torch_compile_cache", hash_key)`，
+# 哈希覆盖环境、配置、代码和编译器几类因素；vLLM 的 torch.compile 设计文档
+# （`docs/source/design/v1/torch_compile.md`）写明缓存默认开启，
+# 把 `~/.cache/vllm/torch_compile_cache` 拷到别的机器就能省掉编译，`VLLM_DISABLE_COMPILE_CACHE=1` 关闭它。
+# 手册的变量名是错的；它的建议（保留缓存）是对的，而且根本不需要设任何变量。
+
+# %% [markdown] tags=["lang-en"]
+# ### c) A corrupted entry, and config changes · 缓存损坏与配置变化
+#
+# The recorder flips bytes in the largest file of the warm entry, then starts again. The manifest no longer
+# matches: the engine says so, clears the entry and compiles cold. Then `seed=1` (not in the key: a hit) and a
+# halved `max_model_len` (in the key: a new entry, cold).
+
+# %% [markdown] tags=["lang-zh"]
+# ### c) 缓存损坏与配置变化
+#
+# 记录器把热条目里最大的文件翻转若干字节，再启动一次。清单对不上了：引擎报告损坏、清掉条目、重新冷编译。
+# 然后换 `seed=1`（不在 key 里：命中）和把 `max_model_len` 减半（在 key 里：新条目，冷启动）。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    print(lab04.faults_table(rec))
+
+# %% [markdown] tags=["lang-en"]
+# ### d) The recipes · 配方实测
+#
+# `enforce_eager` starts fastest and decodes slowest (the TPOT row of the phase table). `{"level": 0}` is this
+# engine's default: it still captures graphs (on a GPU). vLLM renamed `level` to `mode`; this engine accepts
+# `{"mode": 0}` too. And the warm-up recipe: requests of five new (batch, prompt length) shapes after startup,
+# with the engine's symbolic-batch compile and with stock `torch.compile` (level 1, Dynamo only).
+
+# %% [markdown] tags=["lang-zh"]
+# ### d) 配方实测
+#
+# `enforce_eager` 启动最快、解码最慢（看阶段表里的 TPOT 一行）。`{"level": 0}` 就是本引擎的默认值：在 GPU 上照样
+# 捕获 CUDA Graph。vLLM 已把 `level` 改名为 `mode`，本引擎也接受 `{"mode": 0}`。warmup 配方：启动后发五种新的
+# （batch, prompt 长度）请求，分别看引擎的符号化 batch 编译和原生 `torch.compile`（level 1，只跑 Dynamo）会不会重编译。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    print(rec["level0"])
+    print(lab04.warmup_table(rec))
+    print(rec["recipes"])
+
+# %% [markdown]
+# ## 3. Run it here · 在本机运行
+
+# %% [markdown] tags=["lang-en"]
+# The same measurements on your device, in a private cache directory (so nothing you have cached is touched
+# and the first compile is really cold). On a CPU there are no CUDA graphs, so "graphs" is eager at level 0
+# there, and the level-3 compile generates C++ instead of Triton. Outputs are timings: they change run to run.
+
+# %% [markdown] tags=["lang-zh"]
+# 在你的设备上做同样的测量，用一个私有的缓存目录（不碰你已有的缓存，第一次编译也确实是冷的）。CPU 上没有 CUDA Graph，
+# 所以那里的 "graphs" 就是 level 0 的 eager，level 3 编译生成的是 C++ 而不是 Triton。输出是计时，每次都会变。
+
+# %% tags=["nbval-ignore-output"]
+os.environ["MINIVLLM_CACHE_DIR"] = tempfile.mkdtemp(prefix="minivllm-lab04-")
+model = lab_model()
+print(describe_model(model))
+LEVEL = 3
+modes = {"eager": {"enforce_eager": True}, "graphs": {}, "level 3 + graphs": {"compilation_config": {"level": LEVEL}}}
+tpot = {"new_tokens": 32, "reps": 3} if device.kind == "cuda" else {"new_tokens": 8, "reps": 1}
+here = {"level": LEVEL}
+here["phases"], entry = lab04.startup_phases(model, modes, tpot)
+lab04.show(lab04.plot_phases(here))
+print(lab04.phases_table(here))
+
+# %% [markdown] tags=["lang-en"]
+# The warm start. On a GPU it runs in a new Python process, like a restarted server; on a CPU it runs in this
+# one, to keep the notebook short (a new process also pays torch's import and reloads Inductor's C++ kernels).
+
+# %% [markdown] tags=["lang-zh"]
+# 热启动。GPU 上在一个新的 Python 进程里启动，就像重启服务；CPU 上为了让 notebook 跑得快，就在当前进程里
+# （新进程还要付 import torch 的时间，并重新加载 Inductor 的 C++ kernel）。
+
+# %% tags=["nbval-ignore-output"]
+here["cache"] = lab04.cold_warm(model, here["phases"]["level 3 + graphs"], entry, LEVEL,
+                                new_process=device.kind == "cuda")
+lab04.show(lab04.plot_cold_warm(here))
+print(lab04.cache_table(here))
+
+# %% tags=["nbval-ignore-output"]
+here["faults"] = lab04.cache_faults(model, entry, LEVEL)
+print(lab04.faults_table(here))
+
+# %% tags=["nbval-ignore-output"]
+here["level0"] = lab04.level0(here["phases"]["graphs"])
+here["warmup"] = lab04.warmup(model, LEVEL)
+print(here["level0"])
+print(lab04.warmup_table(here))
+
+# %% [markdown]
+# ## 4. Interview question 4 and the level-0 claim · 面试题 4 与 level 0
+
+# %% [markdown] tags=["lang-en"]
+# Pick an answer and press *Check*: the feedback gives our model answer and the numbers measured above
+# (recorded GPU results when present, else yours). Without widgets:
+# `from minivllm.labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`.
+
+# %% [markdown] tags=["lang-zh"]
+# 选一个答案再点 *Check*：反馈里有我们的参考答案和上面测到的数字（有 GPU 记录就用记录，否则用你本机的）。
+# 没有 widget 时：`from minivllm.labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`。
+
+# %% tags=["nbval-ignore-output"]
+show_quiz(lab04.Q4, rec or here)
+
+# %% tags=["nbval-ignore-output"]
+show_quiz(lab04.Q_LEVEL0, rec or here)
+
+# %% [markdown] tags=["lang-en"]
+# ## 5. Try it yourself · 动手试试
+#
+# **1.** Which of `block_size=32`, `max_num_seqs=4`, `compilation_config={"level": 3, "custom_ops": ["all"]}`
+# miss the cache entry made above? Predict, then start each with `lab04.start(model, ...)` and read
+# `llm.startup_report().compile["cache_warm"]`.
+# *Hint:* read `cache_key` in [compilation/cache.py](../minivllm/compilation/cache.py).
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# `block_size` and the compilation config (`custom_ops`) are in the key: both start cold in a new entry.
+# `max_num_seqs` is not: the graph is traced for a symbolic number of tokens, so the same entry serves any
+# batch limit, and the start is warm.
+# </details>
+#
+# **2.** Corrupt `graph.json` instead of the largest file (edit one character). What happens, and why is it
+# not a crash? *Hint:* the manifest covers every file of the entry.
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# The checksum of `graph.json` no longer matches the manifest, so `CompileCache.open` logs "corrupted",
+# clears the entry and the start compiles cold. A file that passed the manifest but failed to load would
+# also not crash: `compile_model` traces again with Dynamo and rewrites the entry.
+# </details>
+
+# %% [markdown] tags=["lang-zh"]
+# ## 5. 动手试试
+#
+# **1.** `block_size=32`、`max_num_seqs=4`、`compilation_config={"level": 3, "custom_ops": ["all"]}` 里哪些会让上面
+# 建好的缓存条目不命中？先预测，再用 `lab04.start(model, ...)` 逐个启动，看 `llm.startup_report().compile["cache_warm"]`。
+# *提示：* 读 [compilation/cache.py](../minivllm/compilation/cache.py) 里的 `cache_key`。
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# `block_size` 和编译配置（`custom_ops`）都在 key 里：两者都在新条目里冷启动。`max_num_seqs` 不在：图是按符号化的
+# token 数 trace 的，同一个条目适用于任何 batch 上限，所以是热启动。
+# </details>
+#
+# **2.** 改坏 `graph.json`（改一个字符）而不是最大的文件，会怎样？为什么不会崩？*提示：* 清单覆盖条目里的每个文件。
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# `graph.json` 的校验和与清单不符，`CompileCache.open` 报告损坏、清空条目，这次启动冷编译。即使某个文件通过了清单
+# 校验却加载失败，也不会崩：`compile_model` 会重新用 Dynamo trace 并重写条目。
+# </details>
+
+# %% tags=["nbval-ignore-output"]
+# Exercise 1: add the other two settings to the tuple and run (each start says whether it hit the cache)
+for extra in ({"max_num_seqs": 4},):
+    llm = lab04.start(model, compilation_config={"level": LEVEL}, **extra)
+    print(extra, "cache_warm:", llm.startup_report().compile.get("cache_warm"))
+    llm.shutdown()
+
+# %% [markdown]
+# ## 6. Summary of verdicts · 结论
+
+# %% [markdown] tags=["lang-en"]
+# Each claim of §3 and interview question 4, its verdict, the number that decides it and the results file it
+# comes from (numbers of `lab04.json` appear once the recorder has run on the H200).
+
+# %% [markdown] tags=["lang-zh"]
+# §3 和面试题 4 的每条说法、结论、决定结论的那个数字以及它所在的结果文件（`lab04.json` 的数字在 H200 上跑过记录器后出现）。
+
+# %% tags=["nbval-check-output"]
+print(lab04.verdicts_table(lab04.CLAIMS, rec, lab04.RESULTS))
+
+# %% [markdown] tags=["lang-en"]
+# **In the engine:** startup in order in [llm.py](../minivllm/llm.py) `LLM.__init__` and
+# `_setup_compile_and_graphs`; the timed phases in [worker/startup.py](../minivllm/worker/startup.py)
+# `StartupReport.phase`; Dynamo vs Inductor timers in [compilation/backend.py](../minivllm/compilation/backend.py)
+# `_split_dynamo_inductor`; the cache key, manifest and rebuild in
+# [compilation/cache.py](../minivllm/compilation/cache.py) `cache_key`, `CompileCache.open`; the saved graph that
+# lets a warm start skip Dynamo in [compilation/graph_cache.py](../minivllm/compilation/graph_cache.py).
+
+# %% [markdown] tags=["lang-zh"]
+# **引擎代码：** 启动顺序见 [llm.py](../minivllm/llm.py) 的 `LLM.__init__` 和 `_setup_compile_and_graphs`；计时的阶段见
+# [worker/startup.py](../minivllm/worker/startup.py) 的 `StartupReport.phase`；Dynamo 与 Inductor 的拆分计时见
+# [compilation/backend.py](../minivllm/compilation/backend.py) 的 `_split_dynamo_inductor`；缓存 key、清单和重建见
+# [compilation/cache.py](../minivllm/compilation/cache.py) 的 `cache_key`、`CompileCache.open`；让热启动跳过 Dynamo 的图缓存见
+# [compilation/graph_cache.py](../minivllm/compilation/graph_cache.py)。

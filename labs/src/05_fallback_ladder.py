@@ -1,0 +1,302 @@
+# Source of labs/05_fallback_ladder.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 05
+
+# %% [markdown]
+# # Lab 05 · When to turn it off, and the fallback ladder · 什么时候关掉，以及降级路径
+
+# %% [markdown] tags=["lang-en"]
+# The handbook's §4.6 gives a ladder for when startup or a run goes wrong: if the error comes from
+# `capture_model`, turn CUDA graphs off; if it comes from torch.compile, turn compile off; if the run succeeds
+# but the result is wrong, turn both off; still failing, reproduce in fp32 at a small batch and find the op.
+# It reads the layer from the message: `cudaGraphExec*` means graphs, `inductor` / `dynamo` / FX means
+# compile, silence means numerics. §4.5 lists six situations in which to run eagerly from the start.
+#
+# Here every rung gets a real fault, planted in one decoder layer of the model (`lab05.inject`), diagnosed
+# with `minivllm.diagnose(exc)` and walked by the engine itself with `LLM(..., fallback="auto")`:
+#
+# - **a capture fault**: a `.item()` (a host sync) in the forward, legal eagerly, illegal inside a CUDA graph
+#   capture (needs a GPU: on a CPU it is replayed from the H200 record);
+# - **a compile fault**: a Python `if` on a tensor's value, which Dynamo cannot trace with `fullgraph=True`;
+# - **a silent numerics fault**: a layer whose traced program differs from its eager code: wrong tokens, no
+#   error. Found with `verify=True`, then located layer by layer in fp32 at batch 2.
+#
+# Then §4.6's message rules are checked against the real messages, self-test question 3 is graded, and
+# each row of §4.5 is tied to a measurement.
+
+# %% [markdown] tags=["lang-zh"]
+# 手册 §4.6 给了一条出错时的降级路径：报错来自 `capture_model` 就关 CUDA Graph；来自 torch.compile 就关 compile；
+# 能跑但结果错就两个都关；还不行就用 fp32、小 batch 复现，定位到具体 op。判断是哪一层靠错误信息：有 `cudaGraphExec*`
+# 是图的问题，有 `inductor` / `dynamo` / FX 是编译的问题，不报错是数值问题。§4.5 列了六种一开始就该 eager 跑的场景。
+#
+# 这里给降级路径的每一级都造一个真实的故障，植入模型的某一个 decoder 层（`lab05.inject`），用
+# `minivllm.diagnose(exc)` 诊断，再让引擎自己用 `LLM(..., fallback="auto")` 逐级降级：
+#
+# - **捕获故障**：forward 里一个 `.item()`（host 同步），eager 下合法，CUDA Graph 捕获时非法（需要 GPU；CPU 上从 H200 记录回放）；
+# - **编译故障**：对张量的值做 Python `if`，Dynamo 在 `fullgraph=True` 下无法 trace；
+# - **无声数值故障**：某层 trace 出来的程序和它的 eager 代码不一样：token 错了但不报错。用 `verify=True` 发现，
+#   再用 fp32、batch 2 逐层定位。
+#
+# 然后用真实的错误信息检验 §4.6 的判断技巧，给自检第 3 题打分，并把 §4.5 的每一行都落到一个测量上。
+
+# %% [markdown]
+# ## 1. Setup · 环境准备
+
+# %% tags=["nbval-check-output"]
+import os
+import tempfile
+
+from IPython.display import HTML, display
+
+from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, lab04,
+                           lab05, lab_model, load_recorded, show_quiz)
+
+device = detect_device()
+print(device)
+
+# %% [markdown]
+# ## 2. Recorded on an H200 · H200 实测结果
+
+# %% [markdown] tags=["lang-en"]
+# `python -m minivllm.labs.record lab05` plants each fault in a random-weight Qwen3-0.6B on the GPU. First
+# the capture fault, which only a GPU can produce: the driver's own error, what `diagnose` made of it, and
+# the ladder the engine walked (highlighted: the path through §4.6's flowchart).
+
+# %% [markdown] tags=["lang-zh"]
+# `python -m minivllm.labs.record lab05` 在 GPU 上把每个故障植入随机权重的 Qwen3-0.6B。先看只有 GPU 才能产生的捕获故障：
+# 驱动报的原始错误、`diagnose` 的判断、引擎走过的降级路径（高亮的是它在 §4.6 流程图里走的路）。
+
+# %% tags=["nbval-check-output"]
+try:
+    rec = load_recorded("lab05")
+    print(describe_provenance(rec))
+except RecordedResultsMissing as e:
+    rec = None
+    print(e)
+
+# %% tags=["nbval-check-output"]
+if rec:
+    print(lab05.fault_summary(rec["faults"]["graph"], "capture"))
+    if rec["faults"]["graph"]:
+        display(HTML(lab05.ladder_html(rec["faults"]["graph"], "capture fault (H200)")))
+
+# %% [markdown] tags=["lang-en"]
+# The other two faults, as recorded on the GPU. Note which rung fixed them there: with PIECEWISE graphs on,
+# even level 0 traces the forward with Dynamo once (the pieces stay uncompiled), so "torch.compile off" may
+# not be enough on a GPU, and the ladder goes on to "both off".
+
+# %% [markdown] tags=["lang-zh"]
+# 另外两个故障在 GPU 上的记录。注意是哪一级修好的：开着 PIECEWISE 图时，即使 level 0 也要用 Dynamo trace 一次 forward
+# （分段不编译），所以在 GPU 上只"关 compile"可能不够，降级会一直走到"两个都关"。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    for name in ("compile", "numerics"):
+        print(lab05.fault_summary(rec["faults"][name], name), "\n")
+    print(lab05.heuristics_table(rec))
+
+# %% [markdown]
+# ## 3. Run it here · 在本机运行
+
+# %% [markdown] tags=["lang-en"]
+# The faults planted for real on your device (outputs differ from run to run only in their timings; on a CPU
+# the engine has no CUDA graphs, so "CUDA graphs off" changes nothing there and fails like the first rung).
+
+# %% [markdown] tags=["lang-zh"]
+# 在你的设备上真实植入故障（每次运行只有计时会变；CPU 上引擎没有 CUDA Graph，所以"关 CUDA Graph"那一级什么也没改变，
+# 和第一级一样失败）。
+
+# %% tags=["nbval-ignore-output"]
+os.environ["MINIVLLM_CACHE_DIR"] = tempfile.mkdtemp(prefix="minivllm-lab05-")
+model = lab_model()
+print(describe_model(model))
+here = {"faults": {}}
+if device.kind == "cuda":
+    here["faults"]["graph"] = lab05.fault_run(model, "host_sync")
+    display(HTML(lab05.ladder_html(here["faults"]["graph"], "capture fault, here")))
+else:
+    print("The capture fault needs a CUDA GPU: it is replayed from the H200 record in part 2.")
+
+# %% [markdown] tags=["lang-en"]
+# ### The compile fault · 编译故障
+#
+# `if out.abs().amax() > 1e9:` in layer 1, the engine at level 3. Read the error: Dynamo names the
+# data-dependent branch and the line. `diagnose` sees `torch._dynamo` and says *compile*.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 编译故障
+#
+# 第 1 层里有 `if out.abs().amax() > 1e9:`，引擎用 level 3。读一下错误：Dynamo 指出了依赖数据的分支和所在行。
+# `diagnose` 看到 `torch._dynamo`，判断为 *compile*。
+
+# %% tags=["nbval-ignore-output"]
+here["faults"]["compile"] = lab05.fault_run(model, "untraceable")
+print(lab05.fault_summary(here["faults"]["compile"], "compile"))
+display(HTML(lab05.ladder_html(here["faults"]["compile"], "compile fault, here")))
+
+# %% [markdown] tags=["lang-en"]
+# ### The silent fault · 无声数值故障
+#
+# Layer 1 computes `-out` when traced and `out` when eager (a stand-in for a compiler bug, a fake kernel that
+# disagrees with the real one, or a custom op traced wrongly). Level 2 starts without a word; the greedy
+# tokens differ from an eager engine's. `verify=True` runs a greedy probe through both paths at startup and
+# raises `NumericsError`; `fallback="auto"` then walks the ladder until the probe agrees.
+
+# %% [markdown] tags=["lang-zh"]
+# 第 1 层在 trace 时算 `-out`，eager 时算 `out`（代表编译器 bug、和真实 kernel 不一致的 fake 实现，或被错误 trace 的自定义 op）。
+# level 2 启动时一声不吭，贪心解码的 token 却和 eager 引擎不同。`verify=True` 在启动时让一个贪心探针走两条路径，
+# 不一致就抛 `NumericsError`；`fallback="auto"` 再逐级降级，直到探针一致。
+
+# %% tags=["nbval-ignore-output"]
+here["faults"]["numerics"] = lab05.fault_run(model, "mistraced")
+print(lab05.fault_summary(here["faults"]["numerics"], "numerics"))
+display(HTML(lab05.ladder_html(here["faults"]["numerics"], "silent fault, here")))
+
+# %% [markdown] tags=["lang-en"]
+# ### fp32, a small batch, layer by layer · fp32、小 batch、逐层定位
+#
+# The last rung of §4.6. Each decoder layer runs twice on the same fp32 inputs (batch 2): eagerly and traced
+# by Dynamo (backend "eager": no Inductor, so only the tracing differs). The first layer whose output differs
+# is the culprit; its sub-modules agree, so the wrong op sits in the layer's own forward.
+
+# %% [markdown] tags=["lang-zh"]
+# §4.6 的最后一级。每个 decoder 层在同样的 fp32 输入（batch 2）上跑两遍：eager 一遍、Dynamo trace 一遍（backend 用
+# "eager"，不经过 Inductor，两者只差在 trace）。第一个输出不一致的层就是元凶；它的子模块都一致，说明出错的 op 在这一层自己的 forward 里。
+
+# %% tags=["nbval-ignore-output"]
+here["locate"] = lab05.locate(model)
+print(lab05.locate_table(here))
+
+# %% [markdown] tags=["lang-en"]
+# ### §4.6's rules against the real messages · 用真实错误信息检验 §4.6 的判断技巧
+
+# %% [markdown] tags=["lang-zh"]
+# ### 用真实错误信息检验 §4.6 的判断技巧
+
+# %% tags=["nbval-ignore-output"]
+here["heuristics"] = lab05.heuristics(here["faults"])
+print(lab05.heuristics_table(here))
+
+# %% [markdown] tags=["lang-en"]
+# ### §4.5: when to run eagerly · §4.5：什么时候该 eager
+#
+# Three more measurements: how often a layer's Python forward runs (where a `print` or a breakpoint would
+# fire) eagerly and under FULL graphs; run-time recompiles after five new shapes with and without a symbolic
+# batch dimension; and, on a GPU, the KV cache sized from `gpu_memory_utilization=0.9` with and without graphs.
+
+# %% [markdown] tags=["lang-zh"]
+# 再测三样：一层的 Python forward 执行了几次（`print` 或断点会在这里触发），eager 与 FULL 图对比；五种新 shape 之后的
+# 运行时重编译次数，有无符号化 batch 维对比；以及在 GPU 上，`gpu_memory_utilization=0.9` 时开关图的 KV cache 大小。
+
+# %% tags=["nbval-ignore-output"]
+here["debug"] = lab05.debug_counts(model, 8)
+here["recompiles"] = lab05.recompiles(model)
+here["oom"] = lab05.kv_memory(model) if device.kind == "cuda" else None
+print(lab05.scenario_table(here))
+
+# %% [markdown] tags=["lang-en"]
+# The same table from the H200 record (and the recorded Lab 03 and Lab 04 files it cites):
+
+# %% [markdown] tags=["lang-zh"]
+# 同一张表，用 H200 的记录（以及它引用的 Lab 03、Lab 04 记录文件）：
+
+# %% tags=["nbval-check-output"]
+print("Recorded on an H200 (lab05.json when present, and the startup.json / attention_*.json it cites):")
+print(lab05.scenario_table(rec))
+
+# %% [markdown]
+# ## 4. Self-test 3 · 自检第 3 题
+
+# %% [markdown] tags=["lang-en"]
+# **Q3.** Startup fails with `cudaGraphInstantiate failed`. Which flag first? Pick and press *Check*; the
+# feedback cites the capture fault's record. Without widgets:
+# `from minivllm.labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`.
+
+# %% [markdown] tags=["lang-zh"]
+# **第 3 题。** 启动时报错 `cudaGraphInstantiate failed`，先动哪个 flag？选好后点 *Check*，反馈引用捕获故障的记录。
+# 没有 widget 时：`from minivllm.labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`。
+
+# %% tags=["nbval-ignore-output"]
+show_quiz(lab05.Q3, rec or here)
+
+# %% tags=["nbval-ignore-output"]
+show_quiz(lab05.Q_SILENT, rec or here)
+
+# %% [markdown] tags=["lang-en"]
+# ## 5. Try it yourself · 动手试试
+#
+# **1.** Plant the compile fault under `{"level": 1, "backend": "eager"}` (stock `torch.compile`, no
+# `fullgraph`). Does startup fail? What does `llm.compile_report()` say? *Hint:* without `fullgraph`, Dynamo
+# may split the graph where it cannot trace.
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# It starts: Dynamo breaks the graph at the `if`, runs the branch in Python and traces the rest as more
+# graphs; `compile_report()` shows graph breaks and more than one graph. That is the handbook's "falls back to
+# an eager section"; the engine's levels 2-3 use `fullgraph=True` precisely so that this fails loudly at startup
+# instead of silently slowing every step (Lab 03 measured 1.8x for a break per layer).
+# </details>
+#
+# **2.** On a CPU the compile fault's second rung ("CUDA graphs off") fails exactly like the first. Why, and
+# what does that tell you about reading a ladder? *Hint:* what did that rung change on this device?
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# A CPU has no CUDA graphs, so the rung changed nothing and the same Dynamo error came back. A rung only
+# names the culprit when it changed something: the first rung that *both* changed the configuration *and*
+# started is the one that counts (here "torch.compile off").
+# </details>
+
+# %% [markdown] tags=["lang-zh"]
+# ## 5. 动手试试
+#
+# **1.** 把编译故障放到 `{"level": 1, "backend": "eager"}`（原生 `torch.compile`，不开 `fullgraph`）下。启动会失败吗？
+# `llm.compile_report()` 说了什么？*提示：* 没有 `fullgraph` 时，Dynamo 遇到 trace 不了的地方可以把图断开。
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# 能启动：Dynamo 在 `if` 处断图，分支用 Python 跑，其余部分 trace 成多张图；`compile_report()` 显示有 graph break、
+# 图不止一张。这就是手册说的"fallback 到 eager 区段"；本引擎的 level 2-3 用 `fullgraph=True`，正是为了让它在启动时
+# 大声失败，而不是悄悄拖慢每一步（Lab 03 测到每层一个 break 时慢 1.8 倍）。
+# </details>
+#
+# **2.** 在 CPU 上，编译故障的第二级（"关 CUDA Graph"）和第一级失败得一模一样。为什么？这说明读降级路径时要注意什么？
+# *提示：* 这一级在这台设备上改变了什么？
+#
+# <details><summary>Solution · 参考答案</summary>
+#
+# CPU 上没有 CUDA Graph，这一级什么也没改，于是同样的 Dynamo 错误又出现了。只有真的改变了配置的那一级才能指认元凶：
+# 算数的是第一个*既*改了配置*又*成功启动的那一级（这里是"关 torch.compile"）。
+# </details>
+
+# %% tags=["nbval-ignore-output"]
+# Exercise 1: run it (a Dynamo-only compile, a few seconds)
+with lab05.inject("untraceable"):
+    llm = lab05.start(model, compilation_config={"level": 1, "backend": "eager"})
+    print({k: v for k, v in llm.compile_report().items() if k in ("graphs_traced_at_startup", "graph_breaks")})
+    llm.shutdown()
+
+# %% [markdown]
+# ## 6. Summary of verdicts · 结论
+
+# %% [markdown] tags=["lang-en"]
+# Each rule of §4.6 and row of §4.5, its verdict, the number that decides it and its results file (numbers
+# of `lab05.json` appear once the recorder has run on the H200).
+
+# %% [markdown] tags=["lang-zh"]
+# §4.6 的每条判断技巧和 §4.5 的每一行、结论、决定结论的数字和结果文件（`lab05.json` 的数字在 H200 上跑过记录器后出现）。
+
+# %% tags=["nbval-check-output"]
+print(lab04.verdicts_table(lab05.CLAIMS, rec, lab05.RESULTS))
+
+# %% [markdown] tags=["lang-en"]
+# **In the engine:** the ladder in [llm.py](../minivllm/llm.py) `LLM._setup_compile_and_graphs` (and
+# `_verify`, the greedy probe against eager); the classifier in
+# [compilation/diagnose.py](../minivllm/compilation/diagnose.py) `diagnose`; capture errors wrapped with the mode
+# and size in [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) `CUDAGraphDispatcher._capture_full_one`;
+# level 0 still tracing for PIECEWISE graphs in [compilation/backend.py](../minivllm/compilation/backend.py)
+# `compile_model`.
+
+# %% [markdown] tags=["lang-zh"]
+# **引擎代码：** 降级路径在 [llm.py](../minivllm/llm.py) 的 `LLM._setup_compile_and_graphs`（还有 `_verify`：和 eager
+# 对比的贪心探针）；分类器在 [compilation/diagnose.py](../minivllm/compilation/diagnose.py) 的 `diagnose`；捕获错误带上模式和
+# size 后抛出，在 [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `CUDAGraphDispatcher._capture_full_one`；
+# PIECEWISE 图下 level 0 仍要 trace，在 [compilation/backend.py](../minivllm/compilation/backend.py) 的 `compile_model`。

@@ -14,7 +14,7 @@ EXTENDED = ("{L}.", "{l})", "选{L}", "\uff21")
 
 def check_right_answer(q, results) -> None:
     letter = chr(65 + q.correct)
-    for answer in (letter, letter.lower(), f" {letter} ", q.correct, q.options[q.correct].text, q.labels()[q.correct]):
+    for answer in (letter, letter.lower(), f" {letter} ", q.options[q.correct].text, q.labels()[q.correct]):
         ok, text = grade(q, answer, results)
         assert ok and text.startswith("Correct."), answer
         assert q.model_answer in text

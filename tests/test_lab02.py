@@ -166,7 +166,8 @@ def test_cpu_helpers_skip_without_cuda():
 def test_claims_cite_keys_that_exist():
     for c in lab02.LAB_INFO.claims:
         assert c.verdict in ("right", "partly", "wrong", "unverifiable") and c.verdict in VERDICTS
-        data = GPU if c.evidence_file.endswith("lab02.json") else json.loads((REPO_ROOT / c.evidence_file).read_text())
+        path = REPO_ROOT / c.evidence_file  # the recorded file once it exists, the fixture before
+        data = json.loads(path.read_text()) if path.exists() else GPU
         value = resolve_key(data, c.evidence_key)
         if c.figure is not None:
             assert value == c.figure, c.cid

@@ -145,11 +145,11 @@ def _claim(cid: str, claim_zh: str, claim_en: str, verdict: str, summary: str, s
 CLAIMS = (
     _claim("lab01.launch-cost", "每个 kernel launch overhead 约 5-10 μs", "a kernel launch costs about 5-10 us",
            "partly",
-           "One eager ATen op costs 7.4 us (in the range), but that is Python + dispatcher + driver; inside a graph "
-           "the same op costs 0.85 us, and the engine's own ops cost far more per op eagerly (see b, c).",
-           "一个 eager ATen 小算子 7.4 μs（在范围内），但那是 Python + dispatcher + 驱动的开销；放进 graph 里只要 "
-           "0.85 μs，而引擎自己的算子 eager 时每个贵得多（见 b、c）。",
-           "launch_overhead.eager_us_per_op", 7.414),
+           "One eager ATen op costs 9.1 us (in the range), but that is Python + dispatcher + driver; inside a graph "
+           "the same op costs 0.85 us, and a Triton kernel launched from Python costs 43.7 us (see a-c).",
+           "一个 eager ATen 小算子 9.1 μs（在范围内），但那是 Python + dispatcher + 驱动的开销；放进 graph 里只要 "
+           "0.85 μs，而从 Python launch 一个 Triton kernel 要 43.7 μs（见 a-c）。",
+           "launch_overhead.eager_us_per_op", 9.116),
     _claim("lab01.kernel-count", "一个 80 层 Llama-70B 一次 forward 可能 launch 1000+ 个 kernel",
            "an 80-layer Llama-70B launches 1000+ kernels per forward", "partly",
            "This engine's fused kernels run 8 kernels per layer: an 80-layer model would launch about 644 per "
@@ -159,21 +159,14 @@ CLAIMS = (
     _claim("lab01.overhead-share", "decode forward 20 ms，launch overhead 占 25-50%",
            "in a 20 ms decode step, launch overhead is 25-50% (and a graph removes it)", "wrong",
            "Launches overlap GPU work, so only exposed CPU time max(0, enqueue - GPU) is lost. For a 0.6B model it "
-           "is nearly the whole eager step at every batch 1-256: 26.07 ms at batch 1 against 0.91 ms of GPU work.",
+           "is nearly the whole eager step at every batch 1-256: 27.84 ms at batch 1 against 0.91 ms of GPU work.",
            "launch 与 GPU 计算重叠，只有暴露的 CPU 时间 max(0, 排队 - GPU) 才是损失。对 0.6B 模型，batch 1-256 "
-           "的 eager 步几乎全是这部分：batch 1 暴露 26.07 ms，而 GPU 只算 0.91 ms。",
-           "bound.exposed_cpu_ms.0", 26.07),
-    _claim("lab01.padding", "batch=5 用 size=8 的 graph，多出来的 3 行不算",
-           "batch 5 runs on the size-8 graph; the 3 extra rows don't count", "right",
-           "Padded rows are computed and discarded; batch 8 took 1.19 ms of GPU time vs 1.327 ms at batch 5, a "
-           "difference within noise: padding costs nothing measurable here.",
-           "pad 的行会被计算再丢弃；batch 8 的 GPU 时间 1.19 ms，batch 5 为 1.327 ms，差别在噪声之内：这里 pad "
-           "没有可测的代价。",
-           "bound.gpu_ms.3", 1.327),
+           "的 eager 步几乎全是这部分：batch 1 暴露 27.84 ms，而 GPU 只算 0.91 ms。",
+           "bound.exposed_cpu_ms.0", 27.84),
     _claim("lab01.graph-replay", "CUDA Graph 把 kernel 录制成静态图，一次性提交，省去 launch overhead",
            "a CUDA graph submits the recorded kernels at once and removes the launch overhead", "right",
-           "The engine's TPOT at batch 1 falls from 21.05 ms eager to 0.93 ms with FULL decode graphs, about the "
+           "The engine's TPOT at batch 1 falls from 29.85 ms eager to 0.93 ms with FULL decode graphs, about the "
            "GPU time of the step.",
-           "batch 1 时引擎 TPOT 从 eager 的 21.05 ms 降到 FULL decode graph 的 0.93 ms，约等于这一步的 GPU 时间。",
-           "tpot.graphs_ms.0", 0.9326),
+           "batch 1 时引擎 TPOT 从 eager 的 29.85 ms 降到 FULL decode graph 的 0.93 ms，约等于这一步的 GPU 时间。",
+           "tpot.graphs_ms.0", 0.9288),
 )

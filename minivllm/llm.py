@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import weakref
@@ -87,10 +86,6 @@ class LLM:
             scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, enable_chunked_prefill, async_scheduling),
             compilation=comp,
         )
-        interpreted = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's (slow) CPU interpreter
-        if self.config.attention_backend == "triton" and dev.type != "cuda" and not interpreted:
-            raise ValueError(f"attention_backend='triton' needs CUDA (or TRITON_INTERPRET=1), but the device is "
-                             f"{dev}; use 'auto' or 'torch' (the pure-PyTorch reference)")
         if not enable_chunked_prefill and max_num_batched_tokens < max_len:
             raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be >= max_model_len "
                              f"({max_len}) when enable_chunked_prefill=False, or a long prompt could never run")

@@ -101,7 +101,7 @@ def test_two_live_engines_and_a_failed_one_do_not_disturb_each_other(ckpt, promp
     compiled = LLM(ckpt, max_model_len=64, compilation_config={"level": 3, "backend": "eager"})
     with pytest.raises(ValueError):  # fails during startup (KV cache too small for max_model_len)
         LLM(ckpt, max_model_len=64, num_gpu_blocks_override=2, compilation_config={"level": 3, "backend": "eager"})
-    with pytest.raises(ValueError, match="needs CUDA"):  # refused at construction, not at the first step
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):  # refused at construction, not at the first step
         monkeypatch.delenv("TRITON_INTERPRET", raising=False)
         LLM(ckpt, max_model_len=64, attention_backend="triton", device="cpu")
     assert tokens(eager, prompts) == ref and tokens(compiled, prompts) == ref

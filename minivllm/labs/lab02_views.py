@@ -7,13 +7,7 @@ the parts a CPU cannot measure (they are absent or say {"device": "cpu"}).
 
 from __future__ import annotations
 
-try:  # the lab standard's helper (renders offline in JupyterLab, nbconvert HTML and the book)
-    from minivllm.labs import show  # type: ignore[attr-defined]
-except ImportError:  # LOCAL FALLBACK until the lab standard's show() lands: display the figure as it is
-    def show(fig) -> None:
-        from IPython.display import display
-
-        display(fig)
+from minivllm.labs.plots import show  # noqa: F401  (re-exported for the notebook)
 
 from minivllm.labs.quiz import show_quiz  # noqa: F401  (re-exported for the notebook)
 

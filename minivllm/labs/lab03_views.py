@@ -6,18 +6,9 @@ the notebook, and copes with what a CPU run lacks (no graphs, fewer setups, C++ 
 
 from __future__ import annotations
 
-from minivllm.labs.lab02_views import show, show_quiz  # noqa: F401  (one fallback for both labs)
+from minivllm.labs.lab02_views import _get, show, show_quiz  # noqa: F401  (re-exported for the notebook)
 
 NOT_RECORDED = "(not recorded yet: `python -m minivllm.labs.record lab03` on a GPU makes these numbers)"
-
-
-def _get(res: dict | None, *keys, default=None):
-    cur = res
-    for k in keys:
-        if not isinstance(cur, dict) or k not in cur:
-            return default
-        cur = cur[k]
-    return cur
 
 
 def _ms(s: dict | None) -> str:

@@ -37,13 +37,7 @@ import torch
 from minivllm.labs.common import max_positions, quiet_engine_logs, round_floats
 from minivllm.labs.lab04_view import PHASES
 
-try:  # the lab standard's one display call for figures
-    from minivllm.labs import show
-except ImportError:  # LOCAL FALLBACK until minivllm.labs.show is in this tree: plain IPython display
-    def show(fig) -> None:
-        from IPython.display import display
-
-        display(fig)
+from minivllm.labs.plots import show  # noqa: F401  (the labs' one display call for figures)
 
 MODES = {"eager": {"enforce_eager": True}, "graphs": {},
          "level 3 + graphs": {"compilation_config": {"level": 3}}}

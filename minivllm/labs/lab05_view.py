@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from minivllm.labs.catalog import Claim, LabInfo
 from minivllm.labs.common import REPO_ROOT
-from minivllm.labs.lab04 import show  # noqa: F401 - the same display call (or its local fallback)
+from minivllm.labs.plots import show  # noqa: F401 - the labs' one display call for figures
 from minivllm.labs.quiz import Option, Question
 
 RESULTS = "assets/results/h200/lab05.json"

@@ -12,13 +12,7 @@ from minivllm.labs.quiz import NumericQuestion, Option, Question
 
 RESULTS = "assets/results/h200/lab06.json"
 
-try:  # the lab standard's display helper (labs/README.md)
-    from minivllm.labs.plots import show
-except ImportError:  # FALLBACK until the lab-standard branch lands: display the figure as it is
-    def show(fig) -> None:
-        from IPython.display import display
-
-        display(fig)
+from minivllm.labs.plots import show  # noqa: F401  (the labs' one display call for figures)
 
 
 # ---- figures ------------------------------------------------------------------------------------------

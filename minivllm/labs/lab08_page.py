@@ -165,14 +165,24 @@ def score_values(qids: list[str], values: list) -> tuple[str, object]:
 def show_widget(widget) -> None:
     """Display a widget with a readable text fallback: a saved notebook or a static page without the widget's
     state shows this line instead of `VBox(children=...)`."""
+    import os
+
     from IPython.display import display
 
+    from minivllm.labs.quiz import STATIC_ENV
+
+    note = ("(the live widget version of this quiz appears here when the notebook runs in a kernel; "
+            "the static quiz above works without one)")
+    if os.environ.get(STATIC_ENV):  # the committed notebook: no widget view whose model would be gone
+        display({"text/plain": note, "text/html": f'<p class="mv-widget-note"><span class="lang-en">{note}</span>'
+                 '<span class="lang-zh">（在 kernel 里运行时，这里会出现可交互的 widget 版本；上面的静态测验无需 '
+                 'kernel）</span></p>'}, raw=True)
+        return
     bundle = widget._repr_mimebundle_() if hasattr(widget, "_repr_mimebundle_") else {}
     if isinstance(bundle, tuple):
         bundle = bundle[0]
     bundle = dict(bundle or {})
-    bundle["text/plain"] = ("(the live widget version of this quiz appears here when the notebook runs in a kernel; "
-                            "the static quiz above works without one)")
+    bundle["text/plain"] = note
     display(bundle, raw=True)
 
 

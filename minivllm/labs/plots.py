@@ -107,7 +107,7 @@ PLOTLYJS_NAME = "plotly.min.js"
 # the loader below never runs.
 _PLOTLYJS_PATHS = ["_static/" + PLOTLYJS_NAME, "../_static/" + PLOTLYJS_NAME, "../../_static/" + PLOTLYJS_NAME]
 
-_DRAW = """<div id="{div_id}" class="minivllm-plot" style="height:{height}px; width:100%;"></div>
+_DRAW = """<div id="{div_id}" class="plotly-graph-div minivllm-plot" style="height:{height}px; width:100%;"></div>
 <script type="text/javascript">(function () {{
   var draw = function () {{ Plotly.newPlot("{div_id}", {data}, {layout}, {config}); }};
   if (window.Plotly) {{ draw(); return; }}

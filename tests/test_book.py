@@ -199,9 +199,9 @@ def test_language_switch_shows_one_language_and_remembers(html, server, browser)
     page.screenshot(path=str(SHOTS / "handbook_zh.png"))
     for lab in lab_pages(html):  # notebook cells tagged lang-en / lang-zh follow the same switch
         p.open(lab)
-        if page.locator(".tag_lang-zh").count():
-            assert page.locator(".tag_lang-zh").first.is_visible()
-            assert not page.locator(".tag_lang-en").first.is_visible()
+        zh_p, en_p = page.locator("article p.lang-zh"), page.locator("article p.lang-en")
+        assert zh_p.count() and en_p.count(), f"{lab}: no prose marked by language"
+        assert zh_p.first.is_visible() and not en_p.first.is_visible(), f"{lab}: English prose shows in 中文 mode"
     p.open("handbook/what_graphs_remove.html")
     page.locator('#lang-switch button[data-lang="en"]').click()
     assert en.is_visible() and not zh.is_visible()

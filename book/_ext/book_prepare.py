@@ -70,6 +70,20 @@ def static_outputs(nb: dict, name: str) -> list[str]:
     return problems
 
 
+def mark_language_cells(nb: dict) -> None:
+    """MyST-NB renders markdown cells into the page's sections with no element of their own (only code cells
+    get a `tag_...` class), so a lang-en / lang-zh markdown cell is bracketed by two empty marker divs;
+    lang.js gives every block between them the cell's language class (lang.css then hides the other)."""
+    for cell in nb["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        lang = next((t.removeprefix("lang-") for t in tags if t in ("lang-en", "lang-zh")), None)
+        if cell["cell_type"] != "markdown" or lang is None:
+            continue
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        cell["source"] = (f'<div class="lang-cell-start" data-lang="{lang}"></div>\n\n{src}\n\n'
+                          '<div class="lang-cell-end"></div>')
+
+
 def copy_labs() -> list[str]:
     dest = BOOK / "labs"
     dest.mkdir(exist_ok=True)
@@ -77,6 +91,7 @@ def copy_labs() -> list[str]:
     for nb_path in lab_notebooks():
         nb = json.loads(nb_path.read_text())
         problems += static_outputs(nb, nb_path.stem)
+        mark_language_cells(nb)
         write_if_changed(dest / nb_path.name, json.dumps(nb, ensure_ascii=False, indent=1))
         names.append(nb_path.stem)
     if problems:

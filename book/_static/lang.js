@@ -88,7 +88,25 @@
     setLang(current());
   }
 
+  /* A notebook's lang-en / lang-zh markdown cells have no element of their own in the page: the book's copy
+   * brackets each with div.lang-cell-start[data-lang] ... div.lang-cell-end (book_prepare.py). Walk the
+   * article's blocks in document order and give each block between a pair its language class. */
+  function classNotebookCells() {
+    var article = document.querySelector("article") || document.body;
+    if (!article.querySelector(".lang-cell-start")) { return; }
+    var lang = null;
+    var walk = function (parent) {
+      for (var el = parent.firstElementChild; el; el = el.nextElementSibling) {
+        if (el.classList.contains("lang-cell-start")) { lang = el.getAttribute("data-lang"); continue; }
+        if (el.classList.contains("lang-cell-end") || el.classList.contains("cell")) { lang = null; continue; }
+        if (el.tagName === "SECTION") { walk(el); continue; }
+        if (lang) { el.classList.add("lang-" + lang); }
+      }
+    };
+    walk(article);
+  }
+
   window.minivllmSetLang = setLang;
-  document.addEventListener("DOMContentLoaded", function () { splitTitles(); addSwitch(); });
+  document.addEventListener("DOMContentLoaded", function () { classNotebookCells(); splitTitles(); addSwitch(); });
   window.addEventListener("load", splitTitles);  /* the theme fills some navigation after DOMContentLoaded */
 })();

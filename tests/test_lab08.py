@@ -197,3 +197,19 @@ def test_recorder_runs_lab08(tmp_path):
     out = tmp_path / "lab08.json"
     assert record.main(["lab08", "--out", str(out), "--model", "default"]) == 0
     assert json.loads(out.read_text())["questions"] == len(lab08.QUESTIONS)
+
+
+@pytest.mark.parametrize("e", [e for e in lab08.BANK if e.code], ids=lambda e: e.qid)
+def test_code_links_name_engine_code_that_exists(e):
+    """Each question links into the engine: the file exists and defines the named class / function."""
+    import ast
+
+    from minivllm.labs.common import REPO_ROOT
+
+    path, _, name = e.code.partition("::")
+    src = REPO_ROOT / path
+    assert src.exists(), e.code
+    if name:
+        top = name.split(".")[0]
+        tree = ast.parse(src.read_text())
+        assert any(getattr(n, "name", None) == top for n in tree.body), e.code

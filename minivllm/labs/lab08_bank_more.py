@@ -36,7 +36,7 @@ MORE = (
          "普通 kernel 正是图要录制的。"),
         ("Writing into a preallocated buffer with copy_().", "That is how inputs get into a graph.",
          "用 copy_() 写进预分配的 buffer。", "输入就是这样进入图的。")),
-       lab=L02, code="minivllm/worker/cuda_graph.py::CUDAGraphDispatcher._capture_full_one"),
+       lab=L02, code="minivllm/worker/cuda_graph.py::capture_graphs"),
     mc("lab08.c3", "cuda-graphs", "An article says each captured graph of a 7B model takes ~150 MB, so 10 graphs take "
        "1.5 GB. What do you measure instead?", "文章说 7B 模型每个图约 150 MB，10 个图 1.5 GB。实测如何？",
        "All sizes are captured largest first into one shared pool; smaller graphs reuse its blocks. The pool holds "
@@ -81,7 +81,7 @@ MORE = (
          "batch 维是符号化的：只 trace 一次。")),
        cites=((H + "latency.json", "modes.PIECEWISE.compile_report.attention_splits", "attention splits"),
               (H + "latency.json", "modes.PIECEWISE.compile_report.pieces", "pieces")),
-       lab=L03, code="minivllm/compilation/backend.py::capture_piecewise"),
+       lab=L03, code="minivllm/worker/cuda_graph.py::capture_graphs"),
     mc("lab08.t2", "torch-compile", "Batches of 1, 7, 33 and 200 tokens arrive after startup. How many recompiles does "
        "the engine's compiled forward do?", "启动后来了 1、7、33、200 token 的 batch，编译后的 forward 会重编译几次？",
        "None: the batch dimension is marked dynamic, so one trace covers every size; the recorded run-time recompile "
@@ -93,7 +93,7 @@ MORE = (
         ("It falls back to eager for unseen sizes.", "No fallback happens; the compiled code runs.", "没见过的大小退回 eager。",
          "不会退回，运行的是编译代码。")),
        cites=((H + "latency.json", "modes.PIECEWISE.compile_report.recompiles_at_runtime", "run-time recompiles"),),
-       lab=L04, code="minivllm/compilation/backend.py::compile_model"),
+       lab=L04, code="minivllm/compilation/levels.py::compile_model"),
     mc("lab08.o1", "custom-ops", "Why register paged attention as a custom op (torch.library) for torch.compile?",
        "为什么要把 paged attention 注册为 torch.library 自定义算子？",
        "Dynamo then sees one opaque op with a declared signature instead of Python it cannot trace: no graph breaks, "
@@ -112,7 +112,7 @@ MORE = (
        cites=((H + "attention_unregistered.json", "modes.NONE@L1.compile_report.graph_breaks", "graph breaks, unregistered"),
               (H + "attention_registered.json", "rows.0.tpot_s", "registered, batch 1 TPOT s"),
               (H + "attention_unregistered.json", "rows.0.tpot_s", "unregistered, batch 1 TPOT s")),
-       lab=L03, code="minivllm/compilation/custom_ops.py"),
+       lab=L03, code="minivllm/attention/layer.py"),
     mc("lab08.o2", "custom-ops", "An untraceable custom attention is left unregistered and the model is compiled with "
        "fullgraph=True. What happens?", "未注册且不可 trace 的自定义 attention，用 fullgraph=True 编译，会怎样？",
        "Compilation fails at startup: fullgraph forbids graph breaks. Without fullgraph it breaks the graph (slower); "
@@ -125,7 +125,7 @@ MORE = (
          "更快，因为算子留在 Python。", "graph break 只会花时间。"),
         ("torch.compile registers it automatically.", "Registration is explicit (torch.library).",
          "torch.compile 会自动注册。", "注册必须显式（torch.library）。")),
-       lab=L03, code="minivllm/compilation/custom_ops.py"),
+       lab=L03, code="minivllm/attention/layer.py"),
     mc("lab08.p1", "paged-attention", "What problem does a paged KV cache solve?", "分页 KV Cache 解决了什么问题？",
        "Reserving max_model_len of KV per request wastes most of it; blocks allocated on demand waste at most one "
        "partly-filled block per sequence (<1% of slots on the standard workload at block size 16), so more "

@@ -3,12 +3,11 @@ lab standard accepts, so every lab's questions are held to the same rules."""
 
 from __future__ import annotations
 
-import pytest
 
 from minivllm.labs.quiz import grade
 
-ODD = ("", "ß", "ﬁ", "ŉ", "1", 1, None, "Z", "  ", "AB")
-#: forms of the lab standard's grader (full-width, labelled, "选B"); skipped where this tree's grader predates them
+ODD = ("", "ß", "ﬁ", "ŉ", "1", 1, True, None, "Z", "  ", "AB")
+#: the labelled and Chinese forms the lab standard's grader reads, beside the full-width letter
 EXTENDED = ("{L}.", "{l})", "选{L}", "\uff21")
 
 
@@ -23,8 +22,6 @@ def check_right_answer(q, results) -> None:
 def check_extended_forms(q, results) -> None:
     letter = chr(65 + q.correct)
     forms = [f.format(L=letter, l=letter.lower()) for f in EXTENDED[:3]] + [chr(0xFF21 + q.correct)]
-    if not grade(q, chr(0xFF21 + q.correct), results)[1].startswith(("Correct", "Not quite")):
-        pytest.skip("this tree's grader does not read full-width / labelled answers yet (lab standard)")
     for answer in forms:
         assert grade(q, answer, results)[0], answer
 

@@ -3,7 +3,6 @@ lab standard accepts, so every lab's questions are held to the same rules."""
 
 from __future__ import annotations
 
-
 from minivllm.labs.quiz import grade
 
 ODD = ("", "ß", "ﬁ", "ŉ", "1", 1, True, None, "Z", "  ", "AB")

@@ -10,12 +10,15 @@ launcher's, not the benchmark's. Per case (batch, context, splits, Qwen3-0.6B's 
   ms_graph  the same call captured in a CUDA graph and replayed, L2 flushed before each: the GPU's time
   host_us   CPU time per launcher call (argument binding, launch(es)); when host_us exceeds the flush's
             GPU time, `ms` measures the host instead of the kernel
+Trees whose launcher takes the engine's launch choices as arguments add rows (pf = y) with
+prefetch_metadata=True, the variant a decode step of the engine launches.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import json
 import sys
 import time
@@ -43,7 +46,11 @@ def probe(tree: Path, commit: str) -> dict:
                                              return_mode="median") / 1e6
     del src_t, dst_t
     rows = []
-    for batch, context, forced in CASES:
+    cases = [(b, c, f, {}) for b, c, f in CASES]
+    if "prefetch_metadata" in inspect.signature(td.paged_decode_attention).parameters:
+        # trees where the engine's launch choices are arguments: also time the variant a decode step launches
+        cases += [(b, c, f, {"prefetch_metadata": True}) for b, c, f in CASES if f is None]
+    for batch, context, forced, extra in cases:
         blocks = context // BLOCK_SIZE
         n = batch * blocks + 1
         k_cache = torch.randn(n, BLOCK_SIZE, KV_HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=torch.bfloat16)
@@ -56,7 +63,7 @@ def probe(tree: Path, commit: str) -> dict:
 
         def fn():
             td.paged_decode_attention(q, k_cache, v_cache, bt, seq_lens, HEAD_DIM ** -0.5, out=out,
-                                      num_splits=splits)
+                                      num_splits=splits, **extra)
 
         fn()
         ref = paged_decode_attention_ref(q, k_cache, v_cache, bt, seq_lens, HEAD_DIM ** -0.5)
@@ -78,7 +85,7 @@ def probe(tree: Path, commit: str) -> dict:
         host_us = (time.perf_counter() - t0) / 100 * 1e6
         torch.cuda.synchronize()
         nbytes = 2 * batch * context * KV_HEADS * HEAD_DIM * 2 + 2 * q.numel() * 2
-        rows.append({"batch": batch, "context": context, "num_splits": splits, "auto": forced is None,
+        rows.append({"batch": batch, "context": context, "num_splits": splits, "auto": forced is None, **extra,
                      "ms": ms, "ms_graph": ms_graph, "host_us": host_us, "rel_err": err,
                      "frac_of_copy": nbytes / ms / 1e6 / copy_gbps,
                      "frac_of_copy_graph": nbytes / ms_graph / 1e6 / copy_gbps})
@@ -91,14 +98,14 @@ def summary(res: Path) -> None:
     order = [line.split()[1] for line in (res / "commits.txt").read_text().splitlines()
              if line.startswith("bisect_")] if (res / "commits.txt").exists() else []
     files = {json.loads(f.read_text())["commit"]: f for f in res.glob("bisect_*.json")}
-    print(f"{'commit':<10}{'kernel':<14}{'batch':>6}{'ctx':>6}{'splits':>7}{'ms':>9}{'of copy':>9}"
+    print(f"{'commit':<10}{'kernel':<14}{'pf':>3}{'batch':>6}{'ctx':>6}{'splits':>7}{'ms':>9}{'of copy':>9}"
           f"{'graph ms':>10}{'of copy':>9}{'host us':>9}")
     for c in order + sorted(set(files) - set(order)):
         if c not in files:
             continue
         d = json.loads(files[c].read_text())
         for r in d["rows"]:
-            print(f"{c:<10}{d['decode_kernel_sha256']:<14}{r['batch']:>6}{r['context']:>6}{r['num_splits']:>7}"
+            print(f"{c:<10}{d['decode_kernel_sha256']:<14}{'y' if r.get('prefetch_metadata') else '':>3}{r['batch']:>6}{r['context']:>6}{r['num_splits']:>7}"
                   f"{r['ms']:>9.4f}{r['frac_of_copy']:>9.1%}{r['ms_graph']:>10.4f}{r['frac_of_copy_graph']:>9.1%}"
                   f"{r['host_us']:>9.1f}")
 

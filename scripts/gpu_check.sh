@@ -35,7 +35,7 @@ if [ "${1:-}" = prepare-trees ]; then
 fi
 
 OUT=${OUT:-/tmp/minivllm_out}
-RES=/tmp/minivllm_results
+RES=${MINIVLLM_RESULTS_DIR:-/tmp/minivllm_results}  # two invocations side by side need two
 mkdir -p "$OUT" "$RES"
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 PY=python3
@@ -68,11 +68,15 @@ step() {
 BENCH="$PY -m minivllm.cli bench"  # word-split on purpose: `step` runs its command through timeout
 
 # ---- stages -------------------------------------------------------------------------------------------------
-tests() {
-  TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_graphs 330 $PY -m pytest -q -p no:cacheprovider \
-    tests/test_cuda_graphs_gpu.py "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
-  TAILN=15 step tests_kernels 300 $PY -m pytest -q -p no:cacheprovider tests/test_kernels.py \
-    tests/test_elementwise_kernels.py tests/test_custom_op_selection.py
+tests() {  # TESTS="graphs" or "kernels" runs one half; PYTEST_K="expr" passes -k to both
+  local k=(); [ -n "${PYTEST_K:-}" ] && k=(-k "$PYTEST_K")
+  [[ " ${TESTS:-graphs kernels} " == *" graphs "* ]] && TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_graphs 330 \
+    $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/test_cuda_graphs_gpu.py \
+    "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
+  [[ " ${TESTS:-graphs kernels} " == *" kernels "* ]] && TAILN=15 step tests_kernels 300 \
+    $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/test_kernels.py tests/test_elementwise_kernels.py \
+    tests/test_custom_op_selection.py
+  return 0
 }
 latency() {
   TAILN=40 step latency 330 $BENCH latency --model "$CK" --max-model-len 512 \
@@ -103,8 +107,10 @@ labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing th
   done
   # every notebook end to end, GPU-only cells included (the make target would build a venv: the device has
   # no internet, so the same command runs with the machine's python and the carried wheels)
-  [ "${LABS_GPU:-1}" = 1 ] && TAILN=30 step labs_gpu 400 $PY -m minivllm.labs.build --gpu "$RES/labs_gpu" \
-    ${LABS_GPU_PATTERN:-}
+  # (LABS_GPU_PATTERN="03" runs only the notebooks whose name holds it)
+  [ "${LABS_GPU:-1}" = 1 ] && TAILN=30 step labs_gpu "${LABS_GPU_CAP_S:-540}" $PY -m minivllm.labs.build \
+    --gpu "$RES/labs_gpu" ${LABS_GPU_PATTERN:-}
+  return 0
 }
 
 # tree COMMIT: a directory holding COMMIT's minivllm/ (a git worktree, or the prepared tarball unpacked)
@@ -178,7 +184,10 @@ two_lanes() {
 log "env (tree $MINIVLLM_GIT_COMMIT)"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 $PY -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
-[ -d "$CK" ] || $PY -m minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 "$CK" >/dev/null
+if [ ! -d "$CK" ]; then  # written aside and renamed: a second invocation started beside this one never reads half
+  $PY -m minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 "$CK.$$" >/dev/null \
+    && { mv -T "$CK.$$" "$CK" 2>/dev/null || rm -rf "$CK.$$"; }
+fi
 NGPU=$(nvidia-smi -L | wc -l)
 STAGES="${*:-all}"
 for stage in $STAGES; do

@@ -107,7 +107,7 @@ labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing th
   done
   # every notebook end to end, GPU-only cells included (the make target would build a venv: the device has
   # no internet, so the same command runs with the machine's python and the carried wheels)
-  # (LABS_GPU_PATTERN="03" runs only the notebooks whose name holds it)
+  # (LABS_GPU_PATTERN="03 05" runs only the notebooks whose name holds one of them, in that order)
   [ "${LABS_GPU:-1}" = 1 ] && TAILN=30 step labs_gpu "${LABS_GPU_CAP_S:-540}" $PY -m minivllm.labs.build \
     --gpu "$RES/labs_gpu" ${LABS_GPU_PATTERN:-}
   return 0

@@ -243,7 +243,7 @@ print(lab02.modes_table(here))
 
 # %% tags=["nbval-skip"] id="gpu-mode-toggle"
 if gpu_only("The live cudagraph_mode toggle"):
-    show(lab02.mode_toggle(lab_model("qwen3-0.6b")))
+    display(lab02.mode_toggle(lab_model("qwen3-0.6b")))
 
 # %% [markdown]
 # ## 8. Try it yourself · 动手练习

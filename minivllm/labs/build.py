@@ -1,7 +1,7 @@
 """Regenerate every lab notebook from its Python source, executed, keeping outputs and execution counts.
 
     python -m minivllm.labs.build             # every labs/src/*.py -> labs/*.ipynb, executed (make labs)
-    python -m minivllm.labs.build 01          # only the labs whose file name contains "01"
+    python -m minivllm.labs.build 01 03       # only the labs whose file name contains "01" or "03"
     python -m minivllm.labs.build --check     # exit 1 if a notebook's cells no longer match its source
     python -m minivllm.labs.build --gpu OUT   # on a CUDA machine: run every notebook end to end, GPU-only
                                               # cells included, into OUT/ (make labs-gpu); fails on any error
@@ -102,8 +102,13 @@ def _pythonpath() -> str:
     return str(REPO_ROOT) + (os.pathsep + rest if rest else "")
 
 
-def sources(pattern: str = "") -> list[Path]:
-    return [p for p in sorted(SRC_DIR.glob("*.py")) if pattern in p.stem]
+def sources(patterns: list[str] | str = "") -> list[Path]:
+    """The lab sources whose name holds one of the patterns, in the patterns' order (all labs: none given)."""
+    patterns = [patterns] if isinstance(patterns, str) else (patterns or [""])
+    found: list[Path] = []
+    for pattern in patterns:
+        found += [p for p in sorted(SRC_DIR.glob("*.py")) if pattern in p.stem and p not in found]
+    return found
 
 
 def cells_match(src: Path, nb_path: Path) -> list[str]:
@@ -152,16 +157,17 @@ def run_on_gpu(srcs: list[Path], out_dir: Path, timeout: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m minivllm.labs.build", description=__doc__.splitlines()[0])
-    ap.add_argument("pattern", nargs="?", default="", help="only labs whose source name contains this")
+    ap.add_argument("patterns", nargs="*", metavar="pattern",
+                    help="only labs whose source name contains one of these, in this order")
     ap.add_argument("--check", action="store_true", help="only check notebooks match their sources")
     ap.add_argument("--no-execute", action="store_true", help="write the notebooks without running them")
     ap.add_argument("--gpu", metavar="OUT_DIR", help="execute every cell on this CUDA machine into OUT_DIR "
                                                      "(labs/ untouched); exit 1 if any cell fails")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
     args = ap.parse_args(argv)
-    srcs = sources(args.pattern)
+    srcs = sources(args.patterns)
     if not srcs:
-        ap.error(f"no lab source matches {args.pattern!r} in {SRC_DIR}")
+        ap.error(f"no lab source matches {' '.join(args.patterns)!r} in {SRC_DIR}")
     if args.check:
         diffs = [d for s in srcs for d in cells_match(s, LABS_DIR / f"{s.stem}.ipynb")]
         print("\n".join(diffs) or f"{len(srcs)} lab notebook(s) match their sources")

@@ -68,12 +68,12 @@ step() {
 BENCH="$PY -m minivllm.cli bench"  # word-split on purpose: `step` runs its command through timeout
 
 # ---- stages -------------------------------------------------------------------------------------------------
-tests() {  # TESTS="graphs" or "kernels" runs one half; PYTEST_K="expr" passes -k to both
-  local k=(); [ -n "${PYTEST_K:-}" ] && k=(-k "$PYTEST_K")
+tests() {  # TESTS="graphs" or "kernels" runs one half; PYTEST_K="expr" passes -k to both, PYTEST_ARGS more
+  local k=(${PYTEST_ARGS:-}); [ -n "${PYTEST_K:-}" ] && k+=(-k "$PYTEST_K")
   [[ " ${TESTS:-graphs kernels} " == *" graphs "* ]] && TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_graphs 330 \
     $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/test_cuda_graphs_gpu.py \
     "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
-  [[ " ${TESTS:-graphs kernels} " == *" kernels "* ]] && TAILN=15 step tests_kernels 300 \
+  [[ " ${TESTS:-graphs kernels} " == *" kernels "* ]] && TAILN=15 step tests_kernels "${TESTS_KERNELS_CAP_S:-300}" \
     $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/test_kernels.py tests/test_elementwise_kernels.py \
     tests/test_custom_op_selection.py
   return 0
@@ -159,7 +159,7 @@ ab() {  # the must-not-change A/B: old and new tree alternate, so drift of the m
 BISECT_DEFAULT="40cba88 fec5d27 f22a734 1fdd512 2d4d9b8 0ab2903 2a63dee 853377a 4fff55c 4456147 288d026 b2aa4ed"
 bisect_kernels() {
   local c dir
-  for c in ${MINIVLLM_BISECT_COMMITS:-$BISECT_DEFAULT} this; do
+  for c in this ${MINIVLLM_BISECT_COMMITS:-$BISECT_DEFAULT}; do  # this tree first: the figure that holds
     if [ "$c" = this ]; then dir=$ROOT; c=$MINIVLLM_GIT_COMMIT; else dir=$(tree "$c") || continue; fi
     # the probe times that tree's decode kernel three ways: as bench kernels does (do_bench from the host),
     # replayed from a CUDA graph, and the launcher's host time; a method change cannot hide in it

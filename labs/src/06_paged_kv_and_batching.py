@@ -177,9 +177,9 @@ here["preemption"] = lab06.preemption(model, new_tokens=8)
 print(preemption_table(here))
 
 # %% tags=["nbval-ignore-output"]
-workload = lab06.CPU_WORKLOAD if device.kind == "cpu" else {**lab06.STANDARD_WORKLOAD, "num_requests": 32}
+workload = lab06.CPU_WORKLOAD if device.kind == "cpu" else lab06.SMALL_GPU_WORKLOAD
 here["workload"] = {"spec": workload, "rows": lab06.workload_sweep(model, workload, lab06.sweep_configs(True),
-                                                                  128 if device.kind == "cpu" else 2048)}
+                                                                  128 if device.kind == "cpu" else 512)}
 print(sweep_table(here))
 here["chunked"] = [lab06.chunked_prefill(model, True, 32, 96, short_new=6, max_model_len=128),
                    lab06.chunked_prefill(model, False, 128, 96, short_new=6, max_model_len=128)]

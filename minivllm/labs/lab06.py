@@ -37,6 +37,8 @@ RESULTS = "assets/results/h200/lab06.json"
 STANDARD_WORKLOAD = {"num_requests": 256, "input_len": [100, 1024], "output_len": [100, 1024]}
 #: The same shape, scaled down for a CPU (seconds, not minutes).
 CPU_WORKLOAD = {"num_requests": 5, "input_len": [8, 40], "output_len": [3, 6]}
+#: The "run it here" cell on a GPU: the embedded model has 512 positions, so prompt + output stay below 512.
+SMALL_GPU_WORKLOAD = {"num_requests": 32, "input_len": [100, 256], "output_len": [100, 255]}
 BLOCK_SIZES = (8, 16, 32)
 
 

@@ -16,6 +16,7 @@ from minivllm.layers.custom_op import KNOWN_OPS, NATIVE, CustomOpSelection, Uses
 from minivllm.layers.layernorm import RMSNorm
 
 pytest.importorskip("triton")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: the kernels run under the interpreter
 
 
 def test_from_spec_resolves_all_none_plus_minus_in_order():
@@ -51,7 +52,7 @@ def _tiny_model(tmp_path, name: str):
     model = DecoderModel(cfg)
     for i, p in enumerate(model.parameters()):  # the layers allocate with torch.empty
         p.data.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(i)) * 0.1 + (p.dim() == 1))
-    return model
+    return model.to(DEVICE)
 
 
 def _spy_norms(monkeypatch) -> Counter:
@@ -84,7 +85,7 @@ def test_two_models_keep_their_own_selection(tmp_path, monkeypatch):
     attach_custom_ops(b, CustomOpSelection.from_spec(["none"], True))
     assert all(m.custom_ops is sel_a for m in a.modules() if isinstance(m, UsesCustomOps))
     calls = _spy_norms(monkeypatch)
-    ids, pos = torch.tensor([3, 1, 4]), torch.arange(3)
+    ids, pos = torch.tensor([3, 1, 4], device=DEVICE), torch.arange(3, device=DEVICE)
     with torch.no_grad(), set_forward_context(None, "triton"):  # no KV cache: attention is the identity
         out_a = a(ids, pos)
         b(ids, pos)
@@ -148,8 +149,8 @@ def test_compiled_model_traces_its_selection_with_no_graph_break(tmp_path):
 
         compiled = torch.compile(model, fullgraph=True, backend=backend)
         with torch.inference_mode(), set_forward_context(None, "triton"):
-            out = compiled(torch.tensor([3]), torch.tensor([0]))
-            torch.testing.assert_close(out, model(torch.tensor([3]), torch.tensor([0])), rtol=0, atol=0)
+            ids, pos = torch.tensor([3], device=DEVICE), torch.tensor([0], device=DEVICE)
+            torch.testing.assert_close(compiled(ids, pos), model(ids, pos), rtol=0, atol=0)
         assert sum(counters["graph_break"].values()) == 0
         traced[spec[-1]] = {s.removeprefix("minivllm.") for s in seen if s.startswith("minivllm.")}
     torch._dynamo.reset()

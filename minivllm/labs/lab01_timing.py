@@ -54,14 +54,18 @@ def _stat(times: list[float], scale: float) -> tuple[float, list[float]]:
 @contextmanager
 def quiet_stderr() -> Iterator[None]:
     """Send the process's C-level stderr (fd 2) to /dev/null for a moment: the profiler's library prints
-    "USDT: ... profiler_start" lines there, which a notebook would show in a red box."""
+    "USDT: ... profiler_start" lines there, which a notebook would show in a red box. The profiler's Python
+    warning about clearing events per cycle (torch 2.11 on CUDA; this lab profiles one cycle) goes too."""
     import sys
+    import warnings
 
     sys.stderr.flush()
     saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 2)
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+            yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)

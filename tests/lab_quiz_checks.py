@@ -41,3 +41,13 @@ def check_odd_input(q, results) -> None:
         assert isinstance(ok, bool) and isinstance(text, str) and text
         if answer in ("", None, "ß", "ﬁ", "ŉ", "  ", "AB", "Z"):
             assert ok is False, answer
+
+
+def check_answer_positions(questions, min_distinct: int) -> None:
+    """The right answers sit at several letters and are never the longest option; every option has its
+    Chinese text and explanation."""
+    assert len({q.correct for q in questions}) >= min_distinct
+    for q in questions:
+        lengths = [len(o.text) for o in q.options]
+        assert lengths[q.correct] < max(lengths), q.qid
+        assert all(o.text_zh and o.why_zh for o in q.options), q.qid

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,9 +57,11 @@ print(json.dumps({"triton": triton.__version__, "tile_n": tile_n, "num_warps": n
 
 
 def codegen(tree: Path) -> dict:
-    """Compile in a child process: each tree imports its own minivllm."""
+    """Compile in a child process: each tree imports its own minivllm (and under the interpreter, which
+    TRITON_INTERPRET=1 would select, nothing is compiled)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", _CHILD, str(tree.resolve())], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env=env)
     line = (proc.stdout.strip().splitlines() or [""])[-1]
     if proc.returncode or not line.startswith("{"):
         return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}

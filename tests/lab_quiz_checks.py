@@ -51,3 +51,11 @@ def check_answer_positions(questions, min_distinct: int) -> None:
         lengths = [len(o.text) for o in q.options]
         assert lengths[q.correct] < max(lengths), q.qid
         assert all(o.text_zh and o.why_zh for o in q.options), q.qid
+
+
+def check_grader(q, results) -> None:
+    """Every rule above for one question against one set of results."""
+    check_right_answer(q, results)
+    check_extended_forms(q, results)
+    check_wrong_answers(q, results)
+    check_odd_input(q, results)

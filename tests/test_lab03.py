@@ -15,8 +15,7 @@ pytest.importorskip("plotly", reason="needs the labs extras: pip install -e .[la
 from minivllm.labs import lab03
 from minivllm.labs.catalog import VERDICTS, resolve_key
 from minivllm.labs.common import REPO_ROOT, lab_model
-from tests.lab_quiz_checks import (check_answer_positions, check_extended_forms, check_odd_input, check_right_answer,
-                                   check_wrong_answers)
+from tests.lab_quiz_checks import check_answer_positions, check_grader
 
 QUESTIONS = (lab03.Q1, lab03.Q2, lab03.Q3, lab03.Q4)
 
@@ -64,10 +63,7 @@ GPU = {
 # ---- graders (the lab standard's rules, tests/lab_quiz_checks.py) -------------------------------------------
 @pytest.mark.parametrize("q", QUESTIONS, ids=lambda q: q.qid)
 def test_graders(q):
-    check_right_answer(q, GPU)
-    check_extended_forms(q, GPU)
-    check_wrong_answers(q, GPU)
-    check_odd_input(q, GPU)
+    check_grader(q, GPU)
 
 
 def test_right_answers_spread_and_not_the_longest():

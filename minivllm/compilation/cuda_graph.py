@@ -99,7 +99,7 @@ class CUDAGraphWrapper:
     def release(self) -> None:
         """Free every graph and drop the wrapped callable. Dynamo may keep a compiled graph (and so this
         wrapper, one of its pieces) alive after the engine is gone; nothing of the engine stays with it."""
-        self.graphs.clear()
+        self.clear()
         self.runnable = released
         self.pool = None
 

@@ -131,6 +131,21 @@ if rec:
     print(chunked_table(rec))
 
 # %% [markdown] tags=["lang-en"]
+# Chunked prefill did what it promises, and no more: with a budget of 256 no step held more than 256 tokens,
+# against one step of 1,539 unchunked. It did not shorten the decoders' worst wait here. A step that is not a
+# decode-only graph replay runs eagerly, and an eager step of this model costs about the same at any token count
+# (see `step_ms` in lab06.json: unchunked, 26 ms for 24 tokens and 29 ms for 1,539). So the longest step with
+# decodes was 45 ms chunked against 29 ms unchunked. Why the chunked configuration's eager steps cost 44-45 ms
+# rather than 26-29 ms was not measured. Chunking pays off where prefill time grows with tokens: larger models
+# and longer prompts.
+
+# %% [markdown] tags=["lang-zh"]
+# chunked prefill 做到了它承诺的，也仅此而已：预算 256 时没有一步超过 256 个 token，不分块时则是一步 1,539 个。它在这里
+# 没有缩短 decode 最坏的等待：不是纯 decode 图重放的步以 eager 运行，而这个模型的 eager 步耗时几乎与 token 数无关（lab06.json
+# 的 `step_ms`：不分块时 24 个 token 26 ms，1,539 个 29 ms）。所以有 decode 的最长一步分块时 45 ms，不分块 29 ms。分块配置下
+# eager 步为何是 44-45 ms 而不是 26-29 ms，这里没有测。模型更大、prompt 更长、prefill 耗时随 token 增长时，分块才划算。
+
+# %% [markdown] tags=["lang-en"]
 # ### g) Paging under CUDA graphs: the article's three claims
 # The decode graph reads the block table from a persistent buffer ([worker/input_batch.py](../minivllm/worker/input_batch.py)
 # `InputBatch.block_tables`); the runner copies each step's block ids into it. Below: FULL-graph replays in steps

@@ -211,11 +211,21 @@ MORE = (
        lab=L01, code="minivllm/engine/llm_engine.py::LLMEngine.step"),
     mc("lab08.f1", "chunked-prefill", "A 1,536-token prompt arrives while 3 requests decode. What does chunked prefill change?",
        "3 条请求 decode 时来了 1,536 token 的 prompt，chunked prefill 改变了什么？",
-       "The prompt is cut into pieces of at most the token budget, each sharing a step with the decodes, so no "
-       "decode waits for one huge step: the worst inter-token latency is bounded; the long prompt's TTFT grows a little.",
-       "prompt 被切成不超过 token 预算的小块，每块与 decode 同一步执行，decode 不必等一个巨大的步：最坏的 token 间延迟有上限；"
-       "长 prompt 的 TTFT 稍变长。",
-       ("It bounds the longest step the decoders wait for.", "Right.", "限制了 decode 要等的最长一步。", "对。"),
+       "The prompt is cut into pieces of at most the token budget, each sharing a step with the decodes, so no step "
+       "holds more than the budget, and the long prompt's TTFT grows. That shortens the decoders' worst wait only "
+       "where a step's time grows with its tokens. In Lab 06's H200 recording it did not: a step that is not a "
+       "decode-only graph replay runs eagerly and costs about the same at any token count (unchunked: 26 ms for 24 "
+       "tokens, 29 ms for 1,539), so the longest step with decodes was 45 ms chunked against 29 ms unchunked. "
+       "Chunking pays off where prefill time grows with tokens: larger models, longer prompts.",
+       "prompt 被切成不超过 token 预算的小块，每块与 decode 同一步执行，任何一步都不超过预算，长 prompt 的 TTFT 变长。"
+       "只有当一步的耗时随 token 数增长时，这才缩短 decode 最坏的等待。Lab 06 的 H200 记录里并非如此：不是纯 decode 图重放的步"
+       "以 eager 运行，耗时几乎与 token 数无关（不分块：24 个 token 26 ms，1,539 个 29 ms），所以有 decode 的最长一步分块时 45 ms，"
+       "不分块 29 ms。模型更大、prompt 更长、prefill 耗时随 token 增长时，分块才划算。",
+       ("It caps the tokens of every step at the budget.",
+        "Right: no step held more than 256 tokens chunked (1,539 unchunked); what that does to the decoders' wait "
+        "depends on whether step time grows with tokens: see the times cited.",
+        "把每一步的 token 数限制在预算以内。",
+        "对：分块时没有一步超过 256 个 token（不分块 1,539）；这对 decode 等待的影响取决于步耗时是否随 token 增长，见引用的时间。"),
        (("It makes the long prompt's own TTFT shorter, because each small chunk is processed faster than the whole prompt.", "Chunking spreads it over steps: TTFT grows.", "让长 prompt 的 TTFT 更短。",
          "分块分散到多步：TTFT 变长。"),
         ("It lets the prompt skip the KV cache.", "Every chunk's K/V is stored.", "让 prompt 跳过 KV Cache。", "每块的 K/V 都会存。"),

@@ -108,7 +108,7 @@ if rec:
 # The handbook's "1000+ kernels" is about kernels, so it is compared with kernels only, scaled to 80 layers.
 #
 # The last line compares cost per op: the time to enqueue one eager step divided by the ops it dispatches is
-# an order of magnitude more than a tiny ATen op from a) (about 12 times in the recording). The engine's ops are mostly Triton kernels launched from
+# an order of magnitude more than a tiny ATen op from a) (about 10 times in the recording). The engine's ops are mostly Triton kernels launched from
 # Python (a wrapper computing strides and the grid, then Triton's launcher), plus the model's own Python
 # between them; both cost far more per op than `x.add_(1)`. This is what a graph removes at decode time.
 
@@ -120,7 +120,7 @@ if rec:
 # 指 kernel，所以只拿 kernel 和它比，并换算到 80 层。
 #
 # 最后一行比较每个算子的成本：一个 eager 步的排队时间除以它分发的算子数，比 a) 中的 ATen 小算子高一个数量级
-# （记录中约 12 倍）。
+# （记录中约 10 倍）。
 # 引擎的算子大多是从 Python 启动的 Triton kernel（先由包装函数算 stride 和 grid，再走 Triton 的 launcher），
 # 再加上模型自身在算子之间的 Python 代码；两者每个算子都比 `x.add_(1)` 贵得多。decode 时 CUDA Graph 去掉的
 # 正是这部分。
@@ -323,8 +323,8 @@ show_quiz(lab01.Q4, rec or here)
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# 1. About the same per op, a little more: the synchronisation at the end of each timed call is shared by fewer
-#    ops. Launch cost is paid per op, so a graph's gain scales with the number of kernels.
+# 1. Noticeably more per op (about 1.5x in the stored runs): the synchronisation at the end of each timed call
+#    is shared by only 10 ops. Launch cost is paid per op, so a graph's gain scales with the number of kernels.
 # 2. On a CPU the TPOT grows with the batch (the CPU does the math). On a GPU with this tiny model it barely
 #    moves: the step is CPU-bound, as c) shows for every batch up to 256 with the 0.6B model.
 #
@@ -341,7 +341,7 @@ show_quiz(lab01.Q4, rec or here)
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# 1. 每个算子的成本差不多，略高一点：每次计时末尾的同步由更少的算子分摊。launch 成本按算子付，所以 graph 的收益
+# 1. 每个算子明显更贵（保存的结果里约 1.5 倍）：每次计时末尾的同步只由 10 个算子分摊。launch 成本按算子付，所以 graph 的收益
 #    随 kernel 数增长。
 # 2. CPU 上 TPOT 随 batch 增长（计算由 CPU 完成）。GPU 上用这个很小的模型几乎不变：这一步受 CPU 限制，c) 中
 #    0.6B 模型直到 batch 256 都是如此。
@@ -358,7 +358,7 @@ print(lab01.launch_table({"launch_overhead": lab01.launch_overhead(n_ops=10, rep
 # gain if the GPU is the bottleneck. Here the eager step is nearly all exposed CPU time at every batch size.
 #
 # **Q4.** A graph replays one shape only; capturing costs time and memory and would stall serving; padding a
-# memory-bound decode step to the next captured size is cheap (within noise in c).
+# memory-bound decode step to the next captured size is cheap (in c, the padded batch 8 ran no slower than batch 5).
 #
 # </details>
 
@@ -369,7 +369,7 @@ print(lab01.launch_table({"launch_overhead": lab01.launch_overhead(n_ops=10, rep
 # 本实验中每个 batch 的 eager 步几乎全是暴露的 CPU 时间。
 #
 # **Q4.** graph 只能重放一个 shape；捕获耗时又占显存，会卡住服务；把受显存带宽限制的 decode 步 pad 到下一个
-# 已捕获尺寸很便宜（c 中在噪声范围内）。
+# 已捕获尺寸很便宜（c 中 pad 到 8 的 batch 并不比 batch 5 慢）。
 #
 # </details>
 

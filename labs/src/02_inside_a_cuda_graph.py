@@ -109,14 +109,15 @@ if gpu_only("Running the capture/replay cells"):
 # `EngineConfig.capture_sizes`): 1, 2, 4, then every 8 up to 256, then every 16, up to
 # `min(2 x max_num_seqs, 512)` unless `max_cudagraph_capture_size` or an explicit `cudagraph_capture_sizes`
 # says otherwise. FULL graphs are captured for the sizes up to `max_num_seqs` (a decode batch has one token
-# per sequence); PIECEWISE graphs, keyed by token count, for all of them. So `max_num_seqs` caps the batch;
+# per sequence); PIECEWISE graphs, keyed by token count, for all of them from 2 tokens up (a 1-token step
+# replays size 2). So `max_num_seqs` caps the batch;
 # it is not the number of graphs, and there is no graph per sequence.
 
 # %% [markdown] tags=["lang-zh"]
 # 引擎用 vLLM 的规则（[config.py](../minivllm/config.py) 的 `default_capture_sizes`、`EngineConfig.capture_sizes`）：
 # 1、2、4，然后每 8 一档到 256，再每 16 一档，上限 `min(2 x max_num_seqs, 512)`，除非设置了
 # `max_cudagraph_capture_size` 或显式的 `cudagraph_capture_sizes`。FULL 图只捕获不超过 `max_num_seqs` 的 size
-# （decode 时每个序列一个 token）；按 token 数区分的 PIECEWISE 分段图则捕获全部。所以 `max_num_seqs` 限制的是
+# （decode 时每个序列一个 token）；按 token 数区分的 PIECEWISE 分段图则从 2 个 token 起全部捕获（1 个 token 的步重放 size 2）。所以 `max_num_seqs` 限制的是
 # batch 大小，不是图的个数，也不存在“每个序列一个图”。
 
 # %% tags=["nbval-check-output"]

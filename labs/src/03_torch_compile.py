@@ -167,14 +167,15 @@ print(lab03.configs_table(here))
 # The handbook lists three scopes: the whole model, each layer ("the default"), selected ops. The engine has
 # all three at level 1 (`compile_scope`), and level 3 does what vLLM does: **one trace of the whole forward,
 # split at attention**. Recorded (Dynamo only, so the counts are Dynamo's): traces at startup, traces added
-# while serving, and level 3's pieces. With `layer`, every layer instance is traced on its own; with `ops`
-# every small op module; with level 3, one trace gives `layers + 1` pieces.
+# while serving, and level 3's pieces. With `layer`, every layer instance is traced on its own; with `ops`, only
+# the small ops' PyTorch forwards are compiled, and here none of them runs (the hand-written kernels are in use),
+# so the record shows 0 traces; with level 3, one trace gives `layers + 1` pieces.
 
 # %% [markdown] tags=["lang-zh"]
 # 手册列了三种范围：整个模型、每层（“默认”）、选定算子。引擎在 level 1 下三种都支持（`compile_scope`），level 3 则是
 # vLLM 的做法：**整个前向 trace 一次，在 attention 处切开**。记录（只跑 Dynamo，计数都是 Dynamo 的）：启动时的 trace 数、
-# 服务时新增的 trace 数、level 3 的分段数。`layer` 时每个层实例各 trace 一次；`ops` 时每个小算子模块各一次；level 3 一次 trace
-# 得到 `层数 + 1` 段。
+# 服务时新增的 trace 数、level 3 的分段数。`layer` 时每个层实例各 trace 一次；`ops` 时只编译小算子的 PyTorch forward，而这里一个都没执行
+# （用的是手写 kernel），所以记录是 0 次 trace；level 3 一次 trace 得到 `层数 + 1` 段。
 
 # %% tags=["nbval-check-output"]
 print(lab03.scopes_table(rec))
@@ -222,16 +223,19 @@ if rec:
 print(lab03.Q2.evidence(None))
 
 # %% [markdown] tags=["lang-en"]
-# **Verdict on "两者叠加最佳".** The first half, "they can be stacked", holds: the engine's default on a GPU
-# runs compiled pieces inside PIECEWISE graphs. "Best" holds only when compile has something left to fuse:
-# with PyTorch's own ops, level 3 + graphs is about 2.5x faster than graphs alone; with the hand-fused
-# kernels, adding compile to graphs was 0.94x at batch 64 (slower), because Inductor's generated kernels replace
-# hand-written ones that were already fused.
+# **Verdict on "两者叠加最佳".** The first half, "they can be stacked", holds: at level 3 the engine runs
+# compiled pieces inside PIECEWISE graphs. "Best" holds only when compile has something left to fuse: with
+# PyTorch's own ops, level 3 + graphs is 2.8x faster than graphs alone at batch 1 in this record (3.71 -> 1.33
+# ms; about 2.5x in compile_custom_ops_none.json). With the hand-fused kernels kept, adding compile to graphs
+# was slower at batch 1 (0.90x: 1.00 vs 0.90 ms, beyond the spread) and within the spread at batch 64. When
+# Inductor's kernels replace the hand-fused ones (compile_vs_graphs.json, one run each), it was 0.94x at batch 64.
 
 # %% [markdown] tags=["lang-zh"]
-# **对“两者叠加最佳”的结论。** 前一半“可以叠加”成立：引擎在 GPU 上的默认配置就是在 PIECEWISE 图里跑编译后的分段。
-# “最佳”只在 compile 还有可融合的东西时成立：用 PyTorch 自带算子时，level 3 + 图比只用图快约 2.5 倍；用手工融合的
-# kernel 时，在图上再加 compile 在 batch 64 只有 0.94 倍（更慢），因为 Inductor 生成的 kernel 替换掉了本来就已融合的手写 kernel。
+# **对“两者叠加最佳”的结论。** 前一半“可以叠加”成立：level 3 时引擎就是在 PIECEWISE 图里跑编译后的分段。
+# “最佳”只在 compile 还有可融合的东西时成立：用 PyTorch 自带算子时，本记录中 batch 1 的 level 3 + 图比只用图快 2.8 倍
+# （3.71 -> 1.33 ms；compile_custom_ops_none.json 里约 2.5 倍）。保留手工融合的 kernel 时，在图上再加 compile 在 batch 1
+# 更慢（0.90 倍：1.00 对 0.90 ms，超出波动），batch 64 则在波动范围内。让 Inductor 的 kernel 替换手工融合的 kernel 时
+# （compile_vs_graphs.json，各跑一次），batch 64 为 0.94 倍。
 
 # %% tags=["nbval-skip"] id="gpu-grid"
 if gpu_only("The graphs / compile / both grid"):

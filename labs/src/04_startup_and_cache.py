@@ -78,14 +78,16 @@ except RecordedResultsMissing as e:
 #
 # One bar per phase, one colour per engine (the buttons show one engine at a time). torch.compile is split
 # by PyTorch's own timers into **Dynamo** (tracing the Python bytecode into an FX graph) and **AOT autograd +
-# Inductor** (generating and compiling kernels); *compile (other)* is the first run over a dummy batch.
+# Inductor** (the compiler backend: at level 3 the split at attention plus Inductor generating and compiling
+# kernels; at level 0 the split only); *compile (other)* is the first run over a dummy batch.
 # Compare each with the handbook's column, and note *graphs traced*: one graph for every batch size.
 
 # %% [markdown] tags=["lang-zh"]
 # ### a) 启动阶段
 #
 # 每个阶段一根柱子，每种引擎一种颜色（按钮可以只看一种）。torch.compile 按 PyTorch 自己的计时拆成
-# **Dynamo**（把 Python 字节码 trace 成 FX 图）和 **AOT autograd + Inductor**（生成并编译 kernel）；
+# **Dynamo**（把 Python 字节码 trace 成 FX 图）和 **AOT autograd + Inductor**（编译器后端：level 3 时是在 attention
+# 处切分再由 Inductor 生成并编译 kernel；level 0 时只有切分）；
 # *compile (other)* 是编译后在 dummy batch 上的第一次运行。逐项对照手册那一栏，并注意 *graphs traced*：
 # 所有 batch size 共用一张图。
 

@@ -13,7 +13,7 @@
 # - **b)** a request's block table growing, block by block;
 # - **c)** internal fragmentation for block sizes 8 / 16 / 32;
 # - **d)** prefix caching: requests with a shared prompt hold the *same* physical blocks (reference counts);
-# - **e)** preemption when blocks run out, with every request still producing the same tokens;
+# - **e)** preemption when blocks run out, with every request still finishing (its tokens kept, its K/V recomputed);
 # - **f)** throughput and TTFT / TPOT against `max_num_seqs`, `max_num_batched_tokens` and chunked prefill on
 #   nano-vllm's workload (256 requests, prompt and output lengths uniform in [100, 1024]);
 # - **g)** the article's claims about paging and graphs: a "conflict" between PagedAttention and CUDA graphs,
@@ -31,7 +31,7 @@
 # - **b)** 一个请求的 block table 如何逐块增长；
 # - **c)** block size 8 / 16 / 32 的内部碎片；
 # - **d)** 前缀缓存：共享 prompt 的请求持有*同一批*物理块（引用计数）；
-# - **e)** 块不够时的抢占，且每个请求的输出 token 不变；
+# - **e)** 块不够时的抢占，每个请求仍能完成（token 保留、K/V 重算）；
 # - **f)** 在 nano-vllm 的标准负载（256 个请求，prompt 与输出长度均匀分布于 [100, 1024]）上，吞吐与 TTFT / TPOT
 #   随 `max_num_seqs`、`max_num_batched_tokens`、chunked prefill 的变化；
 # - **g)** 文章关于分页与 CUDA Graph 的说法：PagedAttention 与 CUDA Graph "冲突"、图模式下 "KV 利用率低 5-8%"、
@@ -68,14 +68,16 @@ except RecordedResultsMissing as e:
 # ### a) KV bytes per token, and the blocks the engine chose
 # A token's K and V are stored for every layer and every **KV** head: `2 x layers x kv_heads x head_dim x
 # bytes`. With GQA, Qwen3-0.6B's 16 query heads share 8 KV heads, which halves the cache. The engine sizes the
-# cache from free memory after the weights, the profile run's activations and the graphs' reserve
-# ([worker/startup.py](../minivllm/worker/startup.py) `choose_num_blocks`).
+# cache from free memory after the weights, the profile run's activations and the graphs' reserve, capped at
+# 2 x max_num_seqs x blocks per sequence ([worker/startup.py](../minivllm/worker/startup.py)
+# `choose_num_blocks`); with the defaults below, the cap is what decides.
 
 # %% [markdown] tags=["lang-zh"]
 # ### a) 每 token 的 KV 字节数，以及引擎选的块数
 # 每个 token 的 K、V 在每一层、每个 **KV 头**上各存一份：`2 × 层数 × kv_heads × head_dim × 字节数`。GQA 让
 # Qwen3-0.6B 的 16 个 query 头共享 8 个 KV 头，缓存减半。引擎在权重、profile run 的激活和图的预留之后，用剩余显存
-# 决定块数（[worker/startup.py](../minivllm/worker/startup.py) 的 `choose_num_blocks`）。
+# 决定块数，上限为 2 × max_num_seqs × 每序列块数（[worker/startup.py](../minivllm/worker/startup.py) 的
+# `choose_num_blocks`）；下面用默认参数时，起决定作用的是这个上限。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -233,11 +235,12 @@ if gpu_only("The full standard-workload sweep"):
 # hold at the end, and how many of its slots are empty? Run `lab06.block_table_trace` on an engine made with
 # `block_size=32`.
 #
-# *Hint:* blocks = ceil(tokens / block_size); the prompt has 10 tokens and 20 are generated.
+# *Hint:* blocks = ceil(tokens / block_size); the prompt has 10 tokens and 14 are generated.
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# 30 tokens fit in one block of 32 (2 empty slots); with block size 8 they take 4 blocks (2 empty slots as well).
+# The cache ends holding 23 tokens (the 24th, just sampled, needs no K/V yet): one block of 32 (9 empty slots);
+# with block size 8 they take 3 blocks (1 empty slot). Larger blocks, more fragmentation.
 # `small = lab06.make_llm(model, block_size=32, max_num_seqs=4, num_gpu_blocks_override=64, max_model_len=128)`,
 # then `print(trace_table({"trace": lab06.block_table_trace(small, 10, 14)}))`.
 # </details>
@@ -249,7 +252,9 @@ if gpu_only("The full standard-workload sweep"):
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# Yes, all requests match (preemption by recompute keeps the tokens). 4 blocks hold one request at a time, so the
+# On a CPU (fp32), yes: all requests match, since preemption by recompute keeps the tokens and the recomputed
+# K/V equals the original. In bf16 on a GPU a recomputed K/V can differ by rounding and flip a near-tie (the
+# H200 record of e) matched 2 of 3). 4 blocks hold one request at a time, so the
 # scheduler runs them almost one by one, preempting the newest whenever the running one needs a block.
 # </details>
 
@@ -259,7 +264,7 @@ if gpu_only("The full standard-workload sweep"):
 # **练习 1.** 先预测再测量：block size 从 8 改成 32，b) 中的请求最后持有几个块、空几个槽位？用 `block_size=32`
 # 的引擎运行 `lab06.block_table_trace`。
 #
-# *提示：* 块数 = ceil(token 数 / block_size)；prompt 10 个 token，生成 20 个。
+# *提示：* 块数 = ceil(token 数 / block_size)；prompt 10 个 token，生成 14 个。
 #
 # <details><summary>Solution · 参考答案</summary>
 #
@@ -272,7 +277,9 @@ if gpu_only("The full standard-workload sweep"):
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# 一致（重算式抢占保留 token）。4 个块一次只容得下一个请求，调度器几乎逐个运行，运行中的请求要新块时就抢占最新的。
+# CPU（fp32）上一致：重算式抢占保留 token，重算的 K/V 与原来相同。GPU 上 bf16 重算的 K/V 可能因舍入不同而翻转近似
+# 平局（e) 的 H200 记录：3 个请求中 2 个一致）。4 个块一次只容得下一个请求，调度器几乎逐个运行，运行中的请求要新块时
+# 就抢占最新的。
 # </details>
 
 # %% [markdown]

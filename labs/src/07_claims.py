@@ -76,14 +76,14 @@ print(lab07.coverage_table(lab07.coverage()))
 # %% [markdown] tags=["lang-en"]
 # ### Physics: the TPOT floor · 物理下限
 # At batch 1 a decode step reads every weight once, so a token cannot take less than *weight bytes / memory
-# bandwidth*. For LLaMA-2-13B in bf16 (26 GB) on an A100-80GB (2,039 GB/s) that is 12.7 ms: the article's "TPOT
+# bandwidth*. For LLaMA-2-13B in bf16 (26 GB) on an A100-80GB (2,039 GB/s) that is 12.75 ms: the article's "TPOT
 # 12 -> 9 ms" is below the floor before and after. On the H200 the measured copy bandwidth (not the 4.8 TB/s of
 # the datasheet) is what a real kernel reaches.
 
 # %% [markdown] tags=["lang-zh"]
 # ### 物理下限
 # batch 1 时每个 decode 步要把所有权重读一遍，所以每个 token 至少需要 *权重字节 ÷ 显存带宽*。LLaMA-2-13B（bf16，
-# 26 GB）在 A100-80GB（2,039 GB/s）上是 12.7 ms：文章的 "TPOT 12 → 9 ms" 前后都低于这个下限。H200 上真实 kernel
+# 26 GB）在 A100-80GB（2,039 GB/s）上是 12.75 ms：文章的 "TPOT 12 → 9 ms" 前后都低于这个下限。H200 上真实 kernel
 # 能达到的是实测拷贝带宽，而不是规格书上的 4.8 TB/s。
 
 # %% tags=["nbval-check-output"]

@@ -46,8 +46,9 @@ def q4_evidence(res: dict | None) -> str:
     lines = [f"{_source(res)}:"]
     b = res.get("bound") or {}
     if "capture_s" in b:
-        lines.append(f"- capturing the batch-{b['batch'][0]} graph took {b['capture_s'][0] * 1e3:.3g} ms "
-                     f"(and {b['capture_mib'][0]} MiB); replaying it takes {b['graph_ms'][0]} ms")
+        mib = b["capture_mib"][0]  # the device's free memory around one capture: negative is noise, not a cost
+        lines.append(f"- capturing the batch-{b['batch'][0]} graph took {b['capture_s'][0] * 1e3:.3g} ms"
+                     + (f" (and {mib} MiB)" if mib >= 0 else "") + f"; replaying it takes {b['graph_ms'][0]} ms")
         pad = padding_cost(res)
         if pad:
             lines.append(f"- {pad}")
@@ -107,10 +108,12 @@ Q4 = Question(
     prompt_zh="同样的模型，batch 变化时引擎为什么不重新捕获，而是 pad 到已捕获的尺寸？",
     options=(
         Option("Re-capturing a graph would cost about as much as one decode step; padding is just simpler to code.",
-               "A capture runs the forward, synchronises and sets up the graph's memory: the recording shows a "
-               "capture costing many decode steps (see the numbers below).",
+               "A capture runs the forward, synchronises and sets up the graph's memory: in the recording one "
+               "capture costs tens of graph-replayed decode steps (see the numbers below), and it stalls every "
+               "request while it runs.",
                "重新捕获和跑一步 decode 差不多快；pad 只是写起来简单。",
-               "一次捕获要跑一遍 forward、同步并准备显存池：实测一次捕获抵得上很多个 decode 步（见下方数字）。"),
+               "一次捕获要跑一遍 forward、同步并准备显存池：实测一次捕获抵得上几十个图重放的 decode 步（见下方数字），"
+               "而且捕获期间所有请求都得等。"),
         Option("CUDA graphs cannot be captured any more once the engine has started serving requests.",
                "They can: nothing forbids a capture mid-serving. Its cost is what rules it out.",
                "引擎开始服务后就不能再捕获 CUDA Graph 了。",

@@ -141,8 +141,10 @@ def padding_cost(res: dict) -> str | None:
                  if diff <= 0 else "no ranges in this record to compare it with")
     else:
         noise = "within noise (the ranges over repeats overlap)" if same else "above noise"
-    return (f"GPU time of a decode step: batch 5 {b['gpu_ms'][i5]} ms, batch 8 {b['gpu_ms'][i8]} ms: "
-            f"padding 5 -> 8 costs {diff} ms, {noise}")
+    head = f"GPU time of a decode step: batch 5 {b['gpu_ms'][i5]} ms, batch 8 {b['gpu_ms'][i8]} ms: "
+    if diff < 0 and same is False:
+        return head + f"batch 8 ran {-diff} ms faster than batch 5 ({noise}): padding costs nothing measurable"
+    return head + f"padding 5 -> 8 costs {diff} ms, {noise}"
 
 
 # ---- d) TPOT ---------------------------------------------------------------------------------------------------

@@ -96,10 +96,10 @@ Q1 = Question(
                "服务期间从不捕获：所有图都在启动时捕获，之后只重放。"),
         Option("One size-256 graph would serve every batch, but every step would compute 256 rows; "
                "more sizes keep the padding small.",
-               "Right: a padded row is computed like a real one, so padding 1 -> 256 costs far more than the "
-               "startup cost of the extra sizes (see the numbers).",
-               "只捕获 256 也能服务所有 batch，但每步都要算 256 行；多档 size 让 padding 变小，代价只是启动时几秒和几 MiB。",
-               "对：padding 出来的行和真实行一样要算，1 -> 256 的代价远大于多捕获几档的启动代价。"),
+               "Right: a padded row is computed like a real one, so padding 1 -> 256 adds to every step, while "
+               "the extra sizes cost seconds and some MiB once, at startup (see the numbers).",
+               "只捕获 256 也能服务所有 batch，但每步都要算 256 行；多档 size 让 padding 变小。",
+               "对：padding 出来的行和真实行一样要算，1 -> 256 的代价每一步都要付；多捕获几档只在启动时付一次几秒和几十 MiB（见数字）。"),
         Option("Each sequence needs its own graph, so the engine captures one graph per sequence.",
                "Graphs are keyed by batch size (FULL) or token count (PIECEWISE), not by sequence.",
                "每个序列都需要自己的图，所以每个序列捕获一个。",

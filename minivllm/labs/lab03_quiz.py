@@ -145,18 +145,19 @@ Q2 = Question(
                "图只是原样重放录下的 kernel；只有编译器才会改变有哪些 kernel。"),
         Option("Graphs remove launches, compile fuses ops: they stack when ops remain to fuse, not on "
                "hand-fused kernels.",
-               "Right: with PyTorch's ops level 3 + graphs beat graphs alone ~2.5x; with hand-fused kernels it "
-               "was 0.94x at batch 64.",
+               "Right: with PyTorch's ops level 3 + graphs beat graphs alone 2.5-2.8x; with the hand-fused "
+               "kernels kept it was 0.90x at batch 1 and within noise at batch 64.",
                "图消除 launch 开销，compile 做算子融合：还有可融合的东西时两者叠加有效，kernel 已经手工融合时则不然。",
-               "对：用 PyTorch 自带算子时 level 3 + 图比只用图快约 2.5 倍；用手工融合的 kernel 时在 batch 64 只有 0.94 倍。"),
+               "对：用 PyTorch 自带算子时 level 3 + 图比只用图快 2.5-2.8 倍；保留手工融合的 kernel 时 batch 1 为 0.90 倍，batch 64 在噪声范围内。"),
         Option("They cannot be combined: a compiled model cannot be captured in a graph.",
-               "The engine's default does exactly that: level 3 pieces captured as PIECEWISE graphs.",
-               "不能一起用：编译过的模型无法被捕获成图。", "引擎的默认配置正是这样：level 3 的分段被捕获成 PIECEWISE 图。"),
+               "The engine's level 3 does exactly that: its pieces are captured as PIECEWISE graphs.",
+               "不能一起用：编译过的模型无法被捕获成图。", "引擎的 level 3 正是这样：它的分段被捕获成 PIECEWISE 图。"),
         Option("Compile removes the launch overhead as well, so once a model is compiled, CUDA graphs on top of "
                "it are redundant.",
-               "Compile alone still launches every kernel from Python each step: 18.8 ms vs 1.5 ms with graphs.",
+               "Compile alone still launches every kernel from Python each step: 12.1 ms at level 2 vs 1.3 ms "
+               "with graphs added (batch 1, this lab's record).",
                "compile 也消除了 launch 开销，所以编译之后图就多余了。",
-               "只编译时每一步仍要从 Python 发射每个 kernel：18.8 ms，而用图是 1.5 ms。"),
+               "只编译时每一步仍要从 Python 发射每个 kernel：level 2 为 12.1 ms，加上图是 1.3 ms（batch 1，本 lab 的记录）。"),
     ),
     correct=1,
     model_answer="graphs remove launches, compile changes the kernels; they stack only when compile still has "
@@ -195,9 +196,9 @@ Q3 = Question(
 
 Q4 = Question(
     qid="lab03.q4", source="lab", topic="torch-compile",
-    prompt="At batch 1, compile alone brings decode TPOT only a little below eager, while graphs alone are "
-           "many times faster. Why?",
-    prompt_zh="batch 1 时只开 compile 的 decode TPOT 只比 eager 低一点，而只开图快很多倍。为什么？",
+    prompt="At batch 1, compile alone brings decode TPOT below eager, yet stays many times slower than graphs "
+           "alone. Why?",
+    prompt_zh="batch 1 时只开 compile 的 decode TPOT 比 eager 低，却仍比只开图慢很多倍。为什么？",
     options=(
         Option("Inductor's generated kernels are slower than PyTorch's own eager kernels, which cancels most "
                "of what fusion gains.",
@@ -205,8 +206,8 @@ Q4 = Question(
                "Inductor 生成的 kernel 比 PyTorch eager 的 kernel 慢。", "它们至少一样快；限制这一步的不是 kernel。"),
         Option("torch.compile only speeds up prefill.", "It compiles the decode forward too (same graph).",
                "torch.compile 只加速预填充。", "decode 的前向也被编译了（同一个图）。"),
-        Option("The CPU launching kernels bounds the step: compile launches fewer, still one by one; a graph "
-               "submits them all.",
+        Option("CPU launches bound the step: compile issues fewer kernels than PyTorch's ops, one by one; a "
+               "graph submits all.",
                "Right: fusion shortens the list of launches, a graph removes the per-launch CPU cost.",
                "这一步受 CPU 发射 kernel 的限制：compile 让 kernel 变少，但每步仍从 Python 发射；图一次全部提交。",
                "对：融合缩短了要发射的列表，图则去掉了每次发射的 CPU 开销。"),
@@ -224,9 +225,13 @@ Q4 = Question(
 
 CLAIMS = (
     Claim("lab03.faster", "handbook", "比 eager 快 10-30%", "torch.compile is 10-30% faster than eager", "partly",
-          "compile alone (level 2) 18.8 ms vs eager 20.5 ms at batch 1 (8%, two runs); both far behind graphs "
-          "(1.5 ms): the step is launch-bound", "只编译（level 2）batch 1 为 18.8 ms，eager 20.5 ms（快 8%，两次运行）；"
-          "都远慢于图（1.5 ms）：这一步受 launch 限制", H200 + "compile.json", "rows.6.tpot_s", figure=0.018845280462745098,
+          "it depends on what compile replaces: level 2 (PyTorch's ops) 18.8 ms vs the hand-fused eager engine "
+          "20.5 ms at batch 1 (8%, two single runs); in this lab's record, on the same torch-ops build, 12.1 vs "
+          "32.2 ms (2.7x), and level 3 on the hand-fused build slower (30.5 vs 20.5 ms); all far behind graphs "
+          "(about 1 ms): the step is launch-bound",
+          "取决于 compile 替换了什么：level 2（PyTorch 算子）batch 1 为 18.8 ms，手工融合的 eager 引擎 20.5 ms（快 8%，"
+          "两次单独运行）；本 lab 的记录里，同样的 PyTorch 算子构建为 12.1 对 32.2 ms（2.7 倍），而手工融合构建上的 level 3 "
+          "更慢（30.5 对 20.5 ms）；都远慢于图（约 1 ms）：这一步受 launch 限制", H200 + "compile.json", "rows.6.tpot_s", figure=0.018845280462745098,
           lab="lab03"),
     Claim("lab03.scope", "handbook", "只 compile 每个 layer（默认）", "compiling per layer is vLLM's default", "wrong",
           "vLLM traces the whole forward once and splits it at attention: 29 pieces for 28 layers",

@@ -102,13 +102,13 @@ def grid_table(res: dict | None) -> str:
     if not cfg or not grid:
         return NOT_RECORDED
     lines = [f"{'build':<12}" + "".join(f"{c:>12}" for c in ("eager", "graphs", "compile", "both"))
-             + f"{'both/graphs':>13}"]
+             + f"{'graphs/both':>13}"]
     for build, corners in grid.items():
         vals = {c: _get(cfg, corners[c], "tpot_ms", "1", "median") for c in corners}
         ratio = (round(vals["graphs"] / vals["both"], 3) if vals.get("graphs") and vals.get("both") else "n/a")
         lines.append(f"{build:<12}" + "".join(f"{vals[c] if vals[c] is not None else '-'!s:>12}"
                                               for c in ("eager", "graphs", "compile", "both")) + f"{ratio!s:>13}")
-    return "\n".join(lines) + "\n(TPOT ms at batch 1; both/graphs > 1 means adding compile to graphs helped)"
+    return "\n".join(lines) + "\n(TPOT ms at batch 1; graphs/both > 1 means adding compile to graphs helped)"
 
 
 def plot_grid(res: dict):

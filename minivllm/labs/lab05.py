@@ -60,15 +60,16 @@ def inject(kind: str, layer: int = FAULT_LAYER) -> Iterator[None]:
             CALLS.append(1)
         return out, residual
 
+    # Every kind shares the code object of `forward` below, and Dynamo keys what it learned (compiled code,
+    # frames it gave up on after a failed trace or too many recompiles) by code object: forget it on the way
+    # in and out, or a fault would run with what Dynamo decided for an earlier cell. The engine itself never
+    # resets Dynamo (that would wipe other live engines' compiled code); a lab that rewrites model code must.
+    torch._dynamo.reset()
     DecoderLayer.forward = forward
     try:
         yield
     finally:
         DecoderLayer.forward = original
-        # Every kind shares the code object of `forward` above, and Dynamo keys what it learned (compiled
-        # code, frames it gave up on after a failed trace) by code object: forget it, or the next fault
-        # would run with what Dynamo decided for the last one. The engine itself never resets Dynamo (that
-        # would wipe other live engines' compiled code); a lab that rewrites model code must.
         torch._dynamo.reset()
 
 

@@ -247,10 +247,10 @@ Q_SILENT = Question(
                "不用管：贪心解码的差异都是舍入噪声。", "舍入只会在少数近似平局处改变结果；这里每个探针都和 eager 不同。"),
         Option("Compare the optimized engine's greedy tokens with eager (verify=True); turn the optimizations off "
                "(enforce_eager), then bisect layer by layer in fp32 at a small batch.",
-               "verify finds it at startup; with compile off the tokens match eager; the layer-by-layer run "
-               "names the layer.",
+               "verify finds it at startup; with compile and graphs off the tokens match eager (on a GPU, "
+               "PIECEWISE graphs still trace the model at level 0); the layer-by-layer run names the layer.",
                "用 verify=True 拿优化路径的贪心输出和 eager 比；先关掉优化（enforce_eager），再用 fp32、小 batch 逐层二分。",
-               "verify 在启动时就能发现；关 compile 后输出和 eager 一致；逐层对比能指出是哪一层。"),
+               "verify 在启动时就能发现；compile 和 CUDA Graph 都关掉后输出和 eager 一致（GPU 上 level 0 的 PIECEWISE 图仍会 trace 模型）；逐层对比能指出是哪一层。"),
     ),
     correct=3,
     model_answer="verify against eager, turn the optimizations off to confirm, then bisect in fp32 at a small batch.",
@@ -273,8 +273,9 @@ CLAIMS = (
            RESULTS, "faults.graph.handbook_heuristic"),
     _claim("lab05.rule_compile", "handbook", "错误里有 inductor / dynamo / FX trace 栈 → compile 问题",
            "inductor / dynamo / FX in the trace means a compile problem", "right",
-           "the untraceable layer raised torch._dynamo.exc.Unsupported; turning compile off fixed it",
-           "无法 trace 的层抛出 torch._dynamo.exc.Unsupported；关 compile 即可", RESULTS,
+           "the untraceable layer raised torch._dynamo.exc.Unsupported; on the H200 only turning compile and graphs "
+           "off fixed it (PIECEWISE graphs trace the model even at level 0)",
+           "无法 trace 的层抛出 torch._dynamo.exc.Unsupported；H200 上要把 compile 和 CUDA Graph 都关掉才恢复（level 0 的 PIECEWISE 图也会 trace 模型）", RESULTS,
            "faults.compile.handbook_heuristic", rule=lambda v: "right" if v == "compile" else "wrong"),
     _claim("lab05.rule_silent", "handbook", "数值无声错位 → 优先怀疑 compile 数值精度，先 --enforce-eager 复现",
            "a silent numerics error: suspect compile first, reproduce with --enforce-eager", "right",
@@ -283,8 +284,9 @@ CLAIMS = (
            "faults.numerics.silent", rule=lambda v: "right" if v else "wrong"),
     _claim("lab05.debug", "handbook", "CG 录制的 op 序列固定，不能加 print/breakpoint",
            "captured graphs cannot run a print or a breakpoint", "right",
-           "a layer's Python forward runs at warm-up and capture only; replays run none of it",
-           "层的 Python forward 只在 warm-up 和捕获时执行，重放时一行都不执行", RESULTS,
+           "a layer's Python forward runs at warm-up and capture, and once while generating 16 tokens (the prefill "
+           "step, which no FULL graph serves); the 15 replayed steps run none of it",
+           "层的 Python forward 在 warm-up 和捕获时执行，生成 16 个 token 时只执行一次（prefill 那一步，没有 FULL 图）；15 次重放一行都不执行", RESULTS,
            "debug.FULL graphs.calls_while_generating"),
     _claim("lab05.oom", "handbook", "--enforce-eager 释放几百 MB", "--enforce-eager frees a few hundred MB",
            "right", "the KV cache grows by the graph reserve when graphs are off", "关图后 KV cache 多出图预留的那部分",
@@ -296,12 +298,13 @@ CLAIMS = (
     _claim("lab05.sparse_shapes", "handbook", "动态 shape 非常稀疏：每来一个新 shape 重 trace 一次",
            "with sparse dynamic shapes every new shape re-traces", "wrong",
            "with a symbolic batch dimension (levels 2-3) new shapes recompile nothing; stock torch.compile "
-           "recompiles once, then marks the dimension dynamic", "符号化 batch 维（level 2-3）下新 shape 不重编译；原生 torch.compile 重编译一次后把维度标成动态",
+           "recompiled twice over the 5 new shapes", "符号化 batch 维（level 2-3）下新 shape 不重编译；原生 torch.compile 在这 5 个新 shape 上重编译了两次",
            RESULTS, "recompiles.symbolic batch (level 2)", rule=lambda n: "wrong" if n == 0 else "right"),
     _claim("lab05.unregistered", "handbook", "自定义 op 未注册：compile 会 fallback 到 eager 区段，可能没收益还更慢",
            "an unregistered op falls back to eager sections, maybe slower", "partly",
-           "at level 1: a graph break per layer (76), 48 recompiles, 1.8x slower; with fullgraph it fails at startup",
-           "level 1 下每层一个 graph break（76 个）、48 次重编译、慢 1.8 倍；fullgraph 下直接启动失败",
+           "at level 1: a graph break at every attention call (76 over 34 traced graphs), 48 recompiles, 1.8x "
+           "slower; with fullgraph it fails at startup",
+           "level 1 下每次 attention 调用都断图（34 个 trace 出的图共 76 个 graph break）、48 次重编译、慢 1.8 倍；fullgraph 下直接启动失败",
            UNREGISTERED, "modes.NONE@L1.compile_report.graph_breaks", 76),
 )
 

@@ -10,8 +10,9 @@ a) kv_sizing / kv_bytes_per_token: bytes of K/V per token from the model config 
 b) block_table_trace:  one request's block table, step by step, as it grows.
 c) fragmentation:      slots allocated but unused per block size (8 / 16 / 32), with the engine's BlockManager.
 d) prefix_sharing:     requests with a shared prompt: the blocks they share and their reference counts.
-e) preemption:         a KV cache too small for the batch: preemptions, and every request still finishing
-                       with the same greedy tokens as with a large cache.
+e) preemption:         a KV cache too small for the batch: preemptions, every request still finishing, and
+                       how many end with the same greedy tokens as with a large cache (all in fp32; bf16
+                       recompute can flip a near-tie).
 f) workload_sweep:     throughput and TTFT / TPOT percentiles vs max_num_seqs, max_num_batched_tokens and
                        chunked prefill on the standard workload (nano-vllm's; scaled down on a CPU).
 g) chunked_prefill:    a long prompt arriving while requests decode: the longest step the decoders wait for.
@@ -144,7 +145,9 @@ def prefix_sharing(llm, shared_len: int = 40, own_len: int = 5, n_users: int = 3
 def preemption(model: str, num_blocks: int = 8, n_req: int = 3, prompt_len: int = 12, new_tokens: int = 16,
                block_size: int = 8) -> dict:
     """The same greedy requests on a KV cache too small for all of them (num_gpu_blocks_override) and on a
-    large one: the small engine preempts (recompute) yet every request ends with the same tokens."""
+    large one: the small engine preempts (recompute) and every request finishes; `same_tokens` counts those
+    whose greedy tokens equal the large engine's (all of them in fp32; in bf16 a recomputed K/V can differ by
+    rounding)."""
     max_len = prompt_len + new_tokens
     kw = dict(block_size=block_size, max_num_seqs=n_req, max_model_len=max_len, enable_prefix_caching=False)
     runs = {}

@@ -258,10 +258,13 @@ Q_PREEMPT = Question(
              Option("Its KV blocks are swapped to CPU memory and copied back later.",
                     "That is vLLM V0's swap mode; this engine (like vLLM V1) recomputes.",
                     "把 KV 块换出到 CPU 内存，之后再拷回。", "那是 vLLM V0 的 swap；本引擎（与 V1 一样）用重算。"),
-             Option("Its blocks are freed and its K/V recomputed on readmission; the output stays the same.",
-                    "Right: greedy output is identical to a run with a large cache (measured above).",
-                    "释放它的块；它排到队首，重新进入时重算 prompt + 已生成部分的 K/V，然后继续，token 不变。",
-                    "对：贪心输出与大缓存时完全一致（上面实测）。")),
+             Option("Its blocks are freed and its K/V recomputed on readmission; its tokens are kept.",
+                    "Right: it continues where it stopped. In fp32 its greedy output equals a large-cache run; in "
+                    "bf16 the recomputed K/V can differ by rounding and flip a near-tie (the H200 record above: "
+                    "2 of 3 requests identical).",
+                    "释放它的块，重新进入时重算 K/V，已生成的 token 保留。",
+                    "对：从断点继续。fp32 下贪心输出与大缓存时一致；bf16 下重算的 K/V 可能因舍入不同而翻转近似平局"
+                    "（上面的 H200 记录：3 个请求中 2 个完全一致）。")),
     correct=3,
     model_answer="Preemption by recompute frees the blocks and re-queues the request at the head; its tokens are "
                  "kept, so on readmission one prefill rebuilds its K/V and it continues where it stopped.",

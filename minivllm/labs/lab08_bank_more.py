@@ -186,8 +186,11 @@ MORE = (
     mc("lab08.b3", "continuous-batching", "KV blocks run out mid-decode. What does this engine (like vLLM V1) do?",
        "decode 中途 KV 块用完，本引擎（与 vLLM V1 一样）怎么做？",
        "Preempt the most recently admitted request: free its blocks, keep its tokens, put it at the head of the "
-       "queue, and recompute its KV when blocks free up. The output is unchanged.",
-       "抢占最晚进入的请求：释放其块、保留 token、放回队首，有空块时重算其 KV。输出不变。",
+       "queue, and recompute its KV when blocks free up; it continues where it stopped. The recomputed KV equals "
+       "the original in fp32; in bf16 it can differ by rounding and flip a near-tie (Lab 06's H200 record: 2 of 3 "
+       "requests identical to a large-cache run).",
+       "抢占最晚进入的请求：释放其块、保留 token、放回队首，有空块时重算其 KV，从断点继续。fp32 下重算的 KV 与原来一致；"
+       "bf16 下可能因舍入不同而翻转近似平局（Lab 06 的 H200 记录：3 个请求中 2 个与大缓存时完全一致）。",
        ("Preempt the newest request by recompute; its tokens are kept.", "Right.", "以重算方式抢占最新请求，token 保留。", "对。"),
        (("Abort the request with an out-of-memory error.", "Preemption avoids that.", "以 OOM 错误终止请求。", "抢占就是为了避免它。"),
         ("Swap its KV blocks out to pinned CPU memory and copy them back when the GPU has room again.", "vLLM V0's swap; V1 recomputes.", "把 KV 换出到 CPU 内存。", "那是 V0 的 swap；V1 重算。"),
@@ -214,13 +217,15 @@ MORE = (
        "The prompt is cut into pieces of at most the token budget, each sharing a step with the decodes, so no step "
        "holds more than the budget, and the long prompt's TTFT grows. That shortens the decoders' worst wait only "
        "where a step's time grows with its tokens. In Lab 06's H200 recording it did not: a step that is not a "
-       "decode-only graph replay runs eagerly and costs about the same at any token count (unchunked: 26 ms for 24 "
-       "tokens, 29 ms for 1,539), so the longest step with decodes was 45 ms chunked against 29 ms unchunked. "
+       "decode-only graph replay runs eagerly and costs about the same at any token count within a run (unchunked: "
+       "26 ms for 24 tokens, 29 ms for 1,539; chunked: 44 ms for 24, 45 ms for 256), so chunking did not shorten "
+       "the decoders' longest step; the chunked configuration's eager steps were even slower throughout (cause "
+       "not measured): 45 ms against 29 ms. "
        "Chunking pays off where prefill time grows with tokens: larger models, longer prompts.",
        "prompt 被切成不超过 token 预算的小块，每块与 decode 同一步执行，任何一步都不超过预算，长 prompt 的 TTFT 变长。"
        "只有当一步的耗时随 token 数增长时，这才缩短 decode 最坏的等待。Lab 06 的 H200 记录里并非如此：不是纯 decode 图重放的步"
-       "以 eager 运行，耗时几乎与 token 数无关（不分块：24 个 token 26 ms，1,539 个 29 ms），所以有 decode 的最长一步分块时 45 ms，"
-       "不分块 29 ms。模型更大、prompt 更长、prefill 耗时随 token 增长时，分块才划算。",
+       "以 eager 运行，同一次运行里耗时几乎与 token 数无关（不分块：24 个 token 26 ms，1,539 个 29 ms；分块：24 个 44 ms，256 个 45 ms），"
+       "所以分块没有缩短 decode 最长的一步；分块配置下的 eager 步反而一直更慢（原因未测）：45 ms 对 29 ms。模型更大、prompt 更长、prefill 耗时随 token 增长时，分块才划算。",
        ("It caps the tokens of every step at the budget.",
         "Right: no step held more than 256 tokens chunked (1,539 unchunked); what that does to the decoders' wait "
         "depends on whether step time grows with tokens: see the times cited.",

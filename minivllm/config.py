@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,21 +20,30 @@ import torch
 
 
 class CUDAGraphMode(str, enum.Enum):
-    """Which CUDA graphs the engine captures (vLLM's CUDAGraphMode).
+    """Which CUDA graphs the engine captures: vLLM's five modes, with vLLM's meanings
+    (vllm/config/compilation.py; docs/design/cuda_graphs.md).
 
-    FULL: the whole decode step, attention included, one graph per batch size. PIECEWISE: the pieces between
-    attention ops (attention runs eagerly), keyed by token count, so prefill and mixed batches replay too.
-    FULL_AND_PIECEWISE: FULL for pure-decode batches, PIECEWISE for the rest. A str enum, so
-    `mode == "FULL"` and JSON dumps keep working."""
+    NONE: no graphs. PIECEWISE: the pieces between attention ops, keyed by token count (attention runs
+    eagerly between them), so prefill, mixed and decode batches all replay; needs the split trace (mode 3).
+    FULL: one graph of the whole forward per token count, for every batch; needs an attention kernel that
+    a graph can hold for mixed batches too. FULL_DECODE_ONLY: one full graph per batch size for pure-decode
+    batches, nothing for the rest. FULL_AND_PIECEWISE: FULL_DECODE_ONLY's graphs for pure decode,
+    PIECEWISE for the rest (vLLM's default). A mode that cannot run is downgraded, with one log line, as
+    vLLM does (EngineConfig.cudagraph_mode). A str enum, so `mode == "FULL"` and JSON dumps keep working.
+
+    FULL and PIECEWISE are also the two runtime modes a step runs in (what the dispatcher picks and a
+    CUDAGraphWrapper captures)."""
 
     NONE = "NONE"
     PIECEWISE = "PIECEWISE"
     FULL = "FULL"
+    FULL_DECODE_ONLY = "FULL_DECODE_ONLY"
     FULL_AND_PIECEWISE = "FULL_AND_PIECEWISE"
 
     @property
     def has_full(self) -> bool:
-        return self in (CUDAGraphMode.FULL, CUDAGraphMode.FULL_AND_PIECEWISE)
+        """Full graphs of pure-decode batches are captured."""
+        return self in (CUDAGraphMode.FULL, CUDAGraphMode.FULL_DECODE_ONLY, CUDAGraphMode.FULL_AND_PIECEWISE)
 
     @property
     def has_piecewise(self) -> bool:
@@ -41,6 +51,20 @@ class CUDAGraphMode(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class CompilationMode(enum.IntEnum):
+    """vLLM's compilation modes (`compilation_config={"mode": N}`, `-O0`..`-O3`; vllm/config/compilation.py).
+
+    NONE: no torch.compile at all, Dynamo included. STOCK_TORCH_COMPILE: `torch.compile(fullgraph=True)`
+    of the forward. DYNAMO_TRACE_ONCE: one Dynamo trace with a dynamic token dimension, its guards dropped
+    (no recompiles). VLLM_COMPILE: that trace split at every attention op, each piece compiled by Inductor;
+    the only mode with the split that PIECEWISE graphs need."""
+
+    NONE = 0
+    STOCK_TORCH_COMPILE = 1
+    DYNAMO_TRACE_ONCE = 2
+    VLLM_COMPILE = 3
 
 
 CUDAGRAPH_MODES = tuple(m.value for m in CUDAGraphMode)
@@ -153,47 +177,71 @@ class SchedulerConfig:
 
 @dataclass
 class CompilationConfig:
-    """torch.compile and CUDA graph settings, vLLM's vocabulary.
+    """torch.compile and CUDA graph settings, in vLLM's vocabulary.
 
-    level 0: no compile; 1: stock torch.compile of the forward; 2: trace once with a dynamic batch dimension
-    (run-time recompiles are counted); 3: piecewise - the traced graph is split at the attention ops and each
-    piece is compiled (and, with graphs on, captured as a PIECEWISE graph).
+    mode (CompilationMode): 0 NONE, 1 STOCK_TORCH_COMPILE, 2 DYNAMO_TRACE_ONCE, 3 VLLM_COMPILE. None, the
+    default, is this engine's fastest measured configuration: mode 3 with the hand-written Triton kernels as
+    the pieces' ops (custom_ops ["all"]) on CUDA, mode 0 on a CPU (README, "Where minivllm differs from
+    vLLM"). `level` is the name vLLM used before 0.11: accepted, with a deprecation warning.
+    allow_graph_breaks: mode 1 only; compile without fullgraph, so an op Dynamo cannot trace becomes a graph
+    break instead of a startup error (vLLM has no such option: it always compiles with fullgraph=True; the
+    labs use it to show what a graph break costs).
     """
 
-    level: int = 0
+    mode: int | None = None
     backend: str = "inductor"
-    custom_ops: list[str] | None = None  # None: hand-written kernels at level 0, Inductor's at levels >= 1
-    compile_sizes: list[int] = field(default_factory=list)  # level 3: extra static-shape compiles per piece
+    custom_ops: list[str] | None = None  # None: hand-written kernels, except Inductor's when mode >= 1 is asked
+    compile_sizes: list[int] = field(default_factory=list)  # mode 3: extra static-shape compiles per piece
     inductor_compile_config: dict = field(default_factory=dict)  # Inductor config patches, e.g. max_autotune
     compile_scope: str = "model"  # "model" | "layer" | "ops": the handbook's three scopes
+    allow_graph_breaks: bool = False
     cache_dir: str | None = None
     cudagraph_mode: str | None = None  # None -> FULL_AND_PIECEWISE when graphs are on, NONE when eager
     cudagraph_capture_sizes: list[int] | None = None
     max_cudagraph_capture_size: int | None = None
 
+    @property
+    def level(self) -> int | None:
+        """The old name of `mode`."""
+        return self.mode
+
+    @level.setter
+    def level(self, value: int | None) -> None:
+        self.mode = value
+
     def __post_init__(self) -> None:
-        _check(is_int(self.level) and self.level in (0, 1, 2, 3),
-               f"compilation_config.level must be 0, 1, 2 or 3, got {self.level!r}")
+        if self.mode is not None:
+            _check(is_int(self.mode) and self.mode in (0, 1, 2, 3),
+                   f"compilation_config.mode must be 0 (NONE), 1 (STOCK_TORCH_COMPILE), 2 (DYNAMO_TRACE_ONCE) "
+                   f"or 3 (VLLM_COMPILE), got {self.mode!r}")
+            self.mode = CompilationMode(self.mode)
         _check(self.backend in ("inductor", "eager", "aot_eager"),
                f"compilation_config.backend must be 'inductor', 'eager' or 'aot_eager', got {self.backend!r}")
         _check(self.compile_scope in ("model", "layer", "ops"),
                f"compilation_config.compile_scope must be 'model', 'layer' or 'ops', got {self.compile_scope!r}")
+        check_bool(self.allow_graph_breaks, "compilation_config.allow_graph_breaks")
+        _check(not self.allow_graph_breaks or self.mode == 1,
+               f"compilation_config.allow_graph_breaks needs mode 1 (stock torch.compile): modes 2 and 3 trace "
+               f"the forward once as one graph; got mode {self.mode}")
+        _check(self.compile_scope == "model" or self.mode == 1,
+               f"compilation_config.compile_scope={self.compile_scope!r} needs mode 1 (stock torch.compile of "
+               f"each layer or op); got mode {self.mode}")
         if isinstance(self.custom_ops, str):
             self.custom_ops = [self.custom_ops]
         _check(isinstance(self.compile_sizes, list) and all(is_int(n) and n >= 1
                                                             for n in self.compile_sizes),
                f"compilation_config.compile_sizes must be a list of positive ints, got {self.compile_sizes!r}")
-        _check(not self.compile_sizes or (self.level == 3 and self.backend == "inductor"),
-               f"compilation_config.compile_sizes needs level 3 with the inductor backend (each piece of the "
-               f"split graph is compiled once more for each of these token counts, as vLLM does); got level "
-               f"{self.level}, backend {self.backend!r}")
+        _check(not self.compile_sizes or (self.mode in (None, 3) and self.backend == "inductor"),
+               f"compilation_config.compile_sizes needs mode 3 with the inductor backend (each piece of the "
+               f"split graph is compiled once more for each of these token counts, as vLLM does); got mode "
+               f"{self.mode}, backend {self.backend!r}")
         _check(isinstance(self.inductor_compile_config, dict)
                and all(isinstance(k, str) for k in self.inductor_compile_config),
                f"compilation_config.inductor_compile_config must be a dict of Inductor config names to values "
                f"(e.g. {{\"max_autotune\": true}}), got {self.inductor_compile_config!r}")
-        _check(not self.inductor_compile_config or (self.level >= 1 and self.backend == "inductor"),
-               f"compilation_config.inductor_compile_config needs Inductor to compile: level >= 1 with the "
-               f"inductor backend; got level {self.level}, backend {self.backend!r}")
+        _check(not self.inductor_compile_config or (self.mode != 0 and self.backend == "inductor"),
+               f"compilation_config.inductor_compile_config needs Inductor to compile: mode >= 1 with the "
+               f"inductor backend; got mode {self.mode}, backend {self.backend!r}")
         if self.cudagraph_mode is not None:
             _check(isinstance(self.cudagraph_mode, str) and self.cudagraph_mode in CUDAGRAPH_MODES,
                    f"cudagraph_mode must be one of {CUDAGRAPH_MODES}, got {self.cudagraph_mode!r}")
@@ -208,11 +256,18 @@ class CompilationConfig:
             _check(is_int(self.max_cudagraph_capture_size) and self.max_cudagraph_capture_size >= 1,
                    f"max_cudagraph_capture_size must be an int >= 1, got {self.max_cudagraph_capture_size!r}")
 
+    def resolved_mode(self, device: torch.device) -> CompilationMode:
+        """The mode that runs: the default (None) is VLLM_COMPILE on CUDA and NONE on a CPU."""
+        if self.mode is not None:
+            return CompilationMode(self.mode)
+        return CompilationMode.VLLM_COMPILE if device.type == "cuda" else CompilationMode.NONE
+
     def resolved_custom_ops(self) -> list[str]:
-        """As vLLM: with Inductor compiling, let it generate (and fuse) the small ops; else use ours."""
+        """As vLLM: where a compile mode is asked for, Inductor generates (and fuses) the small ops; else, and
+        in the default configuration (measured fastest on the H200), the hand-written kernels run."""
         if self.custom_ops is not None:
             return self.custom_ops
-        return ["none"] if self.level >= 1 and self.backend == "inductor" else ["all"]
+        return ["none"] if self.mode is not None and self.mode >= 1 and self.backend == "inductor" else ["all"]
 
     @classmethod
     def from_any(cls, value: Any) -> "CompilationConfig":
@@ -228,8 +283,12 @@ class CompilationConfig:
                 raise ValueError(f"compilation_config is not valid JSON: {e}") from None
         if not isinstance(value, dict):
             raise TypeError(f"compilation_config must be a dict, JSON string or CompilationConfig, got {type(value)}")
-        if "mode" in value and "level" not in value:  # vLLM renamed level -> mode
-            value = {**{k: v for k, v in value.items() if k != "mode"}, "level": value["mode"]}
+        if "level" in value:  # vLLM renamed level -> mode in its 0.11 line
+            _check("mode" not in value, "compilation_config has both 'mode' and its deprecated alias 'level'; "
+                                        "give 'mode' only")
+            warnings.warn("compilation_config 'level' is deprecated (vLLM renamed it 'mode'); use "
+                          f"{{\"mode\": {value['level']!r}}}", DeprecationWarning, stacklevel=3)
+            value = {**{k: v for k, v in value.items() if k != "level"}, "mode": value["level"]}
         known = set(cls.__dataclass_fields__)
         unknown = set(value) - known
         _check(not unknown, f"compilation_config has unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -290,10 +349,41 @@ class EngineConfig:
         return self.device.type == "cuda"  # on a CPU nothing runs concurrently, so there is nothing to overlap
 
     @property
+    def compile_mode(self) -> CompilationMode:
+        """The compilation mode that runs (enforce_eager: NONE, as in vLLM)."""
+        if self.enforce_eager:
+            return CompilationMode.NONE
+        return self.compilation.resolved_mode(self.device)
+
+    @property
     def cudagraph_mode(self) -> CUDAGraphMode:
+        """The graph mode that runs, after vLLM's downgrades (cudagraph_downgrade says why)."""
+        return self._resolve_cudagraph_mode()[0]
+
+    @property
+    def cudagraph_downgrade(self) -> str | None:
+        """Why the asked-for graph mode is not the one that runs (one log line at startup), or None."""
+        return self._resolve_cudagraph_mode()[1]
+
+    def _resolve_cudagraph_mode(self) -> tuple[CUDAGraphMode, str | None]:
+        asked = CUDAGraphMode(self.compilation.cudagraph_mode or CUDAGraphMode.FULL_AND_PIECEWISE)
         if self.enforce_eager or self.device.type != "cuda":
-            return CUDAGraphMode.NONE
-        return CUDAGraphMode(self.compilation.cudagraph_mode or CUDAGraphMode.FULL_AND_PIECEWISE)
+            return CUDAGraphMode.NONE, None
+        split = self.compile_mode is CompilationMode.VLLM_COMPILE
+        mode, why = asked, None
+        if mode is CUDAGraphMode.FULL:
+            # This engine's attention keeps full graphs for pure-decode batches only (vLLM's
+            # UNIFORM_SINGLE_TOKEN_DECODE support level): vLLM then turns FULL into FULL_AND_PIECEWISE where
+            # the split trace exists, FULL_DECODE_ONLY where it does not (docs/design/cuda_graphs.md).
+            mode = CUDAGraphMode.FULL_AND_PIECEWISE if split else CUDAGraphMode.FULL_DECODE_ONLY
+            why = ("the attention backend captures full graphs of pure-decode batches only (no mixed-batch "
+                   "kernel in a graph)")
+        if mode.has_piecewise and not split:
+            # PIECEWISE graphs need the forward split at attention, which only mode 3 traces (vLLM: the same)
+            mode = CUDAGraphMode.FULL_DECODE_ONLY if mode is CUDAGraphMode.FULL_AND_PIECEWISE else CUDAGraphMode.NONE
+            why = (f"piecewise graphs need compilation mode 3 (VLLM_COMPILE), which splits the traced forward "
+                   f"at attention; this engine runs mode {int(self.compile_mode)} ({self.compile_mode.name})")
+        return mode, (f"cudagraph_mode {asked.value} -> {mode.value}: {why}" if mode is not asked else None)
 
     def capture_sizes(self) -> list[int]:
         c = self.compilation

@@ -30,7 +30,7 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--enforce-eager", action="store_true", help="no torch.compile, no CUDA graphs")
     p.add_argument("--attention-backend", default="auto", choices=list(ATTENTION_BACKENDS))
-    p.add_argument("--compilation-config", default=None, help='JSON, e.g. \'{"level": 3}\'')
+    p.add_argument("--compilation-config", default=None, help='JSON, e.g. \'{"mode": 3}\'')
     p.add_argument("--cudagraph-mode", default=None, choices=list(CUDAGRAPH_MODES))
     p.add_argument("--cudagraph-capture-sizes", type=_int_list, default=None,
                    help="comma-separated batch sizes, e.g. 1,2,4,8")

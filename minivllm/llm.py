@@ -91,9 +91,13 @@ class LLM:
                              f"({max_len}) when enable_chunked_prefill=False, or a long prompt could never run")
         torch.manual_seed(seed)
         logger.info("Initializing minivllm engine: model=%s, arch=%s, dtype=%s, device=%s, max_model_len=%d, "
-                    "attention_backend=%s, enforce_eager=%s, async_scheduling=%s", path, model_config.architecture,
+                    "attention_backend=%s, enforce_eager=%s, async_scheduling=%s, compilation mode=%d (%s), "
+                    "cudagraph_mode=%s", path, model_config.architecture,
                     str(torch_dtype).removeprefix("torch."), dev, max_len, self.config.resolved_attention_backend,
-                    enforce_eager, self.config.resolved_async_scheduling)
+                    enforce_eager, self.config.resolved_async_scheduling, self.config.compile_mode,
+                    self.config.compile_mode.name, self.config.cudagraph_mode.value)
+        if self.config.cudagraph_downgrade:
+            logger.info("%s", self.config.cudagraph_downgrade)
         if dev.type != "cuda" and not enforce_eager:
             logger.info("CUDA graphs are unavailable on %s: running eagerly", dev)
         with self.report.phase("load_tokenizer", dev):

@@ -240,13 +240,13 @@ def test_profile_bench_runs_on_cpu(ckpt, tmp_path):
 
 def test_mode_level_keeps_the_command_line_compilation_config():
     assert latency.with_level('{"custom_ops": ["all", "+rope_kv_store"]}', 2) == \
-        {"custom_ops": ["all", "+rope_kv_store"], "level": 2}
+        {"custom_ops": ["all", "+rope_kv_store"], "mode": 2}
     cc = '{"compile_sizes": [64], "inductor_compile_config": {"max_autotune": true}}'  # level-3 / Inductor only
     assert latency.with_level(cc, 3) == {"compile_sizes": [64], "inductor_compile_config": {"max_autotune": True},
-                                         "level": 3}
-    assert latency.with_level(cc, 2) == {"inductor_compile_config": {"max_autotune": True}, "level": 2}
-    assert latency.with_level(cc, 0) == {"level": 0}
-    assert latency.with_level(None, 3) == {"level": 3}
+                                         "mode": 3}
+    assert latency.with_level(cc, 2) == {"inductor_compile_config": {"max_autotune": True}, "mode": 2}
+    assert latency.with_level(cc, 0) == {"mode": 0}
+    assert latency.with_level(None, 3) == {"mode": 3}
 
 
 def test_gemv_configs_can_be_pinned_from_a_latency_json(tmp_path, monkeypatch):

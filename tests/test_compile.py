@@ -37,7 +37,7 @@ def tokens(llm, prompts):
 
 @pytest.mark.parametrize("level", [1, 2, 3])
 def test_levels_match_eager_without_breaks(ckpt, prompts, eager_tokens, level, tmp_path):
-    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": level, "backend": "eager",
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"mode": level, "backend": "eager",
                                                           "cache_dir": str(tmp_path)})
     assert tokens(llm, prompts) == eager_tokens
     assert tokens(llm, prompts[1:2]) == eager_tokens[1:2]  # decode steps of a single token (batch 1)
@@ -50,19 +50,22 @@ def test_levels_match_eager_without_breaks(ckpt, prompts, eager_tokens, level, t
 
 
 def test_unregistered_attention_breaks_the_graph(ckpt, prompts, eager_tokens):
+    """allow_graph_breaks (mode 1 only) turns the untraceable op into graph breaks; without it every mode
+    compiles with fullgraph=True, as vLLM does, so the same op is a startup error."""
     llm = LLM(ckpt, max_model_len=64, attention_backend="unregistered",
-              compilation_config={"level": 1, "backend": "eager"})
+              compilation_config={"mode": 1, "backend": "eager", "allow_graph_breaks": True})
     assert tokens(llm, prompts) == eager_tokens
     rep = llm.compile_report()
     assert rep["graph_breaks"] > 0, rep
-    with pytest.raises(Exception) as info:  # fullgraph (level 2) cannot trace it at all
-        LLM(ckpt, max_model_len=64, attention_backend="unregistered", compilation_config={"level": 2,
-                                                                                          "backend": "eager"})
-    assert diagnose(info.value).layer == "compile"
+    for mode in (1, 2):
+        with pytest.raises(Exception) as info:  # fullgraph cannot trace it at all
+            LLM(ckpt, max_model_len=64, attention_backend="unregistered",
+                compilation_config={"mode": mode, "backend": "eager"})
+        assert diagnose(info.value).layer == "compile"
 
 
 def test_inductor_cache_warm_start_and_corruption(ckpt, prompts, eager_tokens, tmp_path, caplog):
-    cc = {"level": 3, "backend": "inductor", "cache_dir": str(tmp_path)}
+    cc = {"mode": 3, "backend": "inductor", "cache_dir": str(tmp_path)}
     cold = LLM(ckpt, max_model_len=64, compilation_config=cc)
     assert tokens(cold, prompts) == eager_tokens
     assert cold.compile_report()["cache_warm"] is False
@@ -94,7 +97,7 @@ def test_a_saved_graph_that_does_not_load_is_traced_again(ckpt, prompts, eager_t
 
     from minivllm.compilation.cache import CompileCache
 
-    cc = {"level": 3, "backend": "inductor", "cache_dir": str(tmp_path)}
+    cc = {"mode": 3, "backend": "inductor", "cache_dir": str(tmp_path)}
     LLM(ckpt, max_model_len=64, compilation_config=cc)
     entry = next(tmp_path.glob("torch_compile_cache/*"))
     meta = json.loads((entry / "graph.json").read_text())
@@ -119,7 +122,7 @@ def test_fallback_ladder_after_injected_compile_failure(ckpt, prompts, eager_tok
         return real(model, model_config, config, warm_up)
 
     monkeypatch.setattr(levels, "compile_model", failing)
-    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 2}, fallback="auto", verify=True)
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"mode": 2}, fallback="auto", verify=True)
     steps = llm.fallback_report
     assert steps[0] == {"step": "as configured", "ok": False, "layer": "compile", "error": steps[0]["error"]}
     assert steps[-1] == {"step": "torch.compile off", "ok": True}
@@ -135,7 +138,7 @@ def test_fallback_ladder_after_injected_graph_failure(ckpt, prompts, eager_token
             raise CudaGraphCaptureError("CUDA graph capture failed (mode FULL, batch size 8): injected")
 
     monkeypatch.setattr(Worker, "capture_model", failing)
-    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 2, "backend": "eager",
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"mode": 2, "backend": "eager",
                                                           "cudagraph_mode": "FULL"}, fallback="auto")
     assert [s["ok"] for s in llm.fallback_report] == [False, True]
     assert llm.fallback_report[0]["layer"] == "graph"
@@ -157,8 +160,8 @@ def test_verify_catches_a_silently_wrong_path(ckpt, monkeypatch):
 
     monkeypatch.setattr(levels, "compile_model", corrupting)
     with pytest.raises(NumericsError, match="greedy probes differ"):
-        LLM(ckpt, max_model_len=64, compilation_config={"level": 1, "backend": "eager"}, verify=True)
-    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 1, "backend": "eager"}, verify=True,
+        LLM(ckpt, max_model_len=64, compilation_config={"mode": 1, "backend": "eager"}, verify=True)
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"mode": 1, "backend": "eager"}, verify=True,
               fallback="auto")
     assert llm.fallback_report[0]["layer"] == "numerics"
 
@@ -179,7 +182,7 @@ def test_a_second_model_family_keeps_module_floats_constant(ckpt, tmp_path_facto
     monkeypatch.setattr(backend.SplitBackend, "__call__", spy)
     other = str(tiny_checkpoint("llama-gqa4-d32", str(tmp_path_factory.mktemp("o"))))
     for path in (ckpt, other):  # two families, two eps values, one process
-        llm = LLM(path, max_model_len=64, compilation_config={"level": 3, "backend": "eager"})
+        llm = LLM(path, max_model_len=64, compilation_config={"mode": 3, "backend": "eager"})
         assert tokens(llm, [{"prompt_token_ids": [1, 2, 3]}])
     assert not lifted, lifted
 
@@ -221,21 +224,21 @@ def test_compile_sizes_add_static_pieces(ckpt, prompts, eager_tokens, monkeypatc
         return orig(self, *args)
 
     monkeypatch.setattr(backend._SizeDispatch, "__call__", spy)
-    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 3, "compile_sizes": [5],
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"mode": 3, "compile_sizes": [5],
                                                           "cache_dir": str(tmp_path)})
     assert tokens(llm, prompts) == eager_tokens
     rep = llm.compile_report()
     assert rep["static_size_compiles"] == rep["compiled_pieces"] and rep["recompiles_at_runtime"] == 0
     assert any(hits) and not all(hits)  # decode steps of 5 tokens: static; prefills: the dynamic version
     hits.clear()  # a warm start loads the static versions too, without Dynamo
-    warm = LLM(ckpt, max_model_len=64, compilation_config={"level": 3, "compile_sizes": [5],
+    warm = LLM(ckpt, max_model_len=64, compilation_config={"mode": 3, "compile_sizes": [5],
                                                            "cache_dir": str(tmp_path)})
     assert warm.startup_report().compile.get("dynamo_skipped") is True
     assert warm.compile_report()["static_size_compiles"] == rep["static_size_compiles"]
     assert tokens(warm, prompts) == eager_tokens
     assert any(hits) and not all(hits)
-    with pytest.raises(ValueError, match="compile_sizes needs level 3"):
-        LLM(ckpt, max_model_len=64, compilation_config={"level": 2, "compile_sizes": [5]})
+    with pytest.raises(ValueError, match="compile_sizes needs mode 3"):
+        LLM(ckpt, max_model_len=64, compilation_config={"mode": 2, "compile_sizes": [5]})
 
 
 def test_inductor_compile_config_reaches_inductor(ckpt, prompts, eager_tokens, monkeypatch, tmp_path):
@@ -252,12 +255,12 @@ def test_inductor_compile_config_reaches_inductor(ckpt, prompts, eager_tokens, m
 
     monkeypatch.setattr(torch._inductor, "standalone_compile", spy)
     patches = {"epilogue_fusion": False, "max_autotune": False}
-    llm = LLM(ckpt, max_model_len=64, compilation_config={"level": 3, "inductor_compile_config": patches,
+    llm = LLM(ckpt, max_model_len=64, compilation_config={"mode": 3, "inductor_compile_config": patches,
                                                           "cache_dir": str(tmp_path)})
     assert tokens(llm, prompts) == eager_tokens
     assert seen and all(o == {"config_patches": patches} for o in seen)
-    for bad in ({"level": 0, "inductor_compile_config": patches},
-                {"level": 3, "backend": "eager", "inductor_compile_config": patches},
-                {"level": 3, "inductor_compile_config": ["max_autotune"]}):
+    for bad in ({"mode": 0, "inductor_compile_config": patches},
+                {"mode": 3, "backend": "eager", "inductor_compile_config": patches},
+                {"mode": 3, "inductor_compile_config": ["max_autotune"]}):
         with pytest.raises(ValueError, match="inductor_compile_config"):
             LLM(ckpt, max_model_len=64, compilation_config=bad)

@@ -17,7 +17,7 @@ from tests.helpers import random_prompts, run_in_threads
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 SIZES = [1, 2, 4, 8, 16]
-MODES = ["FULL", "PIECEWISE", "FULL_AND_PIECEWISE"]
+MODES = ["FULL_DECODE_ONLY", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL"]  # FULL runs as FULL_AND_PIECEWISE
 
 
 def _default_model() -> str:
@@ -68,9 +68,9 @@ def test_graph_modes_match_eager_at_every_batch_size(model):
         counts = llm.model_runner.cudagraph_dispatcher.counts
         if mode != "PIECEWISE":
             assert counts["full"] > 0, counts
-        if mode != "FULL":
+        if mode != "FULL_DECODE_ONLY":
             assert counts["piecewise"] > 0, counts
-        assert counts["eager"] > 0  # batches above 16 (and prefills above 16 tokens in FULL mode) run eagerly
+        assert counts["eager"] > 0  # batches above 16 (and prefills above 16 tokens in FULL_DECODE_ONLY) run eagerly
         llm.shutdown()
     assert not failures, f"{len(failures)} sequences differ from eager: {failures[:10]}"
 
@@ -121,7 +121,7 @@ def test_capture_failure_names_mode_and_size_and_leaves_nothing():
     llm.shutdown()
 
 
-@pytest.mark.parametrize("mode, level", [("NONE", 2), ("FULL", 2), ("FULL_AND_PIECEWISE", 3)])
+@pytest.mark.parametrize("mode, level", [("NONE", 2), ("FULL_DECODE_ONLY", 2), ("FULL_AND_PIECEWISE", 3)])
 def test_compiled_modes_match_eager_on_gpu(mode, level):
     """Inductor on CUDA, with and without graphs (an illegal memory access here was seen at level 2 when the
     KV cache was still an input of the compiled graph; it is now looked up by layer index).
@@ -142,7 +142,7 @@ def test_compiled_modes_match_eager_on_gpu(mode, level):
     eager = LLM(model, enforce_eager=True, **common)
     ref = run(eager)
     eager.shutdown()
-    llm = LLM(model, cudagraph_mode=mode, compilation_config={"level": level},
+    llm = LLM(model, cudagraph_mode=mode, compilation_config={"mode": level},
               cudagraph_capture_sizes=[1, 2, 4, 8], **common)
     assert run(llm) == ref
     single = llm.generate(prompts[:1], sp, use_tqdm=False)[0].outputs[0].token_ids  # batch 1: padded to 2
@@ -153,9 +153,9 @@ def test_compiled_modes_match_eager_on_gpu(mode, level):
 
 
 FUSED_CASES = [
-    (["all"], "FULL", 0), (["all", "-gemv"], "FULL", 0), (["all", "-pdl"], "FULL", 0),
-    (["all", "-gemv_norm"], "FULL", 0), (["all"], "FULL_AND_PIECEWISE", 3),
-    (["all", "-decode_prefetch"], "FULL", 0)]
+    (["all"], "FULL_DECODE_ONLY", 0), (["all", "-gemv"], "FULL_DECODE_ONLY", 0), (["all", "-pdl"], "FULL_DECODE_ONLY", 0),
+    (["all", "-gemv_norm"], "FULL_DECODE_ONLY", 0), (["all"], "FULL_AND_PIECEWISE", 3),
+    (["all", "-decode_prefetch"], "FULL_DECODE_ONLY", 0)]
 
 
 @pytest.mark.parametrize("ops,mode,level", FUSED_CASES,
@@ -175,7 +175,7 @@ def test_fused_rope_kernels_match_default_on_gpu(ops, mode, level):
                   cudagraph_mode=mode, cudagraph_capture_sizes=[1, 2, 4, 8, 16, 32, 64, 128, 256])
     runs = []
     for custom_ops in (["all", "-qk_norm_rope", "-gemv", "-gemv_norm", "-pdl", "-decode_prefetch"], ops):
-        llm = LLM(_default_model(), compilation_config={"custom_ops": custom_ops, "level": level}, **common)
+        llm = LLM(_default_model(), compilation_config={"custom_ops": custom_ops, "mode": level}, **common)
         runs.append([o.outputs[0].token_ids for o in llm.generate(prompts, sp, use_tqdm=False)])
         counts = dict(llm.model_runner.cudagraph_dispatcher.counts)
         if level:
@@ -193,7 +193,7 @@ def test_unregistered_attention_compiles_on_gpu():
     prompts = [{"prompt_token_ids": p} for p in random_prompts(300, [12, 5, 30, 9], seed=3)]
     sp = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
     common = dict(max_model_len=128, max_num_seqs=4, gpu_memory_utilization=0.3, cudagraph_mode="NONE",
-                  compilation_config={"level": 1})
+                  compilation_config={"mode": 1})
     runs, reports = [], []
     for backend in ("triton", "unregistered"):
         llm = LLM(_default_model(), attention_backend=backend, **common)
@@ -205,14 +205,15 @@ def test_unregistered_attention_compiles_on_gpu():
     assert reports[0]["graph_breaks"] == 0 and reports[1]["graph_breaks"] > 0, reports
 
 
-@pytest.mark.parametrize("level,full_sizes", [(0, [1, 2, 4]), (3, [2, 4])])
+@pytest.mark.parametrize("level,full_sizes", [(None, [1, 2, 4]), (3, [2, 4])])
 def test_batch_one_replays_a_size_one_full_graph_unless_compiled(level, full_sizes):
-    """FULL_AND_PIECEWISE: at level 0 the FULL graphs capture the plain forward, so batch 1 replays a size-1
-    graph (no padding to 2: the traced forward's padding is for Dynamo's 0/1 specialization); compiled
-    (level 3), they capture the compiled forward, which never sees 1 token. Piecewise sizes start at 2."""
+    """FULL_AND_PIECEWISE: in the default configuration the FULL graphs capture the plain forward (the
+    hand-written kernels), so batch 1 replays a size-1 graph (no padding to 2: the traced forward's padding
+    is for Dynamo's 0/1 specialization); with mode 3 asked for, they capture the compiled forward, which
+    never sees 1 token. Piecewise sizes start at 2."""
     llm = LLM(_default_model(), max_model_len=128, max_num_seqs=4, gpu_memory_utilization=0.3,
               cudagraph_mode="FULL_AND_PIECEWISE", cudagraph_capture_sizes=[1, 2, 4],
-              compilation_config={"level": level})
+              compilation_config=None if level is None else {"mode": level})
     d = llm.model_runner.cudagraph_dispatcher
     assert sorted(d.full_sizes) == full_sizes and min(d.piecewise_sizes) == 2
     sp = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
@@ -233,7 +234,7 @@ def test_pinned_gemv_configs_and_a_recaptured_graph_keep_the_tokens():
     gemv_configs.set_pins({}, label="autotune")
     triton_gemv.forget_picks()  # earlier tests' shapes (other models) out of the way
     llm = LLM(_default_model(), max_model_len=128, max_num_seqs=2, dtype="float32", gpu_memory_utilization=0.3,
-              cudagraph_mode="FULL", cudagraph_capture_sizes=[1, 2])
+              cudagraph_mode="FULL_DECODE_ONLY", cudagraph_capture_sizes=[1, 2])
     try:
         prompt = random_prompts(min(llm.engine.model_config.vocab_size, 5000), [11], seed=3)
         ref = _run(llm, prompt, 24)
@@ -272,7 +273,7 @@ def _batch(llm, n: int, max_tokens: int = 8):
     return _run(llm, random_prompts(V, [16 + i % 7 for i in range(n)], seed=n), max_tokens)
 
 
-@pytest.mark.parametrize("cfg", [dict(enforce_eager=True), dict(), dict(compilation_config={"level": 3})],
+@pytest.mark.parametrize("cfg", [dict(enforce_eager=True), dict(), dict(compilation_config={"mode": 3})],
                          ids=["eager", "graphs", "level3"])
 def test_del_gives_the_memory_back(cfg):
     """After `del llm` + gc.collect() the device's free memory is within 1 GiB of before the engine."""
@@ -289,8 +290,8 @@ def test_del_gives_the_memory_back(cfg):
 def test_sixth_engine_sizes_its_kv_cache_like_the_first():
     """Six engines in turn, each dropped with plain `del`, batch-64 runs in between: the 6th engine's KV
     cache is within 1% of the 1st's (at b2aa4ed: -4.5%, and a level-3 engine after two others got 0 tokens)."""
-    configs = [dict(), dict(enforce_eager=True), dict(compilation_config={"level": 3}),
-               dict(cudagraph_mode="FULL"), dict(cudagraph_mode="PIECEWISE"), dict()]
+    configs = [dict(), dict(enforce_eager=True), dict(compilation_config={"mode": 3}),
+               dict(cudagraph_mode="FULL_DECODE_ONLY"), dict(cudagraph_mode="PIECEWISE"), dict()]
     kv = []
     for cfg in configs:
         llm = LLM(_default_model(), max_model_len=512, max_num_seqs=64, **cfg)

@@ -33,7 +33,7 @@ def tokens(llm, prompts, params=PARAMS):
 def test_del_frees_the_model_and_kv_cache_without_gc(ckpt, prompts, level):
     """Nothing the engine built keeps it alive: plain reference counting frees it at `del` (at level 3 Dynamo
     keeps the split backend for the life of the process; it must hold the model only weakly)."""
-    cc = {"level": level, "backend": "eager"} if level else None
+    cc = {"mode": level, "backend": "eager"} if level else None
     llm = LLM(ckpt, max_model_len=64, compilation_config=cc, enforce_eager=level == 0)
     tokens(llm, prompts[:2])
     model, kv = weakref.ref(llm.model_runner.model), weakref.ref(llm.model_runner.kv_cache)
@@ -98,9 +98,9 @@ def test_generate_from_inside_a_step_is_refused_clearly(ckpt, prompts, monkeypat
 def test_two_live_engines_and_a_failed_one_do_not_disturb_each_other(ckpt, prompts, monkeypatch):
     eager = LLM(ckpt, max_model_len=64, enforce_eager=True)
     ref = tokens(eager, prompts)
-    compiled = LLM(ckpt, max_model_len=64, compilation_config={"level": 3, "backend": "eager"})
+    compiled = LLM(ckpt, max_model_len=64, compilation_config={"mode": 3, "backend": "eager"})
     with pytest.raises(ValueError):  # fails during startup (KV cache too small for max_model_len)
-        LLM(ckpt, max_model_len=64, num_gpu_blocks_override=2, compilation_config={"level": 3, "backend": "eager"})
+        LLM(ckpt, max_model_len=64, num_gpu_blocks_override=2, compilation_config={"mode": 3, "backend": "eager"})
     with pytest.raises(ValueError, match="needs a CUDA GPU"):  # refused at construction, not at the first step
         monkeypatch.delenv("TRITON_INTERPRET", raising=False)
         LLM(ckpt, max_model_len=64, attention_backend="triton", device="cpu")
@@ -108,7 +108,7 @@ def test_two_live_engines_and_a_failed_one_do_not_disturb_each_other(ckpt, promp
     rep = compiled.compile_report()
     assert rep["recompiles_at_runtime"] == 0, rep  # the failed engine reset nothing of this one
     del compiled
-    again = LLM(ckpt, max_model_len=64, compilation_config={"level": 3, "backend": "eager"})
+    again = LLM(ckpt, max_model_len=64, compilation_config={"mode": 3, "backend": "eager"})
     assert tokens(again, prompts) == ref
 
 

@@ -2,7 +2,7 @@
 
 Why a custom op: torch.compile must see attention as ONE opaque node. Dynamo cannot trace into Triton
 launchers that read a global batch description, and a paged-KV write traced op by op is slow and
-fragile. Registered with torch.library, the op is a single node with a fake (shape-only) implementation,
+fragile. Registered with torch.library (kernels/op_registry.py), the op is a single node with a fake (shape-only) implementation,
 so the whole model traces with zero graph breaks, and level 3 can split the graph right at it.
 attention_backend="unregistered" calls the same Python function, hidden from Dynamo, to show what happens then.
 """
@@ -13,6 +13,7 @@ import torch
 
 from minivllm.attention.metadata import get_forward_context
 from minivllm.kernels import ops
+from minivllm.kernels.op_registry import direct_op
 from minivllm.layers.custom_op import UsesCustomOps
 
 
@@ -56,7 +57,7 @@ def unregistered_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
     unified_attention_impl(q, k, v, out, layer_idx, scale, use_pdl, prefetch_metadata)
 
 
-@torch.library.custom_op("minivllm::unified_attention", mutates_args=("out",))
+@direct_op("minivllm::unified_attention", mutates_args=("out",))
 def unified_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int,
                       scale: float, use_pdl: bool = False, prefetch_metadata: bool = False) -> None:
     unified_attention_impl(q, k, v, out, layer_idx, scale, use_pdl, prefetch_metadata)
@@ -78,7 +79,7 @@ class Attention(UsesCustomOps):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(q)
-        op = torch.ops.minivllm.unified_attention if self.use_custom_op else unregistered_attention
+        op = unified_attention if self.use_custom_op else unregistered_attention
         op(q, k, v, out, self.layer_idx, self.scale, self.custom_ops.use_pdl,
            self.custom_ops.is_enabled("decode_prefetch"))
         return out

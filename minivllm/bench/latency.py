@@ -27,7 +27,7 @@ from minivllm.bench.common import (engine_kwargs, free_engine, int_list, jsonabl
 from minivllm.sampling_params import SamplingParams
 
 # A mode may end in @L<level> ("FULL@L3") and in +sync or +async ("FULL@L2+sync": async scheduling off).
-GRAPH_MODES = ("NONE", "FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
+GRAPH_MODES = ("NONE", "FULL", "FULL_DECODE_ONLY", "PIECEWISE", "FULL_AND_PIECEWISE")
 BASELINES = ("hf", "hf-compile")
 
 
@@ -79,7 +79,8 @@ def with_level(compilation_config: str | dict | None, level: int) -> dict:
         cc.pop("compile_sizes", None)
     if level == 0:
         cc.pop("inductor_compile_config", None)
-    return {**cc, "level": level}
+    cc.pop("level", None)
+    return {**cc, "mode": level}
 
 
 def engine_for_mode(args, mode: str, **overrides):
@@ -113,6 +114,8 @@ def ran_as(llm, mode: str) -> tuple[str, str | None]:
         # the engine captures no FULL graph then (it logs the same reason)
         why = f"FULL graphs need attention_backend='triton' (this engine: {cfg.resolved_attention_backend!r})"
         return ("PIECEWISE" if cfg.cudagraph_mode.has_piecewise else "eager") + suffix, why
+    if cfg.cudagraph_downgrade:  # e.g. PIECEWISE at mode 0 (no split trace): vLLM's downgrade, logged at startup
+        return cfg.cudagraph_mode.value + suffix, cfg.cudagraph_downgrade
     return mode, None
 
 
@@ -183,7 +186,7 @@ def main(args) -> dict:
             continue
         rep = jsonable(llm.startup_report().as_dict())
         result["modes"][mode] = {"asked": asked, "cudagraph_mode": llm.config.cudagraph_mode,
-                                 "compile_level": rep["compile"].get("level", 0),
+                                 "compile_level": rep["compile"].get("mode", 0),
                                  "attention_backend": llm.config.resolved_attention_backend,
                                  "async_scheduling": llm.config.resolved_async_scheduling,
                                  "dtype": str(llm.config.dtype).removeprefix("torch."),

@@ -5,7 +5,7 @@ own caches, pointed inside it here) and in memory; only a fresh process shows wh
 saves. The cold start gets a fresh, empty cache directory; the warm start reuses what the cold one wrote.
 Each child prints `llm.startup_report().as_dict()` as JSON; the parent puts the phases side by side.
 
-    minivllm bench startup --model .ckpt/qwen3-0.6b --compilation-config '{"level": 3}' --json startup.json
+    minivllm bench startup --model .ckpt/qwen3-0.6b --compilation-config '{"mode": 3}' --json startup.json
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""compile_model: what each compilation level does to the forward.
+"""compile_model: what each compilation mode (vLLM's CompilationMode) does to the forward.
 
-  level 0  no compile (PIECEWISE graphs still trace the forward once, with pieces left uncompiled)
-  level 1  stock torch.compile of the forward: Dynamo re-traces when shapes change (counted)
-  level 2  trace once with a dynamic batch dimension, fullgraph; run-time recompiles are counted
-  level 3  level 2, then the FX graph is split at every attention op and each piece compiled by Inductor
-           (compilation/backend.py); with PIECEWISE graphs on, each piece is captured per token count
+  mode 0  NONE: the plain forward; nothing is traced, Dynamo never runs
+  mode 1  STOCK_TORCH_COMPILE: torch.compile(fullgraph=True) of the forward, guards kept, so a new shape
+          may re-trace (counted); an op Dynamo cannot trace is a startup error, as in vLLM
+          (compilation_config allow_graph_breaks=True makes it a graph break instead, for the labs)
+  mode 2  DYNAMO_TRACE_ONCE: one trace with a dynamic token dimension, compiled whole; after it the
+          engine calls the compiled graph directly, so no guard is checked and nothing re-traces
+  mode 3  VLLM_COMPILE: mode 2's trace split at every attention op, each piece compiled by Inductor
+          (compilation/backend.py); with PIECEWISE graphs on, each piece is captured per token count
 
 vLLM traces the WHOLE forward once and splits at attention; "per layer" and "selected ops" are offered as
 compile_scope="layer"/"ops" so the lab can compare the three scopes. The result is a CompiledForward: the
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
+import types
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -52,10 +57,10 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
     `warm_up(fn)` runs fn once over a dummy batch."""
     c = config.compilation
     attach_custom_ops(model, CustomOpSelection.for_engine(config))
-    graphs_on = config.cudagraph_mode.has_piecewise
-    level = 0 if config.enforce_eager else c.level
-    info: dict = {"level": level, "backend": c.backend, "scope": c.compile_scope}
-    if level == 0 and not graphs_on:
+    graphs_on = config.cudagraph_mode.has_piecewise  # only ever with mode 3 (EngineConfig.cudagraph_mode)
+    level = int(config.compile_mode)
+    info: dict = {"mode": level, "level": level, "backend": c.backend, "scope": c.compile_scope}
+    if level == 0:  # vLLM's mode NONE: no Dynamo at all
         return CompiledForward(model.forward, model.forward, info=info)
     cache = None
     if level > 0 and c.backend == "inductor":
@@ -68,18 +73,20 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
     torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 512)
     base, times_before, t0 = report.baseline(), report.compile_times(), time.perf_counter()
     options = {"options": dict(c.inductor_compile_config)} if c.inductor_compile_config else {}
-    split = level != 1 and (level == 3 or graphs_on)
+    split = level == 3
     backend = None
+    trace_once: TraceOnceBackend | None = None
     if level == 1:
-        fn = _compile_level1(model, c.compile_scope, c.backend, options)
+        fn = _compile_level1(model, c.compile_scope, c.backend, options, fullgraph=not c.allow_graph_breaks)
     else:
-        backend = SplitBackend(compile_pieces=level == 3, inductor=c.backend == "inductor", use_graphs=graphs_on,
+        backend = SplitBackend(compile_pieces=True, inductor=c.backend == "inductor", use_graphs=graphs_on,
                                compile_sizes=c.compile_sizes, inductor_config=c.inductor_compile_config,
                                graph_cache_dir=cache.dir if cache is not None else None,
                                model=model) if split else None
         fn = _load_saved_forward(backend, cache, model, info) if backend is not None else None
         if fn is None:
-            fn = _traced_forward(model, backend or c.backend, {} if split else options)
+            trace_once = TraceOnceBackend(backend or c.backend, options if not split else {}, model)
+            fn = _traced_forward(model, trace_once)
     fn = _with_constant_floats(fn)
     try:
         warm_up(fn)
@@ -91,8 +98,11 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
         cache.open()
         if info.pop("dynamo_skipped", False):  # the loaded graph failed: trace it again
             backend.wrappers.clear()
-            fn = _with_constant_floats(_traced_forward(model, backend, {}))
+            fn = _with_constant_floats(_traced_forward(model, backend))
         warm_up(fn)
+    if trace_once is not None and trace_once.direct is not None:
+        fn = trace_once.direct  # traced once: from now on the graph is called without Dynamo's guards
+        info["guards_dropped"] = True
     if config.device.type == "cuda":
         torch.cuda.synchronize()
     took = time.perf_counter() - t0
@@ -106,21 +116,66 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
     # retrace (a run-time recompile), and on torch 2.11-2.13 Inductor then fails on that graph (KeyError
     # in its scheduler). So the traced forward never sees 1 token: such batches are padded to 2.
     min_tokens = 2 if level >= 2 or split else 1
-    full = (fn, min_tokens) if level > 0 else (model.forward, 1)  # level 0: FULL graphs keep the plain forward
+    # The default configuration's FULL decode graphs capture the plain forward: its ops are the hand-written
+    # kernels, so Inductor has nothing to fuse in them, and the plain forward replays a size-1 graph at
+    # batch 1 (README, "Where minivllm differs from vLLM"). An asked-for mode captures the compiled forward.
+    default = c.mode is None and c.custom_ops is None
+    full = (fn, min_tokens) if not default else (model.forward, 1)
+    info["full_graphs_capture"] = "compiled forward" if not default else "plain forward"
     return CompiledForward(fn, full[0], min_tokens, full[1], list(backend.wrappers) if backend else [], backend, info)
 
 
-def _compile_level1(model: nn.Module, scope: str, backend: str, options: dict) -> Forward:
+def _compile_level1(model: nn.Module, scope: str, backend: str, options: dict, fullgraph: bool) -> Forward:
     if scope == "layer":
         for layer in model.model.layers:
-            layer.forward = torch.compile(layer.forward, backend=backend, **options)
+            layer.forward = torch.compile(layer.forward, backend=backend, fullgraph=fullgraph, **options)
         return model.forward
     if scope == "ops":  # only the small elementwise layers (norms, activation)
         for m in model.modules():
             if isinstance(m, CustomOp):
-                m.forward_native = torch.compile(m.forward_native, backend=backend, **options)
+                m.forward_native = torch.compile(m.forward_native, backend=backend, fullgraph=fullgraph,
+                                                 **options)
         return model.forward
-    return torch.compile(model.forward, backend=backend, **options)
+    return torch.compile(own_forward(model), backend=backend, fullgraph=fullgraph, **options)
+
+
+def own_forward(model: nn.Module) -> Forward:
+    """model.forward with a code object of its own. Dynamo caches compiled code per code object, and its
+    guards may accept another model of the same class: without this, an engine compiled with graph breaks
+    would hand its code to the next engine, which asked for fullgraph (seen in the tests)."""
+    func = type(model).forward
+    fresh = types.FunctionType(func.__code__.replace(), func.__globals__, func.__name__, func.__defaults__,
+                               func.__closure__)
+    return types.MethodType(fresh, model)
+
+
+class TraceOnceBackend:
+    """Dynamo backend of modes 2 and 3: compile the one trace with `inner`, and keep what a direct call
+    needs (vLLM drops the guards of these modes: its wrapper calls the compiled code without Dynamo).
+
+    `direct` is the model's forward as a call of the compiled graph, its inputs gathered from the model's
+    parameters and the call's arguments (graph_cache.describe_inputs); None where an input is anything
+    else, and then every call goes through Dynamo's guards (logged)."""
+
+    def __init__(self, inner, options: dict, model: nn.Module) -> None:
+        self.inner, self.options, self._model = inner, options, weakref.ref(model)
+        self.direct: Forward | None = None
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list):
+        if callable(self.inner):
+            compiled = self.inner(gm, example_inputs)
+        elif self.inner == "inductor":
+            from torch._inductor.compile_fx import compile_fx
+
+            compiled = compile_fx(gm, example_inputs, config_patches=self.options.get("options") or None)
+        else:
+            compiled = torch._dynamo.lookup_backend(self.inner)(gm, example_inputs)
+        model = self._model()
+        specs = graph_cache.describe_inputs(gm, example_inputs, model, ("input_ids", "positions")) \
+            if model is not None and self.direct is None else None
+        if specs is not None:
+            self.direct = graph_cache.forward_from_graph(compiled, specs, model)
+        return compiled
 
 
 def _load_saved_forward(backend: SplitBackend, cache: CompileCache | None, model: nn.Module,
@@ -153,12 +208,12 @@ def _log_and_count(info: dict, level: int, backend: str, took: float, base: dict
         logger.info("Compiling the graph(s) for dynamic shape (AOT autograd + %s) took %.2f s", backend,
                     info["backend_s"])
     if level > 0:
-        logger.info("torch.compile took %.2f s in total (level %d)", took, level)
+        logger.info("torch.compile took %.2f s in total (mode %d)", took, level)
 
 
-def _traced_forward(model: nn.Module, backend, options: dict) -> Forward:
+def _traced_forward(model: nn.Module, backend) -> Forward:
     """torch.compile of the forward: traced once, the token dimension dynamic, no graph breaks allowed."""
-    compiled = torch.compile(model.forward, backend=backend, fullgraph=True, **options)
+    compiled = torch.compile(own_forward(model), backend=backend, fullgraph=True)
 
     def fn(input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         torch._dynamo.mark_dynamic(input_ids, 0)

@@ -37,8 +37,12 @@ def live_compile_report(info: dict, backend=None) -> dict:
     """Traces, graph breaks and recompiles since startup, plus the split and cache facts (`backend`: the
     engine's SplitBackend, if its forward was split at attention)."""
     base = info.get("baseline_counters", {"unique_graphs": 0, "graph_breaks": 0})
+    if info.get("mode", 0) == 0:  # mode NONE: this engine never runs Dynamo, so no counter is its own
+        base = {"unique_graphs": counters["stats"].get("unique_graphs", 0),
+                "graph_breaks": sum(counters["graph_break"].values())}
     return {
-        "level": info.get("level", 0),
+        "mode": info.get("mode", 0),
+        "level": info.get("mode", 0),  # the old name, read by recorded results
         "graphs_traced_at_startup": info.get("unique_graphs", 0),
         "recompiles_at_runtime": counters["stats"].get("unique_graphs", 0) - base["unique_graphs"],
         "graph_breaks": info.get("graph_breaks_at_startup", 0)

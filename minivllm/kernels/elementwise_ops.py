@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import torch
 
+from minivllm.kernels.op_registry import direct_op
 
-@torch.library.custom_op("minivllm::rms_norm", mutates_args=())
+
+@direct_op("minivllm::rms_norm", mutates_args=())
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, use_pdl: bool = False) -> torch.Tensor:
     """weight * rmsnorm(x) over the last dim; x may be a strided [T, H, D] view."""
     from minivllm.kernels.triton_norm import rms_norm as launch
@@ -32,7 +34,7 @@ def _(x, weight, eps, use_pdl=False):
     return x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, weight.dtype))
 
 
-@torch.library.custom_op("minivllm::fused_add_rms_norm", mutates_args=())
+@direct_op("minivllm::fused_add_rms_norm", mutates_args=())
 def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
                        use_pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(weight * rmsnorm(x + residual), x + residual), from one read of x and residual."""
@@ -48,7 +50,7 @@ def _(x, residual, weight, eps, use_pdl=False):
             x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, residual.dtype)))
 
 
-@torch.library.custom_op("minivllm::rotary_embedding", mutates_args=())
+@direct_op("minivllm::rotary_embedding", mutates_args=())
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor,
                      head_dim: int, use_pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Neox-style RoPE of q [T, Hq*D] and k [T, Hk*D] at positions [T]; returns new (q, k)."""
@@ -62,7 +64,7 @@ def _(positions, q, k, cos_sin_cache, head_dim, use_pdl=False):
     return q.new_empty(q.shape), k.new_empty(k.shape)
 
 
-@torch.library.custom_op("minivllm::qk_norm_rotary_embedding", mutates_args=())
+@direct_op("minivllm::qk_norm_rotary_embedding", mutates_args=())
 def qk_norm_rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, q_weight: torch.Tensor,
                              k_weight: torch.Tensor, eps: float, cos_sin_cache: torch.Tensor, head_dim: int,
                              use_pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,7 +79,7 @@ def _(positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim, use_pdl
     return q.new_empty(q.shape), k.new_empty(k.shape)
 
 
-@torch.library.custom_op("minivllm::silu_and_mul", mutates_args=())
+@direct_op("minivllm::silu_and_mul", mutates_args=())
 def silu_and_mul(x: torch.Tensor, use_pdl: bool = False) -> torch.Tensor:
     """silu(x[..., :I]) * x[..., I:] for x [..., 2I]."""
     from minivllm.kernels.triton_activation import silu_and_mul as launch
@@ -90,7 +92,7 @@ def _(x, use_pdl=False):
     return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
 
 
-@torch.library.custom_op("minivllm::linear", mutates_args=())
+@direct_op("minivllm::linear", mutates_args=())
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, silu_mul: bool,
            norm_weight: torch.Tensor | None = None, eps: float = 1e-6, use_pdl: bool = False) -> torch.Tensor:
     """f(x) @ weight^T + bias, where f(x) is x, or silu(gate) * up for x = [gate | up] (silu_mul), or
@@ -118,7 +120,7 @@ def _(x, weight, bias, silu_mul, norm_weight=None, eps=1e-6, use_pdl=False):
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
-@torch.library.custom_op("minivllm::add_rms_norm_linear", mutates_args=())
+@direct_op("minivllm::add_rms_norm_linear", mutates_args=())
 def add_rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                         weight: torch.Tensor, bias: torch.Tensor | None,
                         use_pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,8 +9,8 @@ reusing it.
 
 Nothing here is global to the process for longer than one compile: Inductor and Triton read their cache
 directories from TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR (there is no config option for it), so the
-variables are set while this engine compiles and put back exactly as they were afterwards
-(scoped_cache_env). The entry lock is held per engine: another thread of the same process waits for it
+variables are set while this engine compiles, and the environment is put back exactly as it was
+afterwards (scoped_cache_env). The entry lock is held per engine: another thread of the same process waits for it
 like another process does.
 """
 
@@ -44,16 +44,17 @@ CACHE_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 @contextmanager
 def scoped_cache_env():
-    """Restore CACHE_ENV exactly on exit (a variable that was unset is unset again): CompileCache.open sets
-    them for this compile, and Inductor itself sets TORCHINDUCTOR_CACHE_DIR when it first compiles."""
-    saved = {k: os.environ.get(k) for k in CACHE_ENV}
+    """os.environ exactly as it was on exit: CompileCache.open sets CACHE_ENV for this compile, and torch
+    sets variables of its own while it compiles (TORCHINDUCTOR_CACHE_DIR when unset, and one it reads only
+    while loading each compiled CPU library, _TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR)."""
+    saved = dict(os.environ)
     try:
         yield
     finally:
+        for key in [k for k in os.environ if k not in saved]:
+            del os.environ[key]
         for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
+            if os.environ.get(key) != value:
                 os.environ[key] = value
 
 

@@ -30,8 +30,8 @@ from minivllm.config import (
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.inputs import encode_prompt, token_ids_from
 from minivllm.loader import NoTokenizer, check_model_dir, load_model_config, load_tokenizer
-from minivllm.models.footprint import check_fits
 from minivllm.logger import init_logger
+from minivllm.models.footprint import check_fits
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.model_runner import ModelRunner

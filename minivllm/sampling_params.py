@@ -60,8 +60,8 @@ class SamplingParams:
         if not _is_real(self.top_p) or math.isnan(self.top_p) or not 0 < self.top_p <= 1:
             raise bad("top_p", "in (0, 1]", self.top_p)
         if not is_int(self.top_k) or not -1 <= self.top_k <= TOP_K_MAX:
-            raise bad("top_k", f"an int: -1 or 0 (off) or in [1, 2**31 - 1] (above the vocabulary size means all "
-                               f"tokens)", self.top_k)
+            raise bad("top_k", "an int: -1 or 0 (off) or in [1, 2**31 - 1] (above the vocabulary size means all "
+                               "tokens)", self.top_k)
         if not is_int(self.max_tokens) or self.max_tokens < 1:
             raise bad("max_tokens", "an int >= 1", self.max_tokens)
         if not isinstance(self.ignore_eos, bool):

@@ -46,8 +46,8 @@ def footprint(cfg: ModelConfig, max_model_len: int, dtype: torch.dtype, max_num_
     rope = blocks * D * 4  # the one fp32 cos/sin table (layers/rotary.py)
     tables = max_num_seqs * (blocks // block_size) * 4  # the int32 block tables (worker/input_batch.py)
     return {
-        "vocab_size": (embed, f"the embedding{'' if cfg.tie_word_embeddings else ' and the LM head'} "
-                              f"(vocab_size {cfg.vocab_size} x hidden_size {H} x {item} bytes)"),
+        "vocab_size": (embed, (f"the embedding{'' if cfg.tie_word_embeddings else ' and the LM head'} "
+                               f"(vocab_size {cfg.vocab_size} x hidden_size {H} x {item} bytes)")),
         "num_hidden_layers": (cfg.num_hidden_layers * layer, f"{cfg.num_hidden_layers} decoder layers"),
         len_field: (rope + tables, f"the RoPE table and block tables for {max_model_len} positions"),
     }

@@ -223,3 +223,10 @@ def test_inconsistent_capture_sizes_fail_at_construction(tmp_path):
     path = tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path))
     with pytest.raises(ValueError, match="max_cudagraph_capture_size"):
         LLM(str(path), max_model_len=64, cudagraph_capture_sizes=[1, 2, 4, 8], max_cudagraph_capture_size=4)
+
+
+def test_empty_model_flag_is_an_error_in_bench(capsys):
+    from minivllm.cli import main
+
+    assert main(["bench", "latency", "--model", "", "--json", "/dev/null"]) == 2
+    assert "an empty name" in capsys.readouterr().err

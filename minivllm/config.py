@@ -7,6 +7,7 @@ compilation), so the names here transfer.
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 import os
@@ -99,15 +100,20 @@ def check_seed(value: Any, name: str) -> None:
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """'auto' means CUDA when present, else CPU."""
+    """'auto' means CUDA when present, else CPU. Only 'auto', 'cpu', 'cuda' and 'cuda:N' are engine devices;
+    anything else ('gpu', 'tpu', 'mps', ...) is refused here, before torch's own device-string error."""
     if isinstance(device, torch.device):
         return device
+    allowed = "'auto', 'cpu', 'cuda' or 'cuda:N' (N a GPU index)"
+    _check(isinstance(device, str), f"device must be {allowed}, got {device!r}")
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    kind, sep, index = device.partition(":")
+    _check(device == "cpu" or (kind == "cuda" and (not sep or index.isdigit())),
+           f"device must be {allowed}, got {device!r}")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was asked for but CUDA is not available; use device='cpu' or 'auto'")
-    _check(dev.type in ("cpu", "cuda"), f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     return dev
 
 
@@ -274,8 +280,8 @@ class CompilationConfig:
         """Accept a CompilationConfig, a dict, a JSON string (the CLI form) or None."""
         if value is None:
             return cls()
-        if isinstance(value, cls):
-            return value
+        if isinstance(value, cls):  # a copy: the engine (its fallback ladder) changes level and mode
+            return copy.deepcopy(value)
         if isinstance(value, str):
             try:
                 value = json.loads(value)
@@ -386,8 +392,19 @@ class EngineConfig:
         return mode, (f"cudagraph_mode {asked.value} -> {mode.value}: {why}" if mode is not asked else None)
 
     def capture_sizes(self) -> list[int]:
+        """The batch sizes to capture, by vLLM's rule (VllmConfig._set_cudagraph_sizes): the largest is
+        max_cudagraph_capture_size (default min(2 x max_num_seqs, 512)), never above max_num_batched_tokens;
+        explicit sizes above max_num_batched_tokens are dropped, and explicit sizes whose largest is not an
+        explicit max_cudagraph_capture_size are refused (the two say different things)."""
         c = self.compilation
-        max_size = c.max_cudagraph_capture_size or min(2 * self.scheduler.max_num_seqs, 512)
-        if c.cudagraph_capture_sizes is not None:
-            return sorted({s for s in c.cudagraph_capture_sizes if s <= max(max_size, max(c.cudagraph_capture_sizes))})
-        return default_capture_sizes(max_size)
+        max_tokens = self.scheduler.max_num_batched_tokens
+        if c.cudagraph_capture_sizes is None:
+            max_size = c.max_cudagraph_capture_size or min(2 * self.scheduler.max_num_seqs, 512)
+            return default_capture_sizes(min(max_size, max_tokens))
+        sizes = sorted({s for s in c.cudagraph_capture_sizes if s <= max_tokens})
+        _check(bool(sizes), f"cudagraph_capture_sizes {c.cudagraph_capture_sizes} are all above "
+                            f"max_num_batched_tokens ({max_tokens}): no batch could replay a graph")
+        _check(c.max_cudagraph_capture_size is None or c.max_cudagraph_capture_size == sizes[-1],
+               f"max_cudagraph_capture_size ({c.max_cudagraph_capture_size}) must equal the largest of "
+               f"cudagraph_capture_sizes ({sizes[-1]}) when both are given, as in vLLM; give one of them")
+        return sizes

@@ -29,8 +29,9 @@ from minivllm.config import (
 )
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.inputs import encode_prompt, token_ids_from
-from minivllm.loader import check_model_dir, load_model_config, load_tokenizer
+from minivllm.loader import NoTokenizer, check_model_dir, load_model_config, load_tokenizer
 from minivllm.logger import init_logger
+from minivllm.models.footprint import check_fits
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.model_runner import ModelRunner
@@ -60,7 +61,7 @@ class LLM:
         self.fallback_report: list[dict] = []
         t_start = time.perf_counter()
         self.report = StartupReport()
-        path = check_model_dir(model or DEFAULT_MODEL)
+        path = check_model_dir(DEFAULT_MODEL if model is None else model)  # "" is an error, not the default
         model_config = load_model_config(path)
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, model_config.torch_dtype, dev)
@@ -89,7 +90,12 @@ class LLM:
         if not enable_chunked_prefill and max_num_batched_tokens < max_len:
             raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be >= max_model_len "
                              f"({max_len}) when enable_chunked_prefill=False, or a long prompt could never run")
-        torch.manual_seed(seed)
+        self.config.capture_sizes()  # explicit capture sizes that contradict each other fail here, not at capture
+        check_fits(model_config, max_len, torch_dtype, dev, max_num_seqs, block_size,
+                   "max_model_len" if max_model_len is not None else "max_position_embeddings",
+                   str(path / "config.json"))
+        # The caller's torch RNG state is left alone (it is theirs): the sampler draws from its own generator
+        # seeded with `seed` (layers/sampler.py), a request with a seed from its own generator.
         logger.info("Initializing minivllm engine: model=%s, arch=%s, dtype=%s, device=%s, max_model_len=%d, "
                     "attention_backend=%s, enforce_eager=%s, async_scheduling=%s, compilation mode=%d (%s), "
                     "cudagraph_mode=%s", path, model_config.architecture,
@@ -259,6 +265,10 @@ class LLM:
                             f"got {type(sampling_params).__name__}")
         for i, ((_, ids), sp) in enumerate(zip(items, params)):
             engine.validate(ids, sp, f"prompts[{i}]")  # all checked before any is queued
+            if sp.stop and isinstance(self.tokenizer, NoTokenizer):
+                raise ValueError(f"sampling_params for prompts[{i}]: stop={list(sp.stop)!r} needs a tokenizer, "
+                                 f"and this engine has none ({self.tokenizer.reason}): stop strings are matched "
+                                 f"on the detokenized text; use stop_token_ids=[...] instead")
         return items, params
 
     def generate(self, prompts: PromptType | Seq[PromptType], sampling_params: SamplingParams | list | None = None,

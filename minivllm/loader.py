@@ -15,17 +15,29 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 from tqdm.auto import tqdm
 
+from minivllm.hub_cache import find_snapshot, hub_model_root, looks_like_repo_id
+from minivllm.layers.rotary import attach_rope_tables
 from minivllm.models.config import ModelConfig
+from minivllm.models.config_check import check_config_fields
 from minivllm.models.registry import MODEL_REGISTRY, get_model_class
 
 logger = logging.getLogger("minivllm")
 
 
 def check_model_dir(model: str | Path) -> Path:
+    """The checkpoint directory of `model`: a local directory, or a Hub name ("org/name") found in the
+    local Hugging Face cache (hub_cache.py). Nothing is downloaded."""
+    if isinstance(model, str) and not model.strip():
+        raise ValueError(f"model={model!r}: an empty name; pass a checkpoint directory or a Hub name "
+                         f"('org/name', found in the local Hugging Face cache), or leave model out (None) for "
+                         f"the embedded model")
     path = Path(model).expanduser()
+    if not path.is_dir() and isinstance(model, str) and looks_like_repo_id(model):
+        path = find_snapshot(model)
     if not path.is_dir():
         raise ValueError(f"model={str(model)!r}: no such local directory (minivllm loads local Hugging Face "
-                         f"checkpoint directories only; nothing is downloaded)")
+                         f"checkpoint directories, or 'org/name' from the local Hugging Face cache; nothing is "
+                         f"downloaded)")
     if not (path / "config.json").is_file():
         raise ValueError(f"model={str(model)!r}: the directory has no config.json")
     return path
@@ -41,43 +53,13 @@ def _read_json(file: Path) -> object:
         raise ValueError(f"{file}: cannot be read ({e})") from None
 
 
-def _check_config_fields(file: Path, raw: dict) -> None:
-    """Types and ranges of the fields the engine reads, so a bad config.json fails here and not deep in the
-    model constructor."""
-    def bad(msg: str) -> ValueError:
-        return ValueError(f"{file}: {msg}")
-
-    def is_int(v: object) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    archs = raw.get("architectures")
-    if isinstance(archs, str):
-        raise bad(f"'architectures' must be a list of class names, e.g. [\"Qwen3ForCausalLM\"], got the string "
-                  f"{archs!r}")
-    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
-        raise bad(f"'architectures' must be a list of class names, got {archs!r}")
-    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
-                "num_key_value_heads", "head_dim"):
-        value = raw.get(key)
-        if value is not None and not (is_int(value) and value >= 1):
-            raise bad(f"{key!r} must be a positive int, got {value!r}")
-    mpe = raw.get("max_position_embeddings")
-    if mpe is not None and not (is_int(mpe) and mpe >= 2):
-        raise bad(f"'max_position_embeddings' must be an int >= 2 (the longest sequence the model takes), "
-                  f"got {mpe!r}")
-    eos = raw.get("eos_token_id")
-    if eos is not None and not (is_int(eos) and eos >= 0) and not (
-            isinstance(eos, list) and all(is_int(t) and t >= 0 for t in eos)):
-        raise bad(f"'eos_token_id' must be a non-negative int, a list of them or null, got {eos!r}")
-
-
 def load_model_config(path: Path) -> ModelConfig:
     file = path / "config.json"
     raw = _read_json(file)
     if not isinstance(raw, dict):
         raise ValueError(f"{file}: must hold a JSON object ({{\"architectures\": [...], ...}}), "
                          f"got {type(raw).__name__}")
-    _check_config_fields(file, raw)
+    check_config_fields(file, raw)
     archs = raw.get("architectures") or ["<none>"]
     if archs[0] not in MODEL_REGISTRY:
         raise ValueError(f"unsupported architecture {archs[0]!r} in config.json; supported: {sorted(MODEL_REGISTRY)}")
@@ -87,16 +69,31 @@ def load_model_config(path: Path) -> ModelConfig:
         raise ValueError(f"config.json of {str(path)!r} lacks the field {e}") from None
 
 
+def _allowed_root(path: Path) -> Path:
+    """What weight files may resolve into: the model directory, or for a Hub-cache snapshot its whole
+    `models--*` folder (its files are symlinks into ../../blobs/)."""
+    return (hub_model_root(path) or path).resolve()
+
+
+def _check_inside(file: Path, path: Path, what: str) -> Path:
+    """`file`, refused unless it resolves inside the model directory (or its Hub-cache folder): an index or a
+    symlink is data from the checkpoint, and '../../x' or an absolute path must not make the loader read
+    elsewhere."""
+    root = _allowed_root(path)
+    if not file.resolve().is_relative_to(root):
+        raise ValueError(f"{what} {file.name!r} points outside the model directory {str(path)!r} (it resolves "
+                         f"to {str(file.resolve())!r}, not inside {str(root)!r}); refused")
+    return file
+
+
 def _weights_file(path: Path, name: object, index: Path) -> Path:
-    """A shard named by the index, refused unless it is a file inside the model directory (an index is
-    data from the checkpoint: '../../x' or an absolute path must not make the loader read elsewhere)."""
+    """A shard named by the index: a .safetensors file inside the model directory."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"{index}: 'weight_map' values must be file names, got {name!r}")
-    file = path / name
-    root = path.resolve()
-    if not file.resolve().is_relative_to(root):
-        raise ValueError(f"{index}: shard {name!r} points outside the model directory {str(path)!r}; refused")
-    return file
+    if not name.endswith(".safetensors"):
+        raise ValueError(f"{index}: shard {name!r} is not a .safetensors file; minivllm loads safetensors "
+                         f"only, because unpickling a checkpoint (.bin/.pt) can execute arbitrary code")
+    return _check_inside(path / name, path, f"{index}: shard")
 
 
 def safetensors_files(path: Path) -> list[Path]:
@@ -112,7 +109,7 @@ def safetensors_files(path: Path) -> list[Path]:
         if missing:
             raise ValueError(f"model={str(path)!r}: shards listed in the index are missing: {missing}")
     else:
-        files = sorted(path.glob("*.safetensors"))
+        files = [_check_inside(f, path, "weights file") for f in sorted(path.glob("*.safetensors"))]
     dirs = [str(f) for f in files if f.is_dir()]
     if dirs:
         raise ValueError(f"{dirs[0]}: is a directory, not a safetensors file")
@@ -144,19 +141,26 @@ def _load_file(file: Path, model: nn.Module, params: dict, packed: dict, tied: b
                 raise ValueError(f"{file}: checkpoint tensor {name!r} matches no parameter of "
                                  f"{type(model).__name__}")
             param = params[target]
+            shape = tuple(f.get_slice(name).get_shape())
+            if len(shape) != param.dim():  # checked before any loader indexes the shape (a 0-d tensor)
+                raise ValueError(f"{file}: tensor {name!r} has {len(shape)} dimension(s), shape {shape}; the "
+                                 f"model expects a {param.dim()}-d tensor for {target!r}")
             tensor = f.get_tensor(name).to(device=device, dtype=dtype)
             if tensor.is_floating_point():
                 finite.append((name, torch.isfinite(tensor).all()))
             loader = getattr(param, "weight_loader", None)
-            if loader is None:
-                if param.shape != tensor.shape:
-                    raise ValueError(f"{file}: tensor {name!r} has shape {tuple(tensor.shape)}, the model "
-                                     f"expects {tuple(param.shape)}")
-                param.data.copy_(tensor)
-            elif shard is None:
-                loader(param, tensor)
-            else:
-                loader(param, tensor, shard)
+            try:
+                if loader is None:
+                    if param.shape != tensor.shape:
+                        raise ValueError(f"it has shape {tuple(tensor.shape)}, the model expects "
+                                         f"{tuple(param.shape)}")
+                    param.data.copy_(tensor)
+                elif shard is None:
+                    loader(param, tensor)
+                else:
+                    loader(param, tensor, shard)
+            except ValueError as e:  # the layer knows the shapes, this loop knows the tensor and the file
+                raise ValueError(f"{file}: tensor {name!r}: {e}") from None
             loaded.add(f"{target}:{shard}")
 
 
@@ -192,19 +196,33 @@ def load_weights(model: nn.Module, path: Path, device: torch.device, dtype: torc
         raise ValueError(f"checkpoint {str(path)!r} is missing weights: {missing[:5]}{more}")
 
 
-def load_model(path: Path, cfg: ModelConfig, device: torch.device, dtype: torch.dtype) -> nn.Module:
-    cls = get_model_class(cfg)
-    with torch.device(device):
-        prev = torch.get_default_dtype()
-        torch.set_default_dtype(dtype)
-        try:
-            model = cls(cfg)
-        finally:
-            torch.set_default_dtype(prev)
-    # RoPE tables stay fp32 whatever the model dtype.
-    for m in model.modules():
-        if hasattr(m, "cos_sin_cache"):
-            m.cos_sin_cache = m.cos_sin_cache.float()
+def build_model(cfg: ModelConfig, device: torch.device, dtype: torch.dtype, max_positions: int) -> nn.Module:
+    """The model with uninitialized weights of `dtype` on `device`, and its RoPE table.
+
+    Built on the meta device first (no memory), then each parameter is allocated in `dtype` directly. No
+    process-wide default (torch.set_default_dtype) is touched, so two engines built at once in two threads
+    each get their own dtype; a `torch.device` context is local to its thread."""
+    with torch.device("meta"):
+        model = get_model_class(cfg)(cfg)
+    real: dict[int, nn.Parameter] = {}  # by the meta Parameter's id: a tied lm_head stays the embedding's
+    for module in model.modules():
+        for name, meta in module._parameters.items():
+            if meta is None:
+                continue
+            if id(meta) not in real:
+                p = nn.Parameter(torch.empty(meta.shape, dtype=dtype, device=device), requires_grad=False)
+                p.__dict__.update(meta.__dict__)  # weight_loader, shard_ids
+                real[id(meta)] = p
+            module._parameters[name] = real[id(meta)]
+    attach_rope_tables(model, max_positions, device)
+    return model
+
+
+def load_model(path: Path, cfg: ModelConfig, device: torch.device, dtype: torch.dtype,
+               max_positions: int | None = None) -> nn.Module:
+    """max_positions: how many positions the RoPE table covers (the engine passes max_model_len rounded up
+    to whole KV blocks); default the model's max_position_embeddings."""
+    model = build_model(cfg, device, dtype, max_positions or cfg.max_position_embeddings)
     load_weights(model, path, device, dtype)
     return model.eval()
 

@@ -16,6 +16,9 @@ from minivllm.config import check_seed, is_int
 # vLLM's _SAMPLING_EPS: below it, dividing the logits by the temperature overflows fp32 (1e-38 gives inf
 # everywhere and the sampler picks token 0), and the distribution is a spike on the argmax anyway.
 SAMPLING_EPS = 1e-5
+# The sampler puts top_k into an int64 tensor and compares it with token positions; a bound far above any
+# vocabulary keeps that in range (2**63 overflows the conversion) and still means "all tokens".
+TOP_K_MAX = 2**31 - 1
 
 
 def _is_real(value: object) -> bool:
@@ -56,8 +59,9 @@ class SamplingParams:
             raise bad("temperature", "a finite number >= 0 (0 = greedy)", self.temperature)
         if not _is_real(self.top_p) or math.isnan(self.top_p) or not 0 < self.top_p <= 1:
             raise bad("top_p", "in (0, 1]", self.top_p)
-        if not is_int(self.top_k) or self.top_k < -1:
-            raise bad("top_k", "an int: -1 or 0 (off) or >= 1", self.top_k)
+        if not is_int(self.top_k) or not -1 <= self.top_k <= TOP_K_MAX:
+            raise bad("top_k", "an int: -1 or 0 (off) or in [1, 2**31 - 1] (above the vocabulary size means all "
+                               "tokens)", self.top_k)
         if not is_int(self.max_tokens) or self.max_tokens < 1:
             raise bad("max_tokens", "an int >= 1", self.max_tokens)
         if not isinstance(self.ignore_eos, bool):

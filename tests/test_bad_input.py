@@ -146,3 +146,87 @@ def test_triton_backend_without_cuda_is_refused_at_construction(tmp_path, monkey
     path = tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path))
     with pytest.raises(ValueError, match="attention_backend='triton' needs a CUDA GPU.*'torch'"):
         LLM(str(path), attention_backend="triton", device="cpu", max_model_len=64)
+
+
+# ---- sampling and arguments (issue 25) -------------------------------------------------------------------
+@pytest.mark.parametrize("top_k", [2**63, 2**31, -2])
+def test_top_k_out_of_range_is_refused(top_k):
+    with pytest.raises(ValueError, match=r"SamplingParams.top_k must be .*2\*\*31 - 1"):
+        SamplingParams(temperature=1.0, top_k=top_k)
+
+
+def test_top_k_above_the_vocabulary_means_all_tokens(llm):
+    prompt = {"prompt_token_ids": [5, 6, 7]}
+    big = llm.generate(prompt, SamplingParams(temperature=1.0, top_k=2**31 - 1, seed=3, max_tokens=4),
+                       use_tqdm=False)[0].outputs[0].token_ids
+    off = llm.generate(prompt, SamplingParams(temperature=1.0, top_k=-1, seed=3, max_tokens=4),
+                       use_tqdm=False)[0].outputs[0].token_ids
+    assert big == off
+    serves_good_request(llm)
+
+
+def test_stop_strings_without_a_tokenizer_are_refused(tmp_path):
+    path = tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path))
+    llm = LLM(str(path), max_model_len=64, skip_tokenizer_init=True)
+    good = {"prompt_token_ids": [5, 6]}
+    with pytest.raises(ValueError, match=r"prompts\[1\]: stop=\['\\n'\] needs a tokenizer.*use stop_token_ids"):
+        llm.generate([good, {"prompt_token_ids": [5, 6, 7]}],
+                     [SamplingParams(max_tokens=2), SamplingParams(stop="\n", max_tokens=2)], use_tqdm=False)
+    assert not llm.engine.has_unfinished_requests()  # nothing was queued: no lost request
+    serves_good_request(llm)
+    out = llm.generate(good, SamplingParams(temperature=0, stop_token_ids=[3], max_tokens=2), use_tqdm=False)
+    assert out[0].outputs[0].token_ids
+
+
+@pytest.mark.parametrize("device", ["gpu", "tpu", "mps", "cuda:x", "cpu:0", 0])
+def test_unknown_devices_get_the_engines_error(device, tmp_path):
+    path = tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path))
+    with pytest.raises(ValueError, match=r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N'.*got"):
+        LLM(str(path), device=device)
+
+
+def test_empty_model_name_is_an_error_not_the_embedded_model():
+    for bad in ("", "  "):
+        with pytest.raises(ValueError, match=r"model=.*: an empty name.*leave model out \(None\)"):
+            LLM(bad, device="cpu")
+
+
+def test_empty_model_flag_is_an_error_in_the_cli(capsys):
+    from minivllm.cli import main
+
+    assert main(["generate", "--prompt", "hi", "--model", ""]) == 2
+    assert "an empty name" in capsys.readouterr().err
+
+
+def _capture_sizes(sizes=None, max_size=None, max_num_seqs=256, max_tokens=8192):
+    from minivllm.config import EngineConfig, SchedulerConfig
+
+    comp = CompilationConfig(cudagraph_capture_sizes=sizes, max_cudagraph_capture_size=max_size)
+    return EngineConfig(model="m", compilation=comp, scheduler=SchedulerConfig(
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens)).capture_sizes()
+
+
+def test_capture_sizes_follow_vllm():
+    assert _capture_sizes(max_size=24)[-3:] == [8, 16, 24]  # only the max: the default list up to it
+    assert _capture_sizes([1, 2, 4, 64]) == [1, 2, 4, 64]  # only sizes: the max is theirs
+    assert _capture_sizes([1, 2, 4, 64], max_size=64) == [1, 2, 4, 64]  # both, consistent
+    assert _capture_sizes([1, 8, 32], max_tokens=16) == [1, 8]  # above max_num_batched_tokens: dropped
+    assert _capture_sizes(max_num_seqs=256, max_tokens=100)[-1] == 96  # the default max is capped by it too
+    with pytest.raises(ValueError, match=r"max_cudagraph_capture_size \(4\) must equal the largest of "
+                                         r"cudagraph_capture_sizes \(16\)"):
+        _capture_sizes([1, 2, 4, 8, 16], max_size=4)
+    with pytest.raises(ValueError, match="all above max_num_batched_tokens"):
+        _capture_sizes([64], max_tokens=32)
+
+
+def test_inconsistent_capture_sizes_fail_at_construction(tmp_path):
+    path = tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path))
+    with pytest.raises(ValueError, match="max_cudagraph_capture_size"):
+        LLM(str(path), max_model_len=64, cudagraph_capture_sizes=[1, 2, 4, 8], max_cudagraph_capture_size=4)
+
+
+def test_empty_model_flag_is_an_error_in_bench(capsys):
+    from minivllm.cli import main
+
+    assert main(["bench", "latency", "--model", "", "--json", "/dev/null"]) == 2
+    assert "an empty name" in capsys.readouterr().err

@@ -22,7 +22,7 @@ from minivllm.bench.common import free_engine, print_table, provenance, random_p
 def main(args: argparse.Namespace) -> dict:
     from minivllm import DEFAULT_MODEL, LLM, SamplingParams
 
-    model = args.model or DEFAULT_MODEL
+    model = DEFAULT_MODEL if args.model is None else args.model
     params = SamplingParams(temperature=0, max_tokens=args.num_tokens, ignore_eos=True)
     runs = {}
     for backend in ("triton", "torch"):

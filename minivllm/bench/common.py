@@ -45,7 +45,7 @@ def str_list(s: str) -> list[str]:
 def model_dir(args: argparse.Namespace) -> str:
     from minivllm import DEFAULT_MODEL
 
-    return args.model or DEFAULT_MODEL
+    return DEFAULT_MODEL if args.model is None else args.model  # "--model ''" is an error, as in LLM
 
 
 def engine_kwargs(args: argparse.Namespace, **overrides: Any) -> dict:

@@ -6,6 +6,12 @@ VLLM_TORCH_COMPILE_CACHE_DIR variable named in some write-ups does not exist), k
 change of any input starts a fresh entry. A manifest of file checksums, written after a successful compile,
 lets a later start detect a corrupted or truncated entry and rebuild it instead of crashing or silently
 reusing it.
+
+Nothing here is global to the process for longer than one compile: Inductor and Triton read their cache
+directories from TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR (there is no config option for it), so the
+variables are set while this engine compiles, and the environment is put back exactly as it was
+afterwards (scoped_cache_env). The entry lock is held per engine: another thread of the same process waits for it
+like another process does.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 import weakref
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -31,6 +39,23 @@ except ImportError:  # Windows: no entry locks (the engine targets Linux)
 
 logger = logging.getLogger("minivllm")
 MANIFEST = "minivllm_manifest.json"
+CACHE_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+@contextmanager
+def scoped_cache_env():
+    """os.environ exactly as it was on exit: CompileCache.open sets CACHE_ENV for this compile, and torch
+    sets variables of its own while it compiles (TORCHINDUCTOR_CACHE_DIR when unset, and one it reads only
+    while loading each compiled CPU library, _TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR)."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for key in [k for k in os.environ if k not in saved]:
+            del os.environ[key]
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
 
 
 def code_hash() -> str:
@@ -66,6 +91,7 @@ def _checksums(d: Path) -> dict[str, str]:
 
 
 _HOLDERS: dict[str, "weakref.ref[CompileCache]"] = {}  # entry lock path -> the object of this process holding it
+_HOLDERS_LOCK = threading.Lock()  # threads of this process check and take over _HOLDERS entries one at a time
 _WARNED_ROOTS: set[str] = set()
 
 
@@ -89,6 +115,7 @@ class CompileCache:
         self.dir = root / "torch_compile_cache" / key
         self.warm = False
         self._lock_file = None  # the open lock file while this object holds the entry's lock
+        self._owner: threading.Thread | None = None  # the thread that took the lock
 
     def open(self) -> None:
         """Lock the entry, verify it (rebuild it if corrupted) and point Inductor/Triton at it."""
@@ -158,13 +185,18 @@ class CompileCache:
                                " is not a writable directory (%s): compiling without a persistent cache, so "
                                "every start compiles again", self.root, e)
             return False
-        holder = _HOLDERS.get(str(path))
-        previous = holder() if holder is not None else None
-        if previous is not None and previous._lock_file is not None:  # an earlier engine of this process
-            lock_file.close()  # that never sealed (it failed): take its lock over
-            self._lock_file, previous._lock_file = previous._lock_file, None
-            _HOLDERS[str(path)] = weakref.ref(self)
-            return True
+        with _HOLDERS_LOCK:
+            holder = _HOLDERS.get(str(path))
+            previous = holder() if holder is not None else None
+            if previous is not None and previous._lock_file is not None and previous._abandoned():
+                lock_file.close()  # an earlier engine of this thread (or of a finished one) that never sealed,
+                # because it failed: take its lock over (waiting for it would wait for ourselves)
+                self._lock_file, previous._lock_file = previous._lock_file, None
+                self._owner = threading.current_thread()
+                _HOLDERS[str(path)] = weakref.ref(self)
+                return True
+        # Else wait on the file lock: it also keeps out another live thread of this process, because two
+        # open() of one file are two flock holders even in one process.
         deadline = time.monotonic() + self.LOCK_TIMEOUT_S
         waited = False
         while True:
@@ -181,9 +213,16 @@ class CompileCache:
                     logger.info("Compile cache %s is being written by another process: waiting for it", self.dir)
                     waited = True
                 time.sleep(0.2)
-        self._lock_file = lock_file
-        _HOLDERS[str(path)] = weakref.ref(self)
+        with _HOLDERS_LOCK:
+            self._lock_file, self._owner = lock_file, threading.current_thread()
+            _HOLDERS[str(path)] = weakref.ref(self)
         return True
+
+    def _abandoned(self) -> bool:
+        """True when no compile can still be writing under this object's lock: it was taken by the calling
+        thread (which is here, not compiling) or by a thread that has ended."""
+        owner = self._owner
+        return owner is None or owner is threading.current_thread() or not owner.is_alive()
 
     def _unlock(self) -> None:
         lock_file, self._lock_file = getattr(self, "_lock_file", None), None

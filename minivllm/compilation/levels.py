@@ -28,7 +28,7 @@ from torch import nn
 
 from minivllm.compilation import graph_cache, report
 from minivllm.compilation.backend import SplitBackend
-from minivllm.compilation.cache import CompileCache, cache_key
+from minivllm.compilation.cache import CompileCache, cache_key, scoped_cache_env
 from minivllm.compilation.cuda_graph import CUDAGraphWrapper
 from minivllm.config import EngineConfig
 from minivllm.layers.custom_op import CustomOp, CustomOpSelection, attach_custom_ops
@@ -54,7 +54,14 @@ class CompiledForward:
 def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineConfig,
                   warm_up: Callable[[Forward], None]) -> CompiledForward:
     """Apply compilation_config to the model's forward and compile it now (startup, not the first request):
-    `warm_up(fn)` runs fn once over a dummy batch."""
+    `warm_up(fn)` runs fn once over a dummy batch. The cache's environment variables are set only while it
+    compiles (scoped_cache_env)."""
+    with scoped_cache_env():
+        return _compile_model(model, model_config, config, warm_up)
+
+
+def _compile_model(model: nn.Module, model_config: ModelConfig, config: EngineConfig,
+                   warm_up: Callable[[Forward], None]) -> CompiledForward:
     c = config.compilation
     attach_custom_ops(model, CustomOpSelection.for_engine(config))
     graphs_on = config.cudagraph_mode.has_piecewise  # only ever with mode 3 (EngineConfig.cudagraph_mode)

@@ -1,4 +1,8 @@
-"""The architecture fields minivllm reads from a checkpoint's config.json (no remote code, ever)."""
+"""The architecture fields minivllm reads from a checkpoint's config.json (no remote code, ever).
+
+The values are checked first (models/config_check.py): fields the engine does not implement are refused
+there, so what is read here is what the model computes.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +28,9 @@ class ModelConfig:
     rope_scaling: dict | None
     max_position_embeddings: int
     tie_word_embeddings: bool
-    qkv_bias: bool
+    qkv_bias: bool  # q/k/v projections: Qwen2 always; Llama and Qwen3 with attention_bias
+    o_bias: bool  # o_proj: Llama and Qwen3 with attention_bias (Qwen2 never)
+    mlp_bias: bool  # gate/up/down: Llama with mlp_bias (Qwen2/Qwen3 have none, as in transformers)
     qk_norm: bool
     torch_dtype: torch.dtype | None
     eos_token_ids: list[int]
@@ -56,6 +62,8 @@ class ModelConfig:
             max_position_embeddings=cfg.get("max_position_embeddings", 4096),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             qkv_bias=arch == "Qwen2ForCausalLM" or bool(cfg.get("attention_bias", False)),
+            o_bias=arch != "Qwen2ForCausalLM" and bool(cfg.get("attention_bias", False)),
+            mlp_bias=arch == "LlamaForCausalLM" and bool(cfg.get("mlp_bias", False)),
             qk_norm=arch == "Qwen3ForCausalLM",
             torch_dtype=_DTYPES.get(str(dtype)) if dtype else None,
             eos_token_ids=eos_ids,

@@ -1,5 +1,8 @@
 """The Llama decoder and its Qwen2 (qkv bias) and Qwen3 (q/k RMSNorm) variants, on minivllm's layers.
 
+Biases follow transformers: Qwen2 has them on q/k/v; Llama and Qwen3 on q/k/v/o with attention_bias;
+Llama on gate/up/down with mlp_bias.
+
 Inputs are flat: T tokens of a packed batch (input_ids [T], positions [T]); there is no batch or padding
 dimension, because the attention op knows from the batch metadata where each sequence starts.
 """
@@ -24,7 +27,7 @@ class DecoderAttention(UsesCustomOps):
         H, Hkv, D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.q_size, self.kv_size, self.head_dim = H * D, Hkv * D, D
         self.qkv_proj = PackedLinear(cfg.hidden_size, {"q": H * D, "k": Hkv * D, "v": Hkv * D}, bias=cfg.qkv_bias)
-        self.o_proj = Linear(H * D, cfg.hidden_size)
+        self.o_proj = Linear(H * D, cfg.hidden_size, bias=cfg.o_bias)
         self.rotary_emb = RotaryEmbedding(D, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
         self.attn = Attention(H, Hkv, D, scale=D ** -0.5, layer_idx=layer_idx)
         self.qk_norm = cfg.qk_norm
@@ -57,8 +60,9 @@ class DecoderAttention(UsesCustomOps):
 class DecoderMLP(UsesCustomOps):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.gate_up_proj = PackedLinear(cfg.hidden_size, {0: cfg.intermediate_size, 1: cfg.intermediate_size})
-        self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size)
+        self.gate_up_proj = PackedLinear(cfg.hidden_size, {0: cfg.intermediate_size, 1: cfg.intermediate_size},
+                                         bias=cfg.mlp_bias)
+        self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=cfg.mlp_bias)
         self.act_fn = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

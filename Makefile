@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install "$(TORCH_SPEC)"
 	$(PIP) install "transformers==5.17.0" "triton==3.6.0"
 	$(PIP) install -e ".[dev,labs]"
-	$(BIN)/python -c "from minivllm.labs.plots import install_plotlyjs; install_plotlyjs('labs/_static')"
+	$(BIN)/python -c "from minivllm_labs.plots import install_plotlyjs; install_plotlyjs('labs/_static')"
 	touch $(STAMP)
 
 $(BOOK_STAMP): $(STAMP) pyproject.toml
@@ -31,12 +31,12 @@ test: $(STAMP) $(BOOK_STAMP)
 
 # Regenerate labs/*.ipynb from labs/src/*.py, executed on the CPU (the outputs CI's nbval compares).
 labs: $(STAMP)
-	$(BIN)/python -m minivllm.labs.build
+	$(BIN)/python -m minivllm_labs.build
 
 # On a CUDA machine: run every lab end to end, GPU-only cells included, into LABS_GPU_OUT; fails on any error.
 LABS_GPU_OUT ?= /tmp/minivllm-labs-gpu
 labs-gpu: $(STAMP)
-	$(BIN)/python -m minivllm.labs.build --gpu $(LABS_GPU_OUT)
+	$(BIN)/python -m minivllm_labs.build --gpu $(LABS_GPU_OUT)
 
 book: $(BOOK_STAMP)
 	$(BIN)/python book/_ext/book_build.py

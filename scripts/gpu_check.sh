@@ -9,7 +9,7 @@
 #   throughput      nano-vllm's workload, transformers continuous batching beside it, the correctness check
 #   kernels         decode/prefill attention vs copy bandwidth and SDPA, the GEMV vs cuBLAS
 #   compile         TPOT per compile level with and without graphs, cold vs warm startup
-#   labs            every lab's recorder (minivllm/labs/labNN.py), then every notebook end to end (labs-gpu)
+#   labs            every lab's recorder (labs/minivllm_labs/labNN.py), then every notebook end to end (labs-gpu)
 #   all             the six above (two lanes on a two-GPU machine)
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
@@ -37,7 +37,7 @@ fi
 OUT=${OUT:-/tmp/minivllm_out}
 RES=${MINIVLLM_RESULTS_DIR:-/tmp/minivllm_results}  # two invocations side by side need two
 mkdir -p "$OUT" "$RES"
-export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export PYTHONPATH=$ROOT:$ROOT/labs${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 PY=python3
 CK=/tmp/ckpt/qwen3-0.6b
 START=$(date +%s)
@@ -99,16 +99,16 @@ compile() {
 }
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks
   local f lab
-  for f in minivllm/labs/lab[0-9][0-9].py; do
+  for f in labs/minivllm_labs/lab[0-9][0-9].py; do
     [ -e "$f" ] || continue
     lab=$(basename "$f" .py)
     [ -n "${LABS:-}" ] && [[ " $LABS " != *" $lab "* ]] && continue
-    step "$lab" "${LAB_CAP_S:-300}" $PY -m minivllm.labs.record "$lab" --model "$CK" --out "$RES/$lab.json"
+    step "$lab" "${LAB_CAP_S:-300}" $PY -m minivllm_labs.record "$lab" --model "$CK" --out "$RES/$lab.json"
   done
   # every notebook end to end, GPU-only cells included (the make target would build a venv: the device has
   # no internet, so the same command runs with the machine's python and the carried wheels)
   # (LABS_GPU_PATTERN="03 05" runs only the notebooks whose name holds one of them, in that order)
-  [ "${LABS_GPU:-1}" = 1 ] && TAILN=30 step labs_gpu "${LABS_GPU_CAP_S:-540}" $PY -m minivllm.labs.build \
+  [ "${LABS_GPU:-1}" = 1 ] && TAILN=30 step labs_gpu "${LABS_GPU_CAP_S:-540}" $PY -m minivllm_labs.build \
     --gpu "$RES/labs_gpu" ${LABS_GPU_PATTERN:-}
   return 0
 }

@@ -3,7 +3,7 @@ lab standard accepts, so every lab's questions are held to the same rules."""
 
 from __future__ import annotations
 
-from minivllm.labs.quiz import grade
+from minivllm_labs.quiz import grade
 
 ODD = ("", "ß", "ﬁ", "ŉ", "1", 1, True, None, "Z", "  ", "AB")
 #: the labelled and Chinese forms the lab standard's grader reads, beside the full-width letter

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "minivllm"
 # Packages whose modules are tools and notebooks' helpers, not the engine (they import the engine; nothing in
 # the engine imports them).
-NOT_ENGINE = ("minivllm.labs", "minivllm.bench", "minivllm.tools", "minivllm.cli", "minivllm.demo")
+NOT_ENGINE = ("minivllm_labs", "minivllm.bench", "minivllm.tools", "minivllm.cli", "minivllm.demo")
 
 
 def _module_name(path: Path) -> str:

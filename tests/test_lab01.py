@@ -11,18 +11,18 @@ import torch
 
 pytest.importorskip("nbformat", reason="needs the labs extras: pip install -e .[labs]")
 
-from minivllm.labs import lab01  # noqa: E402
-from minivllm.labs.build import SRC_DIR  # noqa: E402
-from minivllm.labs.catalog import resolve_key  # noqa: E402
-from minivllm.labs.common import REPO_ROOT  # noqa: E402
-from minivllm.labs.quiz import grade  # noqa: E402
-from minivllm.labs.recorded import load_recorded  # noqa: E402
+from minivllm_labs import lab01  # noqa: E402
+from minivllm_labs.build import SRC_DIR  # noqa: E402
+from minivllm_labs.catalog import resolve_key  # noqa: E402
+from minivllm_labs.common import REPO_ROOT  # noqa: E402
+from minivllm_labs.quiz import grade  # noqa: E402
+from minivllm_labs.recorded import load_recorded  # noqa: E402
 
-# What `python -m minivllm.labs.record lab01` writes on a GPU (shape only; the numbers are made up).
+# What `python -m minivllm_labs.record lab01` writes on a GPU (shape only; the numbers are made up).
 GPU_RESULTS = {
     "lab": "lab01",
     "provenance": {"gpu": "NVIDIA H200", "torch": "2.13.0+cu130", "commit": "0123456789abcdef0123",
-                   "date": "2026-11-30T10:00:00+00:00", "command": "python -m minivllm.labs.record lab01",
+                   "date": "2026-11-30T10:00:00+00:00", "command": "python -m minivllm_labs.record lab01",
                    "model": "random weights: Qwen3ForCausalLM, 28 layers, hidden 1024, bfloat16"},
     "launch_overhead": {"device": "cuda", "n_ops": 1000, "eager_us_per_op": 9.1, "graph_us_per_op": 1.2,
                         "graph_replay_us": 1200.0, "graph_launch_us": 20.0, "triton_us_per_op": 30.0},
@@ -215,12 +215,12 @@ def test_quiet_stderr_drops_the_profiler_cycle_warning_only():
 
 @pytest.mark.slow
 def test_record_cli_on_this_device(tmp_path):
-    from minivllm.labs import record
+    from minivllm_labs import record
 
     out = tmp_path / "lab01.json"
     assert record.main(["lab01", "--out", str(out), "--quick"]) == 0
     data = load_recorded("lab01", out)
-    assert data["provenance"]["command"] == f"python -m minivllm.labs.record lab01 --out {out} --quick"
+    assert data["provenance"]["command"] == f"python -m minivllm_labs.record lab01 --out {out} --quick"
     assert data["census"]["ops_per_step"] > data["census"]["num_layers"] > 0
     assert data["bound"]["batch"] == [1, 2, 4, 8] and len(data["bound"]["eager_ms_range"]) == 4
     assert len(data["tpot"]["eager_ms"]) == 2 and len(data["tpot"]["eager_ms_range"]) == 2
@@ -231,7 +231,7 @@ def test_record_cli_on_this_device(tmp_path):
 def test_recorded_section_renders_a_recorded_file(tmp_path, monkeypatch):
     """Setup + section 2 of the notebook, in a kernel, with a stand-in recorded file (no GPU needed)."""
     pytest.importorskip("nbclient")
-    from minivllm.labs.build import build_notebook, execute
+    from minivllm_labs.build import build_notebook, execute
 
     (tmp_path / "lab01.json").write_text(json.dumps(GPU_RESULTS))
     monkeypatch.setenv("MINIVLLM_LAB_RESULTS_DIR", str(tmp_path))

@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("plotly", reason="needs the labs extras: pip install -e .[labs]")
 
-from minivllm.labs import lab02
-from minivllm.labs.catalog import VERDICTS, resolve_key
-from minivllm.labs.common import REPO_ROOT, lab_model
+from minivllm_labs import lab02
+from minivllm_labs.catalog import VERDICTS, resolve_key
+from minivllm_labs.common import REPO_ROOT, lab_model
 from tests.lab_quiz_checks import check_answer_positions, check_grader
 
 QUESTIONS = (lab02.Q1, lab02.Q2, lab02.Q3, lab02.Q4, lab02.Q5)
@@ -38,7 +38,7 @@ def _mode(tpot: float, short: dict | None, long: dict | None) -> dict:
 GPU = {
     "lab": "lab02",
     "provenance": {"gpu": "NVIDIA H200", "torch": "2.11.0", "commit": "0" * 12, "date": "2026-12-01T00:00:00",
-                   "command": "python -m minivllm.labs.record lab02"},
+                   "command": "python -m minivllm_labs.record lab02"},
     "capture_sizes": lab02.capture_size_table(),
     "rng": {"device": "cuda", "samples": [[1, 2], [3, 4], [5, 6]], "distinct": 3, "replays": 3},
     "padding": {"device": "cuda", "sizes": lab02.PAD_SIZES,
@@ -145,7 +145,7 @@ def test_verdicts_table_lists_every_claim():
 
 
 def test_catalog_lists_lab02():
-    from minivllm.labs.catalog import labs
+    from minivllm_labs.catalog import labs
 
     info = next(i for i in labs() if i.lab == "lab02")
     d = info.as_dict()

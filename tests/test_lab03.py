@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("plotly", reason="needs the labs extras: pip install -e .[labs]")
 
-from minivllm.labs import lab03
-from minivllm.labs.catalog import VERDICTS, resolve_key
-from minivllm.labs.common import REPO_ROOT, lab_model
+from minivllm_labs import lab03
+from minivllm_labs.catalog import VERDICTS, resolve_key
+from minivllm_labs.common import REPO_ROOT, lab_model
 from tests.lab_quiz_checks import check_answer_positions, check_grader
 
 QUESTIONS = (lab03.Q1, lab03.Q2, lab03.Q3, lab03.Q4)
@@ -34,7 +34,7 @@ VIEW = {"graphs": 1, "graph_breaks": 0, "ops": 51, "break_reasons": {}, "guards"
 GPU = {
     "lab": "lab03",
     "provenance": {"gpu": "NVIDIA H200", "torch": "2.11.0", "commit": "0" * 12, "date": "2026-12-01T00:00:00",
-                   "command": "python -m minivllm.labs.record lab03"},
+                   "command": "python -m minivllm_labs.record lab03"},
     "hand_written": lab03.hand_written_kernel(),
     "inductor": {"device": "cuda", "language": "triton", "num_kernels": 1, "eager_ops": 7, "max_abs_diff": 0.0,
                  "kernel": "@triton.jit\ndef triton_per_fused_add_mean_mul_pow_rsqrt_0(in_ptr0):\n    pass"},
@@ -136,7 +136,7 @@ def test_claims_cite_keys_that_exist():
 
 
 def test_catalog_lists_lab03():
-    from minivllm.labs.catalog import labs
+    from minivllm_labs.catalog import labs
 
     d = next(i for i in labs() if i.lab == "lab03").as_dict()
     assert {q["source"] for q in d["questions"]} >= {"handbook self-test 2", "handbook interview 1"}

@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("plotly", reason="needs the labs extras: pip install -e .[labs]")
 
-from minivllm.labs import lab04  # noqa: E402
-from minivllm.labs.catalog import SEEDS, resolve_key  # noqa: E402
-from minivllm.labs.common import REPO_ROOT  # noqa: E402
+from minivllm_labs import lab04  # noqa: E402
+from minivllm_labs.catalog import SEEDS, resolve_key  # noqa: E402
+from minivllm_labs.common import REPO_ROOT  # noqa: E402
 from tests.lab_quiz_checks import check_grader, check_odd_input  # noqa: E402
 
 PH = {p: 0.5 for p in lab04.PHASES}
@@ -23,10 +23,10 @@ def _mode(total, mode="NONE", level=0, tpot=2.0):
             "kv_cache_tokens": 4096, "tpot_ms": tpot}
 
 
-# What `python -m minivllm.labs.record lab04` writes on a GPU (shape only; the numbers are made up).
+# What `python -m minivllm_labs.record lab04` writes on a GPU (shape only; the numbers are made up).
 GPU = {
     "lab": "lab04", "provenance": {"gpu": "NVIDIA H200", "torch": "2.11.0", "commit": "abc", "date": "2026-12-01",
-                                   "command": "python -m minivllm.labs.record lab04"},
+                                   "command": "python -m minivllm_labs.record lab04"},
     "level": 3,
     "phases": {"eager": _mode(1.0, tpot=20.0), "graphs": _mode(9.0, "FULL_AND_PIECEWISE"),
                "level 3 + graphs": _mode(38.0, "FULL_AND_PIECEWISE", 3)},
@@ -98,7 +98,7 @@ def test_corrupt_flips_bytes(tmp_path):
 
 @pytest.mark.slow
 def test_run_all_quick_on_cpu():
-    from minivllm.labs.common import lab_model
+    from minivllm_labs.common import lab_model
 
     res = lab04.run_all(lab_model(), quick=True)
     for c in lab04.CLAIMS:  # every key the claims cite exists in what the recorder writes

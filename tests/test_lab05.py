@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("plotly", reason="needs the labs extras: pip install -e .[labs]")
 
-from minivllm.labs import lab05  # noqa: E402
-from minivllm.labs.catalog import SEEDS, resolve_key  # noqa: E402
-from minivllm.labs.common import REPO_ROOT  # noqa: E402
+from minivllm_labs import lab05  # noqa: E402
+from minivllm_labs.catalog import SEEDS, resolve_key  # noqa: E402
+from minivllm_labs.common import REPO_ROOT  # noqa: E402
 from tests.lab_quiz_checks import check_grader, check_odd_input  # noqa: E402
 
 
@@ -24,10 +24,10 @@ def _fault(kind, layer, error, ladder, **extra):
 
 FAIL = lambda step, layer: {"step": step, "ok": False, "layer": layer, "error": "e"}  # noqa: E731
 OK = lambda step: {"step": step, "ok": True}  # noqa: E731
-# What `python -m minivllm.labs.record lab05` writes on a GPU (shape only; messages as the faults produce them).
+# What `python -m minivllm_labs.record lab05` writes on a GPU (shape only; messages as the faults produce them).
 GPU = {
     "lab": "lab05", "provenance": {"gpu": "NVIDIA H200", "torch": "2.11.0", "commit": "abc", "date": "2026-12-01",
-                                   "command": "python -m minivllm.labs.record lab05"},
+                                   "command": "python -m minivllm_labs.record lab05"},
     "faults": {
         "graph": _fault("host_sync", "graph", "torch.AcceleratorError: CUDA error: operation not permitted when "
                         "stream is capturing", [FAIL("as configured", "graph"), OK("CUDA graphs off")]),
@@ -59,7 +59,7 @@ def test_graders(q):
 
 
 def test_right_answers_are_spread():
-    from minivllm.labs import lab04
+    from minivllm_labs import lab04
 
     letters = {q.correct for q in lab04.LAB_INFO.questions + lab05.LAB_INFO.questions}
     assert letters == {0, 1, 2, 3}
@@ -124,7 +124,7 @@ def test_claims_point_at_real_numbers():
 
 @pytest.mark.slow
 def test_run_all_quick_on_cpu():
-    from minivllm.labs.common import lab_model
+    from minivllm_labs.common import lab_model
 
     res = lab05.run_all(lab_model(), quick=True)
     cpu_only = {"faults.graph.handbook_heuristic", "debug.FULL graphs.calls_while_generating", "oom.eager_frees_mib",

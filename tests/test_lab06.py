@@ -3,9 +3,9 @@ tables on those results, the graders, and the claims' rules."""
 
 import pytest
 
-from minivllm.labs import lab06, lab08
-from minivllm.labs import lab06_views as views
-from minivllm.labs.common import lab_model
+from minivllm_labs import lab06, lab08
+from minivllm_labs import lab06_views as views
+from minivllm_labs.common import lab_model
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_claim_rules():
 
 def test_claim_keys_exist_in_what_the_recorder_writes(quick):
     """Every lab06 claim's key resolves in a run_all result, except the graph-only ones (GPU record)."""
-    from minivllm.labs.catalog import resolve_key
+    from minivllm_labs.catalog import resolve_key
 
     for c in views.CLAIMS:
         if c.evidence_key.startswith("graphs."):

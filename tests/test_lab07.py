@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from minivllm.labs import catalog, lab06, lab07
-from minivllm.labs.common import REPO_ROOT
+from minivllm_labs import catalog, lab06, lab07
+from minivllm_labs.common import REPO_ROOT
 
 CLAIMS = catalog.all_claims()
 
@@ -26,7 +26,7 @@ def test_figure_and_verdict_agree_with_the_evidence_file(c):
     path = REPO_ROOT / c.evidence_file
     if not path.exists():
         assert c.figure is None, f"{c.cid}: a figure without its file {c.evidence_file}"
-        pytest.skip(f"{c.cid}: {c.evidence_file} not recorded yet (python -m minivllm.labs.record {c.lab})")
+        pytest.skip(f"{c.cid}: {c.evidence_file} not recorded yet (python -m minivllm_labs.record {c.lab})")
     value = catalog.resolve_key(json.loads(path.read_text()), c.evidence_key)
     if c.figure is not None:
         same = (math.isclose(value, c.figure, rel_tol=1e-3) if isinstance(value, float) and isinstance(c.figure, float)
@@ -95,8 +95,8 @@ def test_table_and_filter_page():
 
 
 def test_recorder_writes_lab07_with_provenance(tmp_path):
-    from minivllm.labs import record
-    from minivllm.labs.recorded import load_recorded
+    from minivllm_labs import record
+    from minivllm_labs.recorded import load_recorded
 
     out = tmp_path / "lab07.json"
     assert record.main(["lab07", "--quick", "--out", str(out), "--model", "default"]) == 0

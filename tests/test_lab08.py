@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from minivllm.labs import catalog, lab08
-from minivllm.labs.lab08_page import MOCK_JS, mock_html, page_data, score_values
-from minivllm.labs.quiz import NumericQuestion, Question
+from minivllm_labs import catalog, lab08
+from minivllm_labs.lab08_page import MOCK_JS, mock_html, page_data, score_values
+from minivllm_labs.quiz import NumericQuestion, Question
 
 CHOICE = [q for q in lab08.QUESTIONS if isinstance(q, Question)]
 NUMERIC = [q for q in lab08.QUESTIONS if isinstance(q, NumericQuestion)]
@@ -192,7 +192,7 @@ def test_static_page_grades_in_a_browser(tmp_path):
 
 
 def test_recorder_runs_lab08(tmp_path):
-    from minivllm.labs import record
+    from minivllm_labs import record
 
     out = tmp_path / "lab08.json"
     assert record.main(["lab08", "--out", str(out), "--model", "default"]) == 0
@@ -204,7 +204,7 @@ def test_code_links_name_engine_code_that_exists(e):
     """Each question links into the engine: the file exists and defines the named class / function."""
     import ast
 
-    from minivllm.labs.common import REPO_ROOT
+    from minivllm_labs.common import REPO_ROOT
 
     path, _, name = e.code.partition("::")
     src = REPO_ROOT / path

@@ -21,9 +21,9 @@ import torch
 
 nbformat = pytest.importorskip("nbformat", reason="needs the labs extras: pip install -e .[labs]")
 
-from minivllm.labs.build import LABS_DIR, SRC_DIR, cells_match, parse_source, sources  # noqa: E402
-from minivllm.labs.common import REPO_ROOT, detect_device, gpu_only, round_floats  # noqa: E402
-from minivllm.labs.quiz import (  # noqa: E402
+from minivllm_labs.build import LABS_DIR, SRC_DIR, cells_match, parse_source, sources  # noqa: E402
+from minivllm_labs.common import REPO_ROOT, detect_device, gpu_only, round_floats  # noqa: E402
+from minivllm_labs.quiz import (  # noqa: E402
     STATIC_ENV,
     NumericQuestion,
     Option,
@@ -34,8 +34,8 @@ from minivllm.labs.quiz import (  # noqa: E402
     parse_choice,
     parse_number,
 )
-from minivllm.labs.quiz_html import NUMERIC_JS, quiz_html  # noqa: E402
-from minivllm.labs.recorded import (  # noqa: E402
+from minivllm_labs.quiz_html import NUMERIC_JS, quiz_html  # noqa: E402
+from minivllm_labs.recorded import (  # noqa: E402
     PROVENANCE_FIELDS,
     ProvenanceError,
     RecordedResultsMissing,
@@ -50,7 +50,7 @@ NOTEBOOKS = sorted(LABS_DIR.glob("*.ipynb"))
 GPU_RESULTS = {
     "lab": "lab01",
     "provenance": {"gpu": "NVIDIA H200", "torch": "2.13.0+cu130", "commit": "0123456789abcdef0123",
-                   "date": "2026-11-30T10:00:00+00:00", "command": "python -m minivllm.labs.record lab01"},
+                   "date": "2026-11-30T10:00:00+00:00", "command": "python -m minivllm_labs.record lab01"},
     "value": 3.5,
 }
 
@@ -166,7 +166,7 @@ def test_numeric_javascript_grades_like_python():
 
 def test_show_quiz_stores_static_html_and_a_widget_only_when_live(monkeypatch):
     pytest.importorskip("ipywidgets")
-    from minivllm.labs import quiz
+    from minivllm_labs import quiz
 
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj, raw=False: shown.append(obj))
@@ -181,7 +181,7 @@ def test_show_quiz_stores_static_html_and_a_widget_only_when_live(monkeypatch):
 
 def test_quiz_widget_check_button_grades_the_selection():
     pytest.importorskip("ipywidgets")
-    from minivllm.labs.quiz import quiz_widget
+    from minivllm_labs.quiz import quiz_widget
 
     _, choice, button, out = quiz_widget(Q, GPU_RESULTS).children
     button.click()
@@ -201,7 +201,7 @@ def test_quiz_widget_check_button_grades_the_selection():
 # ---- figures ------------------------------------------------------------------------------------------------
 def test_show_stores_html_that_draws_offline_and_the_plotly_json(monkeypatch, tmp_path):
     pytest.importorskip("plotly")
-    from minivllm.labs import plots
+    from minivllm_labs import plots
 
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj, raw=False: shown.append(obj))
@@ -225,7 +225,7 @@ def test_show_stores_html_that_draws_offline_and_the_plotly_json(monkeypatch, tm
 
 def test_figure_helper():
     pytest.importorskip("plotly")
-    from minivllm.labs.plots import figure, log_ticks
+    from minivllm_labs.plots import figure, log_ticks
 
     fig = figure([1, 2], {"a": [1.234567, None], "b": [3.0, 4.0]}, toggle=True, log_x=True)
     assert list(fig.data[0].y) == [1.235, None] and fig.layout.xaxis.type == "log"
@@ -269,7 +269,7 @@ def test_check_provenance_rejects_other_shapes():
 
 def test_load_recorded(tmp_path):
     p = tmp_path / "lab01.json"
-    with pytest.raises(RecordedResultsMissing, match=r"python -m minivllm.labs.record lab01"):
+    with pytest.raises(RecordedResultsMissing, match=r"python -m minivllm_labs.record lab01"):
         load_recorded("lab01", p)
     with pytest.raises(FileNotFoundError):  # RecordedResultsMissing is a FileNotFoundError
         load_recorded("lab01", p)
@@ -292,7 +292,7 @@ def test_missing_message_is_stable():
 
 
 def test_make_provenance_is_complete():
-    prov = make_provenance("python -m minivllm.labs.record lab01 --out x.json", model="m")
+    prov = make_provenance("python -m minivllm_labs.record lab01 --out x.json", model="m")
     check_provenance({"lab": "lab01", "provenance": prov}, "lab01")
     assert prov["torch"] == torch.__version__ and prov["model"] == "m"
 
@@ -327,7 +327,7 @@ def test_parse_source():
 
 
 def test_build_check_mode(capsys):
-    from minivllm.labs import build
+    from minivllm_labs import build
 
     assert build.main(["--check"]) == 0 and "match their sources" in capsys.readouterr().out
     with pytest.raises(SystemExit):
@@ -338,7 +338,7 @@ def test_every_source_has_an_up_to_date_notebook():
     assert sources(), f"no lab sources in {SRC_DIR}"
     for src in sources():
         assert cells_match(src, LABS_DIR / f"{src.stem}.ipynb") == [], \
-            "notebook out of date: run `python -m minivllm.labs.build`"
+            "notebook out of date: run `python -m minivllm_labs.build`"
 
 
 def _skipped_cells():

@@ -1,5 +1,5 @@
 # Source of labs/01_why_cuda_graphs.ipynb (jupytext percent format). Edit this file, then regenerate:
-# python -m minivllm.labs.build 01
+# python -m minivllm_labs.build 01
 
 # %% [markdown]
 # # Lab 01 · Why CUDA graphs · 为什么需要 CUDA Graph
@@ -51,7 +51,7 @@
 # %% tags=["nbval-check-output"]
 from IPython.display import HTML, display
 
-from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only,
+from minivllm_labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only,
                            lab01, lab_model, load_recorded, quiet_engine_logs, show, show_quiz)
 
 quiet_engine_logs()
@@ -297,14 +297,14 @@ if gpu_only("The live eager / graphs toggle"):
 # Two of the handbook's self-test questions. Click an option: the feedback explains it, gives our model answer
 # (the handbook gives none) and the numbers this lab measured (the recorded GPU results when present, else
 # yours). In a live kernel the quiz is a widget; you can also grade an answer directly:
-# `from minivllm.labs import grade; print(grade(lab01.Q1, "C")[1])`.
+# `from minivllm_labs import grade; print(grade(lab01.Q1, "C")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 自检
 #
 # 手册里的两道自检题。点一个选项：反馈会解释它，给出我们的参考答案（手册没有给答案）以及本实验测得的数字
 # （有 GPU 记录时用记录，否则用你本机的）。在运行中的 kernel 里测验是一个 widget；也可以直接评分：
-# `from minivllm.labs import grade; print(grade(lab01.Q1, "C", lang="zh")[1])`。
+# `from minivllm_labs import grade; print(grade(lab01.Q1, "C", lang="zh")[1])`。
 
 # %% tags=["nbval-check-output"]
 show_quiz(lab01.Q1, rec or here)
@@ -384,7 +384,7 @@ print(lab01.launch_table({"launch_overhead": lab01.launch_overhead(n_ops=10, rep
 # Engine code: [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) (`CUDAGraphDispatcher`: capture,
 # padding to a captured size, replay), [worker/model_runner.py](../minivllm/worker/model_runner.py)
 # (`ModelRunner.execute_model`), [kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) (`rms_norm`, the
-# Triton kernel of a)), and this lab's measurements in [labs/lab01.py](../minivllm/labs/lab01.py).
+# Triton kernel of a)), and this lab's measurements in [minivllm_labs/lab01.py](minivllm_labs/lab01.py).
 
 # %% [markdown] tags=["lang-zh"]
 # ## 7. 结论汇总
@@ -396,7 +396,7 @@ print(lab01.launch_table({"launch_overhead": lab01.launch_overhead(n_ops=10, rep
 # 引擎代码：[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)（`CUDAGraphDispatcher`：捕获、pad 到已捕获尺寸、
 # 重放），[worker/model_runner.py](../minivllm/worker/model_runner.py)（`ModelRunner.execute_model`），
 # [kernels/triton_norm.py](../minivllm/kernels/triton_norm.py)（`rms_norm`，a) 中的 Triton kernel），本实验的测量代码在
-# [labs/lab01.py](../minivllm/labs/lab01.py)。
+# [minivllm_labs/lab01.py](minivllm_labs/lab01.py)。
 
 # %% tags=["nbval-check-output"]
 display(HTML(lab01.verdict_table(rec)))

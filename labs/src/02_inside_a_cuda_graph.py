@@ -1,4 +1,4 @@
-# Source of labs/02_inside_a_cuda_graph.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 02
+# Source of labs/02_inside_a_cuda_graph.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 02
 
 # %% [markdown]
 # # Lab 02 · Inside a CUDA graph · CUDA Graph 内部
@@ -20,7 +20,7 @@
 #   question 3).
 #
 # Cells are of four kinds: **setup**, **recorded** (measured once on an H200 by
-# `python -m minivllm.labs.record lab02`, loaded with their provenance), **run it here** (your device: a CUDA
+# `python -m minivllm_labs.record lab02`, loaded with their provenance), **run it here** (your device: a CUDA
 # GPU, else a tiny CPU configuration) and **GPU only** (they say so and do nothing on a CPU).
 
 # %% [markdown] tags=["lang-zh"]
@@ -33,16 +33,16 @@
 # 最大 size 会怎样（面试题 2）；d) 显存：一个共享显存池 vs 每个图一个池；e) 重放图里的随机数；
 # f) 引擎上的 FULL / PIECEWISE / FULL_AND_PIECEWISE，以及预填充是否走图（面试题 3）。
 #
-# 单元格分四类：**环境准备**、**H200 实测记录**（由 `python -m minivllm.labs.record lab02` 录制，带出处）、
+# 单元格分四类：**环境准备**、**H200 实测记录**（由 `python -m minivllm_labs.record lab02` 录制，带出处）、
 # **在本机运行**（有 GPU 用 GPU，否则用很小的 CPU 配置）、**仅限 GPU**（在 CPU 上只打印说明）。
 
 # %% [markdown]
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm.labs import RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only
-from minivllm.labs import lab02, lab_model, load_recorded
-from minivllm.labs.lab02 import show, show_quiz
+from minivllm_labs import RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only
+from minivllm_labs import lab02, lab_model, load_recorded
+from minivllm_labs.lab02 import show, show_quiz
 
 device = detect_device()
 print(device)
@@ -283,11 +283,11 @@ if gpu_only("The live cudagraph_mode toggle"):
 # %% [markdown] tags=["lang-en"]
 # Pick an answer: the feedback gives our model answer and the numbers measured above (recorded GPU results
 # when present, else yours). Without widgets:
-# `from minivllm.labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 选一个答案：反馈会给出参考答案和上面测到的数字（有 GPU 记录用记录，否则用你的）。没有 widget 时：
-# `from minivllm.labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`。
+# `from minivllm_labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
 for q in (lab02.Q1, lab02.Q2, lab02.Q3, lab02.Q4, lab02.Q5):
@@ -298,11 +298,11 @@ for q in (lab02.Q1, lab02.Q2, lab02.Q3, lab02.Q4, lab02.Q5):
 
 # %% [markdown] tags=["lang-en"]
 # One line per claim: the verdict, the number that decides it (from this lab's record, or from the results
-# file named; "(record)" until `python -m minivllm.labs.record lab02` has run on a GPU) and where it lives.
+# file named; "(record)" until `python -m minivllm_labs.record lab02` has run on a GPU) and where it lives.
 
 # %% [markdown] tags=["lang-zh"]
 # 每条说法一行：结论、决定它的数字（来自本实验的记录或所列结果文件；在 GPU 上运行
-# `python -m minivllm.labs.record lab02` 之前显示“(record)”）以及出处。
+# `python -m minivllm_labs.record lab02` 之前显示“(record)”）以及出处。
 
 # %% tags=["nbval-check-output"]
 print(lab02.verdicts_table(rec))

@@ -1,4 +1,4 @@
-# Source of labs/03_torch_compile.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 03
+# Source of labs/03_torch_compile.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 03
 
 # %% [markdown]
 # # Lab 03 · torch.compile in the engine · 引擎里的 torch.compile
@@ -34,9 +34,9 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm.labs import RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only
-from minivllm.labs import lab03, lab_model, load_recorded
-from minivllm.labs.lab03 import show, show_quiz
+from minivllm_labs import RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only
+from minivllm_labs import lab03, lab_model, load_recorded
+from minivllm_labs.lab03 import show, show_quiz
 
 device = detect_device()
 print(device)
@@ -279,11 +279,11 @@ if gpu_only("The graphs / compile / both grid"):
 
 # %% [markdown] tags=["lang-en"]
 # Pick an answer: the feedback gives our model answer and the recorded numbers. Without widgets:
-# `from minivllm.labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 选一个答案：反馈会给出参考答案和记录的数字。没有 widget 时：
-# `from minivllm.labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`。
+# `from minivllm_labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
 for q in (lab03.Q1, lab03.Q2, lab03.Q3, lab03.Q4):
@@ -294,10 +294,10 @@ for q in (lab03.Q1, lab03.Q2, lab03.Q3, lab03.Q4):
 
 # %% [markdown] tags=["lang-en"]
 # One line per claim: the verdict, the number that decides it and the results file and key it comes from
-# ("(record)" until `python -m minivllm.labs.record lab03` has run on a GPU).
+# ("(record)" until `python -m minivllm_labs.record lab03` has run on a GPU).
 
 # %% [markdown] tags=["lang-zh"]
-# 每条说法一行：结论、决定它的数字、来自哪个结果文件的哪个键（在 GPU 上运行 `python -m minivllm.labs.record lab03`
+# 每条说法一行：结论、决定它的数字、来自哪个结果文件的哪个键（在 GPU 上运行 `python -m minivllm_labs.record lab03`
 # 之前显示“(record)”）。
 
 # %% tags=["nbval-check-output"]

@@ -1,4 +1,4 @@
-# Source of labs/04_startup_and_cache.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 04
+# Source of labs/04_startup_and_cache.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 04
 
 # %% [markdown]
 # # Lab 04 · Startup and the compile cache · 启动耗时与编译缓存
@@ -45,7 +45,7 @@ import tempfile
 
 from IPython.display import display
 
-from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, lab04,
+from minivllm_labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, lab04,
                            lab_model, load_recorded, show_quiz)
 
 device = detect_device()
@@ -57,12 +57,12 @@ print(device)
 # %% [markdown] tags=["lang-en"]
 # Two recordings. `startup.json` is `minivllm bench startup --compilation-config '{"level": 3}'` (random
 # Qwen3-0.6B, default capture sizes), cold and warm, each in its own process. `lab04.json` is this lab's
-# recorder, `python -m minivllm.labs.record lab04`, which runs every cell of part 3 on the GPU.
+# recorder, `python -m minivllm_labs.record lab04`, which runs every cell of part 3 on the GPU.
 
 # %% [markdown] tags=["lang-zh"]
 # 两份记录。`startup.json` 是 `minivllm bench startup --compilation-config '{"level": 3}'`（随机权重的
 # Qwen3-0.6B，默认 capture sizes）的冷启动和热启动，各在一个独立进程里。`lab04.json` 是本实验的记录器
-# `python -m minivllm.labs.record lab04`，它在 GPU 上把第 3 部分的每个单元格跑一遍。
+# `python -m minivllm_labs.record lab04`，它在 GPU 上把第 3 部分的每个单元格跑一遍。
 
 # %% tags=["nbval-check-output"]
 print(lab04.bench_startup_table())
@@ -234,11 +234,11 @@ print(lab04.warmup_table(here))
 # %% [markdown] tags=["lang-en"]
 # Pick an answer and press *Check*: the feedback gives our model answer and the numbers measured above
 # (recorded GPU results when present, else yours). Without widgets:
-# `from minivllm.labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 选一个答案再点 *Check*：反馈里有我们的参考答案和上面测到的数字（有 GPU 记录就用记录，否则用你本机的）。
-# 没有 widget 时：`from minivllm.labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`。
+# 没有 widget 时：`from minivllm_labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
 show_quiz(lab04.Q4, rec or here)

@@ -1,4 +1,4 @@
-# Source of labs/05_fallback_ladder.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 05
+# Source of labs/05_fallback_ladder.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 05
 
 # %% [markdown]
 # # Lab 05 · When to turn it off, and the fallback ladder · 什么时候关掉，以及降级路径
@@ -46,7 +46,7 @@ import tempfile
 
 from IPython.display import HTML, display
 
-from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, lab04,
+from minivllm_labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, lab04,
                            lab05, lab_model, load_recorded, show_quiz)
 
 device = detect_device()
@@ -56,12 +56,12 @@ print(device)
 # ## 2. Recorded on an H200 · H200 实测结果
 
 # %% [markdown] tags=["lang-en"]
-# `python -m minivllm.labs.record lab05` plants each fault in a random-weight Qwen3-0.6B on the GPU. First
+# `python -m minivllm_labs.record lab05` plants each fault in a random-weight Qwen3-0.6B on the GPU. First
 # the capture fault, which only a GPU can produce: the driver's own error, what `diagnose` made of it, and
 # the ladder the engine walked (highlighted: the path through §4.6's flowchart).
 
 # %% [markdown] tags=["lang-zh"]
-# `python -m minivllm.labs.record lab05` 在 GPU 上把每个故障植入随机权重的 Qwen3-0.6B。先看只有 GPU 才能产生的捕获故障：
+# `python -m minivllm_labs.record lab05` 在 GPU 上把每个故障植入随机权重的 Qwen3-0.6B。先看只有 GPU 才能产生的捕获故障：
 # 驱动报的原始错误、`diagnose` 的判断、引擎走过的降级路径（高亮的是它在 §4.6 流程图里走的路）。
 
 # %% tags=["nbval-check-output"]
@@ -208,11 +208,11 @@ print(lab05.scenario_table(rec))
 # %% [markdown] tags=["lang-en"]
 # **Q3.** Startup fails with `cudaGraphInstantiate failed`. Which flag first? Pick and press *Check*; the
 # feedback cites the capture fault's record. Without widgets:
-# `from minivllm.labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # **第 3 题。** 启动时报错 `cudaGraphInstantiate failed`，先动哪个 flag？选好后点 *Check*，反馈引用捕获故障的记录。
-# 没有 widget 时：`from minivllm.labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`。
+# 没有 widget 时：`from minivllm_labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
 show_quiz(lab05.Q3, rec or here)

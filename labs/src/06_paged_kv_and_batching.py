@@ -1,4 +1,4 @@
-# Source of labs/06_paged_kv_and_batching.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 06
+# Source of labs/06_paged_kv_and_batching.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 06
 
 # %% [markdown]
 # # Lab 06 · Paged KV cache and continuous batching · 分页 KV Cache 与连续批处理
@@ -43,12 +43,12 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm.labs import RecordedResultsMissing, describe_provenance, detect_device, gpu_only, lab_model, load_recorded
-from minivllm.labs import lab06, lab07
-from minivllm.labs.lab06_views import (captures_table, chunked_table, fragmentation_table, graphs_table, kv_table,
+from minivllm_labs import RecordedResultsMissing, describe_provenance, detect_device, gpu_only, lab_model, load_recorded
+from minivllm_labs import lab06, lab07
+from minivllm_labs.lab06_views import (captures_table, chunked_table, fragmentation_table, graphs_table, kv_table,
                                        plot_block_table, plot_chunked, plot_fragmentation, plot_sweep,
                                        preemption_table, prefix_table, show, sweep_table, trace_table)
-from minivllm.labs import lab06_views as views
+from minivllm_labs import lab06_views as views
 
 device = detect_device()
 print(device)
@@ -214,11 +214,11 @@ print(captures_table(here))
 
 # %% [markdown] tags=["lang-en"]
 # The whole standard workload (256 requests) for every scheduler setting, on a random-weight Qwen3-0.6B: what
-# `python -m minivllm.labs.record lab06` records, about 3 minutes on an H200.
+# `python -m minivllm_labs.record lab06` records, about 3 minutes on an H200.
 
 # %% [markdown] tags=["lang-zh"]
 # 完整的标准负载（256 个请求），在随机权重 Qwen3-0.6B 上跑所有调度设置：即
-# `python -m minivllm.labs.record lab06` 记录的内容，H200 上约 3 分钟。
+# `python -m minivllm_labs.record lab06` 记录的内容，H200 上约 3 分钟。
 
 # %% tags=["nbval-skip"] id="gpu-full-lab06"
 if gpu_only("The full standard-workload sweep"):
@@ -294,14 +294,14 @@ if gpu_only("The full standard-workload sweep"):
 # 也可以在 Python 里评分：`lab08.grade_any(views.Q_KV, "114688")`。
 
 # %% tags=["nbval-ignore-output"]
-from minivllm.labs import lab08
+from minivllm_labs import lab08
 
 lab08.show_questions(views.QUESTIONS, rec or here)
 
 # %% [markdown] tags=["lang-en"]
 # ## 7. Summary of verdicts · 结论
 # Verdicts come from the recorded H200 file; "not recorded yet" means the number will appear once
-# `python -m minivllm.labs.record lab06` has run on the GPU. All claims of both seeds are in [Lab 07](07_claims.ipynb).
+# `python -m minivllm_labs.record lab06` has run on the GPU. All claims of both seeds are in [Lab 07](07_claims.ipynb).
 #
 # Engine code: [engine/block_manager.py](../minivllm/engine/block_manager.py) (`BlockManager.allocate`,
 # `find_cached_prefix`, `cache_full_blocks`), [engine/scheduler.py](../minivllm/engine/scheduler.py)
@@ -311,7 +311,7 @@ lab08.show_questions(views.QUESTIONS, rec or here)
 
 # %% [markdown] tags=["lang-zh"]
 # ## 7. 结论
-# 结论取自 H200 记录文件；"not recorded yet" 表示要等 GPU 上运行 `python -m minivllm.labs.record lab06` 后才有数字。
+# 结论取自 H200 记录文件；"not recorded yet" 表示要等 GPU 上运行 `python -m minivllm_labs.record lab06` 后才有数字。
 # 两份材料的全部说法见 [Lab 07](07_claims.ipynb)。
 
 # %% tags=["nbval-check-output"]

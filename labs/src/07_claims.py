@@ -1,4 +1,4 @@
-# Source of labs/07_claims.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 07
+# Source of labs/07_claims.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 07
 
 # %% [markdown]
 # # Lab 07 · The claims lab · 逐条检验材料中的说法
@@ -11,7 +11,7 @@
 # source) and the number that decides it, with the results file and key it comes from.
 #
 # Nothing is measured twice. The rows are read at run time from the catalog
-# (`minivllm.labs.catalog.all_claims()`): each lab declares the claims it measures, so a row here links to the lab
+# (`minivllm_labs.catalog.all_claims()`): each lab declares the claims it measures, so a row here links to the lab
 # that has the plot. This lab judges only what no other lab can measure: the article's hardware figures (A100,
 # V100, Pascal: **physics**, a TPOT floor of weight bytes over memory bandwidth) and sources that do not exist.
 
@@ -21,7 +21,7 @@
 # 什么、结论（*right* 对 / *partly* 部分对 / *wrong* 错 / *unverifiable* 无从查证：来源不存在），以及决定结论的数字和
 # 它所在的结果文件与键。
 #
-# 不重复测量。表格在运行时从目录（`minivllm.labs.catalog.all_claims()`）读取：每个实验声明自己测的说法，这里的每一行
+# 不重复测量。表格在运行时从目录（`minivllm_labs.catalog.all_claims()`）读取：每个实验声明自己测的说法，这里的每一行
 # 链接到有图的那个实验。本实验只评判别处测不了的：文章里的硬件数字（A100、V100、Pascal：用**物理**推算，即
 # "权重字节 ÷ 显存带宽" 的 TPOT 下限）以及并不存在的引用来源。
 
@@ -29,9 +29,9 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm.labs import RecordedResultsMissing, describe_provenance, detect_device, load_recorded
-from minivllm.labs import lab07
-from minivllm.labs.lab06_views import show
+from minivllm_labs import RecordedResultsMissing, describe_provenance, detect_device, load_recorded
+from minivllm_labs import lab07
+from minivllm_labs.lab06_views import show
 
 device = detect_device()
 print(device)

@@ -1,4 +1,4 @@
-# Source of labs/08_interview_prep.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 08
+# Source of labs/08_interview_prep.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 08
 
 # %% [markdown]
 # # Lab 08 · Interview prep · 面试准备
@@ -27,8 +27,8 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm.labs import detect_device
-from minivllm.labs import lab08
+from minivllm_labs import detect_device
+from minivllm_labs import lab08
 
 device = detect_device()
 print(device)
@@ -121,7 +121,7 @@ lab08.show_widget(lab08.mock_widget(8, seed=0))
 #
 # <details><summary>Answer key · 答案</summary>
 #
-# See `python -m minivllm.labs.catalog --json` (each question's correct option or numeric answer), or run
+# See `python -m minivllm_labs.catalog --json` (each question's correct option or numeric answer), or run
 # `print(lab08.answer_key())`.
 # </details>
 

@@ -1,0 +1,28 @@
+"""Helpers the lab notebooks call: device detection, recorded-result loading, figures, quizzes.
+
+    from minivllm_labs import detect_device, gpu_only, lab_model, load_recorded, show, show_quiz
+
+Names are imported lazily: `python -m minivllm_labs.record` runs on GPU machines without the labs extras
+(plotly, ipywidgets), so nothing here may import them up front.
+"""
+
+_EXPORTS = {
+    "REPO_ROOT": "common", "detect_device": "common", "gpu_only": "common", "lab_model": "common",
+    "describe_model": "common", "round_floats": "common",
+    "load_recorded": "recorded", "check_provenance": "recorded", "describe_provenance": "recorded",
+    "RecordedResultsMissing": "recorded", "ProvenanceError": "recorded",
+    "quiet_engine_logs": "common", "figure": "plots", "show": "plots",
+    "Question": "quiz", "NumericQuestion": "quiz", "Option": "quiz", "grade": "quiz", "quiz_widget": "quiz",
+    "show_quiz": "quiz", "parse_choice": "quiz", "parse_number": "quiz", "quiz_html": "quiz_html", "Claim": "catalog", "LabInfo": "catalog",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(f"minivllm_labs.{_EXPORTS[name]}"), name)
+    raise AttributeError(name)
+
+
+__all__ = sorted(_EXPORTS)

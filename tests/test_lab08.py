@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from minivllm_labs import catalog, lab08
-from minivllm_labs.lab08_page import MOCK_JS, mock_html, page_data, score_values
+from minivllm_labs import catalog, lab08, lab08_views
+from minivllm_labs.lab08_views import MOCK_JS, mock_html, page_data, score_values
 from minivllm_labs.quiz import NumericQuestion, Question
 
 CHOICE = [q for q in lab08.QUESTIONS if isinstance(q, Question)]
@@ -163,7 +163,7 @@ def test_catalog_lists_every_question_with_its_answer():
 
 def test_widget_builds():
     pytest.importorskip("ipywidgets")
-    box = lab08.mock_widget(3, 0)
+    box = lab08_views.mock_widget(3, 0)
     assert len(box.children) == 2 * 3 + 2
     assert re.search(r"\d+ questions", lab08.bank_table())
     assert lab08.answer_key().count("\n") == len(lab08.QUESTIONS) - 1

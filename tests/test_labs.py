@@ -24,17 +24,16 @@ nbformat = pytest.importorskip("nbformat", reason="needs the labs extras: pip in
 from minivllm_labs.build import LABS_DIR, SRC_DIR, cells_match, parse_source, sources  # noqa: E402
 from minivllm_labs.common import REPO_ROOT, detect_device, gpu_only, round_floats  # noqa: E402
 from minivllm_labs.quiz import (  # noqa: E402
-    STATIC_ENV,
     NumericQuestion,
     Option,
     Question,
-    feedback_html,
     grade,
     option_feedback,
     parse_choice,
     parse_number,
 )
 from minivllm_labs.quiz_html import NUMERIC_JS, quiz_html  # noqa: E402
+from minivllm_labs.quiz_show import STATIC_ENV, feedback_html  # noqa: E402
 from minivllm_labs.recorded import (  # noqa: E402
     PROVENANCE_FIELDS,
     ProvenanceError,
@@ -166,7 +165,7 @@ def test_numeric_javascript_grades_like_python():
 
 def test_show_quiz_stores_static_html_and_a_widget_only_when_live(monkeypatch):
     pytest.importorskip("ipywidgets")
-    from minivllm_labs import quiz
+    from minivllm_labs import quiz_show as quiz
 
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj, raw=False: shown.append(obj))
@@ -181,7 +180,7 @@ def test_show_quiz_stores_static_html_and_a_widget_only_when_live(monkeypatch):
 
 def test_quiz_widget_check_button_grades_the_selection():
     pytest.importorskip("ipywidgets")
-    from minivllm_labs.quiz import quiz_widget
+    from minivllm_labs.quiz_show import quiz_widget
 
     _, choice, button, out = quiz_widget(Q, GPU_RESULTS).children
     button.click()

@@ -12,8 +12,8 @@ _EXPORTS = {
     "load_recorded": "recorded", "check_provenance": "recorded", "describe_provenance": "recorded",
     "RecordedResultsMissing": "recorded", "ProvenanceError": "recorded",
     "quiet_engine_logs": "common", "figure": "plots", "show": "plots",
-    "Question": "quiz", "NumericQuestion": "quiz", "Option": "quiz", "grade": "quiz", "quiz_widget": "quiz",
-    "show_quiz": "quiz", "parse_choice": "quiz", "parse_number": "quiz", "quiz_html": "quiz_html", "Claim": "catalog", "LabInfo": "catalog",
+    "Question": "quiz", "NumericQuestion": "quiz", "Option": "quiz", "grade": "quiz", "quiz_widget": "quiz_show",
+    "show_quiz": "quiz_show", "parse_choice": "quiz", "parse_number": "quiz", "quiz_html": "quiz_html", "Claim": "catalog", "LabInfo": "catalog",
 }
 
 

@@ -22,7 +22,7 @@ tests/nbval_skip_allowlist.txt refers to it. A leading block of comment lines is
 cell. The notebook is then executed with nbclient in labs/ (where nbval runs it too) and written back.
 
 The committed notebooks are executed with GPUs hidden (their stored outputs are what CI, a CPU, reproduces)
-and with quiz.STATIC_ENV set (quizzes stored as static HTML: no widget model outlives the build's kernel).
+and with quiz_show.STATIC_ENV set (quizzes stored as static HTML: no widget model outlives the build's kernel).
 --gpu is the other way round: GPUs visible, nothing skipped, written elsewhere, for checking that every cell
 runs on real hardware.
 """
@@ -38,7 +38,7 @@ from pathlib import Path
 import nbformat
 
 from minivllm_labs.common import REPO_ROOT
-from minivllm_labs.quiz import STATIC_ENV
+from minivllm_labs.quiz_show import STATIC_ENV
 
 LABS_DIR = REPO_ROOT / "labs"
 SRC_DIR = LABS_DIR / "src"

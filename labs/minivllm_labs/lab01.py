@@ -16,8 +16,8 @@ e) capture_replay_demo: the handbook's own 10-line capture / replay snippet, run
 Every timing is a median over repeats, stored with its range (min-max) so a notebook can say when a difference
 is within noise. Every function runs on CUDA and on the CPU (where the graph parts are skipped), so the same
 code path is exercised by the notebook on any machine and by the tests. The parts live in lab01_timing.py (a,
-and the timing helpers), lab01_census.py (b), lab01_report.py (tables, plots, noise statements) and
-lab01_questions.py (the self-test questions and the claims); everything is importable from here.
+and the timing helpers) and lab01_census.py (b); what is shown (tables, plots, noise statements, the questions'
+evidence) in lab01_views.py, the questions and claims in data/lab01.yaml. Everything is importable from here.
 """
 
 from __future__ import annotations
@@ -32,8 +32,12 @@ import torch
 from minivllm_labs.catalog import LabInfo
 from minivllm_labs.common import max_positions, quiet_engine_logs, round_floats
 from minivllm_labs.lab01_census import LAYER_TAG, _prompts, decoder_layers, kernel_census  # noqa: F401
-from minivllm_labs.lab01_questions import CLAIMS, Q1, Q4, q1_evidence, q4_evidence  # noqa: F401
-from minivllm_labs.lab01_report import (  # noqa: F401
+from minivllm_labs.lab01_views import (  # noqa: F401
+    CLAIMS,
+    Q1,
+    Q4,
+    q1_evidence,
+    q4_evidence,
     bound_table,
     bound_verdict,
     census_table,

@@ -15,8 +15,8 @@ f) graph modes:    NONE / FULL / PIECEWISE / FULL_AND_PIECEWISE on the engine: T
                    each step, prefill included (interview question 3).
 
 Engine internals this lab reads (the dispatcher's graphs and counters) are touched only in this file.
-Section a) (raw torch graphs) is in lab02_limits.py, tables and plots in lab02_views.py, questions and
-claims in lab02_quiz.py.
+Section a) (raw torch graphs) is in lab02_limits.py, tables, plots and the questions' evidence in
+lab02_views.py, the questions and claims in data/lab02.yaml.
 """
 
 from __future__ import annotations
@@ -319,8 +319,14 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-from minivllm_labs.lab02_quiz import LAB_INFO, Q1, Q2, Q3, Q4, Q5, verdicts_table
-from minivllm_labs.lab02_views import (
+from minivllm_labs.catalog import LabInfo  # noqa: E402
+from minivllm_labs.lab02_views import (  # noqa: E402
+    CLAIMS,
+    Q1,
+    Q2,
+    Q3,
+    Q4,
+    Q5,
     capture_sizes_text,
     limits_text,
     modes_table,
@@ -333,6 +339,15 @@ from minivllm_labs.lab02_views import (
     show,
     show_code,
     show_quiz,
+    verdicts_table,
+)
+
+LAB_INFO = LabInfo(
+    lab="lab02", notebook="labs/02_inside_a_cuda_graph.ipynb", title="Inside a CUDA graph",
+    title_zh="CUDA Graph 内部", sections=("§1.2", "§1.3", "§1.4", "§5"),
+    questions=(Q1, Q2, Q3, Q4, Q5), claims=CLAIMS,
+    code=("minivllm/worker/cuda_graph.py", "minivllm/config.py", "minivllm/compilation/backend.py",
+          "minivllm/worker/input_batch.py"),
 )
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Lab 02's views: the tables and plots of its measurements (questions and claims: lab02_quiz.py).
+"""Lab 02's views: the tables and plots of its measurements, the numbers behind its questions, the verdicts.
 
 Split from lab02.py (the measurements) so that each file has one job. Every function takes a results dict,
 either recorded on the H200 (assets/results/h200/lab02.json) or measured in the notebook, and copes with
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from minivllm_labs.plots import show  # noqa: F401  (re-exported for the notebook)
 
-from minivllm_labs.quiz import show_quiz  # noqa: F401  (re-exported for the notebook)
+from minivllm_labs.quiz_show import show_quiz  # noqa: F401  (re-exported for the notebook)
+from minivllm_labs.quiz_data import load_claims, load_questions
 
 RESULTS = "assets/results/h200/lab02.json"
 
@@ -201,3 +202,101 @@ def show_code(fn) -> None:
     import inspect
 
     print(inspect.getsource(fn).rstrip())
+
+
+# ---- the questions' evidence; the questions and claims themselves are data/lab02.yaml ----------------------
+def _no_gpu(res: dict | None) -> str | None:
+    if not res:
+        return "No measurements available (no recorded GPU results in this checkout)."
+    return None
+
+
+def q1_evidence(res: dict | None) -> str:
+    """Interview 2: the cost of one graph of the largest size, and what several sizes cost at startup."""
+    if (msg := _no_gpu(res)) is not None:
+        return msg
+    p = _get(res, "padding") or {}
+    if not _gpu(p):
+        return f"{_src(res)}: no graphs on this device; see the recorded H200 results."
+    lines = [f"{_src(res)}:"]
+    for b in ("1", "8"):
+        lines.append(f"- batch {b}: TPOT {_get(p, 'tpot_several', b, 'median')} ms with several sizes, "
+                     f"{_get(p, 'tpot_largest_only', b, 'median')} ms padded to the size-256 graph")
+    r = p.get("replay_ms", {})
+    if "1" in r and "256" in r:
+        lines.append(f"- one replay: size 1 {r['1']['median']} ms, size 256 {r['256']['median']} ms")
+    cap = p.get("capture") or {}
+    lines.append(f"- capturing all {len(cap.get('sizes') or [])} sizes cost {cap.get('seconds')} s and "
+                 f"{cap.get('pool_mib')} MiB of pool at startup")
+    return "\n".join(lines)
+
+
+def q2_evidence(res: dict | None) -> str:
+    """Interview 3: which path the prefill step took in each mode, and its TTFT."""
+    if (msg := _no_gpu(res)) is not None:
+        return msg
+    m = _get(res, "modes") or {}
+    lines = [f"{_src(res)}:"]
+    for mode in m.get("modes", []):
+        s, ln = m[mode]["prefill_short"], m[mode]["prefill_long"]
+        lines.append(f"- {mode}: {s['prompt_len']}-token prefill ran {_paths(s)} (TTFT {s['ttft_ms']['median']} ms); "
+                     f"{ln['prompt_len']} tokens ran {_paths(ln)} (TTFT {ln['ttft_ms']['median']} ms)")
+    if len(lines) == 1:
+        lines.append("- no mode measurements")
+    return "\n".join(lines)
+
+
+def q3_evidence(res: dict | None) -> str:
+    if (msg := _no_gpu(res)) is not None:
+        return msg
+    r = _get(res, "rng") or {}
+    if not _gpu(r):
+        return f"{_src(res)}: no graphs on this device; see the recorded H200 results."
+    return f"{_src(res)}: {r['replays']} replays of one captured sampling step gave {r['distinct']} distinct " \
+           f"samples: {r['samples']}"
+
+
+def q4_evidence(res: dict | None) -> str:
+    if (msg := _no_gpu(res)) is not None:
+        return msg
+    p = _get(res, "padding") or {}
+    r = p.get("replay_ms", {})
+    if not ("5" in r and "8" in r):
+        return f"{_src(res)}: no graphs on this device; see the recorded H200 results."
+    return (f"{_src(res)}: one replay of the size-5 graph {_ms(r['5'])}, of the size-8 graph {_ms(r['8'])}: "
+            f"{padding_verdict(res)}; engine TPOT at batch 5: {_get(p, 'tpot_several', '5', 'median')} ms on its "
+            f"own graph")
+
+
+def q5_evidence(res: dict | None) -> str:
+    if (msg := _no_gpu(res)) is not None:
+        return msg
+    return f"{_src(res)}:\n{limits_text(res)}"
+
+
+QUESTIONS = load_questions("lab02", {"q1_evidence": q1_evidence, "q2_evidence": q2_evidence, "q3_evidence": q3_evidence, "q4_evidence": q4_evidence, "q5_evidence": q5_evidence})
+Q1, Q2, Q3, Q4, Q5 = (QUESTIONS[f"lab02.q{i}"] for i in range(1, 6))
+CLAIMS = load_claims("lab02")
+
+
+def _figure_of(c, res: dict | None):
+    """The number behind a claim: recorded in this lab's results (when present), else the claim's figure."""
+    if c.evidence_file == RESULTS and res:
+        from minivllm_labs.catalog import resolve_key
+
+        try:
+            return resolve_key(res, c.evidence_key)
+        except (KeyError, IndexError):
+            return None
+    return c.figure
+
+
+def verdicts_table(res: dict | None) -> str:
+    """The summary: one line per claim, its verdict, the number that decides it and where it lives."""
+    lines = [f"{'claim':<58} {'verdict':<8} {'number':>8}  file:key"]
+    for c in CLAIMS:
+        fig = _figure_of(c, res)
+        shown = "(record)" if fig is None else str(fig)
+        lines.append(f"{c.claim_en[:58]:<58} {c.verdict:<8} {shown:>8}  "
+                     f"{c.evidence_file.rsplit('/', 1)[-1]}:{c.evidence_key}")
+    return "\n".join(lines)

@@ -13,7 +13,7 @@ c) configs:          the engine at compile levels 0 / 2 / 3, with and without gr
 d) scopes:           what Dynamo traces for compile_scope model / layer / ops, and level 3's split.
 
 Engine internals this lab touches (a decoder layer, the runner's buffers) are used only in this file.
-Tables and plots: lab03_views.py; questions and claims: lab03_quiz.py.
+Tables, plots and the questions' evidence: lab03_views.py; questions and claims: data/lab03.yaml.
 """
 
 from __future__ import annotations
@@ -299,21 +299,61 @@ def sweep(model: str, setups=GPU_SETUPS, batches: tuple[int, ...] = (1, 8, 64), 
     return round_floats(out)
 
 
-def __getattr__(name: str):
-    """scopes, registration and SCOPES live in lab03_scopes.py (imported on first use: it imports this module)."""
-    if name in ("scopes", "registration", "SCOPES"):
-        from minivllm_labs import lab03_scopes
+# ---- d) compile scopes, and attention registered vs unregistered (self-test 2) ----------------------
+SCOPES = {"model": EngineSetup("model", 1, backend="eager"),
+          "layer": EngineSetup("layer", 1, backend="eager", scope="layer"),
+          "ops": EngineSetup("ops", 1, backend="eager", scope="ops"),
+          "split (level 3)": EngineSetup("split", 3, backend="eager")}
 
-        return getattr(lab03_scopes, name)
-    raise AttributeError(name)
+
+def scopes(model: str, names: tuple[str, ...] = tuple(SCOPES)) -> dict:
+    """What Dynamo traces per compile_scope (level 1), and level 3's split, with the "eager" backend: only
+    Dynamo runs (the count of traces and breaks is Dynamo's; Inductor would add only compile time)."""
+    out = {}
+    for name in names:
+        llm = make_llm(model, SCOPES[name], max_num_seqs=8)
+        tpot_ms(llm, 2, 4, 1)  # one request through: run-time traces of the layer / ops scopes happen here
+        out[name] = _compile_facts(llm)
+        out[name]["num_layers"] = llm.model_runner.model_config.num_hidden_layers
+        llm.shutdown()
+    return out
+
+
+def registration(model: str, backends: tuple[str, ...] = ("auto", "unregistered"), engine: bool = True) -> dict:
+    """Self-test 2: one decoder layer under Dynamo with attention registered and unregistered; with
+    engine=True also the whole engine at level 1 (Dynamo only: breaks, traces, recompiles after serving
+    batches 1 and 8) and at level 2, which traces with fullgraph=True."""
+    out = {}
+    for ab in backends:
+        llm = make_llm(model, EngineSetup(ab, 1 if engine else 0, backend="eager", attention_backend=ab),
+                       max_num_seqs=8)
+        out[ab] = {}
+        if engine:  # serve first: the layer view below resets Dynamo, which would count as recompiles
+            for b in (1, 8):
+                tpot_ms(llm, b, 4, 1)
+            facts = _compile_facts(llm)
+            out[ab].update({k: facts[k] for k in ("graphs_traced_at_startup", "recompiles_at_runtime",
+                                                  "graph_breaks")})
+        out[ab]["layer"] = dynamo_view(llm)
+        llm.shutdown()
+    if not engine:
+        return out
+    try:
+        llm = make_llm(model, EngineSetup("fullgraph", 2, backend="eager", attention_backend="unregistered"),
+                       max_num_seqs=8)
+        llm.shutdown()
+        out["fullgraph_engine"] = {"ok": True}
+    except Exception as e:  # noqa: BLE001 - the startup error is the measurement
+        msg = str(e).strip().splitlines()
+        out["fullgraph_engine"] = {"ok": False, "error_type": type(e).__name__, "message": msg[0] if msg else ""}
+    torch._dynamo.reset()
+    return out
 
 
 # ---- everything, for the recorder ------------------------------------------------------------------------
 def run_all(model: str, quick: bool = False) -> dict:
     """All of Lab 03's measurements (a cold GPU run with a 0.6B model: about three minutes, most of it
     Inductor compiling levels 2 and 3)."""
-    from minivllm_labs.lab03_scopes import registration, scopes
-
     out: dict = {"device": "cuda" if _cuda() else "cpu", "hand_written": hand_written_kernel()}
     if quick:  # the tests' run: one layer view and one engine row, no Inductor compile (C++ on a CPU is slow)
         out["registration"] = registration(model, ("auto",), engine=False)
@@ -333,8 +373,13 @@ def run_all(model: str, quick: bool = False) -> dict:
     return round_floats(out)
 
 
-from minivllm_labs.lab03_quiz import LAB_INFO, Q1, Q2, Q3, Q4, verdicts_table
-from minivllm_labs.lab03_views import (
+from minivllm_labs.catalog import LabInfo  # noqa: E402
+from minivllm_labs.lab03_views import (  # noqa: E402
+    CLAIMS,
+    Q1,
+    Q2,
+    Q3,
+    Q4,
     configs_table,
     dynamo_text,
     grid_table,
@@ -346,6 +391,15 @@ from minivllm_labs.lab03_views import (
     show,
     show_quiz,
     split_text,
+    verdicts_table,
+)
+
+LAB_INFO = LabInfo(
+    lab="lab03", notebook="labs/03_torch_compile.ipynb", title="torch.compile in the engine",
+    title_zh="引擎里的 torch.compile", sections=("§2.1", "§2.2", "§2.3", "§2.4", "§5"),
+    questions=(Q1, Q2, Q3, Q4), claims=CLAIMS,
+    code=("minivllm/compilation/backend.py", "minivllm/attention/layer.py", "minivllm/layers/custom_op.py",
+          "minivllm/kernels/triton_norm.py", "minivllm/config.py"),
 )
 
 __all__ = [

@@ -1,4 +1,8 @@
-"""Lab 03's views: tables and plots of its measurements (questions and claims: lab03_quiz.py).
+"""Lab 03's views: tables and plots of its measurements, the numbers behind its questions, the verdicts.
+
+Feedback cites this lab's own record when it is given one, and the engine's earlier H200 benchmark files
+(assets/results/h200/*.json, each with its provenance) for the numbers they already hold. The questions and
+claims themselves are data/lab03.yaml.
 
 Every function takes a results dict, recorded on the H200 (assets/results/h200/lab03.json) or measured in
 the notebook, and copes with what a CPU run lacks (no graphs, fewer setups, C++ instead of Triton).
@@ -6,7 +10,16 @@ the notebook, and copes with what a CPU run lacks (no graphs, fewer setups, C++ 
 
 from __future__ import annotations
 
+import json
+from functools import cache
+
+from minivllm_labs.catalog import resolve_key
+from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.lab02_views import _get, show, show_quiz  # noqa: F401  (re-exported for the notebook)
+from minivllm_labs.quiz_data import load_claims, load_questions
+
+RESULTS = "assets/results/h200/lab03.json"
+H200 = "assets/results/h200/"
 
 NOT_RECORDED = "(not recorded yet: `python -m minivllm_labs.record lab03` on a GPU makes these numbers)"
 
@@ -146,4 +159,107 @@ def split_text(split: dict | None) -> str:
         if i == len(p) - 1 and len(p) > 3:
             lines.append(f"  ... pieces 2-{len(p) - 2} like piece 1")
         lines.append(f"  piece {i}: {p[i]['ops']} ops, {', '.join(p[i]['first'])} ... {', '.join(p[i]['last'])}")
+    return "\n".join(lines)
+
+
+# ---- the questions' evidence ------------------------------------------------------------------------------
+@cache
+def _bench(name: str) -> dict:
+    try:
+        return json.loads((REPO_ROOT / H200 / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def bench_value(name: str, key: str):
+    """A number of an earlier H200 benchmark file, None if the file or key is missing."""
+    try:
+        return resolve_key(_bench(name), key)
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def _tpot(name: str, row: int) -> float | None:
+    v = bench_value(name, f"rows.{row}.tpot_s")
+    return None if v is None else round(v * 1e3, 3)
+
+
+def _here(res: dict | None) -> str:
+    gpu = _get(res, "provenance", "gpu")
+    return f"this lab's record ({gpu})" if gpu else "this run"
+
+
+def q1_evidence(res: dict | None) -> str:
+    lines = ["Recorded on the H200 (level 1, no graphs; attention_registered/unregistered.json):",
+             f"- registered: {bench_value('attention_registered', 'modes.NONE@L1.compile_report.graph_breaks')} "
+             f"breaks, TPOT batch 1 {_tpot('attention_registered', 0)} ms",
+             f"- unregistered: {bench_value('attention_unregistered', 'modes.NONE@L1.compile_report.graph_breaks')}"
+             f" breaks, {bench_value('attention_unregistered', 'modes.NONE@L1.compile_report.graphs_traced_at_startup')}"
+             f" graphs, {bench_value('attention_unregistered', 'modes.NONE@L1.compile_report.recompiles_at_runtime')}"
+             f" run-time recompiles, TPOT batch 1 {_tpot('attention_unregistered', 0)} ms"]
+    reg = _get(res, "registration")
+    if reg and "unregistered" in reg:
+        u, fg = reg["unregistered"], reg.get("fullgraph_engine") or {}
+        lines.append(f"In {_here(res)}: one layer unregistered: {u['layer']['graphs']} graphs, "
+                     f"{u['layer']['graph_breaks']} breaks; level 2 (fullgraph=True): "
+                     + ("started" if fg.get("ok") else f"startup fails with {fg.get('error_type')}"))
+    lines.append("Registration is also what lets level 3 split the graph at attention (one node to cut at).")
+    return "\n".join(lines)
+
+
+def q2_evidence(res: dict | None) -> str:
+    lines = ["Recorded on the H200, TPOT batch 1 / 64:",
+             f"- PyTorch's own ops: graphs alone {_tpot('compile_custom_ops_none', 0)} / "
+             f"{_tpot('compile_custom_ops_none', 2)} ms, level 3 + graphs {_tpot('compile_custom_ops_none', 3)} / "
+             f"{_tpot('compile_custom_ops_none', 5)} ms (compile_custom_ops_none.json)",
+             f"- hand-fused kernels: graphs alone {_tpot('compile_vs_graphs', 0)} / {_tpot('compile_vs_graphs', 2)} ms,"
+             f" level 3 + graphs {_tpot('compile_vs_graphs', 6)} / {_tpot('compile_vs_graphs', 8)} ms "
+             f"(compile_vs_graphs.json)",
+             f"- compile alone (level 2, no graphs): {_tpot('compile', 6)} ms; eager {_tpot('latency', 0)} ms"]
+    cfg, grid = _get(res, "configs"), _get(res, "grid")
+    if cfg and grid:
+        for build, names in grid.items():
+            vals = [_get(cfg, names[c], "tpot_ms", "1", "median") for c in ("eager", "graphs", "compile", "both")]
+            if any(v is not None for v in vals):
+                lines.append(f"In {_here(res)}, {build}: eager / graphs / compile / both = "
+                             f"{' / '.join(str(v) for v in vals)} ms")
+    return "\n".join(lines)
+
+
+def q3_evidence(res: dict | None) -> str:
+    lines = [f"Recorded on the H200: level 3 split Qwen3-0.6B (28 layers) into "
+             f"{bench_value('compile_vs_graphs', 'modes.FULL_AND_PIECEWISE@L3.compile_report.pieces')} pieces "
+             f"(compile_vs_graphs.json)"]
+    sc = _get(res, "scopes")
+    if sc:
+        lines += [f"In {_here(res)}: scope {k}: {v['graphs_traced_at_startup']} trace(s) at startup, "
+                  f"{v['recompiles_at_runtime']} more at run time, pieces {v['pieces']}" for k, v in sc.items()]
+    return "\n".join(lines)
+
+
+def q4_evidence(res: dict | None) -> str:
+    lines = [f"Recorded on the H200, batch 1: eager {_tpot('latency', 0)} ms (latency.json), compile alone "
+             f"(level 2) {_tpot('compile', 6)} ms, graphs alone {_tpot('compile', 0)} ms (compile.json)"]
+    cfg = _get(res, "configs")
+    if cfg:
+        vals = {k: _get(cfg, k, "tpot_ms", "1", "median") for k in ("eager", "L2", "L3", "graphs")}
+        lines.append(f"In {_here(res)}: " + ", ".join(f"{k} {v} ms" for k, v in vals.items() if v is not None))
+    return "\n".join(lines)
+
+
+QUESTIONS = load_questions("lab03", {f"q{i}_evidence": f for i, f in enumerate((q1_evidence, q2_evidence, q3_evidence, q4_evidence), 1)})
+Q1, Q2, Q3, Q4 = (QUESTIONS[f"lab03.q{i}"] for i in range(1, 5))
+CLAIMS = load_claims("lab03")
+
+
+def verdicts_table(res: dict | None) -> str:
+    lines = [f"{'claim':<58} {'verdict':<8} {'number':>9}  file:key"]
+    for c in CLAIMS:
+        if c.evidence_file == RESULTS:
+            fig = _get(res, *c.evidence_key.split(".")) if res else None
+        else:
+            fig = bench_value(c.evidence_file.rsplit("/", 1)[-1].removesuffix(".json"), c.evidence_key)
+        shown = "(record)" if fig is None else str(round(fig, 6) if isinstance(fig, float) else fig)
+        lines.append(f"{c.claim_en[:58]:<58} {c.verdict:<8} {shown:>9}  "
+                     f"{c.evidence_file.rsplit('/', 1)[-1]}:{c.evidence_key}")
     return "\n".join(lines)

@@ -34,8 +34,9 @@ from typing import Iterator
 
 import torch
 
+from minivllm_labs.catalog import LabInfo
 from minivllm_labs.common import max_positions, quiet_engine_logs, round_floats
-from minivllm_labs.lab04_view import PHASES
+from minivllm_labs.lab04_views import PHASES
 
 from minivllm_labs.plots import show  # noqa: F401  (the labs' one display call for figures)
 
@@ -302,6 +303,12 @@ def run_all(model: str, quick: bool = False, level: int | None = None, new_proce
 
 
 # figures, tables, questions and claims live next door; the notebook reaches them all as lab04.<name>
-from minivllm_labs.lab04_view import (CLAIMS, HANDBOOK, LAB_INFO, Q4, Q_LEVEL0, RESULTS, STARTUP,  # noqa: E402,F401
+from minivllm_labs.lab04_views import (CLAIMS, HANDBOOK, Q4, Q_LEVEL0, RESULTS, STARTUP,  # noqa: E402,F401
                                       cache_table, faults_table, phases_table, plot_cold_warm, plot_phases,
                                       startup_record, verdicts_table, bench_startup_table, warmup_table)
+
+LAB_INFO = LabInfo(
+    lab="lab04", notebook="labs/04_startup_and_cache.ipynb", title="Startup and the compile cache",
+    title_zh="启动耗时与编译缓存", sections=("§3", "interview 4"), questions=(Q4, Q_LEVEL0), claims=CLAIMS,
+    code=("minivllm/llm.py", "minivllm/worker/startup.py", "minivllm/compilation/cache.py",
+          "minivllm/compilation/graph_cache.py", "minivllm/compilation/backend.py"))

@@ -12,7 +12,7 @@ table lists when to run eagerly. Here each rung gets a real fault (`inject`), wh
 
 The fault patches DecoderLayer.forward of the model class for the duration of a `with` block (engines are
 built inside it), touching one layer; the original is always restored. Figures, tables, questions and
-claims are in lab05_view.py.
+claims: lab05_views.py and data/lab05.yaml.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Iterator
 
 import torch
 
+from minivllm_labs.catalog import LabInfo
 from minivllm_labs.common import max_positions, quiet_engine_logs, round_floats
 from minivllm_labs.lab04 import cache_dir, engine_kwargs, engine_warnings
 
@@ -302,7 +303,13 @@ def heuristics(faults: dict) -> list[dict]:
 
 
 # drawings, tables, questions and claims live next door; the notebook reaches them all as lab05.<name>
-from minivllm_labs.lab05_view import (CLAIMS, LAB_INFO, Q3, RESULTS, Q_SILENT, fault_summary,  # noqa: E402,F401
+from minivllm_labs.lab05_views import (CLAIMS, Q3, RESULTS, Q_SILENT, fault_summary,  # noqa: E402,F401
                                       heuristics_table, ladder_html, ladder_path, locate_table, scenario_rows,
                                       scenario_table,
                                       show)
+
+LAB_INFO = LabInfo(
+    lab="lab05", notebook="labs/05_fallback_ladder.ipynb", title="When to turn it off, and the fallback ladder",
+    title_zh="什么时候关掉，以及降级路径", sections=("§4", "§4.5", "§4.6", "self-test 3"), questions=(Q3, Q_SILENT),
+    claims=CLAIMS, code=("minivllm/llm.py", "minivllm/compilation/diagnose.py", "minivllm/worker/cuda_graph.py",
+                         "minivllm/compilation/backend.py"))

@@ -305,6 +305,6 @@ LAB_INFO = LabInfo(
     lab="lab06", notebook="labs/06_paged_kv_and_batching.ipynb",
     title="Paged KV cache and continuous batching", title_zh="分页 KV Cache 与连续批处理",
     sections=("§1.4", "article: PagedAttention and CUDA graphs", "article: tuning"),
-    questions=QUESTIONS, claims=CLAIMS,
+    questions=tuple(QUESTIONS.values()), claims=CLAIMS,
     code=("minivllm/engine/block_manager.py", "minivllm/engine/scheduler.py", "minivllm/engine/sequence.py",
           "minivllm/worker/input_batch.py", "minivllm/worker/cuda_graph.py", "minivllm/worker/startup.py"))

@@ -1,18 +1,16 @@
-"""Lab 06's figures, tables, questions and claims: what the notebook shows of lab06's measurements.
+"""Lab 06's figures, tables, the numbers behind its questions, its verdicts' rules: what the notebook shows of lab06's measurements.
 
 Split from lab06.py so each file has one job: lab06.py measures (and runs on the recorder's GPU without
-plotly), this file draws and grades. Every function takes a results dict: the recorded H200 file or what the
+plotly), this file draws and grades (the questions and claims themselves are data/lab06.yaml). Every function takes a results dict: the recorded H200 file or what the
 notebook just measured on this machine.
 """
 
 from __future__ import annotations
 
-from minivllm_labs.catalog import Claim
-from minivllm_labs.quiz import NumericQuestion, Option, Question
+from minivllm_labs.plots import show  # noqa: F401  (the labs' one display call for figures)
+from minivllm_labs.quiz_data import load_claims, load_questions
 
 RESULTS = "assets/results/h200/lab06.json"
-
-from minivllm_labs.plots import show  # noqa: F401  (the labs' one display call for figures)
 
 
 # ---- figures ------------------------------------------------------------------------------------------
@@ -205,73 +203,6 @@ def q_preempt_evidence(res: dict | None) -> str:
     return f"{_src(res)}: {preemption_table(res)}"
 
 
-Q_KV = NumericQuestion(
-    qid="lab06.q1", topic="paged-attention", source="lab", unit="bytes", answer=114688, rel_tol=0.05,
-    prompt="Qwen3-0.6B has 28 layers, 16 query heads, 8 KV heads of head_dim 128, in bf16. How many bytes of "
-           "KV cache does one token take?",
-    prompt_zh="Qwen3-0.6B：28 层，16 个 query 头，8 个 KV 头，head_dim 128，bf16。每个 token 占多少字节 KV Cache？",
-    model_answer="2 (K and V) x 28 layers x 8 KV heads x 128 x 2 bytes = 114,688 B = 112 KiB. GQA counts: with "
-                 "16 KV heads it would be twice that.",
-    model_answer_zh="2（K、V）× 28 层 × 8 个 KV 头 × 128 × 2 字节 = 114,688 B = 112 KiB。GQA 只按 KV 头算；"
-                    "若 16 个 KV 头则翻倍。",
-    evidence=q_kv_evidence)
-
-Q_GRAPH = Question(
-    qid="lab06.q2", topic="paged-attention", source="lab",
-    prompt="A decode batch replays a FULL CUDA graph in the same step in which one sequence got a new KV block. "
-           "What makes that work?",
-    prompt_zh="某一步 decode 重放 FULL CUDA Graph，而同一步里有个序列刚分到新的 KV block。为什么没问题？",
-    options=(Option("The graph is re-captured for the new block table.",
-                    "No: capture happens once at startup; the counts show replays in steps with new blocks.",
-                    "为新的 block table 重新捕获一次图。", "不对：捕获只在启动时做一次；实测新分 block 的那一步照样重放。"),
-             Option("Block ids are data: the runner writes them into a persistent block-table buffer the graph "
-                    "reads at replay.",
-                    "Right: the graph captured the buffer's address, not its contents (input_batch.py).",
-                    "block id 只是数据：runner 把它写进图读取的持久化 block table buffer。",
-                    "对：图记录的是 buffer 的地址而不是内容（input_batch.py）。"),
-             Option("The dispatcher notices the changed block table and runs that one step eagerly, then returns to replaying.",
-                    "No: the dispatcher only looks at the batch size; those steps replayed.",
-                    "这一步退回 eager 执行。", "不对：dispatcher 只看 batch 大小，这些步都是重放的。"),
-             Option("Each graph pre-allocates a fixed set of physical blocks at capture.",
-                    "That is the article's claim; no block is reserved by a graph here, the KV cache is one "
-                    "tensor shared by all paths.",
-                    "每个图在捕获时预分配一组固定的物理块。",
-                    "这是文章的说法；这里没有任何块被图预留，KV Cache 是所有路径共用的一个张量。")),
-    correct=1,
-    model_answer="PagedAttention and CUDA graphs do not conflict: the block table is an input like the token ids, "
-                 "copied every step into a buffer at a fixed address; a graph replays with whatever ids are there.",
-    model_answer_zh="PagedAttention 与 CUDA Graph 并不冲突：block table 和 token id 一样是输入，每步拷进固定地址的 "
-                    "buffer；图重放时读到的就是当前的 block id。",
-    evidence=q_graph_evidence)
-
-Q_PREEMPT = Question(
-    qid="lab06.q3", topic="continuous-batching", source="lab",
-    prompt="The KV cache runs out while 3 requests decode; the scheduler preempts the newest by recompute. "
-           "What happens to it?",
-    prompt_zh="3 个请求 decode 时 KV Cache 用完了，调度器以重算方式抢占最新的那个。它会怎样？",
-    options=(Option("It fails with an out-of-memory error.",
-                    "No: preemption exists so that the engine never has to fail a request for lack of blocks.",
-                    "报 OOM 失败。", "不对：抢占就是为了不因为缺块而让请求失败。"),
-             Option("Its generated tokens are dropped and it restarts from the prompt, giving different output.",
-                    "No: its tokens stay; only their K/V is dropped.",
-                    "丢掉已生成的 token，从 prompt 重新开始，输出会变。", "不对：token 保留，只丢 K/V。"),
-             Option("Its KV blocks are swapped to CPU memory and copied back later.",
-                    "That is vLLM V0's swap mode; this engine (like vLLM V1) recomputes.",
-                    "把 KV 块换出到 CPU 内存，之后再拷回。", "那是 vLLM V0 的 swap；本引擎（与 V1 一样）用重算。"),
-             Option("Its blocks are freed and its K/V recomputed on readmission; its tokens are kept.",
-                    "Right: it continues where it stopped. In fp32 its greedy output equals a large-cache run; in "
-                    "bf16 the recomputed K/V can differ by rounding and flip a near-tie (the H200 record above: "
-                    "2 of 3 requests identical).",
-                    "释放它的块，重新进入时重算 K/V，已生成的 token 保留。",
-                    "对：从断点继续。fp32 下贪心输出与大缓存时一致；bf16 下重算的 K/V 可能因舍入不同而翻转近似平局"
-                    "（上面的 H200 记录：3 个请求中 2 个完全一致）。")),
-    correct=3,
-    model_answer="Preemption by recompute frees the blocks and re-queues the request at the head; its tokens are "
-                 "kept, so on readmission one prefill rebuilds its K/V and it continues where it stopped.",
-    model_answer_zh="重算式抢占：释放块、放回队首；token 保留，重新进入时一次 prefill 重建 K/V，从断点继续。",
-    evidence=q_preempt_evidence)
-
-QUESTIONS = (Q_KV, Q_GRAPH, Q_PREEMPT)
 
 
 # ---- claims (verdicts from lab06.json, recorded on the H200) --------------------------------------------
@@ -283,58 +214,14 @@ def _kv_rule(v) -> str:
     return "right" if 5 <= v <= 8 else ("wrong" if abs(v) < 1 else "partly")
 
 
-CLAIMS = (
-    Claim(cid="article.paged_attention_conflicts_with_graphs", seed="article", lab="lab06",
-          claim_zh="两者在实现上存在冲突：PagedAttention的动态块分配无法在捕获阶段确定。vLLM的解决方案是在图捕获时预分配"
-                   "固定数量的物理块，并在重放时复用。",
-          claim_en="PagedAttention conflicts with CUDA graphs: dynamic block allocation cannot be known at capture, "
-                   "so vLLM pre-allocates a fixed set of physical blocks at capture and reuses them at replay.",
-          verdict="wrong",
-          summary="FULL graphs replayed in steps where sequences had just received new blocks; the block-table "
-                  "buffer never moved: block tables are graph inputs copied into a persistent buffer.",
-          summary_zh="在序列刚分到新块的步里 FULL 图照常重放，block table buffer 地址从未改变：block table 是图的输入，"
-                     "每步拷进持久化 buffer。",
-          evidence_file=RESULTS, evidence_key="graphs.graphs.replays_with_new_blocks", figure=None,
-          rule=_wrong_if_positive),
-    Claim(cid="article.graphs_lower_kv_utilisation", seed="article", lab="lab06",
-          claim_zh="这导致图重放时的KV cache利用率略低于动态模式，约降低5%至8%。",
-          claim_en="So under graph replay KV-cache utilisation is 5-8% lower than in dynamic (eager) mode.",
-          verdict="wrong",
-          summary="Peak KV utilisation (tokens held / slots in held blocks) of the same requests, eager minus "
-                  "graphs, in percentage points; the capacity cost of graphs (memory reserved before sizing) "
-                  "is recorded next to it (graphs.kv_capacity_diff_pct).",
-          summary_zh="同一批请求的峰值 KV 利用率（已存 token / 已占块的槽位），eager 减图模式的百分点差；图的容量代价"
-                     "（定容前预留的显存）另记于 graphs.kv_capacity_diff_pct。",
-          evidence_file=RESULTS, evidence_key="graphs.kv_utilisation_diff_pct", figure=None, rule=_kv_rule),
-    Claim(cid="article.block_size_32_fewer_captures", seed="article", lab="lab06",
-          claim_zh="增大至32可减少图捕获次数，但可能增加内部碎片。",
-          claim_en="Raising --block-size to 32 reduces the number of graph captures (but may add internal "
-                   "fragmentation).",
-          verdict="wrong",
-          summary="Graphs captured at block size 32 minus at 16: capture sizes are batch / token counts, "
-                  "independent of the block size. The fragmentation half is right (fragmentation.*).",
-          summary_zh="block size 32 与 16 捕获的图数之差：捕获尺寸是 batch / token 数，与 block size 无关。"
-                     "碎片增加的后半句是对的（见 fragmentation）。",
-          evidence_file=RESULTS, evidence_key="captures.block32_minus_block16", figure=None,
-          rule=lambda v: "wrong" if v >= 0 else "right"),
-    Claim(cid="article.block_size_32_more_fragmentation", seed="article", lab="lab06",
-          claim_zh="增大至32可减少图捕获次数，但可能增加内部碎片。",
-          claim_en="A block size of 32 may add internal fragmentation.",
-          verdict="right",
-          summary="Share of allocated KV slots left empty on the standard workload, block 32 minus block 16, in "
-                  "percentage points: positive, but small next to the prompt + output lengths (about half a "
-                  "block per request).",
-          summary_zh="标准负载下已分配 KV 槽位的空置比例，block 32 减 block 16 的百分点差：为正，但相对于请求长度很小"
-                     "（每个请求约半个块）。",
-          evidence_file=RESULTS, evidence_key="fragmentation.block32_minus_block16_waste_pct", figure=None,
-          rule=lambda v: "right" if v > 0 else "wrong"),
-    Claim(cid="article.mnbt_512_faster_graph_matching", seed="article", lab="lab06",
-          claim_zh="对于短序列场景（<128 tokens），可将--max-num-batched-tokens设为512以加速图匹配。",
-          claim_en="For short sequences (<128 tokens), set --max-num-batched-tokens 512 to speed up graph matching.",
-          verdict="wrong",
-          summary="The same graphs are captured with 512 as with 8192 (difference in count), and finding one is "
-                  "a bisect over the sorted sizes taking well under a microsecond (captures.rows.*.lookup_us).",
-          summary_zh="512 与 8192 捕获的图完全相同（数量差），查找只是对有序尺寸做一次二分，远小于 1 微秒。",
-          evidence_file=RESULTS, evidence_key="captures.mnbt512_minus_8192", figure=None,
-          rule=lambda v: "wrong" if v == 0 else "partly"),
-)
+QUESTIONS = load_questions("lab06", {"q_kv_evidence": q_kv_evidence, "q_graph_evidence": q_graph_evidence, "q_preempt_evidence": q_preempt_evidence})
+Q_KV, Q_GRAPH, Q_PREEMPT = QUESTIONS["lab06.q1"], QUESTIONS["lab06.q2"], QUESTIONS["lab06.q3"]
+#: The claims whose verdict is recomputed from their number (data/lab06.yaml marks them `rule: true`).
+RULES = {
+    "article.paged_attention_conflicts_with_graphs": _wrong_if_positive,
+    "article.graphs_lower_kv_utilisation": _kv_rule,
+    "article.block_size_32_fewer_captures": lambda v: "wrong" if v >= 0 else "right",
+    "article.block_size_32_more_fragmentation": lambda v: "right" if v > 0 else "wrong",
+    "article.mnbt_512_faster_graph_matching": lambda v: "wrong" if v == 0 else "partly",
+}
+CLAIMS = load_claims("lab06", RULES)

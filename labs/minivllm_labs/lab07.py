@@ -296,7 +296,17 @@ def coverage_table(cov: list[dict]) -> str:
                      for c in cov)
 
 
-from minivllm_labs.lab07_claims import CLAIMS  # noqa: E402  (the claim texts, kept apart from the code)
+from minivllm_labs.quiz_data import load_claims  # noqa: E402
+
+#: The article's hardware figures, its sources that do not exist and its batch / generation gains: the claims
+#: Lab 07 judges itself (data/lab07.yaml); every other claim is measured, once, by the lab in CHECKLIST. These
+#: recompute a verdict from its number (physics: weight bytes over bandwidth; the article's own arithmetic).
+RULES = {
+    "article.a100_13b_tpot": lambda v: "wrong" if v > 9 else "right",
+    "article.a100_13b_requests_per_s": lambda v: "wrong" if v < 15.8 else "right",
+    "article.pascal_no_graphs": lambda v: "wrong" if v >= 3.0 else "right",
+}
+CLAIMS = load_claims("lab07", RULES)
 
 LAB_INFO = LabInfo(
     lab="lab07", notebook="labs/07_claims.ipynb", title="The claims lab", title_zh="逐条检验材料中的说法",

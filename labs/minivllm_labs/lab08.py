@@ -1,11 +1,12 @@
 """Lab 08, "Interview prep": a graded bank of questions, each answered by a measurement from labs 01-07, and a
 mock-interview mode.
 
-The bank (lab08_bank.py, lab08_bank_more.py) is data; this module turns it into quiz Questions whose options are
-shuffled with a seed taken from the question id (so the letter carries no hint, and the order is the same on
-every machine), grades any answer without raising, draws a seeded mock interview, scores it and names the weak
-topics. The same sampler and grader run in the static page (JavaScript, built from the Python grader's
-feedback) and live in a kernel (ipywidgets).
+The bank is data (data/lab08.yaml, read by quiz_data.py, which shuffles each question's options with a seed
+taken from its id, so the letter carries no hint and the order is the same on every machine); this module
+adds each question's evidence (the numbers it cites, read when shown), grades any answer without raising,
+draws a seeded mock interview, scores it and names the weak topics. The same sampler and grader run in the
+static page (lab08_views.py: JavaScript built from the Python grader's feedback) and live in a kernel
+(ipywidgets).
 """
 
 from __future__ import annotations
@@ -21,12 +22,55 @@ from typing import Any
 
 from minivllm_labs.catalog import LabInfo, resolve_key
 from minivllm_labs.common import REPO_ROOT
-from minivllm_labs.lab08_bank import BANK as _FIRST
-from minivllm_labs.lab08_bank import Entry
-from minivllm_labs.lab08_bank_more import MORE
-from minivllm_labs.quiz import NumericQuestion, Option, Question, grade
+from minivllm_labs.quiz import NumericQuestion, Question, grade
+from minivllm_labs.quiz_data import entries, question_from_data
 
-BANK: tuple[Entry, ...] = _FIRST + MORE
+
+@dataclass(frozen=True)
+class Entry:
+    """One question of the bank as data/lab08.yaml holds it, right option first (the notebook's exercise
+    writes one by hand). `cites` are (results file, key, label) triples; `lab` and `code` link to where it is
+    measured and implemented."""
+
+    qid: str
+    topic: str
+    source: str
+    prompt: str
+    prompt_zh: str
+    model_answer: str
+    model_answer_zh: str
+    right: tuple = ()  # (text, why, text_zh, why_zh)
+    wrong: tuple = ()  # of such tuples
+    answer: float | None = None  # numeric questions: the value, the relative tolerance and the unit
+    rel_tol: float = 0.1
+    unit: str = ""
+    cites: tuple = ()  # (file, key, label)
+    lab: str = ""  # "labs/06_paged_kv_and_batching.ipynb"
+    code: str = ""  # "minivllm/engine/scheduler.py::Scheduler.schedule"
+
+    @classmethod
+    def from_data(cls, d: dict) -> Entry:
+        opt = lambda o: (o["text"], o["why"], o.get("text_zh", ""), o.get("why_zh", ""))  # noqa: E731
+        extra = ({"answer": d["answer"], "rel_tol": d["rel_tol"], "unit": d.get("unit", "")} if "answer" in d
+                 else {"right": opt(d["right"]), "wrong": tuple(opt(w) for w in d["wrong"])})
+        return cls(d["id"], d["topic"], d["source"], d["prompt"], d["prompt_zh"], d["model_answer"],
+                   d["model_answer_zh"], cites=tuple((c["file"], c["key"], c["label"]) for c in d.get("cites", ())),
+                   lab=d.get("lab", ""), code=d.get("code", ""), **extra)
+
+    def as_data(self) -> dict:
+        """The entry as the data file writes it (what quiz_data.question_from_data reads)."""
+        opt = lambda o: dict(zip(("text", "why", "text_zh", "why_zh"), o))  # noqa: E731
+        d: dict[str, Any] = {"id": self.qid, "topic": self.topic, "source": self.source, "prompt": self.prompt,
+                             "prompt_zh": self.prompt_zh, "model_answer": self.model_answer,
+                             "model_answer_zh": self.model_answer_zh}
+        if self.answer is not None:
+            d.update(answer=self.answer, rel_tol=self.rel_tol, unit=self.unit)
+        else:
+            d.update(right=opt(self.right), wrong=[opt(w) for w in self.wrong])
+        return d
+
+
+BANK: tuple[Entry, ...] = tuple(Entry.from_data(d) for d in entries("lab08").values())
 TOPICS = ("cuda-graphs", "torch-compile", "custom-ops", "paged-attention", "continuous-batching", "chunked-prefill",
           "prefix-caching", "startup-caches", "debugging")
 
@@ -61,15 +105,8 @@ def _evidence(e: Entry):
 
 # ---- the bank as Questions ---------------------------------------------------------------------------
 def build(e: Entry) -> Question | NumericQuestion:
-    """Options shuffled with random.Random(qid): deterministic everywhere (string seeds are hashed with sha512)."""
-    common = dict(qid=e.qid, prompt=e.prompt, prompt_zh=e.prompt_zh, model_answer=e.model_answer,
-                  model_answer_zh=e.model_answer_zh, evidence=_evidence(e), source=e.source, topic=e.topic)
-    if e.answer is not None:
-        return NumericQuestion(answer=e.answer, rel_tol=e.rel_tol, unit=e.unit, **common)
-    opts = [Option(*e.right)] + [Option(*w) for w in e.wrong]
-    order = list(range(len(opts)))
-    random.Random(e.qid).shuffle(order)
-    return Question(options=tuple(opts[i] for i in order), correct=order.index(0), **common)
+    """The entry as a quiz question, options shuffled with random.Random(qid) (quiz_data does it)."""
+    return question_from_data(e.as_data(), _evidence(e))
 
 
 QUESTIONS = tuple(build(e) for e in BANK)
@@ -202,9 +239,6 @@ def answer_key() -> str:
         a = f"{q.answer:g} {q.unit}" if isinstance(q, NumericQuestion) else chr(65 + q.correct)
         out.append(f"{q.qid:<10} {a:<14} {q.topic:<20} {ENTRIES[q.qid].lab}")
     return "\n".join(out)
-
-
-from minivllm_labs.lab08_page import mock_html, mock_widget, show_mock, show_questions, show_widget  # noqa: E402,F401
 
 
 def run_all(model: str, quick: bool = False) -> dict:

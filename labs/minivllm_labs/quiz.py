@@ -3,24 +3,18 @@
 Why the grader is a plain function: it is the part worth testing (does the right answer pass in every form a
 learner types, does every wrong answer get its reason, does odd input get a hint instead of an exception), and
 it must not need Jupyter. Every front end only calls it: the static HTML quiz (quiz_html.py) grades every
-option with it at display time, the ipywidgets quiz on each click. Feedback ends with our model answer *and
+option with it at display time, the ipywidgets quiz (quiz_show.py) on each click. Feedback ends with our model answer *and
 the numbers the lab measured* (the handbook's self-test gives no answers), because an answer convinces only
 next to a measurement.
 """
 
 from __future__ import annotations
 
-import html
 import math
-import os
 import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
-
-#: Set (to anything) by `minivllm_labs.build` in the kernel that writes the committed notebooks: quizzes are
-#: then stored as static HTML only, since no widget model survives the kernel that made it.
-STATIC_ENV = "MINIVLLM_LAB_STATIC"
 
 
 class Option(NamedTuple):
@@ -237,59 +231,3 @@ def grade(q, answer, results=_MISSING, lang: str = "en") -> tuple[bool, str]:
     except ValueError as e:
         return False, (f"未评分：{e}。" if lang == "zh" else f"No answer graded: {e}.")
     return i == q.correct, option_feedback(q, i, results, lang)
-
-
-def feedback_html(q, answer, results=_MISSING) -> str:
-    ok, text = grade(q, answer, results)
-    color = "#137333" if ok else "#b3261e"
-    return f'<pre style="white-space: pre-wrap; color: {color}">{html.escape(text)}</pre>'
-
-
-# ---- front ends -------------------------------------------------------------------------------------------
-def quiz_widget(q, results=_MISSING):
-    """The live quiz: radio buttons (or a text box for a number) + a Check button + feedback."""
-    import ipywidgets as w
-
-    if results is _MISSING:
-        results = default_results(q)
-    if isinstance(q, NumericQuestion):
-        choice = w.Text(placeholder=f"a number ({q.unit})" if q.unit else "a number")
-    else:
-        choice = w.RadioButtons(options=q.labels(), value=None, layout=w.Layout(width="auto"))
-    button = w.Button(description="Check", button_style="primary")
-    out = w.HTML()
-    button.on_click(lambda _b: setattr(out, "value", feedback_html(q, choice.value, results)))
-    zh = f'<br><span class="lang-zh" lang="zh">{html.escape(q.prompt_zh)}</span>' if q.prompt_zh else ""
-    return w.VBox([w.HTML(f"<b>{html.escape(q.prompt)}</b>{zh}"), choice, button, out])
-
-
-def quiz_text(q) -> str:
-    """A plain-text rendering (the text/plain of a quiz output: what a terminal or a text-only viewer shows)."""
-    lines = [f"Quiz {q.qid}: {q.prompt}"]
-    if isinstance(q, NumericQuestion):
-        lines.append(f"(a number{', in ' + q.unit if q.unit else ''})")
-    else:
-        lines += [f"  {label}" for label in q.labels()]
-    lines.append("Grade an answer with minivllm_labs.grade(question, answer).")
-    return "\n".join(lines)
-
-
-def show_quiz(q, results=_MISSING) -> None:
-    """Display a question, the one call a lab makes for a quiz.
-
-    One output whose text/html is the static quiz (quiz_html.py: works in nbconvert HTML, the book, and a
-    JupyterLab that opened the notebook without running it: JupyterLab never renders a widget view for
-    untrusted output and picks the safe text/html instead). In a live kernel the same output also carries the
-    ipywidgets view, which a live frontend prefers. The committed notebooks are built with STATIC_ENV set,
-    so their stored quizzes hold no widget view whose model would be gone."""
-    from IPython.display import display
-
-    from minivllm_labs.quiz_html import quiz_html
-
-    if results is _MISSING:
-        results = default_results(q)
-    bundle = {"text/plain": quiz_text(q), "text/html": quiz_html(q, results)}
-    if not os.environ.get(STATIC_ENV):
-        widget = quiz_widget(q, results)
-        bundle.update({k: v for k, v in widget._repr_mimebundle_().items() if k != "text/plain"})
-    display(bundle, raw=True)

@@ -1,4 +1,5 @@
-"""Lab 05's drawings, tables, questions and claims (the faults and measurements are in lab05.py).
+"""Lab 05's drawings, tables, the numbers behind its questions, its verdicts' rules (faults and measurements:
+lab05.py; the questions and claims themselves: data/lab05.yaml).
 
 The §4.6 flowchart is drawn as inline SVG (no JavaScript, no CDN: it renders in JupyterLab, nbconvert HTML
 and the book alike) with the path one fault took highlighted, above the engine's own ladder of rungs.
@@ -10,10 +11,10 @@ import html
 import json
 from functools import lru_cache
 
-from minivllm_labs.catalog import Claim, LabInfo
+from minivllm_labs.catalog import resolve_key  # noqa: F401
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.plots import show  # noqa: F401 - the labs' one display call for figures
-from minivllm_labs.quiz import Option, Question
+from minivllm_labs.quiz_data import load_claims, load_questions
 
 RESULTS = "assets/results/h200/lab05.json"
 STARTUP = "assets/results/h200/startup.json"
@@ -195,33 +196,6 @@ def q3_evidence(res: dict | None) -> str:
             + " -> ".join(f"{r['step']} {'ok' if r['ok'] else 'failed'}" for r in g["ladder"]))
 
 
-Q3 = Question(
-    qid="lab05.q3", source="handbook self-test 3", topic="fallback-ladder",
-    prompt="Startup fails with 'cudaGraphInstantiate failed' (or 'operation not permitted when stream is "
-           "capturing'). Which flag do you change first?",
-    prompt_zh="启动时报错 cudaGraphInstantiate failed，先动哪个 flag？",
-    options=(
-        Option('--compilation-config \'{"level": 0}\'', "That turns compile off but keeps the graphs: the capture "
-               "still runs and fails the same way.", '--compilation-config \'{"level": 0}\'',
-               "这只关 compile、不关图：捕获照样执行，照样失败。"),
-        Option("--enforce-eager (or cudagraph_mode NONE): turn CUDA graphs off; then narrow it down with fewer "
-               "capture sizes or cudagraph_mode PIECEWISE.",
-               "The error comes from the capture: the first rung that turns graphs off is the one that starts.",
-               "--enforce-eager（或 cudagraph_mode NONE）：先关 CUDA Graph；再用更少的 capture size 或 PIECEWISE 缩小范围。",
-               "错误出在捕获阶段：关掉图的那一级就能启动。"),
-        Option("--gpu-memory-utilization 0.95", "More memory does not make a host sync capturable.",
-               "--gpu-memory-utilization 0.95", "多给显存也不能让 host 同步变得可捕获。"),
-        Option("--dtype float32", "fp32 is the step for a silent numerics error, after the optimizations are off.",
-               "--dtype float32", "fp32 是排查无声数值错误的步骤，而且是在关掉优化之后。"),
-    ),
-    correct=1,
-    model_answer="--enforce-eager (cudagraph_mode NONE) first; it starts, so the graph is the culprit; then look for "
-                 "a host sync in the forward or capture fewer sizes.",
-    model_answer_zh="先 --enforce-eager（cudagraph_mode NONE）；能启动就说明是图的问题；再找 forward 里的 host 同步，或少捕获几个 size。",
-    evidence=q3_evidence,
-)
-
-
 def silent_evidence(res: dict | None) -> str:
     n = ((res or {}).get("faults") or {}).get("numerics")
     if not n:
@@ -233,83 +207,16 @@ def silent_evidence(res: dict | None) -> str:
             f"that differs is {loc.get('first_bad_layer')}")
 
 
-Q_SILENT = Question(
-    qid="lab05.q_silent", source="handbook §4.6", topic="fallback-ladder",
-    prompt="Outputs are subtly wrong but nothing raises. What is the right first move?",
-    prompt_zh="输出悄悄出错但不报错，第一步该做什么？",
-    options=(
-        Option("Re-capture the graphs with more sizes.", "More sizes capture the same wrong program.",
-               "多捕获几个 size 重新录图。", "多录几个 size 录的还是同一个错误的程序。"),
-        Option("Raise gpu_memory_utilization.", "Memory does not change what the kernels compute.",
-               "调高 gpu_memory_utilization。", "显存大小不改变 kernel 算出的结果。"),
-        Option("Nothing: greedy decoding differences are always rounding noise.",
-               "Rounding gives near-ties at a few positions; here every probe differed from eager.",
-               "不用管：贪心解码的差异都是舍入噪声。", "舍入只会在少数近似平局处改变结果；这里每个探针都和 eager 不同。"),
-        Option("Compare the optimized engine's greedy tokens with eager (verify=True); turn the optimizations off "
-               "(enforce_eager), then bisect layer by layer in fp32 at a small batch.",
-               "verify finds it at startup; with compile and graphs off the tokens match eager (on a GPU, "
-               "PIECEWISE graphs still trace the model at level 0); the layer-by-layer run names the layer.",
-               "用 verify=True 拿优化路径的贪心输出和 eager 比；先关掉优化（enforce_eager），再用 fp32、小 batch 逐层二分。",
-               "verify 在启动时就能发现；compile 和 CUDA Graph 都关掉后输出和 eager 一致（GPU 上 level 0 的 PIECEWISE 图仍会 trace 模型）；逐层对比能指出是哪一层。"),
-    ),
-    correct=3,
-    model_answer="verify against eager, turn the optimizations off to confirm, then bisect in fp32 at a small batch.",
-    model_answer_zh="先和 eager 对比（verify），关掉优化确认，再用 fp32、小 batch 二分定位。",
-    evidence=silent_evidence,
-)
-
-
 # ---- claims ------------------------------------------------------------------------------------------------
-def _claim(cid, seed, zh, en, verdict, summary, summary_zh, file, key, fig=None, rule=None) -> Claim:
-    return Claim(cid, seed, zh, en, verdict, summary, summary_zh, file, key, fig, rule, lab="lab05")
 
 
-CLAIMS = (
-    _claim("lab05.rule_graph", "handbook", "错误信息里有 cudaGraphExec* / graphExec* → CG 问题",
-           "an error naming cudaGraphExec* / graphExec* is a graph problem", "partly",
-           "right when it appears, but a host sync in a capture reports 'operation not permitted when stream is "
-           "capturing' (cudaErrorStreamCaptureUnsupported): the rule matches nothing; 'captur' is the marker that works",
-           "出现时确实是图的问题，但 capture 里的 host 同步报的是 'operation not permitted when stream is capturing'，规则匹配不上；真正有用的关键词是 capture",
-           RESULTS, "faults.graph.handbook_heuristic"),
-    _claim("lab05.rule_compile", "handbook", "错误里有 inductor / dynamo / FX trace 栈 → compile 问题",
-           "inductor / dynamo / FX in the trace means a compile problem", "right",
-           "the untraceable layer raised torch._dynamo.exc.Unsupported; on the H200 only turning compile and graphs "
-           "off fixed it (PIECEWISE graphs trace the model even at level 0)",
-           "无法 trace 的层抛出 torch._dynamo.exc.Unsupported；H200 上要把 compile 和 CUDA Graph 都关掉才恢复（level 0 的 PIECEWISE 图也会 trace 模型）", RESULTS,
-           "faults.compile.handbook_heuristic", rule=lambda v: "right" if v == "compile" else "wrong"),
-    _claim("lab05.rule_silent", "handbook", "数值无声错位 → 优先怀疑 compile 数值精度，先 --enforce-eager 复现",
-           "a silent numerics error: suspect compile first, reproduce with --enforce-eager", "right",
-           "the mistraced layer: every probe wrong, no error; verify=True raised NumericsError; eager was right",
-           "被错误 trace 的层：所有探针都错且不报错；verify=True 抛出 NumericsError；eager 正确", RESULTS,
-           "faults.numerics.silent", rule=lambda v: "right" if v else "wrong"),
-    _claim("lab05.debug", "handbook", "CG 录制的 op 序列固定，不能加 print/breakpoint",
-           "captured graphs cannot run a print or a breakpoint", "right",
-           "a layer's Python forward runs at warm-up and capture, and once while generating 16 tokens (the prefill "
-           "step, which no FULL graph serves); the 15 replayed steps run none of it",
-           "层的 Python forward 在 warm-up 和捕获时执行，生成 16 个 token 时只执行一次（prefill 那一步，没有 FULL 图）；15 次重放一行都不执行", RESULTS,
-           "debug.FULL graphs.calls_while_generating"),
-    _claim("lab05.oom", "handbook", "--enforce-eager 释放几百 MB", "--enforce-eager frees a few hundred MB",
-           "right", "the KV cache grows by the graph reserve when graphs are off", "关图后 KV cache 多出图预留的那部分",
-           RESULTS, "oom.eager_frees_mib"),
-    _claim("lab05.oom_article", "article", "关闭后显存占用约减少10%至15%", "turning graphs off saves 10-15% of memory",
-           "wrong", "memory use is set by gpu_memory_utilization; what eager frees goes to the KV cache, a fraction "
-           "of a percent of the GPU", "显存占用由 gpu_memory_utilization 决定；eager 省下的都给了 KV cache，只占 GPU 的不到百分之一",
-           RESULTS, "oom.freed_fraction_of_gpu"),
-    _claim("lab05.sparse_shapes", "handbook", "动态 shape 非常稀疏：每来一个新 shape 重 trace 一次",
-           "with sparse dynamic shapes every new shape re-traces", "wrong",
-           "with a symbolic batch dimension (levels 2-3) new shapes recompile nothing; stock torch.compile "
-           "recompiled twice over the 5 new shapes", "符号化 batch 维（level 2-3）下新 shape 不重编译；原生 torch.compile 在这 5 个新 shape 上重编译了两次",
-           RESULTS, "recompiles.symbolic batch (level 2)", rule=lambda n: "wrong" if n == 0 else "right"),
-    _claim("lab05.unregistered", "handbook", "自定义 op 未注册：compile 会 fallback 到 eager 区段，可能没收益还更慢",
-           "an unregistered op falls back to eager sections, maybe slower", "partly",
-           "at level 1: a graph break at every attention call (76 over 34 traced graphs), 48 recompiles, 1.8x "
-           "slower; with fullgraph it fails at startup",
-           "level 1 下每次 attention 调用都断图（34 个 trace 出的图共 76 个 graph break）、48 次重编译、慢 1.8 倍；fullgraph 下直接启动失败",
-           UNREGISTERED, "modes.NONE@L1.compile_report.graph_breaks", 76),
-)
+QUESTIONS = load_questions("lab05", {"q3_evidence": q3_evidence, "silent_evidence": silent_evidence})
+Q3, Q_SILENT = QUESTIONS["lab05.q3"], QUESTIONS["lab05.q_silent"]
+#: The claims whose verdict is recomputed from their number (data/lab05.yaml marks them `rule: true`).
+RULES = {
+    "lab05.rule_compile": lambda v: "right" if v == "compile" else "wrong",
+    "lab05.rule_silent": lambda v: "right" if v else "wrong",
+    "lab05.sparse_shapes": lambda n: "wrong" if n == 0 else "right",
+}
+CLAIMS = load_claims("lab05", RULES)
 
-LAB_INFO = LabInfo(
-    lab="lab05", notebook="labs/05_fallback_ladder.ipynb", title="When to turn it off, and the fallback ladder",
-    title_zh="什么时候关掉，以及降级路径", sections=("§4", "§4.5", "§4.6", "self-test 3"), questions=(Q3, Q_SILENT),
-    claims=CLAIMS, code=("minivllm/llm.py", "minivllm/compilation/diagnose.py", "minivllm/worker/cuda_graph.py",
-                         "minivllm/compilation/backend.py"))

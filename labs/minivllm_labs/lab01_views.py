@@ -1,4 +1,4 @@
-"""Lab 01's views of its results: tables, figures, the self-test questions, the claims and their verdicts.
+"""Lab 01's views of its results: tables, figures, the numbers behind its questions, the claims' verdicts.
 
 Why apart from lab01.py: these read a results dict (recorded on the H200, or measured here) and never touch
 torch or the engine, so the book, the catalog and the tests use them without a GPU. Every sentence that states
@@ -9,6 +9,8 @@ Results recorded before ranges were stored (the `*_range` keys) still render: ra
 from __future__ import annotations
 
 import html
+
+from minivllm_labs.quiz_data import load_claims, load_questions
 
 RESULTS_FILE = "assets/results/h200/lab01.json"
 
@@ -184,7 +186,6 @@ VERDICT_ZH = {"right": "正确", "partly": "部分正确", "wrong": "错误", "u
 def verdict_table(res: dict | None) -> str:
     """The summary of verdicts as an HTML table (EN and ZH spans), numbers read from `res` by each claim's key."""
     from minivllm_labs.catalog import resolve_key
-    from minivllm_labs.lab01_questions import CLAIMS
 
     rows = []
     for c in CLAIMS:
@@ -202,3 +203,61 @@ def verdict_table(res: dict | None) -> str:
     head = ("<tr><th>claim · 论断</th><th>verdict · 结论</th><th>what decides it · 依据</th>"
             f"<th>number · 数值 ({RESULTS_FILE})</th></tr>")
     return f'<table class="mv-verdicts">\n{head}\n' + "\n".join(rows) + "\n</table>"
+
+
+# ---- the questions' evidence; the questions and claims themselves are data/lab01.yaml ----------------------
+def q1_evidence(res: dict | None) -> str:
+    """The numbers behind Q1: per-op launch cost, the CPU/GPU split over the sweep, the engine's TPOT."""
+    if not res:
+        return "No measurements available (no recorded GPU results in this checkout, none measured here)."
+    lines = [f"{_source(res)}:"]
+    lo = res.get("launch_overhead") or {}
+    if "graph_us_per_op" in lo:
+        lines.append(f"- one tiny op: {lo['eager_us_per_op']} us eager, {lo['graph_us_per_op']} us inside a graph")
+    elif "eager_us_per_op" in lo:
+        lines.append(f"- one tiny op costs {lo['eager_us_per_op']} us eagerly on this {lo.get('device', 'device')}")
+    b = res.get("bound") or {}
+    if "graph_ms" in b:
+        for i in sorted({0, len(b["batch"]) - 1}):
+            lines.append(f"- batch {b['batch'][i]}: CPU enqueue {b['enqueue_ms'][i]} ms vs GPU {b['gpu_ms'][i]} ms "
+                         f"-> exposed CPU {b['exposed_cpu_ms'][i]} ms; eager {b['eager_ms'][i]} ms, graph "
+                         f"{b['graph_ms'][i]} ms: saved {b['saved_ms'][i]} ms")
+        lines.append(f"- {bound_verdict(res)}")
+    t = res.get("tpot") or {}
+    if "graphs_ms" in t:
+        lines.append(f"- engine TPOT at batch {t['batch'][0]}: {t['eager_ms'][0]} ms eager, "
+                     f"{t['graphs_ms'][0]} ms with graphs")
+    if len(lines) == 1:
+        lines.append("- no graph measurements on this device (CPU); see the recorded GPU results")
+    return "\n".join(lines)
+
+
+def q4_evidence(res: dict | None) -> str:
+    """The numbers behind Q4: what one capture costs, and what padding a small batch up costs on the GPU."""
+    if not res:
+        return "No measurements available (no recorded GPU results in this checkout, none measured here)."
+    lines = [f"{_source(res)}:"]
+    b = res.get("bound") or {}
+    if "capture_s" in b:
+        mib = b["capture_mib"][0]  # the device's free memory around one capture: negative is noise, not a cost
+        lines.append(f"- capturing the batch-{b['batch'][0]} graph took {b['capture_s'][0] * 1e3:.3g} ms"
+                     + (f" (and {mib} MiB)" if mib >= 0 else "") + f"; replaying it takes {b['graph_ms'][0]} ms")
+        pad = padding_cost(res)
+        if pad:
+            lines.append(f"- {pad}")
+    cap = (res.get("tpot") or {}).get("capture")
+    if cap and cap.get("pool_mib") is not None:  # the allocator's pool, and what the driver holds besides
+        lines.append(f"- the engine captured sizes {cap['sizes']} at startup in {cap['seconds']} s: a graph pool "
+                     f"of {cap['pool_mib']} MiB shared by all sizes; free device memory fell by {cap['mib']} MiB, "
+                     f"the rest being the graphs' executables, which the driver keeps outside the pool")
+    elif cap:
+        lines.append(f"- the engine captured sizes {cap['sizes']} at startup in {cap['seconds']} s, "
+                     f"{cap['mib']} MiB")
+    if len(lines) == 1:
+        lines.append("- graphs cannot be captured on this device (CPU); see the recorded GPU results")
+    return "\n".join(lines)
+
+
+QUESTIONS = load_questions("lab01", {"q1_evidence": q1_evidence, "q4_evidence": q4_evidence})
+Q1, Q4 = QUESTIONS["lab01.q1"], QUESTIONS["lab01.q4"]
+CLAIMS = load_claims("lab01")

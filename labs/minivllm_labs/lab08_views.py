@@ -1,4 +1,4 @@
-"""Lab 08's front ends: the mock interview as a self-contained HTML + JS page (no kernel: the book, nbconvert)
+"""Lab 08's views, its front ends: the mock interview as a self-contained HTML + JS page (no kernel: the book, nbconvert)
 and as ipywidgets (a live kernel). Both call into lab08: the page embeds every option's feedback as computed by
 lab08.grade_any, and its sampler is the JavaScript twin of lab08.mulberry32, so a seed draws the same questions
 in the page and in Python.
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping
 
+from minivllm_labs.lab08 import BY_ID, ENTRIES, QUESTIONS, grade_any, mock_interview, score
 from minivllm_labs.quiz import NumericQuestion
 
 MOCK_JS = r"""
@@ -100,7 +102,6 @@ MOCK_JS = r"""
 def page_data(results: dict | None = None, questions=None) -> list[dict]:
     """Every question (of the bank, or `questions`) with its options and the Python grader's feedback for each
     option (numeric questions: the model answer and evidence the page appends)."""
-    from minivllm_labs.lab08 import ENTRIES, QUESTIONS, grade_any
 
     out = []
     for q in QUESTIONS if questions is None else questions:
@@ -145,15 +146,18 @@ def show_mock(n: int = 8, seed: int = 0, results: dict | None = None, qids: list
 
 
 def show_questions(questions, results: dict | None = None) -> None:
-    """Any lab's questions as one static quiz (HTML + JS, graded by the same Python feedback)."""
+    """Any lab's questions (a sequence, or a lab's QUESTIONS by id) as one static quiz (HTML + JS, graded by
+    the same Python feedback)."""
     from IPython.display import HTML, display
+
+    if isinstance(questions, Mapping):
+        questions = questions.values()
 
     display(HTML(mock_html(len(questions), 0, results, questions=list(questions))))
 
 
 def score_values(qids: list[str], values: list) -> tuple[str, object]:
     """The widget's Score callback: widget values (a 'B. ...' label, a typed number or None) -> result text."""
-    from minivllm_labs.lab08 import BY_ID, grade_any, score
 
     answers = dict(zip(qids, values))
     res = score(qids, answers)
@@ -169,7 +173,7 @@ def show_widget(widget) -> None:
 
     from IPython.display import display
 
-    from minivllm_labs.quiz import STATIC_ENV
+    from minivllm_labs.quiz_show import STATIC_ENV
 
     note = ("(the live widget version of this quiz appears here when the notebook runs in a kernel; "
             "the static quiz above works without one)")
@@ -190,7 +194,6 @@ def mock_widget(n: int = 8, seed: int = 0):
     """Live version: radio buttons / text boxes, a Score button, the result with every question's feedback."""
     import ipywidgets as w
 
-    from minivllm_labs.lab08 import BY_ID, mock_interview
 
     qids = mock_interview(n, seed)
     inputs, rows = [], []

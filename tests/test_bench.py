@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from minivllm.bench import latency, throughput
-from minivllm.bench.common import parse_args
+from minivllm.bench.cli import parse_args
 from minivllm.tools.make_random_checkpoint import make_random_checkpoint
 
 

@@ -55,7 +55,7 @@ def test_bad_flag_values_are_usage_errors(capsys):
 
 
 def test_skip_tokenizer_init_flag_reaches_the_engine():
-    from minivllm.bench.common import parse_args
+    from minivllm.bench.cli import parse_args
     from minivllm.engine_args import engine_kwargs
 
     assert engine_kwargs(parse_args(["latency", "--skip-tokenizer-init"]))["skip_tokenizer_init"] is True

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from minivllm.bench import gemv_tune
-from minivllm.bench.common import parse_args
+from minivllm.bench.cli import parse_args
 from minivllm.kernels import gemv_configs
 
 A = {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 2}

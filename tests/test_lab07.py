@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from minivllm_labs import catalog, lab06, lab07
+from minivllm_labs import catalog, lab06, lab07, lab07_views
 from minivllm_labs.common import REPO_ROOT
 
 CLAIMS = catalog.all_claims()
@@ -53,7 +53,7 @@ def test_checklist_needles_are_in_the_seeds():
 
 
 def test_no_row_is_measured_by_two_labs():
-    twice = [(c["row"], c["covered_by"]) for c in lab07.coverage() if len(c["covered_by"]) > 1]
+    twice = [(c["row"], c["covered_by"]) for c in lab07_views.coverage() if len(c["covered_by"]) > 1]
     assert not twice, f"claims.md rows measured in more than one lab: {twice}"
 
 
@@ -81,17 +81,17 @@ def test_run_all_quick_on_cpu():
 
 
 def test_table_and_filter_page():
-    rows = lab07.rows()
+    rows = lab07_views.rows()
     assert len(rows) == len(CLAIMS)
-    page = lab07.claims_html(rows)
+    page = lab07_views.claims_html(rows)
     assert page.count("<tr data-seed=") == len(rows)
     assert 'select name="seed"' in page and 'select name="verdict"' in page and "http" not in page
-    md = lab07.claims_markdown(lab07.LAB_INFO.claims)
+    md = lab07_views.claims_markdown(lab07.LAB_INFO.claims)
     assert md.count("\n") == len(lab07.LAB_INFO.claims) + 1
-    assert "not measured yet" in lab07.coverage_table(lab07.coverage()) or all(
-        c["covered_by"] or c["status"].startswith("judged") for c in lab07.coverage())
-    lab07.plot_floors(lab07.physics())
-    assert "LLaMA-2-13B" in lab07.floors_table(lab07.physics(4.2e12))
+    assert "not measured yet" in lab07_views.coverage_table(lab07_views.coverage()) or all(
+        c["covered_by"] or c["status"].startswith("judged") for c in lab07_views.coverage())
+    lab07_views.plot_floors(lab07.physics())
+    assert "LLaMA-2-13B" in lab07_views.floors_table(lab07.physics(4.2e12))
 
 
 def test_recorder_writes_lab07_with_provenance(tmp_path):

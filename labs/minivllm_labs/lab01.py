@@ -29,7 +29,7 @@ from typing import Callable
 
 import torch
 
-from minivllm_labs.catalog import LabInfo
+from minivllm_labs.lab_info import LabInfo
 from minivllm_labs.common import max_positions, quiet_engine_logs, round_floats
 from minivllm_labs.lab01_census import LAYER_TAG, _prompts, decoder_layers, kernel_census  # noqa: F401
 from minivllm_labs.lab01_views import (  # noqa: F401

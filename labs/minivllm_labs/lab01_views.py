@@ -185,7 +185,7 @@ VERDICT_ZH = {"right": "正确", "partly": "部分正确", "wrong": "错误", "u
 
 def verdict_table(res: dict | None) -> str:
     """The summary of verdicts as an HTML table (EN and ZH spans), numbers read from `res` by each claim's key."""
-    from minivllm_labs.catalog import resolve_key
+    from minivllm_labs.lab_info import resolve_key
 
     rows = []
     for c in CLAIMS:

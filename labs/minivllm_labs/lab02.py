@@ -319,7 +319,7 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-from minivllm_labs.catalog import LabInfo  # noqa: E402
+from minivllm_labs.lab_info import LabInfo  # noqa: E402
 from minivllm_labs.lab02_views import (  # noqa: E402
     CLAIMS,
     Q1,

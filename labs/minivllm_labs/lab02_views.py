@@ -282,7 +282,7 @@ CLAIMS = load_claims("lab02")
 def _figure_of(c, res: dict | None):
     """The number behind a claim: recorded in this lab's results (when present), else the claim's figure."""
     if c.evidence_file == RESULTS and res:
-        from minivllm_labs.catalog import resolve_key
+        from minivllm_labs.lab_info import resolve_key
 
         try:
             return resolve_key(res, c.evidence_key)

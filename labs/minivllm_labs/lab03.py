@@ -373,7 +373,7 @@ def run_all(model: str, quick: bool = False) -> dict:
     return round_floats(out)
 
 
-from minivllm_labs.catalog import LabInfo  # noqa: E402
+from minivllm_labs.lab_info import LabInfo  # noqa: E402
 from minivllm_labs.lab03_views import (  # noqa: E402
     CLAIMS,
     Q1,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from minivllm_labs.catalog import resolve_key  # noqa: F401
+from minivllm_labs.lab_info import resolve_key  # noqa: F401
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.quiz_data import load_claims, load_questions
 
@@ -154,7 +154,6 @@ CLAIMS = load_claims("lab04", RULES)
 def verdicts_table(claims: tuple, rec: dict | None, own_file: str) -> str:
     """Claim, verdict, the number that decides it and where it lives. Numbers in `own_file` (this lab's
     record) come from `rec`; other files are read from assets/results/h200/."""
-    from minivllm_labs.catalog import resolve_key
 
     rows = []
     for c in claims:

@@ -23,7 +23,7 @@ from typing import Iterator
 
 import torch
 
-from minivllm_labs.catalog import LabInfo
+from minivllm_labs.lab_info import LabInfo
 from minivllm_labs.common import max_positions, quiet_engine_logs, round_floats
 from minivllm_labs.lab04 import cache_dir, engine_kwargs, engine_warnings
 

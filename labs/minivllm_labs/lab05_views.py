@@ -11,7 +11,7 @@ import html
 import json
 from functools import lru_cache
 
-from minivllm_labs.catalog import resolve_key  # noqa: F401
+from minivllm_labs.lab_info import resolve_key  # noqa: F401
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.plots import show  # noqa: F401 - the labs' one display call for figures
 from minivllm_labs.quiz_data import load_claims, load_questions
@@ -59,8 +59,8 @@ def ladder_html(fault: dict, title: str = "") -> str:
     """The flowchart with this fault's path highlighted, and the engine's rungs (ok / failed / not tried)."""
     path = ladder_path(fault)
     on = set(zip(path, path[1:]))
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 760 470" width="760" role="img" '
-             f'style="font-family: sans-serif; max-width: 100%">',
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 760 470" width="760" role="img" '
+             'style="font-family: sans-serif; max-width: 100%">',
              '<defs><marker id="arr" markerWidth="8" markerHeight="8" refX="7" refY="4" orient="auto">'
              '<path d="M0,0 L8,4 L0,8 z" fill="#475569"/></marker></defs>']
     if title:

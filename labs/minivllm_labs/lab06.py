@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from minivllm_labs.catalog import LabInfo
+from minivllm_labs.lab_info import LabInfo
 from minivllm_labs.common import round_floats
 from minivllm_labs.lab06_engine import _cuda, _greedy, _ids, _sync, free, make_llm  # noqa: F401
 

@@ -12,7 +12,6 @@ static page (lab08_views.py: JavaScript built from the Python grader's feedback)
 from __future__ import annotations
 
 import json
-import random
 import re
 import unicodedata
 from collections import Counter
@@ -20,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from minivllm_labs.catalog import LabInfo, resolve_key
+from minivllm_labs.lab_info import LabInfo, resolve_key
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.quiz import NumericQuestion, Question, grade
 from minivllm_labs.quiz_data import entries, question_from_data

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from minivllm_labs.catalog import Claim
+from minivllm_labs.lab_info import Claim
 from minivllm_labs.quiz import NumericQuestion, Option, Question
 
 DATA_DIR = Path(__file__).resolve().parent / "data"

@@ -43,7 +43,7 @@ def resolve_model(spec: str | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(prog="python -m minivllm_labs.record", description=__doc__.splitlines()[0])
-    from minivllm_labs.catalog import lab_modules
+    from minivllm_labs.lab_info import lab_modules
 
     ap.add_argument("lab", choices=lab_modules())
     ap.add_argument("--out", help="output JSON (default: assets/results/h200/<lab>.json, CUDA only)")
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     import importlib
 
-    results = importlib.import_module(f"minivllm_labs.{args.lab}").run_all(model, quick=args.quick)
+    results = importlib.import_module(f"minivllm_labs.lab{args.lab[3:]}").run_all(model, quick=args.quick)
     command = " ".join(["python -m minivllm_labs.record", *argv])
     data = {"lab": args.lab,
             "provenance": make_provenance(command, model=describe_model(model),

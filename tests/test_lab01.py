@@ -245,3 +245,21 @@ def test_recorded_section_renders_a_recorded_file(tmp_path, monkeypatch):
     assert "480 per step (16.0 per layer, + 9 copies)" in text and "        256          8.4          9.0" in text
     assert sum("text/html" in o.get("data", {}) and "Plotly.newPlot" in o.data["text/html"] for o in outs) == 3
     assert not [o for o in outs if o.output_type == "stream" and o.name == "stderr"]
+
+
+def test_decode_batch_with_cached_tokens_on_the_persistent_buffers():
+    """Lab 01's decode batch with context: each row owns its blocks, its new token goes to slot `context`."""
+    import torch
+
+    from minivllm.worker.input_batch import InputBatch
+
+    ib = InputBatch(max_num_tokens=16, max_num_seqs=4, max_blocks_per_seq=4, block_size=4,
+                    device=torch.device("cpu"))
+    ptrs = {k: v.data_ptr() for k, v in ib.buffers().items()}
+    m = lab01.decode_batch(ib, 2, context=5, num_kv_blocks=8)  # 5 cached tokens per row, 2 blocks per row
+    assert m.block_tables.tolist() == [[0, 1, 0, 0], [2, 3, 0, 0]] and m.seq_lens.tolist() == [6, 6]
+    assert m.slot_mapping.tolist() == [5, 13] and ib.positions[:2].tolist() == [5, 5]
+    assert {k: v.data_ptr() for k, v in ib.buffers().items()} == ptrs
+    assert lab01.decode_batch(ib, 3, context=0, num_kv_blocks=None).slot_mapping.tolist() == [-1] * 3
+    with pytest.raises(ValueError, match="does not fit"):
+        lab01.decode_batch(ib, 4, context=5, num_kv_blocks=7)

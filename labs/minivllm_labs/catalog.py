@@ -16,6 +16,7 @@ import json
 
 from minivllm_labs.lab_info import SEEDS, VERDICTS, Claim, LabInfo, lab_modules, resolve_key  # noqa: F401
 
+
 def labs() -> list[LabInfo]:
     out = []
     for name in lab_modules():

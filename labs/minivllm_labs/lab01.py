@@ -29,28 +29,8 @@ from typing import Callable
 
 import torch
 
-from minivllm_labs.lab_info import LabInfo
 from minivllm_labs.common import max_positions, quiet_engine_logs, round_floats
 from minivllm_labs.lab01_census import LAYER_TAG, _prompts, decoder_layers, kernel_census  # noqa: F401
-from minivllm_labs.lab01_views import (  # noqa: F401
-    CLAIMS,
-    Q1,
-    Q4,
-    q1_evidence,
-    q4_evidence,
-    bound_table,
-    bound_verdict,
-    census_table,
-    launch_table,
-    padding_cost,
-    per_op_gap,
-    plot_bound,
-    plot_launch,
-    plot_tpot,
-    snippet_text,
-    tpot_table,
-    verdict_table,
-)
 from minivllm_labs.lab01_timing import (  # noqa: F401
     _cuda,
     _median_s,
@@ -61,6 +41,26 @@ from minivllm_labs.lab01_timing import (  # noqa: F401
     quiet_stderr,
     triton_launch,
 )
+from minivllm_labs.lab01_views import (  # noqa: F401
+    CLAIMS,
+    Q1,
+    Q4,
+    bound_table,
+    bound_verdict,
+    census_table,
+    launch_table,
+    padding_cost,
+    per_op_gap,
+    plot_bound,
+    plot_launch,
+    plot_tpot,
+    q1_evidence,
+    q4_evidence,
+    snippet_text,
+    tpot_table,
+    verdict_table,
+)
+from minivllm_labs.lab_info import LabInfo
 
 MAX_MODEL_LEN = 256  # enough for every measurement here; small so KV blocks stay cheap
 
@@ -90,11 +90,39 @@ def free_memory() -> None:
 
 
 # ---- c) CPU-bound vs GPU-bound ---------------------------------------------------------------------------
+def decode_batch(ib, n: int, context: int, num_kv_blocks: int | None):
+    """n decode rows with `context` cached tokens each, written into an InputBatch's persistent buffers (the
+    buffers the engine's steps and graphs read). Returns the attention metadata (views of the buffers, so a
+    graph captured on it can be replayed). context 0 is the engine's own dummy batch, the one its graph
+    capture uses (InputBatch.dummy_decode); context > 0, which only the labs need, gives row i the blocks
+    i*nb .. i*nb+nb-1 (nb = context // block_size + 1) of a KV cache of num_kv_blocks blocks, its new token
+    going to slot `context`."""
+    from minivllm.attention.metadata import AttentionMetadata
+
+    if context == 0:
+        return ib.dummy_decode(n)
+    dev, bs = ib.device, ib.block_size
+    nb = context // bs + 1
+    if n > ib.max_num_seqs or nb > ib.max_blocks_per_seq or num_kv_blocks is None or n * nb > num_kv_blocks:
+        raise ValueError(f"batch {n} x {nb} blocks does not fit the engine (max_num_seqs={ib.max_num_seqs}, "
+                         f"{ib.max_blocks_per_seq} blocks per sequence, {num_kv_blocks} KV blocks)")
+    table = torch.arange(n * nb, dtype=torch.int32, device=dev).view(n, nb)
+    ib.input_ids[:n].copy_(torch.arange(n, device=dev) % 97 + 3)
+    ib.positions[:n].fill_(context)
+    ib.block_tables[:n].zero_()
+    ib.block_tables[:n, :nb].copy_(table)
+    ib.slot_mapping[:n].copy_(table[:, context // bs].long() * bs + context % bs)
+    ib.seq_lens[:n].fill_(context + 1)
+    ib.query_start_loc[:n + 1].copy_(torch.arange(n + 1, dtype=torch.int32, device=dev))
+    ib.row_owner[:n] = [(-1, 0, 0)] * n  # the next real step rewrites these block-table rows
+    return AttentionMetadata(ib.slot_mapping[:n], ib.query_start_loc[:n + 1], ib.seq_lens[:n],
+                             ib.block_tables[:n], max_query_len=1, max_seq_len=context + 1, decode_only=True,
+                             query_start_loc_cpu=list(range(n + 1)), seq_lens_cpu=[context + 1] * n)
+
+
 def _decode_inputs(runner, batch: int, context: int):
-    """`batch` decode rows with `context` cached tokens each, in the runner's persistent buffers: the engine's
-    own dummy decode batch (worker/input_batch.py, InputBatch.dummy_decode), the one its graph capture uses.
-    Returns the attention metadata (views of the buffers, so a graph captured on it can be replayed)."""
-    return runner.input_batch.dummy_decode(batch, context, num_kv_blocks=runner.kv_cache.shape[2])
+    """`batch` decode rows with `context` cached tokens each, in the runner's persistent buffers."""
+    return decode_batch(runner.input_batch, batch, context, num_kv_blocks=runner.kv_cache.shape[2])
 
 
 def _gpu_times_s(fn: Callable[[], object], enqueue_s: float, reps: int) -> list[float]:

@@ -319,7 +319,6 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-from minivllm_labs.lab_info import LabInfo  # noqa: E402
 from minivllm_labs.lab02_views import (  # noqa: E402
     CLAIMS,
     Q1,
@@ -341,6 +340,7 @@ from minivllm_labs.lab02_views import (  # noqa: E402
     show_quiz,
     verdicts_table,
 )
+from minivllm_labs.lab_info import LabInfo  # noqa: E402
 
 LAB_INFO = LabInfo(
     lab="lab02", notebook="labs/02_inside_a_cuda_graph.ipynb", title="Inside a CUDA graph",

@@ -8,9 +8,8 @@ the parts a CPU cannot measure (they are absent or say {"device": "cpu"}).
 from __future__ import annotations
 
 from minivllm_labs.plots import show  # noqa: F401  (re-exported for the notebook)
-
-from minivllm_labs.quiz_show import show_quiz  # noqa: F401  (re-exported for the notebook)
 from minivllm_labs.quiz_data import load_claims, load_questions
+from minivllm_labs.quiz_show import show_quiz  # noqa: F401  (re-exported for the notebook)
 
 RESULTS = "assets/results/h200/lab02.json"
 

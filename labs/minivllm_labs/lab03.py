@@ -373,7 +373,6 @@ def run_all(model: str, quick: bool = False) -> dict:
     return round_floats(out)
 
 
-from minivllm_labs.lab_info import LabInfo  # noqa: E402
 from minivllm_labs.lab03_views import (  # noqa: E402
     CLAIMS,
     Q1,
@@ -393,6 +392,7 @@ from minivllm_labs.lab03_views import (  # noqa: E402
     split_text,
     verdicts_table,
 )
+from minivllm_labs.lab_info import LabInfo  # noqa: E402
 
 LAB_INFO = LabInfo(
     lab="lab03", notebook="labs/03_torch_compile.ipynb", title="torch.compile in the engine",

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from functools import cache
 
-from minivllm_labs.lab_info import resolve_key
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.lab02_views import _get, show, show_quiz  # noqa: F401  (re-exported for the notebook)
+from minivllm_labs.lab_info import resolve_key
 from minivllm_labs.quiz_data import load_claims, load_questions
 
 RESULTS = "assets/results/h200/lab03.json"

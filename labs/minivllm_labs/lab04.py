@@ -34,10 +34,9 @@ from typing import Iterator
 
 import torch
 
-from minivllm_labs.lab_info import LabInfo
 from minivllm_labs.common import max_positions, quiet_engine_logs, round_floats
 from minivllm_labs.lab04_views import PHASES
-
+from minivllm_labs.lab_info import LabInfo
 from minivllm_labs.plots import show  # noqa: F401  (the labs' one display call for figures)
 
 MODES = {"eager": {"enforce_eager": True}, "graphs": {},
@@ -303,9 +302,23 @@ def run_all(model: str, quick: bool = False, level: int | None = None, new_proce
 
 
 # figures, tables, questions and claims live next door; the notebook reaches them all as lab04.<name>
-from minivllm_labs.lab04_views import (CLAIMS, HANDBOOK, Q4, Q_LEVEL0, RESULTS, STARTUP,  # noqa: E402,F401
-                                      cache_table, faults_table, phases_table, plot_cold_warm, plot_phases,
-                                      startup_record, verdicts_table, bench_startup_table, warmup_table)
+from minivllm_labs.lab04_views import (  # noqa: E402,F401
+    CLAIMS,
+    HANDBOOK,
+    Q4,
+    Q_LEVEL0,
+    RESULTS,
+    STARTUP,
+    bench_startup_table,
+    cache_table,
+    faults_table,
+    phases_table,
+    plot_cold_warm,
+    plot_phases,
+    startup_record,
+    verdicts_table,
+    warmup_table,
+)
 
 LAB_INFO = LabInfo(
     lab="lab04", notebook="labs/04_startup_and_cache.ipynb", title="Startup and the compile cache",

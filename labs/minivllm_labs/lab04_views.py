@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from minivllm_labs.lab_info import resolve_key  # noqa: F401
 from minivllm_labs.common import REPO_ROOT
+from minivllm_labs.lab_info import resolve_key  # noqa: F401
 from minivllm_labs.quiz_data import load_claims, load_questions
 
 RESULTS = "assets/results/h200/lab04.json"

@@ -23,9 +23,9 @@ from typing import Iterator
 
 import torch
 
-from minivllm_labs.lab_info import LabInfo
 from minivllm_labs.common import max_positions, quiet_engine_logs, round_floats
 from minivllm_labs.lab04 import cache_dir, engine_kwargs, engine_warnings
+from minivllm_labs.lab_info import LabInfo
 
 FAULT_LAYER = 1
 CALLS: list[int] = []  # appended to by the "count" fault, one entry per call of the faulty layer
@@ -303,10 +303,20 @@ def heuristics(faults: dict) -> list[dict]:
 
 
 # drawings, tables, questions and claims live next door; the notebook reaches them all as lab05.<name>
-from minivllm_labs.lab05_views import (CLAIMS, Q3, RESULTS, Q_SILENT, fault_summary,  # noqa: E402,F401
-                                      heuristics_table, ladder_html, ladder_path, locate_table, scenario_rows,
-                                      scenario_table,
-                                      show)
+from minivllm_labs.lab05_views import (  # noqa: E402,F401
+    CLAIMS,
+    Q3,
+    Q_SILENT,
+    RESULTS,
+    fault_summary,
+    heuristics_table,
+    ladder_html,
+    ladder_path,
+    locate_table,
+    scenario_rows,
+    scenario_table,
+    show,
+)
 
 LAB_INFO = LabInfo(
     lab="lab05", notebook="labs/05_fallback_ladder.ipynb", title="When to turn it off, and the fallback ladder",

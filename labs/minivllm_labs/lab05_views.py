@@ -11,8 +11,8 @@ import html
 import json
 from functools import lru_cache
 
-from minivllm_labs.lab_info import resolve_key  # noqa: F401
 from minivllm_labs.common import REPO_ROOT
+from minivllm_labs.lab_info import resolve_key  # noqa: F401
 from minivllm_labs.plots import show  # noqa: F401 - the labs' one display call for figures
 from minivllm_labs.quiz_data import load_claims, load_questions
 

@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
-from minivllm_labs.lab_info import LabInfo
 from minivllm_labs.common import round_floats
 from minivllm_labs.lab06_engine import _cuda, _greedy, _ids, _sync, free, make_llm  # noqa: F401
+from minivllm_labs.lab_info import LabInfo
 
 RESULTS = "assets/results/h200/lab06.json"
 #: nano-vllm's bench.py workload: 256 requests, prompt and output lengths uniform in [100, 1024].

@@ -13,7 +13,6 @@ table can show which lab covers each row and which rows nobody has measured yet.
 
 from __future__ import annotations
 
-
 import json
 import time
 from dataclasses import dataclass
@@ -22,8 +21,8 @@ from typing import Any
 
 import torch
 
-from minivllm_labs.lab_info import SEEDS, Claim, LabInfo, resolve_key
 from minivllm_labs.common import REPO_ROOT, round_floats
+from minivllm_labs.lab_info import SEEDS, Claim, LabInfo, resolve_key
 
 RESULTS = "assets/results/h200/lab07.json"
 LATENCY = "assets/results/h200/latency.json"  # minivllm bench latency on the H200 (rows: system x batch)

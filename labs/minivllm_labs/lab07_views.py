@@ -13,8 +13,16 @@ from pathlib import Path
 
 from minivllm_labs.catalog import all_claims, labs
 from minivllm_labs.common import REPO_ROOT, round_floats
+from minivllm_labs.lab07 import (
+    A100_TEST,
+    BANDWIDTH,
+    CHECKLIST,
+    MODEL_PARAMS,
+    SOURCE_JUDGED,
+    evidence_value,
+    row_of,
+)
 from minivllm_labs.lab_info import SEEDS, Claim
-from minivllm_labs.lab07 import A100_TEST, BANDWIDTH, CHECKLIST, MODEL_PARAMS, SOURCE_JUDGED, evidence_value, row_of
 
 
 def plot_floors(phys: dict):

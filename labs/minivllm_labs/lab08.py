@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from minivllm_labs.lab_info import LabInfo, resolve_key
 from minivllm_labs.common import REPO_ROOT
+from minivllm_labs.lab_info import LabInfo, resolve_key
 from minivllm_labs.quiz import NumericQuestion, Question, grade
 from minivllm_labs.quiz_data import entries, question_from_data
 

@@ -151,7 +151,7 @@ ab() {  # the must-not-change A/B: old and new tree alternate, so drift of the m
       ran_at "ab_throughput_${who}_$i.json" "$c"
     done
   done
-  $PY scripts/ab_summary.py "$RES" "$base" "$MINIVLLM_GIT_COMMIT" | tee "$RES/ab_summary.log"
+  $PY scripts/maint/ab_summary.py "$RES" "$base" "$MINIVLLM_GIT_COMMIT" | tee "$RES/ab_summary.log"
 }
 
 # Commits that touched the decode kernel, its PDL launch, or bench kernels since the 90.9% record (40cba88),
@@ -163,11 +163,11 @@ bisect_kernels() {
     if [ "$c" = this ]; then dir=$ROOT; c=$MINIVLLM_GIT_COMMIT; else dir=$(tree "$c") || continue; fi
     # the probe times that tree's decode kernel three ways: as bench kernels does (do_bench from the host),
     # replayed from a CUDA graph, and the launcher's host time; a method change cannot hide in it
-    TAILN=12 step "bisect_$c" 90 $PY scripts/decode_kernel_probe.py "$dir" --commit "$c" \
+    TAILN=12 step "bisect_$c" 90 $PY scripts/maint/decode_kernel_probe.py "$dir" --commit "$c" \
       --json "$RES/bisect_$c.json"
     ran_at "bisect_$c.json" "$c"
   done
-  $PY scripts/decode_kernel_probe.py --summary "$RES" | tee "$RES/bisect_summary.log"
+  $PY scripts/maint/decode_kernel_probe.py --summary "$RES" | tee "$RES/bisect_summary.log"
 }
 
 # two_lanes "CMDS0" "CMDS1": side by side on GPUs 0 and 1 (one after the other on a one-GPU machine, so two

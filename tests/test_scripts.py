@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "maint"))
 
 import ab_summary  # noqa: E402
 import decode_kernel_probe  # noqa: E402
@@ -53,10 +53,22 @@ def test_probe_summary_orders_trees_and_marks_the_prefetch_rows(tmp_path, capsys
 def test_codegen_compiles_this_trees_kernel_without_a_gpu(tmp_path):
     pytest.importorskip("triton")
     out = tmp_path / "codegen.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "decode_kernel_codegen.py"), str(ROOT),
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "maint" / "decode_kernel_codegen.py"), str(ROOT),
                            "--json", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     row = json.loads(out.read_text())["rows"][0]
     assert "error" not in row, row
     assert row["ld_global"] > 0 and row["mma"] > 0 and len(row["ptx_sha256"]) == 12
     assert row["registers_declared"]["pred"] > 0
+
+
+def test_probe_and_bench_kernels_share_one_graph_replay_timer():
+    """The probe loads this checkout's minivllm/bench/timing.py by path (the tree it probes has its own
+    minivllm); bench kernels imports the same file, so a difference between trees is never the timer's."""
+    pytest.importorskip("torch")
+    from minivllm.bench import kernels, timing
+
+    gpu_ms, graph_replay_ms = decode_kernel_probe._timers()
+    assert gpu_ms.__code__.co_code == timing.gpu_ms.__code__.co_code
+    assert graph_replay_ms.__code__.co_code == timing.graph_replay_ms.__code__.co_code
+    assert kernels._ms is timing.gpu_ms and kernels._ms_graph is timing.graph_replay_ms

@@ -1,11 +1,11 @@
 """Time one tree's paged decode attention kernel three ways, for bisecting a change in `bench kernels`.
 
-    python scripts/decode_kernel_probe.py TREE_DIR --commit C --json out.json   (one tree, on a GPU)
-    python scripts/decode_kernel_probe.py --summary RESULTS_DIR                 (the table over trees)
+    python scripts/maint/decode_kernel_probe.py TREE_DIR --commit C --json out.json   (one tree, on a GPU)
+    python scripts/maint/decode_kernel_probe.py --summary RESULTS_DIR                 (the table over trees)
 
-TREE_DIR holds a minivllm/ of any commit since 40cba88 (the launcher's signature is the same there); this
-script's own timing code is used for every tree, so a change between trees is the kernel's or its
-launcher's, not the benchmark's. Per case (batch, context, splits, Qwen3-0.6B's attention layout, bf16):
+TREE_DIR holds a minivllm/ of any commit since 40cba88 (the launcher's signature is the same there); the
+timers are this checkout's minivllm/bench/timing.py (the ones `bench kernels` uses), loaded by path for every
+tree, so a change between trees is the kernel's or its launcher's, not the benchmark's. Per case (batch, context, splits, Qwen3-0.6B's attention layout, bf16):
   ms        triton.testing.do_bench of the launcher call, L2 flushed before each, median (as bench kernels)
   ms_graph  the same call captured in a CUDA graph and replayed, L2 flushed before each: the GPU's time
   host_us   CPU time per launcher call (argument binding, launch(es)); when host_us exceeds the flush's
@@ -24,15 +24,26 @@ import sys
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
 CASES = [(64, 2048, None), (64, 2048, 1), (1, 2048, None), (1, 2048, 1), (8, 2048, None), (64, 256, None)]
 HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE = 16, 8, 128, 16
 
 
+def _timers():
+    """This checkout's minivllm/bench/timing.py, loaded by path: the tree under test has its own minivllm."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_minivllm_bench_timing", ROOT / "minivllm/bench/timing.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.gpu_ms, mod.graph_replay_ms
+
+
 def probe(tree: Path, commit: str) -> dict:
+    gpu_ms, graph_replay_ms = _timers()
     sys.path.insert(0, str(tree))
     import torch
     import triton
-    from triton.testing import do_bench
 
     import minivllm.kernels.triton_decode as td
     from minivllm.kernels.torch_ref import paged_decode_attention_ref
@@ -42,8 +53,7 @@ def probe(tree: Path, commit: str) -> dict:
     gen = torch.Generator(device="cuda").manual_seed(0)
     src_t = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     dst_t = torch.empty_like(src_t)
-    copy_gbps = 2 * src_t.numel() / do_bench(lambda: dst_t.copy_(src_t), warmup=25, rep=200,
-                                             return_mode="median") / 1e6
+    copy_gbps = 2 * src_t.numel() / gpu_ms(lambda: dst_t.copy_(src_t)) / 1e6
     del src_t, dst_t
     rows = []
     cases = [(b, c, f, {}) for b, c, f in CASES]
@@ -68,16 +78,8 @@ def probe(tree: Path, commit: str) -> dict:
         fn()
         ref = paged_decode_attention_ref(q, k_cache, v_cache, bt, seq_lens, HEAD_DIM ** -0.5)
         err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-        ms = do_bench(fn, warmup=25, rep=200, return_mode="median")
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        ms_graph = do_bench(graph.replay, warmup=25, rep=200, return_mode="median")
+        ms = gpu_ms(fn)
+        ms_graph = graph_replay_ms(fn)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(100):

@@ -1,6 +1,6 @@
 """Summarise gpu_check.sh's `ab` stage: the old tree against the new, runs interleaved in one session.
 
-    python scripts/ab_summary.py RESULTS_DIR OLD_COMMIT NEW_COMMIT
+    python scripts/maint/ab_summary.py RESULTS_DIR OLD_COMMIT NEW_COMMIT
 
 Reads ab_latency_{old,new}_N.json (TPOT of the default engine at batch 1, 8, 64) and
 ab_throughput_{old,new}_N.json (output tok/s on the standard workload), prints the medians per tree with

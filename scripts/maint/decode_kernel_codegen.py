@@ -1,7 +1,7 @@
 """Compile one tree's paged decode attention kernel for the H200 (sm_90) on any machine, GPU or not, and count
 what the generated code does, so that two trees' kernels can be told apart without timing them.
 
-    python scripts/decode_kernel_codegen.py TREE_DIR [TREE_DIR ...] [--json out.json]
+    python scripts/maint/decode_kernel_codegen.py TREE_DIR [TREE_DIR ...] [--json out.json]
 
 Why: a kernel that got slower between two commits either generates different code or runs the same code
 differently. Triton compiles for a named target without a device (ptxas ships with it), so this answers the

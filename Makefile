@@ -8,7 +8,7 @@ BOOK_STAMP := $(VENV)/.installed-book
 TORCH_SPEC ?= torch==2.13.0
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 
-.PHONY: demo test lab labs labs-gpu book clean gpu-check
+.PHONY: demo test test-engine lab labs labs-gpu book clean gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,10 @@ demo: $(STAMP)
 test: $(STAMP) $(BOOK_STAMP)
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg labs/
+
+# The quick half: the engine's and the kernels' tests only (no labs, no book, no nbval).
+test-engine: $(STAMP)
+	$(BIN)/python -m pytest -q tests/engine tests/kernels
 
 # Regenerate labs/*.ipynb from labs/src/*.py, executed on the CPU (the outputs CI's nbval compares).
 labs: $(STAMP)

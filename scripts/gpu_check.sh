@@ -71,11 +71,11 @@ BENCH="$PY -m minivllm.cli bench"  # word-split on purpose: `step` runs its comm
 tests() {  # TESTS="graphs" or "kernels" runs one half; PYTEST_K="expr" passes -k to both, PYTEST_ARGS more
   local k=(${PYTEST_ARGS:-}); [ -n "${PYTEST_K:-}" ] && k+=(-k "$PYTEST_K")
   [[ " ${TESTS:-graphs kernels} " == *" graphs "* ]] && TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_graphs 330 \
-    $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/test_cuda_graphs_gpu.py \
-    "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
+    $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/engine/test_cuda_graphs_gpu.py \
+    "tests/engine/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
   [[ " ${TESTS:-graphs kernels} " == *" kernels "* ]] && TAILN=15 step tests_kernels "${TESTS_KERNELS_CAP_S:-300}" \
-    $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/test_kernels.py tests/test_elementwise_kernels.py \
-    tests/test_custom_op_selection.py
+    $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/kernels/test_kernels.py tests/kernels/test_elementwise_kernels.py \
+    tests/kernels/test_custom_op_selection.py
   return 0
 }
 latency() {

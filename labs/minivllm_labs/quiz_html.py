@@ -9,7 +9,7 @@ It degrades in steps. Each option is a `<details>` element: clicking it opens th
 JavaScript at all (so it works even where scripts are stripped, as in an untrusted JupyterLab output). The
 script adds radio behaviour (opening one option closes the others) and, for numeric questions, grades the
 number typed into the box with the same parsing and tolerance rule as quiz.parse_number / quiz.within (see
-NUMERIC_JS; tests/test_labs.py runs it with node against the Python rule).
+NUMERIC_JS; tests/labs/test_labs.py runs it with node against the Python rule).
 """
 
 from __future__ import annotations

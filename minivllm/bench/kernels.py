@@ -245,7 +245,7 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, s
     """Benchmark copy bandwidth, decode and prefill attention; print a table, optionally write JSON."""
     if not torch.cuda.is_available():
         raise SystemExit("minivllm.bench.kernels: no CUDA GPU found; these benchmarks only make sense on a "
-                         "GPU (the kernels' CPU correctness tests are in tests/test_kernels.py).")
+                         "GPU (the kernels' CPU correctness tests are in tests/kernels/test_kernels.py).")
     result = {"provenance": _provenance(),
               "layout": {"heads": HEADS, "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "block_size": BLOCK_SIZE,
                          "dtype": str(DTYPE)}}

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 HTML = BOOK / "_build" / "html"
 SHOTS = BOOK / "_build" / "screenshots"

@@ -13,7 +13,7 @@ import pytest
 import minivllm
 from minivllm.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_value_error_is_one_line(tmp_path, capsys):

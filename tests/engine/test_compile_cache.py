@@ -68,7 +68,7 @@ WRITER = textwrap.dedent("""
 def test_an_entry_another_process_is_writing_is_not_deleted(tmp_path):
     """Before the lock, the second engine saw an entry without a manifest, called it an interrupted
     compile and deleted it under the first engine's feet."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               env=env)
     try:
@@ -100,7 +100,7 @@ def test_an_unsealed_entry_of_this_process_is_taken_over_not_waited_for(tmp_path
 
 
 def test_lock_timeout_compiles_privately(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               env=env)
     try:

@@ -15,7 +15,7 @@ import ast
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: The package roots: the folder each top-level package sits in.
 ROOTS = {"minivllm": REPO, "minivllm_labs": REPO / "labs"}
 

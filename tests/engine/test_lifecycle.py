@@ -1,5 +1,5 @@
 """Engines in a notebook: `del` frees, `with` and `shutdown()` end an engine, several engines and threads
-do not disturb each other (CPU; the GPU halves are in tests/test_cuda_graphs_gpu.py)."""
+do not disturb each other (CPU; the GPU halves are in tests/engine/test_cuda_graphs_gpu.py)."""
 
 from __future__ import annotations
 

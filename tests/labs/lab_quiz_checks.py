@@ -1,4 +1,4 @@
-"""Grader checks shared by the per-lab tests (tests/test_labNN.py): one place for the answer forms the
+"""Grader checks shared by the per-lab tests (tests/labs/test_labNN.py): one place for the answer forms the
 lab standard accepts, so every lab's questions are held to the same rules."""
 
 from __future__ import annotations

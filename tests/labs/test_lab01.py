@@ -1,5 +1,5 @@
 """Lab 01: its graders, evidence lines, tables, figures, claims and measurements (the machinery is in
-tests/test_labs.py). GPU-shaped results are made up here, so everything runs on a CPU."""
+tests/labs/test_labs.py). GPU-shaped results are made up here, so everything runs on a CPU."""
 
 from __future__ import annotations
 

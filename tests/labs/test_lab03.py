@@ -15,7 +15,7 @@ pytest.importorskip("plotly", reason="needs the labs extras: pip install -e .[la
 from minivllm_labs import lab03
 from minivllm_labs.catalog import VERDICTS, resolve_key
 from minivllm_labs.common import REPO_ROOT, lab_model
-from tests.lab_quiz_checks import check_answer_positions, check_grader
+from tests.labs.lab_quiz_checks import check_answer_positions, check_grader
 
 QUESTIONS = (lab03.Q1, lab03.Q2, lab03.Q3, lab03.Q4)
 
@@ -60,7 +60,7 @@ GPU = {
 }
 
 
-# ---- graders (the lab standard's rules, tests/lab_quiz_checks.py) -------------------------------------------
+# ---- graders (the lab standard's rules, tests/labs/lab_quiz_checks.py) -------------------------------------------
 @pytest.mark.parametrize("q", QUESTIONS, ids=lambda q: q.qid)
 def test_graders(q):
     check_grader(q, GPU)

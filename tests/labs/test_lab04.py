@@ -12,7 +12,7 @@ pytest.importorskip("plotly", reason="needs the labs extras: pip install -e .[la
 from minivllm_labs import lab04  # noqa: E402
 from minivllm_labs.catalog import SEEDS, resolve_key  # noqa: E402
 from minivllm_labs.common import REPO_ROOT  # noqa: E402
-from tests.lab_quiz_checks import check_grader, check_odd_input  # noqa: E402
+from tests.labs.lab_quiz_checks import check_grader, check_odd_input  # noqa: E402
 
 PH = {p: 0.5 for p in lab04.PHASES}
 

@@ -5,7 +5,7 @@ The notebooks themselves run under `pytest --nbval`; this file checks what nbval
 every way a learner writes an answer and never raise, that the static quiz carries every option's feedback
 and grades numbers like Python does, that stored plots draw without a CDN, that a recorded file without
 provenance is refused, that notebooks match their sources, and that every nbval-skip is allow-listed.
-Lab-specific tests live in tests/test_labNN.py.
+Lab-specific tests live in tests/labs/test_labNN.py.
 """
 
 from __future__ import annotations

@@ -29,38 +29,28 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm_labs import RecordedResultsMissing, describe_provenance, detect_device, load_recorded
-from minivllm_labs import lab07
-from minivllm_labs.lab06_views import show
+from minivllm_labs import open_lab
 
-device = detect_device()
-print(device)
+lab = open_lab("07")  # the device, and where the recorded H200 numbers come from
+rec = lab.rec
 
 # %% [markdown]
 # ## 2. Recorded on an H200 · H200 实测结果
 
-# %% tags=["nbval-check-output"]
-try:
-    rec = load_recorded("lab07")
-    print(describe_provenance(rec))
-except RecordedResultsMissing as e:
-    rec = None
-    print(e)
-
 # %% [markdown] tags=["lang-en"]
 # ### The table · 总表
 # Filter by seed and verdict (works without a kernel). *number* is read from the evidence file now; "not recorded
-# yet" means that lab's H200 file does not exist in this checkout. A test (`tests/test_lab07.py`) recomputes each
+# yet" means that lab's H200 file does not exist in this checkout. A test (`tests/labs/test_lab07.py`) recomputes each
 # number from its file and key and checks the verdict rule agrees.
 
 # %% [markdown] tags=["lang-zh"]
 # ### 总表
 # 可按材料和结论筛选（无需 kernel）。*number* 是此刻从证据文件读出的值；"not recorded yet" 表示该实验的 H200 文件在
-# 本仓库中还不存在。测试（`tests/test_lab07.py`）会从文件和键重新读出每个数字，并检查结论规则一致。
+# 本仓库中还不存在。测试（`tests/labs/test_lab07.py`）会从文件和键重新读出每个数字，并检查结论规则一致。
 
 # %% tags=["nbval-ignore-output"]
-table = lab07.rows()
-lab07.show_claims(table)
+table = lab.rows()
+lab.show_claims(table)
 
 # %% [markdown] tags=["lang-en"]
 # ### Coverage of claims.md · 覆盖情况
@@ -71,7 +61,7 @@ lab07.show_claims(table)
 # 研究笔记的每一行及测它的实验。"not measured yet" 是缺口，不算通过。
 
 # %% tags=["nbval-ignore-output"]
-print(lab07.coverage_table(lab07.coverage()))
+print(lab.coverage_table(lab.coverage()))
 
 # %% [markdown] tags=["lang-en"]
 # ### Physics: the TPOT floor · 物理下限
@@ -87,9 +77,9 @@ print(lab07.coverage_table(lab07.coverage()))
 # 能达到的是实测拷贝带宽，而不是规格书上的 4.8 TB/s。
 
 # %% tags=["nbval-check-output"]
-phys = (rec or {}).get("physics") or lab07.physics()
-show(lab07.plot_floors(phys))
-print(lab07.floors_table(phys))
+phys = (rec or {}).get("physics") or lab.physics()
+lab.show(lab.plot_floors(phys))
+print(lab.floors_table(phys))
 
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
@@ -101,9 +91,9 @@ print(lab07.floors_table(phys))
 # 本机的拷贝带宽，以及它给 0.6B 模型（1.2 GB bf16 权重）带来的下限。
 
 # %% tags=["nbval-ignore-output"]
-here = lab07.run_all("", quick=True)
+here = lab.run_all("", quick=True)
 bw = here["copy_bandwidth"]["bytes_per_s"]
-print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab07.tpot_floor_ms(0.596e9, bw):.2f} ms per token")
+print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab.tpot_floor_ms(0.596e9, bw):.2f} ms per token")
 
 # %% [markdown] tags=["lang-en"]
 # ## 4. Try it yourself · 动手试试
@@ -143,4 +133,4 @@ print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab07.tpot_
 # 本实验自己评判的说法（其余见上表，各自链接到对应实验）：
 
 # %% tags=["nbval-check-output"]
-lab07.show_markdown(lab07.claims_markdown(lab07.LAB_INFO.claims))
+lab.show_markdown(lab.claims_markdown(lab.LAB_INFO.claims))

@@ -375,7 +375,7 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # Engine code: [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) (`CUDAGraphDispatcher`: capture,
 # padding to a captured size, replay), [worker/model_runner.py](../minivllm/worker/model_runner.py)
 # (`ModelRunner.execute_model`), [kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) (`rms_norm`, the
-# Triton kernel of a)), and this lab's measurements in [minivllm_labs/lab01.py](minivllm_labs/lab01.py).
+# Triton kernel of a)), and this lab's measurements in `labs/minivllm_labs/lab01.py`.
 
 # %% [markdown] tags=["lang-zh"]
 # ## 7. 结论汇总
@@ -387,7 +387,7 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # 引擎代码：[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)（`CUDAGraphDispatcher`：捕获、pad 到已捕获尺寸、
 # 重放），[worker/model_runner.py](../minivllm/worker/model_runner.py)（`ModelRunner.execute_model`），
 # [kernels/triton_norm.py](../minivllm/kernels/triton_norm.py)（`rms_norm`，a) 中的 Triton kernel），本实验的测量代码在
-# [minivllm_labs/lab01.py](minivllm_labs/lab01.py)。
+# `labs/minivllm_labs/lab01.py`。
 
 # %% tags=["nbval-check-output"]
 display(HTML(lab.verdict_table(rec)))

@@ -8,14 +8,14 @@ BOOK_STAMP := $(VENV)/.installed-book
 TORCH_SPEC ?= torch==2.13.0
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 
-.PHONY: demo test lab labs labs-gpu book clean gpu-check
+.PHONY: demo test test-engine lab labs labs-gpu book clean gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP) install "$(TORCH_SPEC)"
 	$(PIP) install "transformers==5.17.0" "triton==3.6.0"
 	$(PIP) install -e ".[dev,labs]"
-	$(BIN)/python -c "from minivllm.labs.plots import install_plotlyjs; install_plotlyjs('labs/_static')"
+	$(BIN)/python -c "from minivllm_labs.plots import install_plotlyjs; install_plotlyjs('labs/_static')"
 	touch $(STAMP)
 
 $(BOOK_STAMP): $(STAMP) pyproject.toml
@@ -29,14 +29,18 @@ test: $(STAMP) $(BOOK_STAMP)
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg labs/
 
+# The quick half: the engine's and the kernels' tests only (no labs, no book, no nbval).
+test-engine: $(STAMP)
+	$(BIN)/python -m pytest -q tests/engine tests/kernels
+
 # Regenerate labs/*.ipynb from labs/src/*.py, executed on the CPU (the outputs CI's nbval compares).
 labs: $(STAMP)
-	$(BIN)/python -m minivllm.labs.build
+	$(BIN)/python -m minivllm_labs.build
 
 # On a CUDA machine: run every lab end to end, GPU-only cells included, into LABS_GPU_OUT; fails on any error.
 LABS_GPU_OUT ?= /tmp/minivllm-labs-gpu
 labs-gpu: $(STAMP)
-	$(BIN)/python -m minivllm.labs.build --gpu $(LABS_GPU_OUT)
+	$(BIN)/python -m minivllm_labs.build --gpu $(LABS_GPU_OUT)
 
 book: $(BOOK_STAMP)
 	$(BIN)/python book/_ext/book_build.py

@@ -9,7 +9,7 @@
 #   throughput      nano-vllm's workload, transformers continuous batching beside it, the correctness check
 #   kernels         decode/prefill attention vs copy bandwidth and SDPA, the GEMV vs cuBLAS
 #   compile         TPOT per compile level with and without graphs, cold vs warm startup
-#   labs            every lab's recorder (minivllm/labs/labNN.py), then every notebook end to end (labs-gpu)
+#   labs            every lab's recorder (labs/minivllm_labs/labNN.py), then every notebook end to end (labs-gpu)
 #   all             the six above (two lanes on a two-GPU machine)
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
@@ -37,7 +37,7 @@ fi
 OUT=${OUT:-/tmp/minivllm_out}
 RES=${MINIVLLM_RESULTS_DIR:-/tmp/minivllm_results}  # two invocations side by side need two
 mkdir -p "$OUT" "$RES"
-export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export PYTHONPATH=$ROOT:$ROOT/labs${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 PY=python3
 CK=/tmp/ckpt/qwen3-0.6b
 START=$(date +%s)
@@ -71,11 +71,11 @@ BENCH="$PY -m minivllm.cli bench"  # word-split on purpose: `step` runs its comm
 tests() {  # TESTS="graphs" or "kernels" runs one half; PYTEST_K="expr" passes -k to both, PYTEST_ARGS more
   local k=(${PYTEST_ARGS:-}); [ -n "${PYTEST_K:-}" ] && k+=(-k "$PYTEST_K")
   [[ " ${TESTS:-graphs kernels} " == *" graphs "* ]] && TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_graphs 330 \
-    $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/test_cuda_graphs_gpu.py \
-    "tests/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
+    $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/engine/test_cuda_graphs_gpu.py \
+    "tests/engine/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
   [[ " ${TESTS:-graphs kernels} " == *" kernels "* ]] && TAILN=15 step tests_kernels "${TESTS_KERNELS_CAP_S:-300}" \
-    $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/test_kernels.py tests/test_elementwise_kernels.py \
-    tests/test_custom_op_selection.py
+    $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/kernels/test_kernels.py tests/kernels/test_elementwise_kernels.py \
+    tests/kernels/test_custom_op_selection.py
   return 0
 }
 latency() {
@@ -99,16 +99,16 @@ compile() {
 }
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks
   local f lab
-  for f in minivllm/labs/lab[0-9][0-9].py; do
+  for f in labs/minivllm_labs/lab[0-9][0-9].py; do
     [ -e "$f" ] || continue
     lab=$(basename "$f" .py)
     [ -n "${LABS:-}" ] && [[ " $LABS " != *" $lab "* ]] && continue
-    step "$lab" "${LAB_CAP_S:-300}" $PY -m minivllm.labs.record "$lab" --model "$CK" --out "$RES/$lab.json"
+    step "$lab" "${LAB_CAP_S:-300}" $PY -m minivllm_labs.record "$lab" --model "$CK" --out "$RES/$lab.json"
   done
   # every notebook end to end, GPU-only cells included (the make target would build a venv: the device has
   # no internet, so the same command runs with the machine's python and the carried wheels)
   # (LABS_GPU_PATTERN="03 05" runs only the notebooks whose name holds one of them, in that order)
-  [ "${LABS_GPU:-1}" = 1 ] && TAILN=30 step labs_gpu "${LABS_GPU_CAP_S:-540}" $PY -m minivllm.labs.build \
+  [ "${LABS_GPU:-1}" = 1 ] && TAILN=30 step labs_gpu "${LABS_GPU_CAP_S:-540}" $PY -m minivllm_labs.build \
     --gpu "$RES/labs_gpu" ${LABS_GPU_PATTERN:-}
   return 0
 }
@@ -151,7 +151,7 @@ ab() {  # the must-not-change A/B: old and new tree alternate, so drift of the m
       ran_at "ab_throughput_${who}_$i.json" "$c"
     done
   done
-  $PY scripts/ab_summary.py "$RES" "$base" "$MINIVLLM_GIT_COMMIT" | tee "$RES/ab_summary.log"
+  $PY scripts/maint/ab_summary.py "$RES" "$base" "$MINIVLLM_GIT_COMMIT" | tee "$RES/ab_summary.log"
 }
 
 # Commits that touched the decode kernel, its PDL launch, or bench kernels since the 90.9% record (40cba88),
@@ -163,11 +163,11 @@ bisect_kernels() {
     if [ "$c" = this ]; then dir=$ROOT; c=$MINIVLLM_GIT_COMMIT; else dir=$(tree "$c") || continue; fi
     # the probe times that tree's decode kernel three ways: as bench kernels does (do_bench from the host),
     # replayed from a CUDA graph, and the launcher's host time; a method change cannot hide in it
-    TAILN=12 step "bisect_$c" 90 $PY scripts/decode_kernel_probe.py "$dir" --commit "$c" \
+    TAILN=12 step "bisect_$c" 90 $PY scripts/maint/decode_kernel_probe.py "$dir" --commit "$c" \
       --json "$RES/bisect_$c.json"
     ran_at "bisect_$c.json" "$c"
   done
-  $PY scripts/decode_kernel_probe.py --summary "$RES" | tee "$RES/bisect_summary.log"
+  $PY scripts/maint/decode_kernel_probe.py --summary "$RES" | tee "$RES/bisect_summary.log"
 }
 
 # two_lanes "CMDS0" "CMDS1": side by side on GPUs 0 and 1 (one after the other on a one-GPU machine, so two

@@ -1,4 +1,4 @@
-"""Build the book: `python book/_ext/book_build.py` (what `make book` and tests/test_book.py run).
+"""Build the book: `python book/_ext/book_build.py` (what `make book` and tests/book/test_book.py run).
 
 Why a script and not only `jupyter-book build`: the book shows files that live outside book/ (the labs'
 notebooks, the engine's source, the recorded results), and Sphinx reads only files under its source folder.

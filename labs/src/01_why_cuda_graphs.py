@@ -1,5 +1,5 @@
 # Source of labs/01_why_cuda_graphs.ipynb (jupytext percent format). Edit this file, then regenerate:
-# python -m minivllm.labs.build 01
+# python -m minivllm_labs.build 01
 
 # %% [markdown]
 # # Lab 01 · Why CUDA graphs · 为什么需要 CUDA Graph
@@ -49,14 +49,13 @@
 # ## 1. 环境准备
 
 # %% tags=["nbval-check-output"]
+from minivllm_labs import open_lab
+
+lab = open_lab("01")  # the device, and where the recorded H200 numbers come from
+rec = lab.rec
+
+# %% tags=["nbval-check-output"]
 from IPython.display import HTML, display
-
-from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only,
-                           lab01, lab_model, load_recorded, quiet_engine_logs, show, show_quiz)
-
-quiet_engine_logs()
-device = detect_device()
-print(device)
 
 # %% [markdown] tags=["lang-en"]
 # ## 2. Recorded on an H200
@@ -69,14 +68,6 @@ print(device)
 #
 # `load_recorded` 拒绝没有来源信息（GPU、torch 版本、commit、日期、生成它的命令）的结果文件，所以下面每个
 # 数字都能追溯，也能用那条命令重新测量。
-
-# %% tags=["nbval-check-output"]
-try:
-    rec = load_recorded("lab01")
-    print(describe_provenance(rec))
-except RecordedResultsMissing as e:
-    rec = None
-    print(e)
 
 # %% [markdown] tags=["lang-en"]
 # ### a) What one launch costs
@@ -97,8 +88,8 @@ except RecordedResultsMissing as e:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    show(lab01.plot_launch(rec))
-    print(lab01.launch_table(rec))
+    lab.show(lab.plot_launch(rec))
+    print(lab.launch_table(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### b) How many kernels per decode step
@@ -127,8 +118,8 @@ if rec:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    print(lab01.census_table(rec))
-    print(lab01.per_op_gap(rec))
+    print(lab.census_table(rec))
+    print(lab.per_op_gap(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### c) CPU-bound or GPU-bound?
@@ -164,9 +155,9 @@ if rec:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    show(lab01.plot_bound(rec))
-    print(lab01.bound_table(rec))
-    print(lab01.bound_verdict(rec))
+    lab.show(lab.plot_bound(rec))
+    print(lab.bound_table(rec))
+    print(lab.bound_verdict(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### d) The engine's TPOT, eager vs graphs
@@ -187,8 +178,8 @@ if rec:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    show(lab01.plot_tpot(rec))
-    print(lab01.tpot_table(rec))
+    lab.show(lab.plot_tpot(rec))
+    print(lab.tpot_table(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### e) The handbook's capture / replay snippet, run
@@ -207,10 +198,10 @@ if rec:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    print(lab01.snippet_text(rec))
+    print(lab.snippet_text(rec))
 
 # %% tags=["nbval-skip"] id="gpu-snippet"
-if gpu_only("The capture / replay snippet"):
+if lab.gpu_only("The capture / replay snippet"):
     import torch
     from torch import cuda
 
@@ -245,24 +236,24 @@ if gpu_only("The capture / replay snippet"):
 # kernel 便宜得多，因为不经过驱动）。模型是内置的 `minivllm-tiny`。这里的输出是计时，每次运行都会不同。
 
 # %% tags=["nbval-ignore-output"]
-here = {"launch_overhead": lab01.launch_overhead(reps=5)}
-show(lab01.plot_launch(here))
-print(lab01.launch_table(here))
+here = {"launch_overhead": lab.launch_overhead(reps=5)}
+lab.show(lab.plot_launch(here))
+print(lab.launch_table(here))
 
 # %% tags=["nbval-ignore-output"]
-model = lab_model()
-print(describe_model(model))
-eager = lab01.make_llm(model, graphs=False)
-here["census"] = lab01.kernel_census(eager)
-print(lab01.census_table(here))
+model = lab.model()
+print(lab.describe_model(model))
+eager = lab.make_llm(model, graphs=False)
+here["census"] = lab.kernel_census(eager)
+print(lab.census_table(here))
 
 # %% tags=["nbval-ignore-output"]
 llms = {"eager": eager}
-if device.kind == "cuda":
-    llms["graphs"] = lab01.make_llm(model, graphs=True)
-here["tpot"] = lab01.engine_tpot(llms, repeats=1)
-show(lab01.plot_tpot(here))
-print(lab01.tpot_table(here))
+if lab.device.kind == "cuda":
+    llms["graphs"] = lab.make_llm(model, graphs=True)
+here["tpot"] = lab.engine_tpot(llms, repeats=1)
+lab.show(lab.plot_tpot(here))
+print(lab.tpot_table(here))
 
 # %% [markdown] tags=["lang-en"]
 # ## 4. GPU only
@@ -278,18 +269,18 @@ print(lab01.tpot_table(here))
 # 随后一个实时开关用第 3 节的引擎（那里打印的模型）在两种模式下运行。
 
 # %% tags=["nbval-skip"] id="gpu-bound-sweep"
-if gpu_only("The CPU-bound vs GPU-bound sweep"):
-    big = lab01.make_llm(lab_model("qwen3-0.6b"), graphs=False, max_num_seqs=256)
-    here["bound"] = lab01.bound_sweep(big)
+if lab.gpu_only("The CPU-bound vs GPU-bound sweep"):
+    big = lab.make_llm(lab.model("qwen3-0.6b"), graphs=False, max_num_seqs=256)
+    here["bound"] = lab.bound_sweep(big)
     del big
-    lab01.free_memory()
-    show(lab01.plot_bound(here))
-    print(lab01.bound_table(here))
-    print(lab01.bound_verdict(here))
+    lab.free_memory()
+    lab.show(lab.plot_bound(here))
+    print(lab.bound_table(here))
+    print(lab.bound_verdict(here))
 
 # %% tags=["nbval-skip"] id="gpu-tpot-toggle"
-if gpu_only("The live eager / graphs toggle"):
-    display(lab01.tpot_toggle(llms, describe_model(model)))
+if lab.gpu_only("The live eager / graphs toggle"):
+    display(lab.tpot_toggle(llms, lab.describe_model(model)))
 
 # %% [markdown] tags=["lang-en"]
 # ## 5. Self-test
@@ -297,20 +288,20 @@ if gpu_only("The live eager / graphs toggle"):
 # Two of the handbook's self-test questions. Click an option: the feedback explains it, gives our model answer
 # (the handbook gives none) and the numbers this lab measured (the recorded GPU results when present, else
 # yours). In a live kernel the quiz is a widget; you can also grade an answer directly:
-# `from minivllm.labs import grade; print(grade(lab01.Q1, "C")[1])`.
+# `from minivllm_labs import grade; print(grade(lab01.Q1, "C")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 自检
 #
 # 手册里的两道自检题。点一个选项：反馈会解释它，给出我们的参考答案（手册没有给答案）以及本实验测得的数字
 # （有 GPU 记录时用记录，否则用你本机的）。在运行中的 kernel 里测验是一个 widget；也可以直接评分：
-# `from minivllm.labs import grade; print(grade(lab01.Q1, "C", lang="zh")[1])`。
+# `from minivllm_labs import grade; print(grade(lab01.Q1, "C", lang="zh")[1])`。
 
 # %% tags=["nbval-check-output"]
-show_quiz(lab01.Q1, rec or here)
+lab.quiz(lab.Q1, rec or here)
 
 # %% tags=["nbval-check-output"]
-show_quiz(lab01.Q4, rec or here)
+lab.quiz(lab.Q4, rec or here)
 
 # %% [markdown] tags=["lang-en"]
 # ## 6. Try it yourself
@@ -349,7 +340,7 @@ show_quiz(lab01.Q4, rec or here)
 # </details>
 
 # %% tags=["nbval-ignore-output"]
-print(lab01.launch_table({"launch_overhead": lab01.launch_overhead(n_ops=10, reps=5)}))
+print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)}))
 
 # %% [markdown] tags=["lang-en"]
 # <details><summary>Model answers to the self-test · 自检参考答案</summary>
@@ -384,7 +375,7 @@ print(lab01.launch_table({"launch_overhead": lab01.launch_overhead(n_ops=10, rep
 # Engine code: [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) (`CUDAGraphDispatcher`: capture,
 # padding to a captured size, replay), [worker/model_runner.py](../minivllm/worker/model_runner.py)
 # (`ModelRunner.execute_model`), [kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) (`rms_norm`, the
-# Triton kernel of a)), and this lab's measurements in [labs/lab01.py](../minivllm/labs/lab01.py).
+# Triton kernel of a)), and this lab's measurements in `labs/minivllm_labs/lab01.py`.
 
 # %% [markdown] tags=["lang-zh"]
 # ## 7. 结论汇总
@@ -396,7 +387,7 @@ print(lab01.launch_table({"launch_overhead": lab01.launch_overhead(n_ops=10, rep
 # 引擎代码：[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)（`CUDAGraphDispatcher`：捕获、pad 到已捕获尺寸、
 # 重放），[worker/model_runner.py](../minivllm/worker/model_runner.py)（`ModelRunner.execute_model`），
 # [kernels/triton_norm.py](../minivllm/kernels/triton_norm.py)（`rms_norm`，a) 中的 Triton kernel），本实验的测量代码在
-# [labs/lab01.py](../minivllm/labs/lab01.py)。
+# `labs/minivllm_labs/lab01.py`。
 
 # %% tags=["nbval-check-output"]
-display(HTML(lab01.verdict_table(rec)))
+display(HTML(lab.verdict_table(rec)))

@@ -1,4 +1,4 @@
-# Source of labs/02_inside_a_cuda_graph.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 02
+# Source of labs/02_inside_a_cuda_graph.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 02
 
 # %% [markdown]
 # # Lab 02 · Inside a CUDA graph · CUDA Graph 内部
@@ -20,7 +20,7 @@
 #   question 3).
 #
 # Cells are of four kinds: **setup**, **recorded** (measured once on an H200 by
-# `python -m minivllm.labs.record lab02`, loaded with their provenance), **run it here** (your device: a CUDA
+# `python -m minivllm_labs.record lab02`, loaded with their provenance), **run it here** (your device: a CUDA
 # GPU, else a tiny CPU configuration) and **GPU only** (they say so and do nothing on a CPU).
 
 # %% [markdown] tags=["lang-zh"]
@@ -33,25 +33,17 @@
 # 最大 size 会怎样（面试题 2）；d) 显存：一个共享显存池 vs 每个图一个池；e) 重放图里的随机数；
 # f) 引擎上的 FULL / PIECEWISE / FULL_AND_PIECEWISE，以及预填充是否走图（面试题 3）。
 #
-# 单元格分四类：**环境准备**、**H200 实测记录**（由 `python -m minivllm.labs.record lab02` 录制，带出处）、
+# 单元格分四类：**环境准备**、**H200 实测记录**（由 `python -m minivllm_labs.record lab02` 录制，带出处）、
 # **在本机运行**（有 GPU 用 GPU，否则用很小的 CPU 配置）、**仅限 GPU**（在 CPU 上只打印说明）。
 
 # %% [markdown]
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm.labs import RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only
-from minivllm.labs import lab02, lab_model, load_recorded
-from minivllm.labs.lab02 import show, show_quiz
+from minivllm_labs import open_lab
 
-device = detect_device()
-print(device)
-try:
-    rec = load_recorded("lab02")
-    print(describe_provenance(rec))
-except RecordedResultsMissing as e:
-    rec = None
-    print(e)
+lab = open_lab("02")  # the device, and where the recorded H200 numbers come from
+rec = lab.rec
 
 # %% [markdown]
 # ## 2. a) Capture, replay, and the three limits · 捕获、重放与三条限制
@@ -70,16 +62,16 @@ except RecordedResultsMissing as e:
 # （对 GPU 张量调用 `.item()`）。
 
 # %% tags=["nbval-check-output"]
-for fn in (lab02.capture_replay, lab02.limit_fixed_address, lab02.limit_branch):
-    lab02.show_code(fn)
+for fn in (lab.capture_replay, lab.limit_fixed_address, lab.limit_branch):
+    lab.show_code(fn)
     print()
 
 # %% tags=["nbval-check-output"]
-lab02.show_code(lab02.alloc_inside_capture)
-print(lab02.HOST_SYNC_CODE)
+lab.show_code(lab.alloc_inside_capture)
+print(lab.HOST_SYNC_CODE)
 
 # %% tags=["nbval-check-output"]
-print(lab02.limits_text(rec))
+print(lab.limits_text(rec))
 
 # %% [markdown] tags=["lang-en"]
 # Read the recorded lines against the handbook: limits 1 and 2 are real, and worse than an error - the
@@ -97,9 +89,9 @@ print(lab02.limits_text(rec))
 # （[worker/input_batch.py](../minivllm/worker/input_batch.py)），attention 从设备张量读序列长度，所以这两条限制都不会踩到。
 
 # %% tags=["nbval-skip"] id="gpu-limits"
-if gpu_only("Running the capture/replay cells"):
-    here_limits = lab02.graph_limits()
-    print(lab02.limits_text({"limits": here_limits}))
+if lab.gpu_only("Running the capture/replay cells"):
+    here_limits = lab.graph_limits()
+    print(lab.limits_text({"limits": here_limits}))
 
 # %% [markdown]
 # ## 3. b) Which sizes the engine captures · 引擎捕获哪些 size
@@ -121,8 +113,8 @@ if gpu_only("Running the capture/replay cells"):
 # batch 大小，不是图的个数，也不存在“每个序列一个图”。
 
 # %% tags=["nbval-check-output"]
-here = {"capture_sizes": lab02.capture_size_table()}
-print(lab02.capture_sizes_text(here))
+here = {"capture_sizes": lab.capture_size_table()}
+print(lab.capture_sizes_text(here))
 
 # %% [markdown] tags=["lang-en"]
 # **Knobs, live.** Change the three arguments and run the cell: it applies the engine's own rule. The
@@ -135,10 +127,10 @@ print(lab02.capture_sizes_text(here))
 
 # %% tags=["nbval-ignore-output"]
 max_num_seqs, max_cudagraph_capture_size, cudagraph_capture_sizes = 16, None, None
-print(lab02.capture_sizes_for(max_num_seqs, max_cudagraph_capture_size, cudagraph_capture_sizes))
-model = lab_model()
-print(describe_model(model))
-llm = lab02.make_llm(model, "FULL", cudagraph_capture_sizes, max_num_seqs=max_num_seqs,
+print(lab.capture_sizes_for(max_num_seqs, max_cudagraph_capture_size, cudagraph_capture_sizes))
+model = lab.model()
+print(lab.describe_model(model))
+llm = lab.make_llm(model, "FULL", cudagraph_capture_sizes, max_num_seqs=max_num_seqs,
                      max_cudagraph_capture_size=max_cudagraph_capture_size)
 print("startup_report().cudagraph:", llm.startup_report().cudagraph)
 print("config.capture_sizes():   ", llm.config.capture_sizes())
@@ -158,9 +150,9 @@ print("config.capture_sizes():   ", llm.config.capture_sizes())
 # 然后是面试题 2：一个只捕获 size 256 的引擎，每个 batch 都要 pad 到 256。
 
 # %% tags=["nbval-check-output"]
-print(lab02.padding_table(rec))
+print(lab.padding_table(rec))
 if rec:
-    show(lab02.plot_padding(rec))
+    lab.show(lab.plot_padding(rec))
 
 # %% [markdown]
 # ## 5. d) Graph memory: one shared pool or one per graph · 显存：共享显存池还是每图一个
@@ -177,16 +169,16 @@ if rec:
 # 录制时把 Qwen3-0.6B 的十个 decode size 按两种方式各捕获一遍：一个共享池，和每图一个私有池。
 
 # %% tags=["nbval-check-output"]
-print(lab02.pool_table(rec))
+print(lab.pool_table(rec))
 if rec and rec.get("pool"):
-    show(lab02.plot_pool(rec))
+    lab.show(lab.plot_pool(rec))
 
 # %% [markdown]
 # ## 6. e) Random numbers inside a graph · 图里的随机数
 
 # %% tags=["nbval-check-output"]
-lab02.show_code(lab02.rng_in_graph)
-print(lab02.rng_text(rec))
+lab.show_code(lab.rng_in_graph)
+print(lab.rng_text(rec))
 
 # %% [markdown] tags=["lang-en"]
 # The article says a replay reuses the capture's random seed, so "results never change". PyTorch registers
@@ -224,9 +216,9 @@ print(lab02.rng_text(rec))
 # 每种模式录制了 batch 1 和 8 的 TPOT、128 token 和 1024 token prompt 的 TTFT，并统计每一步走的路径。按钮一次显示一组数据。
 
 # %% tags=["nbval-check-output"]
-print(lab02.modes_table(rec))
+print(lab.modes_table(rec))
 if rec:
-    show(lab02.plot_modes(rec))
+    lab.show(lab.plot_modes(rec))
 
 # %% [markdown]
 # ### Run it here · 在本机运行
@@ -239,12 +231,12 @@ if rec:
 # 在你的设备上做同样的测量。CPU 上只有 NONE（eager）；GPU 上四种模式都跑（这里用很小的模型）。
 
 # %% tags=["nbval-ignore-output"]
-here["modes"] = lab02.graph_modes(model, quick=True)
-print(lab02.modes_table(here))
+here["modes"] = lab.graph_modes(model, quick=True)
+print(lab.modes_table(here))
 
 # %% tags=["nbval-skip"] id="gpu-mode-toggle"
-if gpu_only("The live cudagraph_mode toggle"):
-    display(lab02.mode_toggle(lab_model("qwen3-0.6b")))
+if lab.gpu_only("The live cudagraph_mode toggle"):
+    display(lab.mode_toggle(lab.model("qwen3-0.6b")))
 
 # %% [markdown]
 # ## 8. Try it yourself · 动手练习
@@ -283,26 +275,26 @@ if gpu_only("The live cudagraph_mode toggle"):
 # %% [markdown] tags=["lang-en"]
 # Pick an answer: the feedback gives our model answer and the numbers measured above (recorded GPU results
 # when present, else yours). Without widgets:
-# `from minivllm.labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 选一个答案：反馈会给出参考答案和上面测到的数字（有 GPU 记录用记录，否则用你的）。没有 widget 时：
-# `from minivllm.labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`。
+# `from minivllm_labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
-for q in (lab02.Q1, lab02.Q2, lab02.Q3, lab02.Q4, lab02.Q5):
-    show_quiz(q, rec or here)
+for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
+    lab.quiz(q, rec or here)
 
 # %% [markdown]
 # ## 10. Summary of verdicts · 结论
 
 # %% [markdown] tags=["lang-en"]
 # One line per claim: the verdict, the number that decides it (from this lab's record, or from the results
-# file named; "(record)" until `python -m minivllm.labs.record lab02` has run on a GPU) and where it lives.
+# file named; "(record)" until `python -m minivllm_labs.record lab02` has run on a GPU) and where it lives.
 
 # %% [markdown] tags=["lang-zh"]
 # 每条说法一行：结论、决定它的数字（来自本实验的记录或所列结果文件；在 GPU 上运行
-# `python -m minivllm.labs.record lab02` 之前显示“(record)”）以及出处。
+# `python -m minivllm_labs.record lab02` 之前显示“(record)”）以及出处。
 
 # %% tags=["nbval-check-output"]
-print(lab02.verdicts_table(rec))
+print(lab.verdicts_table(rec))

@@ -1,4 +1,4 @@
-# Source of labs/03_torch_compile.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 03
+# Source of labs/03_torch_compile.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 03
 
 # %% [markdown]
 # # Lab 03 · torch.compile in the engine · 引擎里的 torch.compile
@@ -34,20 +34,14 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm.labs import RecordedResultsMissing, describe_model, describe_provenance, detect_device, gpu_only
-from minivllm.labs import lab03, lab_model, load_recorded
-from minivllm.labs.lab03 import show, show_quiz
+from minivllm_labs import open_lab
 
-device = detect_device()
-print(device)
-try:
-    rec = load_recorded("lab03")
-    print(describe_provenance(rec))
-except RecordedResultsMissing as e:
-    rec = None
-    print(e)
-model = lab_model()
-print(describe_model(model))
+lab = open_lab("03")  # the device, and where the recorded H200 numbers come from
+rec = lab.rec
+
+# %% tags=["nbval-check-output"]
+model = lab.model()
+print(lab.describe_model(model))
 
 # %% [markdown]
 # ## 2. a) What Dynamo sees · Dynamo 看到了什么
@@ -67,8 +61,8 @@ print(describe_model(model))
 # （[attention/layer.py](../minivllm/attention/layer.py) 的 `unified_attention`），在图里是**一个节点**，带一个只推形状的 fake 实现。
 
 # %% tags=["nbval-ignore-output"]
-here = {"registration": lab03.registration(model, engine=False)}
-print(lab03.dynamo_text(here["registration"]["auto"]["layer"]))
+here = {"registration": lab.registration(model, engine=False)}
+print(lab.dynamo_text(here["registration"]["auto"]["layer"]))
 
 # %% [markdown] tags=["lang-en"]
 # **Self-test 2: the same layer with `attention_backend="unregistered"`**: the same Python, hidden from Dynamo
@@ -80,7 +74,7 @@ print(lab03.dynamo_text(here["registration"]["auto"]["layer"]))
 # 对 Dynamo 隐藏。现在每次调用都断图，而 `fullgraph=True`（level 2、3 用它 trace）直接拒绝编译。
 
 # %% tags=["nbval-ignore-output"]
-print(lab03.dynamo_text(here["registration"]["unregistered"]["layer"], fx=False))
+print(lab.dynamo_text(here["registration"]["unregistered"]["layer"], fx=False))
 
 # %% [markdown] tags=["lang-en"]
 # Recorded on the H200: the whole engine (28 layers) at level 1, and level 2 with the unregistered op.
@@ -89,8 +83,8 @@ print(lab03.dynamo_text(here["registration"]["unregistered"]["layer"], fx=False)
 # H200 记录：整个引擎（28 层）在 level 1 下的情况，以及 level 2 用未注册算子时的结果。
 
 # %% tags=["nbval-check-output"]
-print(lab03.registration_table(rec))
-print(lab03.Q1.evidence(None))
+print(lab.registration_table(rec))
+print(lab.Q1.evidence(None))
 
 # %% [markdown]
 # ## 3. b) What Inductor generates · Inductor 生成了什么
@@ -109,14 +103,14 @@ print(lab03.Q1.evidence(None))
 # （`custom_ops: ["all"]`）。
 
 # %% tags=["nbval-check-output"]
-print(lab03.kernel_text(rec))
+print(lab.kernel_text(rec))
 
 # %% tags=["nbval-ignore-output"]
-here["inductor"] = lab03.inductor_kernel()
-print(lab03.kernel_text(here, max_lines=25))
+here["inductor"] = lab.inductor_kernel()
+print(lab.kernel_text(here, max_lines=25))
 
 # %% tags=["nbval-check-output"]
-print(lab03.hand_written_kernel())
+print(lab.hand_written_kernel())
 
 # %% [markdown]
 # ## 4. c) Compile levels, with and without graphs · 编译 level，开关 CUDA Graph
@@ -140,9 +134,9 @@ print(lab03.hand_written_kernel())
 # `attention_registered.json`：batch 1 TPOT 10.8 ms。
 
 # %% tags=["nbval-check-output"]
-print(lab03.configs_table(rec))
+print(lab.configs_table(rec))
 if rec:
-    show(lab03.plot_levels(rec))
+    lab.show(lab.plot_levels(rec))
 
 # %% [markdown] tags=["lang-en"]
 # **Run it here** with the knobs: `level`, `custom_ops`, `compile_scope`, `attention_backend`, and the graph
@@ -154,11 +148,11 @@ if rec:
 # CPU 上 Inductor 编译 C++ 比较慢，所以这里默认用 level 3 加只跑 Dynamo 的 `"eager"` 后端：能看到切分，但不编译 kernel。
 
 # %% tags=["nbval-ignore-output"]
-setup = lab03.EngineSetup("mine", level=3, graphs="NONE", custom_ops=None, backend="eager", scope="model",
+setup = lab.EngineSetup("mine", level=3, graphs="NONE", custom_ops=None, backend="eager", scope="model",
                           attention_backend="auto")
-here["configs"] = lab03.sweep(model, (lab03.EngineSetup("eager"), setup), batches=(1,), new_tokens=4, repeats=1,
+here["configs"] = lab.sweep(model, (lab.EngineSetup("eager"), setup), batches=(1,), new_tokens=4, repeats=1,
                               census=False)
-print(lab03.configs_table(here))
+print(lab.configs_table(here))
 
 # %% [markdown]
 # ## 5. d) Compile scopes · 编译范围
@@ -178,8 +172,8 @@ print(lab03.configs_table(here))
 # （用的是手写 kernel），所以记录是 0 次 trace；level 3 一次 trace 得到 `层数 + 1` 段。
 
 # %% tags=["nbval-check-output"]
-print(lab03.scopes_table(rec))
-print(lab03.split_text(rec and rec.get("split")))
+print(lab.scopes_table(rec))
+print(lab.split_text(rec and rec.get("split")))
 
 # %% [markdown] tags=["lang-en"]
 # **The split pieces, here**: the tiny model's forward traced once and cut at each attention op, as level 3
@@ -193,14 +187,14 @@ print(lab03.split_text(rec and rec.get("split")))
 # 代码相同、只是权重不同，所以 28 层的模型 level 3 只需编译 3 个不同的分段。
 
 # %% tags=["nbval-ignore-output"]
-split_llm = lab03.make_llm(model, lab03.EngineSetup("eager", custom_ops=("none",)), max_num_seqs=8)
-here["split"] = lab03.split_pieces(split_llm)
+split_llm = lab.make_llm(model, lab.EngineSetup("eager", custom_ops=("none",)), max_num_seqs=8)
+here["split"] = lab.split_pieces(split_llm)
 split_llm.shutdown()
-print(lab03.split_text(here["split"]))
+print(lab.split_text(here["split"]))
 
 # %% tags=["nbval-skip"] id="gpu-scopes"
-if gpu_only("The scope sweep on the 0.6B-shaped model"):
-    print(lab03.scopes_table({"scopes": lab03.scopes(lab_model("qwen3-0.6b"))}))
+if lab.gpu_only("The scope sweep on the 0.6B-shaped model"):
+    print(lab.scopes_table({"scopes": lab.scopes(lab.model("qwen3-0.6b"))}))
 
 # %% [markdown]
 # ## 6. e) Interview question 1: do graphs and compile stack? · 面试题 1：图和 compile 能叠加吗？
@@ -217,10 +211,10 @@ if gpu_only("The scope sweep on the 0.6B-shaped model"):
 # Triton kernel（`custom_ops: ["all"]`），几乎没有可融合的了。CUDA Graph 消除 launch；compile 改变 kernel 本身。按钮一次显示一种构建。
 
 # %% tags=["nbval-check-output"]
-print(lab03.grid_table(rec))
+print(lab.grid_table(rec))
 if rec:
-    show(lab03.plot_grid(rec))
-print(lab03.Q2.evidence(None))
+    lab.show(lab.plot_grid(rec))
+print(lab.Q2.evidence(None))
 
 # %% [markdown] tags=["lang-en"]
 # **Verdict on "两者叠加最佳".** The first half, "they can be stacked", holds: at level 3 the engine runs
@@ -238,10 +232,10 @@ print(lab03.Q2.evidence(None))
 # （compile_vs_graphs.json，各跑一次），batch 64 为 0.94 倍。
 
 # %% tags=["nbval-skip"] id="gpu-grid"
-if gpu_only("The graphs / compile / both grid"):
-    here["configs"] = lab03.sweep(lab_model("qwen3-0.6b"), lab03.GPU_SETUPS[6:], batches=(1, 8))
-    here["grid"] = lab03.GRID
-    print(lab03.configs_table(here))
+if lab.gpu_only("The graphs / compile / both grid"):
+    here["configs"] = lab.sweep(lab.model("qwen3-0.6b"), lab.GPU_SETUPS[6:], batches=(1, 8))
+    here["grid"] = lab.GRID
+    print(lab.configs_table(here))
 
 # %% [markdown]
 # ## 7. Try it yourself · 动手练习
@@ -279,26 +273,26 @@ if gpu_only("The graphs / compile / both grid"):
 
 # %% [markdown] tags=["lang-en"]
 # Pick an answer: the feedback gives our model answer and the recorded numbers. Without widgets:
-# `from minivllm.labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 选一个答案：反馈会给出参考答案和记录的数字。没有 widget 时：
-# `from minivllm.labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`。
+# `from minivllm_labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
-for q in (lab03.Q1, lab03.Q2, lab03.Q3, lab03.Q4):
-    show_quiz(q, rec or here)
+for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
+    lab.quiz(q, rec or here)
 
 # %% [markdown]
 # ## 9. Summary of verdicts · 结论
 
 # %% [markdown] tags=["lang-en"]
 # One line per claim: the verdict, the number that decides it and the results file and key it comes from
-# ("(record)" until `python -m minivllm.labs.record lab03` has run on a GPU).
+# ("(record)" until `python -m minivllm_labs.record lab03` has run on a GPU).
 
 # %% [markdown] tags=["lang-zh"]
-# 每条说法一行：结论、决定它的数字、来自哪个结果文件的哪个键（在 GPU 上运行 `python -m minivllm.labs.record lab03`
+# 每条说法一行：结论、决定它的数字、来自哪个结果文件的哪个键（在 GPU 上运行 `python -m minivllm_labs.record lab03`
 # 之前显示“(record)”）。
 
 # %% tags=["nbval-check-output"]
-print(lab03.verdicts_table(rec))
+print(lab.verdicts_table(rec))

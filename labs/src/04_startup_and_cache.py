@@ -1,4 +1,4 @@
-# Source of labs/04_startup_and_cache.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 04
+# Source of labs/04_startup_and_cache.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 04
 
 # %% [markdown]
 # # Lab 04 · Startup and the compile cache · 启动耗时与编译缓存
@@ -40,16 +40,16 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
+from minivllm_labs import open_lab
+
+lab = open_lab("04")  # the device, and where the recorded H200 numbers come from
+rec = lab.rec
+
+# %% tags=["nbval-check-output"]
 import os
 import tempfile
 
 from IPython.display import display
-
-from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, lab04,
-                           lab_model, load_recorded, show_quiz)
-
-device = detect_device()
-print(device)
 
 # %% [markdown]
 # ## 2. Recorded on an H200 · H200 实测结果
@@ -57,21 +57,15 @@ print(device)
 # %% [markdown] tags=["lang-en"]
 # Two recordings. `startup.json` is `minivllm bench startup --compilation-config '{"level": 3}'` (random
 # Qwen3-0.6B, default capture sizes), cold and warm, each in its own process. `lab04.json` is this lab's
-# recorder, `python -m minivllm.labs.record lab04`, which runs every cell of part 3 on the GPU.
+# recorder, `python -m minivllm_labs.record lab04`, which runs every cell of part 3 on the GPU.
 
 # %% [markdown] tags=["lang-zh"]
 # 两份记录。`startup.json` 是 `minivllm bench startup --compilation-config '{"level": 3}'`（随机权重的
 # Qwen3-0.6B，默认 capture sizes）的冷启动和热启动，各在一个独立进程里。`lab04.json` 是本实验的记录器
-# `python -m minivllm.labs.record lab04`，它在 GPU 上把第 3 部分的每个单元格跑一遍。
+# `python -m minivllm_labs.record lab04`，它在 GPU 上把第 3 部分的每个单元格跑一遍。
 
 # %% tags=["nbval-check-output"]
-print(lab04.bench_startup_table())
-try:
-    rec = load_recorded("lab04")
-    print(describe_provenance(rec))
-except RecordedResultsMissing as e:
-    rec = None
-    print(e)
+print(lab.bench_startup_table())
 
 # %% [markdown] tags=["lang-en"]
 # ### a) The phases · 启动阶段
@@ -93,8 +87,8 @@ except RecordedResultsMissing as e:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    lab04.show(lab04.plot_phases(rec))
-    print(lab04.phases_table(rec))
+    lab.show(lab.plot_phases(rec))
+    print(lab.phases_table(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### b) Cold vs warm · 冷启动与热启动
@@ -119,8 +113,8 @@ if rec:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    lab04.show(lab04.plot_cold_warm(rec))
-    print(lab04.cache_table(rec))
+    lab.show(lab.plot_cold_warm(rec))
+    print(lab.cache_table(rec))
 
 # %% [markdown] tags=["lang-en"]
 # **What vLLM calls it.** There is no `VLLM_TORCH_COMPILE_CACHE_DIR` in vLLM. Checked against vLLM's source:
@@ -157,7 +151,7 @@ if rec:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    print(lab04.faults_table(rec))
+    print(lab.faults_table(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### d) The recipes · 配方实测
@@ -177,7 +171,7 @@ if rec:
 # %% tags=["nbval-check-output"]
 if rec:
     print(rec["level0"])
-    print(lab04.warmup_table(rec))
+    print(lab.warmup_table(rec))
     print(rec["recipes"])
 
 # %% [markdown]
@@ -194,15 +188,15 @@ if rec:
 
 # %% tags=["nbval-ignore-output"]
 os.environ["MINIVLLM_CACHE_DIR"] = tempfile.mkdtemp(prefix="minivllm-lab04-")
-model = lab_model()
-print(describe_model(model))
+model = lab.model()
+print(lab.describe_model(model))
 LEVEL = 3
 modes = {"eager": {"enforce_eager": True}, "graphs": {}, "level 3 + graphs": {"compilation_config": {"level": LEVEL}}}
-tpot = {"new_tokens": 32, "reps": 3} if device.kind == "cuda" else {"new_tokens": 8, "reps": 1}
+tpot = {"new_tokens": 32, "reps": 3} if lab.device.kind == "cuda" else {"new_tokens": 8, "reps": 1}
 here = {"level": LEVEL}
-here["phases"], entry = lab04.startup_phases(model, modes, tpot)
-lab04.show(lab04.plot_phases(here))
-print(lab04.phases_table(here))
+here["phases"], entry = lab.startup_phases(model, modes, tpot)
+lab.show(lab.plot_phases(here))
+print(lab.phases_table(here))
 
 # %% [markdown] tags=["lang-en"]
 # The warm start. On a GPU it runs in a new Python process, like a restarted server; on a CPU it runs in this
@@ -213,20 +207,20 @@ print(lab04.phases_table(here))
 # （新进程还要付 import torch 的时间，并重新加载 Inductor 的 C++ kernel）。
 
 # %% tags=["nbval-ignore-output"]
-here["cache"] = lab04.cold_warm(model, here["phases"]["level 3 + graphs"], entry, LEVEL,
-                                new_process=device.kind == "cuda")
-lab04.show(lab04.plot_cold_warm(here))
-print(lab04.cache_table(here))
+here["cache"] = lab.cold_warm(model, here["phases"]["level 3 + graphs"], entry, LEVEL,
+                                new_process=lab.device.kind == "cuda")
+lab.show(lab.plot_cold_warm(here))
+print(lab.cache_table(here))
 
 # %% tags=["nbval-ignore-output"]
-here["faults"] = lab04.cache_faults(model, entry, LEVEL)
-print(lab04.faults_table(here))
+here["faults"] = lab.cache_faults(model, entry, LEVEL)
+print(lab.faults_table(here))
 
 # %% tags=["nbval-ignore-output"]
-here["level0"] = lab04.level0(here["phases"]["graphs"])
-here["warmup"] = lab04.warmup(model, LEVEL)
+here["level0"] = lab.level0(here["phases"]["graphs"])
+here["warmup"] = lab.warmup(model, LEVEL)
 print(here["level0"])
-print(lab04.warmup_table(here))
+print(lab.warmup_table(here))
 
 # %% [markdown]
 # ## 4. Interview question 4 and the level-0 claim · 面试题 4 与 level 0
@@ -234,17 +228,17 @@ print(lab04.warmup_table(here))
 # %% [markdown] tags=["lang-en"]
 # Pick an answer and press *Check*: the feedback gives our model answer and the numbers measured above
 # (recorded GPU results when present, else yours). Without widgets:
-# `from minivllm.labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 选一个答案再点 *Check*：反馈里有我们的参考答案和上面测到的数字（有 GPU 记录就用记录，否则用你本机的）。
-# 没有 widget 时：`from minivllm.labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`。
+# 没有 widget 时：`from minivllm_labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
-show_quiz(lab04.Q4, rec or here)
+lab.quiz(lab.Q4, rec or here)
 
 # %% tags=["nbval-ignore-output"]
-show_quiz(lab04.Q_LEVEL0, rec or here)
+lab.quiz(lab.Q_LEVEL0, rec or here)
 
 # %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
@@ -295,7 +289,7 @@ show_quiz(lab04.Q_LEVEL0, rec or here)
 # %% tags=["nbval-ignore-output"]
 # Exercise 1: add the other two settings to the tuple and run (each start says whether it hit the cache)
 for extra in ({"max_num_seqs": 4},):
-    llm = lab04.start(model, compilation_config={"level": LEVEL}, **extra)
+    llm = lab.start(model, compilation_config={"level": LEVEL}, **extra)
     print(extra, "cache_warm:", llm.startup_report().compile.get("cache_warm"))
     llm.shutdown()
 
@@ -310,7 +304,7 @@ for extra in ({"max_num_seqs": 4},):
 # §3 和面试题 4 的每条说法、结论、决定结论的那个数字以及它所在的结果文件（`lab04.json` 的数字在 H200 上跑过记录器后出现）。
 
 # %% tags=["nbval-check-output"]
-print(lab04.verdicts_table(lab04.CLAIMS, rec, lab04.RESULTS))
+print(lab.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))
 
 # %% [markdown] tags=["lang-en"]
 # **In the engine:** startup in order in [llm.py](../minivllm/llm.py) `LLM.__init__` and

@@ -1,4 +1,4 @@
-# Source of labs/05_fallback_ladder.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 05
+# Source of labs/05_fallback_ladder.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 05
 
 # %% [markdown]
 # # Lab 05 · When to turn it off, and the fallback ladder · 什么时候关掉，以及降级路径
@@ -41,42 +41,36 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
+from minivllm_labs import open_lab
+
+lab = open_lab("05")  # the device, and where the recorded H200 numbers come from
+rec = lab.rec
+
+# %% tags=["nbval-check-output"]
 import os
 import tempfile
 
 from IPython.display import HTML, display
 
-from minivllm.labs import (RecordedResultsMissing, describe_model, describe_provenance, detect_device, lab04,
-                           lab05, lab_model, load_recorded, show_quiz)
-
-device = detect_device()
-print(device)
+from minivllm_labs import lab04  # the other lab this one reuses
 
 # %% [markdown]
 # ## 2. Recorded on an H200 · H200 实测结果
 
 # %% [markdown] tags=["lang-en"]
-# `python -m minivllm.labs.record lab05` plants each fault in a random-weight Qwen3-0.6B on the GPU. First
+# `python -m minivllm_labs.record lab05` plants each fault in a random-weight Qwen3-0.6B on the GPU. First
 # the capture fault, which only a GPU can produce: the driver's own error, what `diagnose` made of it, and
 # the ladder the engine walked (highlighted: the path through §4.6's flowchart).
 
 # %% [markdown] tags=["lang-zh"]
-# `python -m minivllm.labs.record lab05` 在 GPU 上把每个故障植入随机权重的 Qwen3-0.6B。先看只有 GPU 才能产生的捕获故障：
+# `python -m minivllm_labs.record lab05` 在 GPU 上把每个故障植入随机权重的 Qwen3-0.6B。先看只有 GPU 才能产生的捕获故障：
 # 驱动报的原始错误、`diagnose` 的判断、引擎走过的降级路径（高亮的是它在 §4.6 流程图里走的路）。
 
 # %% tags=["nbval-check-output"]
-try:
-    rec = load_recorded("lab05")
-    print(describe_provenance(rec))
-except RecordedResultsMissing as e:
-    rec = None
-    print(e)
-
-# %% tags=["nbval-check-output"]
 if rec:
-    print(lab05.fault_summary(rec["faults"]["graph"], "capture"))
+    print(lab.fault_summary(rec["faults"]["graph"], "capture"))
     if rec["faults"]["graph"]:
-        display(HTML(lab05.ladder_html(rec["faults"]["graph"], "capture fault (H200)")))
+        display(HTML(lab.ladder_html(rec["faults"]["graph"], "capture fault (H200)")))
 
 # %% [markdown] tags=["lang-en"]
 # The other two faults, as recorded on the GPU. Note which rung fixed them there: with PIECEWISE graphs on,
@@ -90,8 +84,8 @@ if rec:
 # %% tags=["nbval-check-output"]
 if rec:
     for name in ("compile", "numerics"):
-        print(lab05.fault_summary(rec["faults"][name], name), "\n")
-    print(lab05.heuristics_table(rec))
+        print(lab.fault_summary(rec["faults"][name], name), "\n")
+    print(lab.heuristics_table(rec))
 
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
@@ -106,12 +100,12 @@ if rec:
 
 # %% tags=["nbval-ignore-output"]
 os.environ["MINIVLLM_CACHE_DIR"] = tempfile.mkdtemp(prefix="minivllm-lab05-")
-model = lab_model()
-print(describe_model(model))
+model = lab.model()
+print(lab.describe_model(model))
 here = {"faults": {}}
-if device.kind == "cuda":
-    here["faults"]["graph"] = lab05.fault_run(model, "host_sync")
-    display(HTML(lab05.ladder_html(here["faults"]["graph"], "capture fault, here")))
+if lab.device.kind == "cuda":
+    here["faults"]["graph"] = lab.fault_run(model, "host_sync")
+    display(HTML(lab.ladder_html(here["faults"]["graph"], "capture fault, here")))
 else:
     print("The capture fault needs a CUDA GPU: it is replayed from the H200 record in part 2.")
 
@@ -128,9 +122,9 @@ else:
 # `diagnose` 看到 `torch._dynamo`，判断为 *compile*。
 
 # %% tags=["nbval-ignore-output"]
-here["faults"]["compile"] = lab05.fault_run(model, "untraceable")
-print(lab05.fault_summary(here["faults"]["compile"], "compile"))
-display(HTML(lab05.ladder_html(here["faults"]["compile"], "compile fault, here")))
+here["faults"]["compile"] = lab.fault_run(model, "untraceable")
+print(lab.fault_summary(here["faults"]["compile"], "compile"))
+display(HTML(lab.ladder_html(here["faults"]["compile"], "compile fault, here")))
 
 # %% [markdown] tags=["lang-en"]
 # ### The silent fault · 无声数值故障
@@ -146,9 +140,9 @@ display(HTML(lab05.ladder_html(here["faults"]["compile"], "compile fault, here")
 # 不一致就抛 `NumericsError`；`fallback="auto"` 再逐级降级，直到探针一致。
 
 # %% tags=["nbval-ignore-output"]
-here["faults"]["numerics"] = lab05.fault_run(model, "mistraced")
-print(lab05.fault_summary(here["faults"]["numerics"], "numerics"))
-display(HTML(lab05.ladder_html(here["faults"]["numerics"], "silent fault, here")))
+here["faults"]["numerics"] = lab.fault_run(model, "mistraced")
+print(lab.fault_summary(here["faults"]["numerics"], "numerics"))
+display(HTML(lab.ladder_html(here["faults"]["numerics"], "silent fault, here")))
 
 # %% [markdown] tags=["lang-en"]
 # ### fp32, a small batch, layer by layer · fp32、小 batch、逐层定位
@@ -162,8 +156,8 @@ display(HTML(lab05.ladder_html(here["faults"]["numerics"], "silent fault, here")
 # "eager"，不经过 Inductor，两者只差在 trace）。第一个输出不一致的层就是元凶；它的子模块都一致，说明出错的 op 在这一层自己的 forward 里。
 
 # %% tags=["nbval-ignore-output"]
-here["locate"] = lab05.locate(model)
-print(lab05.locate_table(here))
+here["locate"] = lab.locate(model)
+print(lab.locate_table(here))
 
 # %% [markdown] tags=["lang-en"]
 # ### §4.6's rules against the real messages · 用真实错误信息检验 §4.6 的判断技巧
@@ -172,8 +166,8 @@ print(lab05.locate_table(here))
 # ### 用真实错误信息检验 §4.6 的判断技巧
 
 # %% tags=["nbval-ignore-output"]
-here["heuristics"] = lab05.heuristics(here["faults"])
-print(lab05.heuristics_table(here))
+here["heuristics"] = lab.heuristics(here["faults"])
+print(lab.heuristics_table(here))
 
 # %% [markdown] tags=["lang-en"]
 # ### §4.5: when to run eagerly · §4.5：什么时候该 eager
@@ -187,10 +181,10 @@ print(lab05.heuristics_table(here))
 # 运行时重编译次数，有无符号化 batch 维对比；以及在 GPU 上，`gpu_memory_utilization=0.9` 时开关图的 KV cache 大小。
 
 # %% tags=["nbval-ignore-output"]
-here["debug"] = lab05.debug_counts(model, 8)
-here["recompiles"] = lab05.recompiles(model)
-here["oom"] = lab05.kv_memory(model) if device.kind == "cuda" else None
-print(lab05.scenario_table(here))
+here["debug"] = lab.debug_counts(model, 8)
+here["recompiles"] = lab.recompiles(model)
+here["oom"] = lab.kv_memory(model) if lab.device.kind == "cuda" else None
+print(lab.scenario_table(here))
 
 # %% [markdown] tags=["lang-en"]
 # The same table from the H200 record (and the recorded Lab 03 and Lab 04 files it cites):
@@ -200,7 +194,7 @@ print(lab05.scenario_table(here))
 
 # %% tags=["nbval-check-output"]
 print("Recorded on an H200 (lab05.json when present, and the startup.json / attention_*.json it cites):")
-print(lab05.scenario_table(rec))
+print(lab.scenario_table(rec))
 
 # %% [markdown]
 # ## 4. Self-test 3 · 自检第 3 题
@@ -208,17 +202,17 @@ print(lab05.scenario_table(rec))
 # %% [markdown] tags=["lang-en"]
 # **Q3.** Startup fails with `cudaGraphInstantiate failed`. Which flag first? Pick and press *Check*; the
 # feedback cites the capture fault's record. Without widgets:
-# `from minivllm.labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # **第 3 题。** 启动时报错 `cudaGraphInstantiate failed`，先动哪个 flag？选好后点 *Check*，反馈引用捕获故障的记录。
-# 没有 widget 时：`from minivllm.labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`。
+# 没有 widget 时：`from minivllm_labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
-show_quiz(lab05.Q3, rec or here)
+lab.quiz(lab.Q3, rec or here)
 
 # %% tags=["nbval-ignore-output"]
-show_quiz(lab05.Q_SILENT, rec or here)
+lab.quiz(lab.Q_SILENT, rec or here)
 
 # %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
@@ -274,8 +268,8 @@ show_quiz(lab05.Q_SILENT, rec or here)
 # Exercise 1: run it (a Dynamo-only compile, a few seconds)
 from minivllm import SamplingParams
 
-with lab05.inject("untraceable"):
-    llm = lab05.start(model, compilation_config={"level": 1, "backend": "eager"})
+with lab.inject("untraceable"):
+    llm = lab.start(model, compilation_config={"level": 1, "backend": "eager"})
     keys = ("graphs_traced_at_startup", "graph_breaks", "recompiles_at_runtime")
     print("at startup:       ", {k: v for k, v in llm.compile_report().items() if k in keys})
     llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=4), use_tqdm=False)
@@ -293,7 +287,7 @@ with lab05.inject("untraceable"):
 # §4.6 的每条判断技巧和 §4.5 的每一行、结论、决定结论的数字和结果文件（`lab05.json` 的数字在 H200 上跑过记录器后出现）。
 
 # %% tags=["nbval-check-output"]
-print(lab04.verdicts_table(lab05.CLAIMS, rec, lab05.RESULTS))
+print(lab04.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))
 
 # %% [markdown] tags=["lang-en"]
 # **In the engine:** the ladder in [llm.py](../minivllm/llm.py) `LLM._setup_compile_and_graphs` (and

@@ -1,4 +1,4 @@
-# Source of labs/06_paged_kv_and_batching.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 06
+# Source of labs/06_paged_kv_and_batching.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 06
 
 # %% [markdown]
 # # Lab 06 · Paged KV cache and continuous batching · 分页 KV Cache 与连续批处理
@@ -43,26 +43,16 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm.labs import RecordedResultsMissing, describe_provenance, detect_device, gpu_only, lab_model, load_recorded
-from minivllm.labs import lab06, lab07
-from minivllm.labs.lab06_views import (captures_table, chunked_table, fragmentation_table, graphs_table, kv_table,
-                                       plot_block_table, plot_chunked, plot_fragmentation, plot_sweep,
-                                       preemption_table, prefix_table, show, sweep_table, trace_table)
-from minivllm.labs import lab06_views as views
+from minivllm_labs import open_lab
 
-device = detect_device()
-print(device)
+lab = open_lab("06")  # the device, and where the recorded H200 numbers come from
+rec = lab.rec
+
+# %% tags=["nbval-check-output"]
+from minivllm_labs import lab07_views  # Lab 07 shows every lab's claims as one table
 
 # %% [markdown]
 # ## 2. Recorded on an H200 · H200 实测结果
-
-# %% tags=["nbval-check-output"]
-try:
-    rec = load_recorded("lab06")
-    print(describe_provenance(rec))
-except RecordedResultsMissing as e:
-    rec = None
-    print(e)
 
 # %% [markdown] tags=["lang-en"]
 # ### a) KV bytes per token, and the blocks the engine chose
@@ -81,7 +71,7 @@ except RecordedResultsMissing as e:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    print(kv_table(rec))
+    print(lab.kv_table(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### b) A block table as it grows · c) fragmentation
@@ -95,9 +85,9 @@ if rec:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    show(plot_block_table(rec))
-    show(plot_fragmentation(rec))
-    print(fragmentation_table(rec))
+    lab.show(lab.plot_block_table(rec))
+    lab.show(lab.plot_fragmentation(rec))
+    print(lab.fragmentation_table(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### d) Prefix caching · e) preemption
@@ -112,8 +102,8 @@ if rec:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    print(prefix_table(rec))
-    print(preemption_table(rec))
+    print(lab.prefix_table(rec))
+    print(lab.preemption_table(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### f) The standard workload: throughput, TTFT, TPOT
@@ -127,10 +117,10 @@ if rec:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    show(plot_sweep(rec))
-    print(sweep_table(rec))
-    show(plot_chunked(rec))
-    print(chunked_table(rec))
+    lab.show(lab.plot_sweep(rec))
+    print(lab.sweep_table(rec))
+    lab.show(lab.plot_chunked(rec))
+    print(lab.chunked_table(rec))
 
 # %% [markdown] tags=["lang-en"]
 # Chunked prefill did what it promises, and no more: with a budget of 256 no step held more than 256 tokens,
@@ -162,8 +152,8 @@ if rec:
 
 # %% tags=["nbval-check-output"]
 if rec:
-    print(graphs_table(rec))
-    print(captures_table(rec))
+    print(lab.graphs_table(rec))
+    print(lab.captures_table(rec))
 
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
@@ -177,56 +167,56 @@ if rec:
 # 引用计数、抢占次数不会变。
 
 # %% tags=["nbval-ignore-output"]
-model = lab_model()
-small = lab06.make_llm(model, block_size=8, max_num_seqs=4, num_gpu_blocks_override=256, max_model_len=128)
-here = {"kv": lab06.kv_sizing(small), "trace": lab06.block_table_trace(small, 10, 14),
-        "prefix": lab06.prefix_sharing(small)}
-lab06.free(small)
-print(kv_table(here))
-print(trace_table(here))
-show(plot_block_table(here))
+model = lab.model()
+small = lab.make_llm(model, block_size=8, max_num_seqs=4, num_gpu_blocks_override=256, max_model_len=128)
+here = {"kv": lab.kv_sizing(small), "trace": lab.block_table_trace(small, 10, 14),
+        "prefix": lab.prefix_sharing(small)}
+lab.free(small)
+print(lab.kv_table(here))
+print(lab.trace_table(here))
+lab.show(lab.plot_block_table(here))
 
 # %% tags=["nbval-ignore-output"]
-here["fragmentation"] = lab06.fragmentation(lab06.standard_lengths(lab06.STANDARD_WORKLOAD))
-print(fragmentation_table(here))
-print(prefix_table(here))
-here["preemption"] = lab06.preemption(model, new_tokens=8)
-print(preemption_table(here))
+here["fragmentation"] = lab.fragmentation(lab.standard_lengths(lab.STANDARD_WORKLOAD))
+print(lab.fragmentation_table(here))
+print(lab.prefix_table(here))
+here["preemption"] = lab.preemption(model, new_tokens=8)
+print(lab.preemption_table(here))
 
 # %% tags=["nbval-ignore-output"]
-workload = lab06.CPU_WORKLOAD if device.kind == "cpu" else lab06.SMALL_GPU_WORKLOAD
-here["workload"] = {"spec": workload, "rows": lab06.workload_sweep(model, workload, lab06.sweep_configs(True),
-                                                                  128 if device.kind == "cpu" else 512)}
-print(sweep_table(here))
-here["chunked"] = [lab06.chunked_prefill(model, True, 32, 96, short_new=6, max_model_len=128),
-                   lab06.chunked_prefill(model, False, 128, 96, short_new=6, max_model_len=128)]
-print(chunked_table(here))
-show(plot_chunked(here))
+workload = lab.CPU_WORKLOAD if lab.device.kind == "cpu" else lab.SMALL_GPU_WORKLOAD
+here["workload"] = {"spec": workload, "rows": lab.workload_sweep(model, workload, lab.sweep_configs(True),
+                                                                  128 if lab.device.kind == "cpu" else 512)}
+print(lab.sweep_table(here))
+here["chunked"] = [lab.chunked_prefill(model, True, 32, 96, short_new=6, max_model_len=128),
+                   lab.chunked_prefill(model, False, 128, 96, short_new=6, max_model_len=128)]
+print(lab.chunked_table(here))
+lab.show(lab.plot_chunked(here))
 
 # %% tags=["nbval-ignore-output"]
-here["graphs"] = lab06.graphs_vs_eager(model, 128, quick=True)
-here["captures"] = lab06.captures_by_config(model, quick=True)
-print(graphs_table(here))
-print(captures_table(here))
+here["graphs"] = lab.graphs_vs_eager(model, 128, quick=True)
+here["captures"] = lab.captures_by_config(model, quick=True)
+print(lab.graphs_table(here))
+print(lab.captures_table(here))
 
 # %% [markdown]
 # ## 4. GPU only · 仅限 GPU
 
 # %% [markdown] tags=["lang-en"]
 # The whole standard workload (256 requests) for every scheduler setting, on a random-weight Qwen3-0.6B: what
-# `python -m minivllm.labs.record lab06` records, about 3 minutes on an H200.
+# `python -m minivllm_labs.record lab06` records, about 3 minutes on an H200.
 
 # %% [markdown] tags=["lang-zh"]
 # 完整的标准负载（256 个请求），在随机权重 Qwen3-0.6B 上跑所有调度设置：即
-# `python -m minivllm.labs.record lab06` 记录的内容，H200 上约 3 分钟。
+# `python -m minivllm_labs.record lab06` 记录的内容，H200 上约 3 分钟。
 
 # %% tags=["nbval-skip"] id="gpu-full-lab06"
-if gpu_only("The full standard-workload sweep"):
-    gpu = lab06.run_all(lab_model("qwen3-0.6b"))
-    show(plot_sweep(gpu))
-    print(sweep_table(gpu))
-    print(graphs_table(gpu))
-    print(captures_table(gpu))
+if lab.gpu_only("The full standard-workload sweep"):
+    gpu = lab.run_all(lab.model("qwen3-0.6b"))
+    lab.show(lab.plot_sweep(gpu))
+    print(lab.sweep_table(gpu))
+    print(lab.graphs_table(gpu))
+    print(lab.captures_table(gpu))
 
 # %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
@@ -287,21 +277,21 @@ if gpu_only("The full standard-workload sweep"):
 
 # %% [markdown] tags=["lang-en"]
 # Three questions on what you measured. Pick or type an answer and press *Score*; the feedback quotes the numbers
-# above (the recorded H200 ones when present, else yours). In Python: `lab08.grade_any(views.Q_KV, "114688")`.
+# above (the recorded H200 ones when present, else yours). In Python: `lab08.grade_any(lab.Q_KV, "114688")`.
 
 # %% [markdown] tags=["lang-zh"]
 # 三道关于本实验测量的题。作答后点 *Score · 评分*；反馈引用上面的数字（有 H200 记录时用记录，否则用本机结果）。
-# 也可以在 Python 里评分：`lab08.grade_any(views.Q_KV, "114688")`。
+# 也可以在 Python 里评分：`lab08.grade_any(lab.Q_KV, "114688")`。
 
 # %% tags=["nbval-ignore-output"]
-from minivllm.labs import lab08
+from minivllm_labs import lab08_views
 
-lab08.show_questions(views.QUESTIONS, rec or here)
+lab08_views.show_questions(lab.QUESTIONS, rec or here)
 
 # %% [markdown] tags=["lang-en"]
 # ## 7. Summary of verdicts · 结论
 # Verdicts come from the recorded H200 file; "not recorded yet" means the number will appear once
-# `python -m minivllm.labs.record lab06` has run on the GPU. All claims of both seeds are in [Lab 07](07_claims.ipynb).
+# `python -m minivllm_labs.record lab06` has run on the GPU. All claims of both seeds are in [Lab 07](07_claims.ipynb).
 #
 # Engine code: [engine/block_manager.py](../minivllm/engine/block_manager.py) (`BlockManager.allocate`,
 # `find_cached_prefix`, `cache_full_blocks`), [engine/scheduler.py](../minivllm/engine/scheduler.py)
@@ -311,8 +301,8 @@ lab08.show_questions(views.QUESTIONS, rec or here)
 
 # %% [markdown] tags=["lang-zh"]
 # ## 7. 结论
-# 结论取自 H200 记录文件；"not recorded yet" 表示要等 GPU 上运行 `python -m minivllm.labs.record lab06` 后才有数字。
+# 结论取自 H200 记录文件；"not recorded yet" 表示要等 GPU 上运行 `python -m minivllm_labs.record lab06` 后才有数字。
 # 两份材料的全部说法见 [Lab 07](07_claims.ipynb)。
 
 # %% tags=["nbval-check-output"]
-lab07.show_markdown(lab07.claims_markdown(lab06.LAB_INFO.claims))
+lab07_views.show_markdown(lab07_views.claims_markdown(lab.LAB_INFO.claims))

@@ -1,4 +1,4 @@
-# Source of labs/07_claims.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 07
+# Source of labs/07_claims.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 07
 
 # %% [markdown]
 # # Lab 07 · The claims lab · 逐条检验材料中的说法
@@ -11,7 +11,7 @@
 # source) and the number that decides it, with the results file and key it comes from.
 #
 # Nothing is measured twice. The rows are read at run time from the catalog
-# (`minivllm.labs.catalog.all_claims()`): each lab declares the claims it measures, so a row here links to the lab
+# (`minivllm_labs.catalog.all_claims()`): each lab declares the claims it measures, so a row here links to the lab
 # that has the plot. This lab judges only what no other lab can measure: the article's hardware figures (A100,
 # V100, Pascal: **physics**, a TPOT floor of weight bytes over memory bandwidth) and sources that do not exist.
 
@@ -21,7 +21,7 @@
 # 什么、结论（*right* 对 / *partly* 部分对 / *wrong* 错 / *unverifiable* 无从查证：来源不存在），以及决定结论的数字和
 # 它所在的结果文件与键。
 #
-# 不重复测量。表格在运行时从目录（`minivllm.labs.catalog.all_claims()`）读取：每个实验声明自己测的说法，这里的每一行
+# 不重复测量。表格在运行时从目录（`minivllm_labs.catalog.all_claims()`）读取：每个实验声明自己测的说法，这里的每一行
 # 链接到有图的那个实验。本实验只评判别处测不了的：文章里的硬件数字（A100、V100、Pascal：用**物理**推算，即
 # "权重字节 ÷ 显存带宽" 的 TPOT 下限）以及并不存在的引用来源。
 
@@ -29,38 +29,28 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm.labs import RecordedResultsMissing, describe_provenance, detect_device, load_recorded
-from minivllm.labs import lab07
-from minivllm.labs.lab06_views import show
+from minivllm_labs import open_lab
 
-device = detect_device()
-print(device)
+lab = open_lab("07")  # the device, and where the recorded H200 numbers come from
+rec = lab.rec
 
 # %% [markdown]
 # ## 2. Recorded on an H200 · H200 实测结果
 
-# %% tags=["nbval-check-output"]
-try:
-    rec = load_recorded("lab07")
-    print(describe_provenance(rec))
-except RecordedResultsMissing as e:
-    rec = None
-    print(e)
-
 # %% [markdown] tags=["lang-en"]
 # ### The table · 总表
 # Filter by seed and verdict (works without a kernel). *number* is read from the evidence file now; "not recorded
-# yet" means that lab's H200 file does not exist in this checkout. A test (`tests/test_lab07.py`) recomputes each
+# yet" means that lab's H200 file does not exist in this checkout. A test (`tests/labs/test_lab07.py`) recomputes each
 # number from its file and key and checks the verdict rule agrees.
 
 # %% [markdown] tags=["lang-zh"]
 # ### 总表
 # 可按材料和结论筛选（无需 kernel）。*number* 是此刻从证据文件读出的值；"not recorded yet" 表示该实验的 H200 文件在
-# 本仓库中还不存在。测试（`tests/test_lab07.py`）会从文件和键重新读出每个数字，并检查结论规则一致。
+# 本仓库中还不存在。测试（`tests/labs/test_lab07.py`）会从文件和键重新读出每个数字，并检查结论规则一致。
 
 # %% tags=["nbval-ignore-output"]
-table = lab07.rows()
-lab07.show_claims(table)
+table = lab.rows()
+lab.show_claims(table)
 
 # %% [markdown] tags=["lang-en"]
 # ### Coverage of claims.md · 覆盖情况
@@ -71,7 +61,7 @@ lab07.show_claims(table)
 # 研究笔记的每一行及测它的实验。"not measured yet" 是缺口，不算通过。
 
 # %% tags=["nbval-ignore-output"]
-print(lab07.coverage_table(lab07.coverage()))
+print(lab.coverage_table(lab.coverage()))
 
 # %% [markdown] tags=["lang-en"]
 # ### Physics: the TPOT floor · 物理下限
@@ -87,9 +77,9 @@ print(lab07.coverage_table(lab07.coverage()))
 # 能达到的是实测拷贝带宽，而不是规格书上的 4.8 TB/s。
 
 # %% tags=["nbval-check-output"]
-phys = (rec or {}).get("physics") or lab07.physics()
-show(lab07.plot_floors(phys))
-print(lab07.floors_table(phys))
+phys = (rec or {}).get("physics") or lab.physics()
+lab.show(lab.plot_floors(phys))
+print(lab.floors_table(phys))
 
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
@@ -101,9 +91,9 @@ print(lab07.floors_table(phys))
 # 本机的拷贝带宽，以及它给 0.6B 模型（1.2 GB bf16 权重）带来的下限。
 
 # %% tags=["nbval-ignore-output"]
-here = lab07.run_all("", quick=True)
+here = lab.run_all("", quick=True)
 bw = here["copy_bandwidth"]["bytes_per_s"]
-print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab07.tpot_floor_ms(0.596e9, bw):.2f} ms per token")
+print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab.tpot_floor_ms(0.596e9, bw):.2f} ms per token")
 
 # %% [markdown] tags=["lang-en"]
 # ## 4. Try it yourself · 动手试试
@@ -143,4 +133,4 @@ print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab07.tpot_
 # 本实验自己评判的说法（其余见上表，各自链接到对应实验）：
 
 # %% tags=["nbval-check-output"]
-lab07.show_markdown(lab07.claims_markdown(lab07.LAB_INFO.claims))
+lab.show_markdown(lab.claims_markdown(lab.LAB_INFO.claims))

@@ -1,4 +1,4 @@
-# Source of labs/08_interview_prep.ipynb. Edit this file, then regenerate: python -m minivllm.labs.build 08
+# Source of labs/08_interview_prep.ipynb. Edit this file, then regenerate: python -m minivllm_labs.build 08
 
 # %% [markdown]
 # # Lab 08 · Interview prep · 面试准备
@@ -27,12 +27,13 @@
 # ## 1. Setup · 环境准备
 
 # %% tags=["nbval-check-output"]
-from minivllm.labs import detect_device
-from minivllm.labs import lab08
+from minivllm_labs import open_lab
 
-device = detect_device()
-print(device)
-print(lab08.bank_table())
+lab = open_lab("08")  # the device, and where the recorded H200 numbers come from
+rec = lab.rec
+
+# %% tags=["nbval-check-output"]
+print(lab.bank_table())
 
 # %% [markdown] tags=["lang-en"]
 # ## 2. The handbook's four interview questions · 手册的四道面试题
@@ -43,7 +44,7 @@ print(lab08.bank_table())
 # 作答后点 *Score · 评分*：每题显示所选选项的反馈和实测数字。
 
 # %% tags=["nbval-ignore-output"]
-lab08.show_mock(4, qids=[q.qid for q in lab08.QUESTIONS if q.source.startswith("handbook interview")])
+lab.show_mock(4, qids=[q.qid for q in lab.QUESTIONS if q.source.startswith("handbook interview")])
 
 # %% [markdown] tags=["lang-en"]
 # ## 3. Mock interview · 模拟面试
@@ -56,7 +57,7 @@ lab08.show_mock(4, qids=[q.qid for q in lab08.QUESTIONS if q.source.startswith("
 # （`lab08.mock_interview(8, seed)`）中抽到的题相同。
 
 # %% tags=["nbval-ignore-output"]
-lab08.show_mock(8, seed=0)
+lab.show_mock(8, seed=0)
 
 # %% [markdown] tags=["lang-en"]
 # ## 4. Run it here: grade from Python · 在本机运行：用 Python 评分
@@ -69,10 +70,10 @@ lab08.show_mock(8, seed=0)
 # 模拟面试评分：
 
 # %% tags=["nbval-check-output"]
-qids = lab08.mock_interview(8, seed=0)
+qids = lab.mock_interview(8, seed=0)
 answers = {qid: "A" for qid in qids}  # try your own answers here
-print(lab08.score(qids, answers))
-print(lab08.grade_any(lab08.BY_ID["lab08.n1"], "0.3 ms")[0], lab08.grade_any(lab08.BY_ID["lab08.n1"], "1 ms")[0])
+print(lab.score(qids, answers))
+print(lab.grade_any(lab.BY_ID["lab08.n1"], "0.3 ms")[0], lab.grade_any(lab.BY_ID["lab08.n1"], "1 ms")[0])
 
 # %% [markdown] tags=["lang-en"]
 # In a live kernel the same interview as widgets (the page above needs no kernel):
@@ -81,7 +82,7 @@ print(lab08.grade_any(lab08.BY_ID["lab08.n1"], "0.3 ms")[0], lab08.grade_any(lab
 # 在线 kernel 中的 widget 版本（上面的页面无需 kernel）：
 
 # %% tags=["nbval-ignore-output"]
-lab08.show_widget(lab08.mock_widget(8, seed=0))
+lab.show_widget(lab.mock_widget(8, seed=0))
 
 # %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
@@ -121,7 +122,7 @@ lab08.show_widget(lab08.mock_widget(8, seed=0))
 #
 # <details><summary>Answer key · 答案</summary>
 #
-# See `python -m minivllm.labs.catalog --json` (each question's correct option or numeric answer), or run
+# See `python -m minivllm_labs.catalog --json` (each question's correct option or numeric answer), or run
 # `print(lab08.answer_key())`.
 # </details>
 

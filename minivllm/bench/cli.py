@@ -84,3 +84,11 @@ def add_parsers(sub) -> None:
     k.set_defaults(func=lambda a: (importlib.import_module("minivllm.bench.kernels").run_gemv_bench(a.json)
                                    if a.gemv else importlib.import_module("minivllm.bench.kernels")
                                    .run_kernel_bench(a.json, a.sweep_prefill, a.sweep_decode), 0)[1])
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parse `minivllm bench ...` arguments without running anything, e.g. parse_args(["latency", "--modes",
+    "eager"]); tests and notebooks pass the result to a bench's main()."""
+    parser = argparse.ArgumentParser(prog="minivllm bench")
+    add_parsers(parser.add_subparsers(dest="bench", required=True))
+    return parser.parse_args(argv)

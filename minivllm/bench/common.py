@@ -23,17 +23,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 
 
-# ---- arguments ---------------------------------------------------------------------------------------
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    """Parse `minivllm bench ...` arguments without running anything, e.g. parse_args(["latency", "--modes",
-    "eager"]); tests and notebooks pass the result to a bench's main()."""
-    from minivllm.bench import cli as bench_cli
-
-    parser = argparse.ArgumentParser(prog="minivllm bench")
-    bench_cli.add_parsers(parser.add_subparsers(dest="bench", required=True))
-    return parser.parse_args(argv)
-
-
+# ---- arguments (parse_args, which needs every bench's parser, is in cli.py) --------------------------
 def int_list(s: str | Sequence[int]) -> list[int]:
     return [int(x) for x in s.split(",") if x.strip()] if isinstance(s, str) else list(s)
 

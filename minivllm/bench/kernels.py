@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 
 import torch
+
+from minivllm.bench.timing import gpu_ms, graph_replay_ms
 import torch.nn.functional as F
 
 # Qwen3-0.6B attention layout
@@ -49,25 +51,7 @@ def _provenance() -> dict:
             "git_commit": commit}
 
 
-def _ms(fn) -> float:
-    from triton.testing import do_bench
-
-    return do_bench(fn, warmup=25, rep=200, return_mode="median")
-
-
-def _ms_graph(fn) -> float:
-    """The median GPU time of fn replayed from a CUDA graph, L2 flushed before each replay (fn warmed up)."""
-    from triton.testing import do_bench
-
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return do_bench(graph.replay, warmup=25, rep=200, return_mode="median")
+_ms, _ms_graph = gpu_ms, graph_replay_ms  # the timers scripts/maint/decode_kernel_probe.py shares
 
 
 def _host_us(fn, calls: int = 100) -> float:
@@ -261,7 +245,7 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, s
     """Benchmark copy bandwidth, decode and prefill attention; print a table, optionally write JSON."""
     if not torch.cuda.is_available():
         raise SystemExit("minivllm.bench.kernels: no CUDA GPU found; these benchmarks only make sense on a "
-                         "GPU (the kernels' CPU correctness tests are in tests/test_kernels.py).")
+                         "GPU (the kernels' CPU correctness tests are in tests/kernels/test_kernels.py).")
     result = {"provenance": _provenance(),
               "layout": {"heads": HEADS, "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "block_size": BLOCK_SIZE,
                          "dtype": str(DTYPE)}}

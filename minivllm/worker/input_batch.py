@@ -178,50 +178,31 @@ class InputBatch:
             gens.append(s.generator if s.params.seed is not None else None)
         return SamplingMetadata(params, gens, False)
 
-    def dummy_decode(self, n: int, context: int = 0, num_kv_blocks: int | None = None) -> AttentionMetadata:
+    def dummy_decode(self, n: int) -> AttentionMetadata:
         """Fill the buffers with a dummy batch of n decode rows and return its metadata (views of the
-        buffers, so a graph captured on it replays on real batches). Used by the CUDA-graph capture, the
-        compile warm-up and the labs.
+        buffers, so a graph captured on it replays on real batches). Used by the CUDA-graph capture and the
+        compile warm-up.
 
-        context 0: every row writes nothing (slot -1) and attends to nothing (seq_len 0, output zeros); above
+        Every row writes nothing (slot -1) and attends to nothing (seq_len 0, output zeros); above
         max_num_seqs rows it is one sequence of n query tokens instead (a PIECEWISE size above the batch
-        limit). context > 0: row i owns blocks i*nb .. i*nb+nb-1 (nb = context // block_size + 1) of a KV
-        cache of num_kv_blocks blocks, with `context` cached tokens; its new token goes to slot `context`.
+        limit).
         """
         if not 1 <= n <= self.max_num_tokens:
             raise ValueError(f"a dummy batch of {n} tokens does not fit the buffers ({self.max_num_tokens})")
-        dev, bs = self.device, self.block_size
-        if context == 0:
-            self.input_ids[:n].zero_()
-            self.positions[:n].zero_()
-            self.slot_mapping[:n].fill_(-1)
-            if n > self.max_num_seqs:
-                self.seq_lens[:1].zero_()
-                self.query_start_loc[:2].copy_(torch.tensor([0, n], dtype=torch.int32))
-                return AttentionMetadata(self.slot_mapping[:n], self.query_start_loc[:2], self.seq_lens[:1],
-                                         self.block_tables[:1], max_query_len=n, max_seq_len=0, decode_only=False,
-                                         query_start_loc_cpu=[0, n], seq_lens_cpu=[0])
-            self.seq_lens[:n].zero_()
-            self.query_start_loc[:n + 1].copy_(torch.arange(n + 1, dtype=torch.int32, device=dev))
-            return AttentionMetadata(self.slot_mapping[:n], self.query_start_loc[:n + 1], self.seq_lens[:n],
-                                     self.block_tables[:n], max_query_len=1, max_seq_len=1, decode_only=True,
-                                     query_start_loc_cpu=list(range(n + 1)), seq_lens_cpu=[0] * n)
-        nb = context // bs + 1
-        if n > self.max_num_seqs or nb > self.max_blocks_per_seq or num_kv_blocks is None or n * nb > num_kv_blocks:
-            raise ValueError(f"batch {n} x {nb} blocks does not fit the engine (max_num_seqs={self.max_num_seqs}, "
-                             f"{self.max_blocks_per_seq} blocks per sequence, {num_kv_blocks} KV blocks)")
-        table = torch.arange(n * nb, dtype=torch.int32, device=dev).view(n, nb)
-        self.input_ids[:n].copy_(torch.arange(n, device=dev) % 97 + 3)
-        self.positions[:n].fill_(context)
-        self.block_tables[:n].zero_()
-        self.block_tables[:n, :nb].copy_(table)
-        self.slot_mapping[:n].copy_(table[:, context // bs].long() * bs + context % bs)
-        self.seq_lens[:n].fill_(context + 1)
-        self.query_start_loc[:n + 1].copy_(torch.arange(n + 1, dtype=torch.int32, device=dev))
-        self.row_owner[:n] = [(-1, 0, 0)] * n  # the next real step rewrites these block-table rows
+        self.input_ids[:n].zero_()
+        self.positions[:n].zero_()
+        self.slot_mapping[:n].fill_(-1)
+        if n > self.max_num_seqs:
+            self.seq_lens[:1].zero_()
+            self.query_start_loc[:2].copy_(torch.tensor([0, n], dtype=torch.int32))
+            return AttentionMetadata(self.slot_mapping[:n], self.query_start_loc[:2], self.seq_lens[:1],
+                                     self.block_tables[:1], max_query_len=n, max_seq_len=0, decode_only=False,
+                                     query_start_loc_cpu=[0, n], seq_lens_cpu=[0])
+        self.seq_lens[:n].zero_()
+        self.query_start_loc[:n + 1].copy_(torch.arange(n + 1, dtype=torch.int32, device=self.device))
         return AttentionMetadata(self.slot_mapping[:n], self.query_start_loc[:n + 1], self.seq_lens[:n],
-                                 self.block_tables[:n], max_query_len=1, max_seq_len=context + 1, decode_only=True,
-                                 query_start_loc_cpu=list(range(n + 1)), seq_lens_cpu=[context + 1] * n)
+                                 self.block_tables[:n], max_query_len=1, max_seq_len=1, decode_only=True,
+                                 query_start_loc_cpu=list(range(n + 1)), seq_lens_cpu=[0] * n)
 
     def _gather_pending(self, pending: list[tuple[int, int]], sampled: torch.Tensor) -> None:
         """input_ids[dst] = sampled[src] on the device, behind the copies above (same stream)."""

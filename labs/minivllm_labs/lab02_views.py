@@ -1,0 +1,301 @@
+"""Lab 02's views: the tables and plots of its measurements, the numbers behind its questions, the verdicts.
+
+Split from lab02.py (the measurements) so that each file has one job. Every function takes a results dict,
+either recorded on the H200 (assets/results/h200/lab02.json) or measured in the notebook, and copes with
+the parts a CPU cannot measure (they are absent or say {"device": "cpu"}).
+"""
+
+from __future__ import annotations
+
+from minivllm_labs.plots import show  # noqa: F401  (re-exported for the notebook)
+from minivllm_labs.quiz_data import load_claims, load_questions
+from minivllm_labs.quiz_show import show_quiz  # noqa: F401  (re-exported for the notebook)
+
+RESULTS = "assets/results/h200/lab02.json"
+
+
+def _get(res: dict | None, *keys, default=None):
+    cur = res
+    for k in keys:
+        if not isinstance(cur, dict) or k not in cur:
+            return default
+        cur = cur[k]
+    return cur
+
+
+def _gpu(part: dict | None) -> bool:
+    return isinstance(part, dict) and part.get("device") == "cuda"
+
+
+NOT_RECORDED = "(not recorded yet: `python -m minivllm_labs.record lab02` on a GPU makes these numbers)"
+NEEDS_GPU = "(needs a CUDA GPU: see the recorded H200 results)"
+
+
+def _why_missing(res: dict | None) -> str:
+    return NOT_RECORDED if res is None else NEEDS_GPU
+
+
+def _src(res: dict | None) -> str:
+    gpu = _get(res, "provenance", "gpu")
+    return f"Measured on {gpu}" if gpu else "Measured here"
+
+
+# ---- a) limits -------------------------------------------------------------------------------------------
+def limits_text(res: dict | None) -> str:
+    lim = _get(res, "limits") or {}
+    if not _gpu(lim.get("snippet")):
+        return _why_missing(res)
+    s, f, b, a, h = (lim.get(k, {}) for k in ("snippet", "fixed_address", "branch", "alloc", "host_sync"))
+    lines = [
+        f"snippet (copy_ then replay): replay matches eager = {s.get('replay_matches_eager')}",
+        f"limit 1, rebinding instead of copy_: output is for the NEW input = {f.get('output_is_for_new_input')}, "
+        f"for the OLD one = {f.get('output_is_for_old_input')}, error raised = {f.get('error_raised')}",
+        f"limit 2, host-side branch: eager {b.get('eager_result')} vs replay {b.get('replay_result')}, "
+        f"error raised = {b.get('error_raised')}",
+        f"limit 3, allocation inside the capture: capture ok = {a.get('capture_ok')}, replay correct = "
+        f"{a.get('replay_correct')}, private pool {a.get('pool_mib')} MiB",
+        f"what does fail, .item() inside the capture: error raised = {h.get('error_raised')}",
+    ]
+    for c in h.get("chain", []) or [{"type": h.get("error_type"), "message": h.get("message")}]:
+        lines.append(f"    {c.get('type')}: {c.get('message')}")
+    return "\n".join(lines)
+
+
+def rng_text(res: dict | None) -> str:
+    r = _get(res, "rng") or {}
+    if not _gpu(r):
+        return _why_missing(res)
+    lines = [f"replay {i + 1}: samples {s}" for i, s in enumerate(r["samples"])]
+    return "\n".join(lines + [f"{r['distinct']} distinct results in {r['replays']} replays"])
+
+
+# ---- b) capture sizes ------------------------------------------------------------------------------------
+def capture_sizes_text(res: dict | None) -> str:
+    cs = _get(res, "capture_sizes")
+    if not cs:
+        return "(no capture sizes in these results)"
+    d = cs["default_256"]
+    lines = [f"max_num_seqs=256 (the default): {len(d)} sizes: {d[:6]} ... {d[-3:]}",
+             f"{'max_num_seqs':>13} {'graphs':>7} {'largest':>8}"]
+    lines += [f"{r['max_num_seqs']:>13} {r['num_graphs']:>7} {r['largest']:>8}" for r in cs["rows"]]
+    return "\n".join(lines)
+
+
+# ---- c) padding ------------------------------------------------------------------------------------------
+def _ms(s: dict | None) -> str:
+    if not s:
+        return "n/a"
+    return f"{s['median']} ms ({s['min']}-{s['max']}, n={s['n']})"
+
+
+def padding_verdict(res: dict | None) -> str | None:
+    """Graph 8 minus graph 5 against the spread of the repeats: is padding 5 -> 8 measurable at all?"""
+    r = _get(res, "padding", "replay_ms") or {}
+    if "5" not in r or "8" not in r:
+        return None
+    d = r["8"]["median"] - r["5"]["median"]
+    spread = max(r["8"]["max"] - r["8"]["min"], r["5"]["max"] - r["5"]["min"])
+    where = "within" if abs(d) <= spread else "beyond"
+    if d < 0 and where == "beyond":
+        return (f"graph 8 replays {round(-d, 4)} ms faster than graph 5 ({round(-100 * d / r['5']['median'], 1)}%), "
+                f"beyond the spread of the repeats ({round(spread, 4)} ms): the padded rows cost no time here")
+    return (f"padding 5 -> 8 costs {round(d, 4)} ms per replay ({round(100 * d / r['5']['median'], 1)}%), "
+            f"{where} the spread of the repeats ({round(spread, 4)} ms)")
+
+
+def padding_table(res: dict | None) -> str:
+    p = _get(res, "padding") or {}
+    if not _gpu(p):
+        return _why_missing(res)
+    rows = ["one replay of the FULL graph of size n (GPU time, median and min-max):"]
+    rows += [f"  n={n:>3}: {_ms(s)}" for n, s in p.get("replay_ms", {}).items()]
+    if (v := padding_verdict(res)) is not None:
+        rows.append(f"  {v}")
+    rows.append("engine TPOT, vLLM-style sizes (5 captured too) vs one graph of size 256 only:")
+    for b in ("1", "5", "8"):
+        rows.append(f"  batch {b}: {_ms(_get(p, 'tpot_several', b))}  vs  {_ms(_get(p, 'tpot_largest_only', b))}")
+    cap = p.get("capture") or {}
+    rows.append(f"capturing {len(cap.get('sizes') or [])} sizes took {cap.get('seconds')} s, "
+                f"pool {cap.get('pool_mib')} MiB")
+    return "\n".join(rows)
+
+
+def plot_padding(res: dict):
+    from minivllm_labs.plots import figure
+
+    p = res["padding"]
+    batches = ["1", "5", "8"]
+    series = {"several sizes": [_get(p, "tpot_several", b, "median") for b in batches],
+              "one graph of size 256": [_get(p, "tpot_largest_only", b, "median") for b in batches]}
+    return figure([f"batch {b}" for b in batches], series, kind="bar", toggle=True, y_title="TPOT (ms)",
+                  title="Padding to a captured size: several sizes vs the largest only")
+
+
+# ---- d) pools --------------------------------------------------------------------------------------------
+def pool_table(res: dict | None) -> str:
+    p = _get(res, "pool")
+    if not p:
+        return _why_missing(res)
+    sh, se = p["shared"], p["separate"]
+    return (f"{p['num_graphs']} graphs (sizes {p['sizes']}):\n"
+            f"  one shared pool, largest first: {sh['total_mib']} MiB in the allocator "
+            f"(free memory fell {sh['free_drop_mib']} MiB)\n"
+            f"  separate pools:                 {se['total_mib']} MiB in the allocator "
+            f"(free memory fell {se['free_drop_mib']} MiB)\n"
+            f"  the article: 150 MB per graph, 1,500 MB for 10 (for a 7B model)")
+
+
+def plot_pool(res: dict):
+    from minivllm_labs.plots import figure
+
+    p = res["pool"]
+    sizes = [str(s) for s in p["sizes"]]
+    return figure(sizes, {"shared pool (growth per graph)": [p["shared"]["per_graph_mib"][s] for s in sizes],
+                          "separate pools": [p["separate"]["per_graph_mib"][s] for s in sizes]},
+                  kind="bar", toggle=True, x_title="graph (batch size)", y_title="MiB",
+                  title="Graph pool memory per captured size")
+
+
+# ---- f) modes --------------------------------------------------------------------------------------------
+def _paths(s: dict | None) -> str:
+    if not s:
+        return "n/a"
+    paths = s.get("steps_by_path")
+    if paths is None:
+        return "eager (no graphs captured)"
+    return ", ".join(f"{k} {v}" for k, v in paths.items() if v) or "none"
+
+
+def modes_table(res: dict | None) -> str:
+    m = _get(res, "modes")
+    if not m:
+        return _why_missing(res)
+    lines = []
+    for mode in m["modes"]:
+        r = m[mode]
+        pieces = f", {r['pieces']} pieces" if r.get("pieces") else ""
+        lines.append(f"{mode}{pieces}:")
+        for b, s in r["decode"].items():
+            lines.append(f"  decode batch {b}: TPOT {_ms(s.get('tpot_ms'))}; steps: {_paths(s)}")
+        for key in ("prefill_short", "prefill_long"):
+            s = r[key]
+            lines.append(f"  prefill of {s['prompt_len']} tokens: TTFT {_ms(s['ttft_ms'])}; step ran: {_paths(s)}")
+    return "\n".join(lines)
+
+
+def plot_modes(res: dict):
+    from minivllm_labs.plots import figure
+
+    m = res["modes"]
+    names = m["modes"]
+    series = {"TPOT batch 1": [_get(m, n, "decode", "1", "tpot_ms", "median") for n in names],
+              "TPOT batch 8": [_get(m, n, "decode", "8", "tpot_ms", "median") for n in names],
+              "TTFT 128 tokens": [_get(m, n, "prefill_short", "ttft_ms", "median") for n in names],
+              f"TTFT {m['long_prompt']} tokens": [_get(m, n, "prefill_long", "ttft_ms", "median") for n in names]}
+    return figure(names, series, kind="bar", toggle=True, log_y=True, y_title="ms",
+                  title="CUDA graph modes on the engine")
+
+
+def show_code(fn) -> None:
+    """Print a measurement's source: the notebook shows exactly the code whose output it records."""
+    import inspect
+
+    print(inspect.getsource(fn).rstrip())
+
+
+# ---- the questions' evidence; the questions and claims themselves are data/lab02.yaml ----------------------
+def _no_gpu(res: dict | None) -> str | None:
+    if not res:
+        return "No measurements available (no recorded GPU results in this checkout)."
+    return None
+
+
+def q1_evidence(res: dict | None) -> str:
+    """Interview 2: the cost of one graph of the largest size, and what several sizes cost at startup."""
+    if (msg := _no_gpu(res)) is not None:
+        return msg
+    p = _get(res, "padding") or {}
+    if not _gpu(p):
+        return f"{_src(res)}: no graphs on this device; see the recorded H200 results."
+    lines = [f"{_src(res)}:"]
+    for b in ("1", "8"):
+        lines.append(f"- batch {b}: TPOT {_get(p, 'tpot_several', b, 'median')} ms with several sizes, "
+                     f"{_get(p, 'tpot_largest_only', b, 'median')} ms padded to the size-256 graph")
+    r = p.get("replay_ms", {})
+    if "1" in r and "256" in r:
+        lines.append(f"- one replay: size 1 {r['1']['median']} ms, size 256 {r['256']['median']} ms")
+    cap = p.get("capture") or {}
+    lines.append(f"- capturing all {len(cap.get('sizes') or [])} sizes cost {cap.get('seconds')} s and "
+                 f"{cap.get('pool_mib')} MiB of pool at startup")
+    return "\n".join(lines)
+
+
+def q2_evidence(res: dict | None) -> str:
+    """Interview 3: which path the prefill step took in each mode, and its TTFT."""
+    if (msg := _no_gpu(res)) is not None:
+        return msg
+    m = _get(res, "modes") or {}
+    lines = [f"{_src(res)}:"]
+    for mode in m.get("modes", []):
+        s, ln = m[mode]["prefill_short"], m[mode]["prefill_long"]
+        lines.append(f"- {mode}: {s['prompt_len']}-token prefill ran {_paths(s)} (TTFT {s['ttft_ms']['median']} ms); "
+                     f"{ln['prompt_len']} tokens ran {_paths(ln)} (TTFT {ln['ttft_ms']['median']} ms)")
+    if len(lines) == 1:
+        lines.append("- no mode measurements")
+    return "\n".join(lines)
+
+
+def q3_evidence(res: dict | None) -> str:
+    if (msg := _no_gpu(res)) is not None:
+        return msg
+    r = _get(res, "rng") or {}
+    if not _gpu(r):
+        return f"{_src(res)}: no graphs on this device; see the recorded H200 results."
+    return f"{_src(res)}: {r['replays']} replays of one captured sampling step gave {r['distinct']} distinct " \
+           f"samples: {r['samples']}"
+
+
+def q4_evidence(res: dict | None) -> str:
+    if (msg := _no_gpu(res)) is not None:
+        return msg
+    p = _get(res, "padding") or {}
+    r = p.get("replay_ms", {})
+    if not ("5" in r and "8" in r):
+        return f"{_src(res)}: no graphs on this device; see the recorded H200 results."
+    return (f"{_src(res)}: one replay of the size-5 graph {_ms(r['5'])}, of the size-8 graph {_ms(r['8'])}: "
+            f"{padding_verdict(res)}; engine TPOT at batch 5: {_get(p, 'tpot_several', '5', 'median')} ms on its "
+            f"own graph")
+
+
+def q5_evidence(res: dict | None) -> str:
+    if (msg := _no_gpu(res)) is not None:
+        return msg
+    return f"{_src(res)}:\n{limits_text(res)}"
+
+
+QUESTIONS = load_questions("lab02", {"q1_evidence": q1_evidence, "q2_evidence": q2_evidence, "q3_evidence": q3_evidence, "q4_evidence": q4_evidence, "q5_evidence": q5_evidence})
+Q1, Q2, Q3, Q4, Q5 = (QUESTIONS[f"lab02.q{i}"] for i in range(1, 6))
+CLAIMS = load_claims("lab02")
+
+
+def _figure_of(c, res: dict | None):
+    """The number behind a claim: recorded in this lab's results (when present), else the claim's figure."""
+    if c.evidence_file == RESULTS and res:
+        from minivllm_labs.lab_info import resolve_key
+
+        try:
+            return resolve_key(res, c.evidence_key)
+        except (KeyError, IndexError):
+            return None
+    return c.figure
+
+
+def verdicts_table(res: dict | None) -> str:
+    """The summary: one line per claim, its verdict, the number that decides it and where it lives."""
+    lines = [f"{'claim':<58} {'verdict':<8} {'number':>8}  file:key"]
+    for c in CLAIMS:
+        fig = _figure_of(c, res)
+        shown = "(record)" if fig is None else str(fig)
+        lines.append(f"{c.claim_en[:58]:<58} {c.verdict:<8} {shown:>8}  "
+                     f"{c.evidence_file.rsplit('/', 1)[-1]}:{c.evidence_key}")
+    return "\n".join(lines)

@@ -1,0 +1,227 @@
+"""Lab 06's figures, tables, the numbers behind its questions, its verdicts' rules: what the notebook shows of lab06's measurements.
+
+Split from lab06.py so each file has one job: lab06.py measures (and runs on the recorder's GPU without
+plotly), this file draws and grades (the questions and claims themselves are data/lab06.yaml). Every function takes a results dict: the recorded H200 file or what the
+notebook just measured on this machine.
+"""
+
+from __future__ import annotations
+
+from minivllm_labs.plots import show  # noqa: F401  (the labs' one display call for figures)
+from minivllm_labs.quiz_data import load_claims, load_questions
+
+RESULTS = "assets/results/h200/lab06.json"
+
+
+# ---- figures ------------------------------------------------------------------------------------------
+def plot_block_table(res: dict):
+    """One row per step; each logical block of the request drawn as a cell labelled with its physical id."""
+    import plotly.graph_objects as go
+
+    tr = res["trace"]
+    xs, ys, text = [], [], []
+    for i, row in enumerate(tr["steps"]):
+        for j, b in enumerate(row["blocks"]):
+            xs.append(j)
+            ys.append(i + 1)
+            text.append(str(b))
+    fig = go.Figure(go.Scatter(x=xs, y=ys, mode="markers+text", text=text, textposition="middle center",
+                               marker=dict(symbol="square", size=26, color="#c6dbef",
+                                           line=dict(color="#2171b5", width=1)),
+                               hovertemplate="step %{y}, logical block %{x}: physical block %{text}"))
+    fig.update_layout(title=f"One request's block table, step by step (block size {tr['block_size']}, "
+                            f"prompt {tr['prompt_len']} tokens, {tr['new_tokens']} new)",
+                      xaxis_title="logical block (position in the block table)", yaxis_title="engine step",
+                      template="plotly_white", height=420, margin=dict(l=60, r=20, t=60, b=50))
+    fig.update_yaxes(autorange="reversed", dtick=1)
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def plot_fragmentation(res: dict):
+    from minivllm_labs.plots import figure
+
+    rows = res["fragmentation"]["rows"]
+    return figure([str(r["block_size"]) for r in rows], {"slots allocated but empty (%)": [r["waste_pct"] for r in rows]},
+                  kind="bar", x_title="block size (tokens)", y_title="% of allocated KV slots unused",
+                  title=f"Internal fragmentation, standard workload ({res['fragmentation']['num_seqs']} requests)")
+
+
+def _label(r: dict) -> str:
+    return f"seqs {r['max_num_seqs']}, tokens {r['max_num_batched_tokens']}" + ("" if r["chunked"] else ", no chunking")
+
+
+def plot_sweep(res: dict):
+    """Throughput and TTFT / TPOT percentiles per scheduler setting; buttons show one series at a time."""
+    from minivllm_labs.plots import figure
+
+    rows = res["workload"]["rows"]
+    series = {"output tok/s": [r["output_tok_s"] for r in rows]}
+    for k in ("ttft_ms", "tpot_ms"):
+        for p in ("p50", "p99"):
+            series[f"{k.split('_')[0].upper()} {p} (ms)"] = [r[k][p] for r in rows]
+    n = res["workload"]["spec"]["num_requests"]
+    return figure([_label(r) for r in rows], series, kind="bar", toggle=True, y_title="value (see legend)",
+                  title=f"{n} requests: throughput and latency per scheduler setting")
+
+
+def plot_chunked(res: dict):
+    from minivllm_labs.plots import figure
+
+    runs = res["chunked"]
+    steps = max(len(r["step_tokens"]) for r in runs)
+    series = {("chunked prefill, budget " if r["chunked"] else "no chunking, budget ") + str(r["budget"]):
+              r["step_tokens"] + [None] * (steps - len(r["step_tokens"])) for r in runs}
+    return figure(list(range(1, steps + 1)), series, toggle=True, x_title="engine step",
+                  y_title="tokens in the step",
+                  title=f"A {runs[0]['long_len']}-token prompt arrives while 3 requests decode")
+
+
+# ---- tables -------------------------------------------------------------------------------------------
+def kv_table(res: dict) -> str:
+    k = res["kv"]
+    lines = [f"model: {k['layers']} layers, {k['heads']} query heads, {k['kv_heads']} KV heads, head_dim "
+             f"{k['head_dim']}, {k['dtype_bytes']} bytes per element",
+             f"KV bytes per token = 2 (K, V) x {k['layers']} x {k['kv_heads']} x {k['head_dim']} x "
+             f"{k['dtype_bytes']} = {k['bytes_per_token']:,} B ({k['bytes_per_token'] / 1024:.1f} KiB)",
+             f"  without GQA ({k['heads']} KV heads): {k['bytes_per_token_without_gqa']:,} B "
+             f"({k['bytes_per_token_without_gqa'] / k['bytes_per_token']:.0f}x more)",
+             f"engine's own figure: {k['engine_bytes_per_block']:,} B per block of {k['block_size']} = "
+             f"{k['engine_bytes_per_token']:,} B per token"]
+    d = res.get("kv_default")
+    if d:
+        lines.append(f"with the defaults on this GPU the engine chose {d['num_gpu_blocks']:,} blocks of "
+                     f"{d['block_size']} = {d['kv_cache_tokens']:,} tokens ({d['kv_cache_gib']} GiB), capped at "
+                     f"2 x max_num_seqs x blocks per sequence = 2 x {d['max_num_seqs']} x "
+                     f"{d['max_model_len'] // d['block_size']}")
+    return "\n".join(lines)
+
+
+def trace_table(res: dict) -> str:
+    tr = res["trace"]
+    out = [f"{'step':>4}  {'tokens':>6}  {'in cache':>8}  block table"]
+    for i, r in enumerate(tr["steps"], 1):
+        out.append(f"{i:>4}  {r['tokens']:>6}  {r['computed']:>8}  {r['blocks'] or '[] (finished: freed)'}")
+    return "\n".join(out)
+
+
+def fragmentation_table(res: dict) -> str:
+    out = [f"{'block':>5}  {'blocks':>7}  {'slots':>9}  {'tokens':>9}  {'empty':>7}  {'% empty':>7}  per request"]
+    for r in res["fragmentation"]["rows"]:
+        out.append(f"{r['block_size']:>5}  {r['blocks']:>7,}  {r['slots']:>9,}  {r['tokens']:>9,}  "
+                   f"{r['wasted_slots']:>7,}  {r['waste_pct']:>7.2f}  {r['wasted_per_seq']:.1f} slots")
+    return "\n".join(out)
+
+
+def prefix_table(res: dict) -> str:
+    p = res["prefix"]
+    out = [f"shared prompt {p['shared_len']} tokens + {p['own_len']} own tokens per request, block size "
+           f"{p['block_size']}"]
+    for i, (t, c) in enumerate(zip(p["tables"], p["cached_tokens"])):
+        out.append(f"request {i}: block table {t}, {c} prompt tokens served from the cache")
+    out.append(f"blocks shared by all: {p['shared_blocks']}")
+    out.append("reference counts: " + ", ".join(f"block {b}: {n}" for b, n in p["ref_counts"].items()))
+    out.append(f"cache hit rate of these requests: {p['hit_rate']:.0%} of their prompt tokens")
+    return "\n".join(out)
+
+
+def preemption_table(res: dict) -> str:
+    p = res["preemption"]
+    return (f"{p['requests']} requests need {p['blocks_needed_at_once']} blocks at once; the cache has "
+            f"{p['small_blocks']}.\npreemptions: {p['preemptions']} (per request {p['per_request']}); finished "
+            f"{p['finished']}/{p['requests']}; greedy tokens identical to a large cache: "
+            f"{p['same_tokens']}/{p['requests']} (the large cache preempted {p['large_preemptions']} times)")
+
+
+def sweep_table(res: dict) -> str:
+    out = [f"{'setting':<36} {'tok/s':>8} {'steps':>6} {'batch':>6} {'preempt':>7} {'TTFT p50/p99 ms':>17} "
+           f"{'TPOT p50/p99 ms':>16}"]
+    for r in res["workload"]["rows"]:
+        out.append(f"{_label(r):<36} {r['output_tok_s']:>8.0f} {r['steps']:>6} {r['mean_batch_seqs']:>6.1f} "
+                   f"{r['preemptions']:>7} {r['ttft_ms']['p50']:>8.1f}/{r['ttft_ms']['p99']:<8.1f} "
+                   f"{r['tpot_ms']['p50']:>7.2f}/{r['tpot_ms']['p99']:<7.2f}")
+    return "\n".join(out)
+
+
+def chunked_table(res: dict) -> str:
+    return "\n".join(f"{'chunked' if r['chunked'] else 'not chunked':<12} budget {r['budget']:>5}: "
+                     f"largest step while others decode {r['max_tokens_with_decodes']} tokens, "
+                     f"{r['max_ms_with_decodes']:.1f} ms" for r in res["chunked"])
+
+
+def graphs_table(res: dict) -> str:
+    g = res["graphs"]
+    out = []
+    for mode in ("eager", "graphs"):
+        if mode in g:
+            m = g[mode]
+            out.append(f"{mode:<7} KV {m['kv_cache_tokens']:>10,} tokens ({m['kv_cache_gib']} GiB); FULL replays "
+                       f"{m['full_replays']}, of which with a new block {m['replays_with_new_blocks']}; "
+                       f"block-table buffer {m['block_table_buffer_shape']} moved {m['block_table_buffer_moved']}x; "
+                       f"KV utilisation at peak {m['kv_utilisation_pct']:.1f}%")
+    if "kv_capacity_diff_pct" in g:
+        out.append(f"graphs cost {g['kv_capacity_diff_pct']:.2f}% of the KV capacity (memory reserved for "
+                   f"graphs before sizing); utilisation differs by {g['kv_utilisation_diff_pct']:.2f} points; "
+                   f"identical greedy tokens {g['same_tokens']}/{g['requests']}")
+    return "\n".join(out)
+
+
+def captures_table(res: dict) -> str:
+    c = res["captures"]
+    out = [f"{'block':>5} {'max tokens':>10} {'sizes (config)':>14} {'captured':>8} {'lookup us':>9}"]
+    for r in c["rows"]:
+        out.append(f"{r['block_size']:>5} {r['max_num_batched_tokens']:>10} {r['config_sizes']:>14} "
+                   f"{r.get('captured', '-')!s:>8} {r['lookup_us']:>9.3f}")
+    out.append(f"block 32 minus block 16: {c['block32_minus_block16']} graphs; max_num_batched_tokens 512 minus "
+               f"8192: {c['mnbt512_minus_8192']}")
+    return "\n".join(out)
+
+
+# ---- questions ----------------------------------------------------------------------------------------
+def _src(res: dict | None) -> str:
+    if not res:
+        return "No results yet: run the cells above (or record lab06 on a GPU)."
+    gpu = (res.get("provenance") or {}).get("gpu")
+    return f"Measured ({gpu})" if gpu else "Measured here"
+
+
+def q_kv_evidence(res: dict | None) -> str:
+    if not res or "kv" not in res:
+        return _src(res)
+    return f"{_src(res)}: {kv_table(res).splitlines()[1]}"
+
+
+def q_graph_evidence(res: dict | None) -> str:
+    if not res or "graphs" not in res:
+        return _src(res)
+    return f"{_src(res)}:\n{graphs_table(res)}"
+
+
+def q_preempt_evidence(res: dict | None) -> str:
+    if not res or "preemption" not in res:
+        return _src(res)
+    return f"{_src(res)}: {preemption_table(res)}"
+
+
+
+
+# ---- claims (verdicts from lab06.json, recorded on the H200) --------------------------------------------
+def _wrong_if_positive(v) -> str:
+    return "wrong" if v > 0 else "unverifiable"
+
+
+def _kv_rule(v) -> str:
+    return "right" if 5 <= v <= 8 else ("wrong" if abs(v) < 1 else "partly")
+
+
+QUESTIONS = load_questions("lab06", {"q_kv_evidence": q_kv_evidence, "q_graph_evidence": q_graph_evidence, "q_preempt_evidence": q_preempt_evidence})
+Q_KV, Q_GRAPH, Q_PREEMPT = QUESTIONS["lab06.q1"], QUESTIONS["lab06.q2"], QUESTIONS["lab06.q3"]
+#: The claims whose verdict is recomputed from their number (data/lab06.yaml marks them `rule: true`).
+RULES = {
+    "article.paged_attention_conflicts_with_graphs": _wrong_if_positive,
+    "article.graphs_lower_kv_utilisation": _kv_rule,
+    "article.block_size_32_fewer_captures": lambda v: "wrong" if v >= 0 else "right",
+    "article.block_size_32_more_fragmentation": lambda v: "right" if v > 0 else "wrong",
+    "article.mnbt_512_faster_graph_matching": lambda v: "wrong" if v == 0 else "partly",
+}
+CLAIMS = load_claims("lab06", RULES)

@@ -1,0 +1,72 @@
+"""The opening cell of every lab notebook: `lab = open_lab("02")`.
+
+Why one call: every notebook started with the same dozen lines (imports, engine logs off, the device, the
+recorded H200 results loaded with their provenance or the message saying how to make them), and a change to
+that setup meant eight edits. open_lab does it once and prints only what is stable between machines (the kind
+of device, the provenance line), so the cell is nbval-checked like before.
+
+The returned Lab carries what the cells use: `lab.device`, `lab.rec` (the recorded results, or None),
+`lab.show(fig)`, `lab.quiz(question, results)`, `lab.gpu_only(...)`, `lab.model()` and `lab.describe_model`;
+any other name is the lab's own (`lab.plot_bound` is minivllm_labs.lab01.plot_bound, or the views' function
+of that name).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from minivllm_labs.common import Device, describe_model, detect_device, gpu_only, lab_model, quiet_engine_logs
+from minivllm_labs.recorded import ProvenanceError, RecordedResultsMissing, describe_provenance, load_recorded
+
+
+class Lab:
+    """One lab as its notebook sees it: the device, the recorded results, the lab's code and views."""
+
+    def __init__(self, number: str) -> None:
+        self.name = f"lab{number}"
+        self.code: ModuleType = importlib.import_module(f"minivllm_labs.lab{number}")
+        try:
+            self.views: ModuleType | None = importlib.import_module(f"minivllm_labs.lab{number}_views")
+        except ModuleNotFoundError:
+            self.views = None
+        self.device: Device = detect_device()
+        self.rec: dict | None = None
+        try:
+            self.rec = load_recorded(self.name)
+            self.recorded = describe_provenance(self.rec)
+        except (RecordedResultsMissing, ProvenanceError) as e:
+            self.recorded = str(e)
+
+    def __getattr__(self, name: str) -> Any:
+        for module in (self.code, self.views):
+            if module is not None and hasattr(module, name):
+                return getattr(module, name)
+        raise AttributeError(f"{self.name} has no {name!r} (in {self.code.__name__} or its views)")
+
+    @staticmethod
+    def show(fig) -> None:
+        from minivllm_labs.plots import show
+
+        show(fig)
+
+    def quiz(self, q, results: dict | None | str = "recorded") -> None:
+        """Show a question graded against `results` (default: this lab's recorded results)."""
+        from minivllm_labs.quiz_show import show_quiz
+
+        show_quiz(q, self.rec if results == "recorded" else results)
+
+    gpu_only = staticmethod(gpu_only)
+    model = staticmethod(lab_model)
+    describe_model = staticmethod(describe_model)
+
+
+def open_lab(number: str) -> Lab:
+    """Set a notebook up for lab `number` ("01".."08"): engine INFO logs off, then print the device and where
+    the recorded H200 numbers come from (or how to make them)."""
+    quiet_engine_logs()
+    lab = Lab(number)
+    print(lab.device)
+    print(lab.recorded)
+    return lab

@@ -1,0 +1,98 @@
+"""Read a lab's questions and claims from its data file, data/labNN.yaml.
+
+Why data: every lab's questions and claims have the same shape (prompt, options with why, model answer, in
+English and Chinese; claim, verdict, where its number lives), and as Python they were the same constructor
+call written out a hundred times. As YAML they are text a reviewer reads as text, and the only code is here.
+
+What stays code is what reads numbers: a question's `evidence: name` names a function of the lab's views
+(results dict -> the lines under the model answer), and a claim's `rule: true` says the views recompute the
+verdict from the number (`rules` maps the claim id to that function). The loader refuses a name it is not
+given and a function no entry asks for, so data and code cannot drift apart silently.
+
+A choice question lists either `options` and the `correct` letter, or its `right` option and the `wrong` ones
+(Lab 08's bank): those are shuffled with random.Random(question id), the same order on every machine.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from minivllm_labs.lab_info import Claim
+from minivllm_labs.quiz import NumericQuestion, Option, Question
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+#: A question's evidence: its lab's results (or None) -> the lines that back the model answer.
+Evidence = Callable[[dict | None], str]
+
+
+@cache
+def lab_data(lab: str) -> dict[str, Any]:
+    """The parsed data/<lab>.yaml ({"lab", "questions", "claims"}), read once per process."""
+    import yaml
+
+    doc = yaml.safe_load((DATA_DIR / f"{lab}.yaml").read_text(encoding="utf-8"))
+    if doc.get("lab") != lab:
+        raise ValueError(f"data/{lab}.yaml says lab {doc.get('lab')!r}")
+    return doc
+
+
+def _option(d: Mapping[str, str]) -> Option:
+    return Option(d["text"], d["why"], d.get("text_zh", ""), d.get("why_zh", ""))
+
+
+def question_from_data(d: Mapping[str, Any], evidence: Evidence | None = None) -> Question | NumericQuestion:
+    """One entry of a data file (a dict as YAML reads it) as a Question or NumericQuestion."""
+    common: dict[str, Any] = dict(qid=d["id"], prompt=d["prompt"], prompt_zh=d.get("prompt_zh", ""),
+                                  model_answer=d["model_answer"], model_answer_zh=d.get("model_answer_zh", ""),
+                                  source=d.get("source", "lab"), topic=d.get("topic", ""))
+    if evidence is not None:
+        common["evidence"] = evidence
+    if "answer" in d:
+        return NumericQuestion(answer=d["answer"], rel_tol=d["rel_tol"], unit=d.get("unit", ""), **common)
+    if "right" in d:
+        opts = [_option(d["right"])] + [_option(w) for w in d["wrong"]]
+        order = list(range(len(opts)))
+        random.Random(d["id"]).shuffle(order)  # string seeds are hashed with sha512: stable everywhere
+        return Question(options=tuple(opts[i] for i in order), correct=order.index(0), **common)
+    return Question(options=tuple(_option(o) for o in d["options"]), correct=ord(d["correct"]) - ord("A"),
+                    **common)
+
+
+def load_questions(lab: str, evidence: Mapping[str, Evidence] | Callable[[dict], Evidence] | None = None
+                   ) -> dict[str, Question | NumericQuestion]:
+    """The lab's questions by id, in file order. `evidence` maps the names the entries give to functions, or
+    is a function of the raw entry (Lab 08 builds each entry's evidence from its `cites`)."""
+    entries = lab_data(lab).get("questions", [])
+    if callable(evidence):
+        return {d["id"]: question_from_data(d, evidence(d)) for d in entries}
+    given = dict(evidence or {})
+    asked = {d["evidence"] for d in entries if "evidence" in d}
+    if missing := asked - set(given):
+        raise KeyError(f"data/{lab}.yaml names evidence {sorted(missing)} that the lab does not define")
+    if unused := set(given) - asked:
+        raise KeyError(f"evidence {sorted(unused)} is named by no question of data/{lab}.yaml")
+    return {d["id"]: question_from_data(d, given[d["evidence"]] if "evidence" in d else None) for d in entries}
+
+
+def load_claims(lab: str, rules: Mapping[str, Callable[[Any], str]] | None = None) -> tuple[Claim, ...]:
+    """The lab's claims, in file order; `rules` maps the id of each claim marked `rule: true` to its rule."""
+    entries = lab_data(lab).get("claims", [])
+    rules = dict(rules or {})
+    asked = {d["id"] for d in entries if d.get("rule")}
+    if asked != set(rules):
+        raise KeyError(f"data/{lab}.yaml: claims with `rule: true` {sorted(asked)}, rules given for "
+                       f"{sorted(rules)}")
+    return tuple(Claim(cid=d["id"], seed=d["seed"], claim_zh=d["claim_zh"], claim_en=d["claim_en"],
+                       verdict=d["verdict"], summary=d["summary"], summary_zh=d["summary_zh"],
+                       evidence_file=d["evidence_file"], evidence_key=d["evidence_key"], figure=d.get("figure"),
+                       rule=rules.get(d["id"]), lab=lab) for d in entries)
+
+
+def entries(lab: str) -> dict[str, dict[str, Any]]:
+    """The raw question entries by id (Lab 08's page links each to its lab and engine code)."""
+    return {d["id"]: d for d in lab_data(lab).get("questions", [])}

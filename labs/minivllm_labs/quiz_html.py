@@ -1,0 +1,160 @@
+"""The static quiz: self-contained HTML (+ a little JavaScript) that works with no kernel.
+
+Why static: a notebook is read far more often than it is run (nbconvert HTML, the Jupyter Book, a JupyterLab
+that opened it without running), and a widget needs a live kernel. Every option's feedback is computed here
+by the same Python grader (quiz.option_feedback), in English and Chinese (spans of class `lang-en` /
+`lang-zh`, which the book's language switch shows one at a time).
+
+It degrades in steps. Each option is a `<details>` element: clicking it opens that option's feedback with no
+JavaScript at all (so it works even where scripts are stripped, as in an untrusted JupyterLab output). The
+script adds radio behaviour (opening one option closes the others) and, for numeric questions, grades the
+number typed into the box with the same parsing and tolerance rule as quiz.parse_number / quiz.within (see
+NUMERIC_JS; tests/labs/test_labs.py runs it with node against the Python rule).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+from minivllm_labs.quiz import (
+    NumericQuestion,
+    Question,
+    answer_tail,
+    letter,
+    numeric_verdict,
+    option_feedback,
+)
+
+_RIGHT, _WRONG = "#137333", "#b3261e"
+_BOX = "border:1px solid #d0d7de;border-radius:6px;padding:10px 14px;margin:8px 0;max-width:52em"
+_FEEDBACK = "white-space:pre-wrap;margin:6px 0 4px 0;padding:4px 10px;font-size:92%;border-left:3px solid {}"
+
+
+def _dom_id(q) -> str:
+    """A stable element id (stored outputs must not change between builds)."""
+    return "mv-quiz-" + re.sub(r"[^A-Za-z0-9_-]", "-", q.qid)
+
+
+def _bi(en: str, zh: str, tag: str = "span") -> str:
+    """An English span, and its Chinese one when there is one."""
+    out = f'<{tag} class="lang-en">{html.escape(en)}</{tag}>'
+    if zh:
+        out += f' <{tag} class="lang-zh" lang="zh">{html.escape(zh)}</{tag}>'
+    return out
+
+
+def _feedback(en: str, zh: str, color: str) -> str:
+    style = _FEEDBACK.format(color)
+    return (f'<div class="mv-quiz-feedback lang-en" style="{style}">{html.escape(en)}</div>'
+            f'<div class="mv-quiz-feedback lang-zh" lang="zh" style="{style}">{html.escape(zh)}</div>')
+
+
+_CHOICE_JS = """<script>(function () {
+  var root = document.getElementById(%s);
+  if (!root) return;
+  var opts = root.querySelectorAll("details.mv-quiz-option");
+  opts.forEach(function (d) {
+    d.addEventListener("toggle", function () {
+      if (d.open) opts.forEach(function (o) { if (o !== d) o.open = false; });
+    });
+  });
+})();</script>"""
+
+
+def choice_html(q: Question, results: dict | None) -> str:
+    rid = _dom_id(q)
+    parts = [f'<div class="mv-quiz" id="{rid}" data-qid="{html.escape(q.qid)}" style="{_BOX}">',
+             f'<p style="margin:0 0 6px 0"><b>{_bi(q.prompt, q.prompt_zh)}</b></p>',
+             '<p style="margin:0 0 6px 0;font-size:90%;color:#57606a">'
+             + _bi("Click an option to see how it is graded.", "点击一个选项查看评分与解释。") + "</p>"]
+    for i, o in enumerate(q.options):
+        ok = i == q.correct
+        fb = _feedback(option_feedback(q, i, results, "en"), option_feedback(q, i, results, "zh"),
+                       _RIGHT if ok else _WRONG)
+        parts.append(f'<details class="mv-quiz-option" data-option="{letter(i)}" style="margin:3px 0">'
+                     f'<summary style="cursor:pointer"><b>{letter(i)}.</b> {_bi(o.text, o.text_zh)}</summary>'
+                     f"{fb}</details>")
+    parts.append(_CHOICE_JS % json.dumps(rid))
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+#: Grades a typed number exactly like quiz.parse_number + quiz.within + quiz.numeric_verdict.
+NUMERIC_JS = r"""function mvParseNumber(raw) {
+  var s = String(raw).normalize("NFKC").toLowerCase().split(/\s+/).filter(Boolean).join(" ");
+  s = s.replace(/^[^\d.+-]+/, "").replace(/[^\d.]+$/, "").replace(/[,_\s]/g, "");
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/.test(s)) return null;
+  var x = parseFloat(s);
+  return isFinite(x) ? x : null;
+}
+function mvNum(x) {
+  return String(Number(Number(x).toPrecision(4)));
+}
+function mvGradeNumber(raw, answer, relTol, unit) {
+  var x = mvParseNumber(raw), u = unit ? " " + unit : "", pct = mvNum(relTol * 100);
+  var shown = "'" + String(raw) + "'";  // as Python's repr() writes a plain string
+  if (!String(raw).trim()) return {ok: false, graded: false, en: "No answer graded: type a number first.",
+    zh: "未评分：type a number first。"};
+  if (x === null) return {ok: false, graded: false,
+    en: "No answer graded: answer with a number, got " + shown + ".",
+    zh: "未评分：answer with a number, got " + shown + "。"};
+  if (Math.abs(x - answer) <= relTol * Math.abs(answer)) return {ok: true, graded: true,
+    en: "Correct: " + mvNum(x) + " is within " + pct + "% of " + mvNum(answer) + u + ".",
+    zh: "正确：" + mvNum(x) + " 与 " + mvNum(answer) + u + " 相差在 " + pct + "% 以内。"};
+  return {ok: false, graded: true,
+    en: "Not quite: " + mvNum(x) + "; the answer is " + mvNum(answer) + u + " (within " + pct + "% counts).",
+    zh: "不对：" + mvNum(x) + "；答案是 " + mvNum(answer) + u + "（误差 " + pct + "% 以内算对）。"};
+}"""
+
+_NUMERIC_WIRE = """<script>(function () {
+%s
+  var root = document.getElementById(%s);
+  if (!root) return;
+  var box = root.querySelector("input"), out = root.querySelector(".mv-quiz-result");
+  var tails = root.querySelectorAll(".mv-quiz-tail");
+  function check() {
+    var r = mvGradeNumber(box.value, %s, %s, %s), color = r.ok ? "%s" : "%s";
+    out.innerHTML = "";
+    [["lang-en", r.en, 0], ["lang-zh", r.zh, 1]].forEach(function (p) {
+      var d = document.createElement("div");
+      d.className = "mv-quiz-feedback " + p[0];
+      d.style.cssText = "%s" + color;
+      d.textContent = p[1] + (r.graded ? "\\n" + tails[p[2]].textContent : "");
+      out.appendChild(d);
+    });
+  }
+  root.querySelector("button").addEventListener("click", check);
+  box.addEventListener("keydown", function (e) { if (e.key === "Enter") check(); });
+})();</script>"""
+
+
+def numeric_html(q: NumericQuestion, results: dict | None) -> str:
+    rid = _dom_id(q)
+    tail_en, tail_zh = answer_tail(q, results, "en"), answer_tail(q, results, "zh")
+    reveal = _feedback(f"{numeric_verdict(q, q.answer, 'en')}\n{tail_en}",
+                       f"{numeric_verdict(q, q.answer, 'zh')}\n{tail_zh}", _RIGHT)
+    unit = html.escape(q.unit)
+    return "\n".join([
+        f'<div class="mv-quiz mv-quiz-numeric" id="{rid}" data-qid="{html.escape(q.qid)}" style="{_BOX}">',
+        f'<p style="margin:0 0 6px 0"><b>{_bi(q.prompt, q.prompt_zh)}</b></p>',
+        f'<p style="margin:0"><input type="text" aria-label="your answer" size="12"> {unit} '
+        f'<button type="button">Check · 检查</button></p>',
+        '<div class="mv-quiz-result"></div>',
+        f'<pre class="mv-quiz-tail" hidden>{html.escape(tail_en)}</pre>'
+        f'<pre class="mv-quiz-tail" hidden>{html.escape(tail_zh)}</pre>',
+        f'<details style="margin-top:6px"><summary style="cursor:pointer">'
+        f'{_bi("Show the answer", "显示答案")}</summary>{reveal}</details>',
+        _NUMERIC_WIRE % (NUMERIC_JS, json.dumps(rid), json.dumps(q.answer), json.dumps(q.rel_tol),
+                         json.dumps(q.unit), _RIGHT, _WRONG, _FEEDBACK.format("")),
+        "</div>"])
+
+
+def quiz_html(q, results: dict | None) -> str:
+    """The static quiz for a Question or a NumericQuestion, with every feedback computed now."""
+    if isinstance(q, NumericQuestion):
+        return numeric_html(q, results)
+    if isinstance(q, Question):
+        return choice_html(q, results)
+    raise TypeError(f"expected a Question or NumericQuestion, got {type(q).__name__}")

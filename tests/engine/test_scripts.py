@@ -1,0 +1,74 @@
+"""The GPU helper scripts' CPU-side parts: the A/B summary, the decode probe's table, the codegen comparison.
+
+They run on the device machine where a mistake costs device time, so what can be checked here is."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "maint"))
+
+import ab_summary  # noqa: E402
+import decode_kernel_probe  # noqa: E402
+
+
+def _latency(path: Path, tpots: dict[int, float]) -> None:
+    rows = [{"system": "FULL_AND_PIECEWISE", "batch": b, "tpot_s": t} for b, t in tpots.items()]
+    path.write_text(json.dumps({"rows": rows + [{"system": "eager", "batch": 1, "tpot_s": 1.0}]}))
+
+
+def test_ab_summary_medians_ratios_and_tolerance(tmp_path):
+    _latency(tmp_path / "ab_latency_old_1.json", {1: 0.001, 64: 0.002})
+    _latency(tmp_path / "ab_latency_old_2.json", {1: 0.0011, 64: 0.002})
+    _latency(tmp_path / "ab_latency_new_1.json", {1: 0.00105, 64: 0.0021})
+    for who, tok in (("old", 1000.0), ("new", 1030.0)):
+        (tmp_path / f"ab_throughput_{who}_1.json").write_text(json.dumps({"minivllm": {"output_tok_s": tok}}))
+    out = ab_summary.summarise(tmp_path, "a", "b")
+    assert out["tpot_ms"]["1"]["new_over_old"] == pytest.approx(1.05 / 1.05)  # median of old: 1.05 ms
+    assert out["tpot_ms"]["1"]["within_tolerance"]
+    assert out["tpot_ms"]["64"]["new_over_old"] == pytest.approx(1.05) and not out["tpot_ms"]["64"]["within_tolerance"]
+    assert out["throughput_tok_s"]["new_over_old"] == pytest.approx(1.03)
+    assert not out["throughput_tok_s"]["within_tolerance"]
+
+
+def test_probe_summary_orders_trees_and_marks_the_prefetch_rows(tmp_path, capsys):
+    row = {"batch": 64, "context": 2048, "num_splits": 1, "ms": 0.18, "frac_of_copy": 0.72, "ms_graph": 0.18,
+           "frac_of_copy_graph": 0.72, "host_us": 30.0}
+    for c, extra in (("new", {"prefetch_metadata": True}), ("old", {})):
+        (tmp_path / f"bisect_{c}.json").write_text(json.dumps(
+            {"commit": c, "decode_kernel_sha256": "abc", "rows": [row, {**row, **extra}]}))
+    (tmp_path / "commits.txt").write_text("bisect_old.json old\nbisect_new.json new\n")
+    decode_kernel_probe.summary(tmp_path)
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split()[0] for ln in lines[1:]] == ["old", "old", "new", "new"]
+    assert lines[-1].split()[2] == "y" and "y" not in lines[-2].split()[:3]
+
+
+def test_codegen_compiles_this_trees_kernel_without_a_gpu(tmp_path):
+    pytest.importorskip("triton")
+    out = tmp_path / "codegen.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "maint" / "decode_kernel_codegen.py"), str(ROOT),
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(out.read_text())["rows"][0]
+    assert "error" not in row, row
+    assert row["ld_global"] > 0 and row["mma"] > 0 and len(row["ptx_sha256"]) == 12
+    assert row["registers_declared"]["pred"] > 0
+
+
+def test_probe_and_bench_kernels_share_one_graph_replay_timer():
+    """The probe loads this checkout's minivllm/bench/timing.py by path (the tree it probes has its own
+    minivllm); bench kernels imports the same file, so a difference between trees is never the timer's."""
+    pytest.importorskip("torch")
+    from minivllm.bench import kernels, timing
+
+    gpu_ms, graph_replay_ms = decode_kernel_probe._timers()
+    assert gpu_ms.__code__.co_code == timing.gpu_ms.__code__.co_code
+    assert graph_replay_ms.__code__.co_code == timing.graph_replay_ms.__code__.co_code
+    assert kernels._ms is timing.gpu_ms and kernels._ms_graph is timing.graph_replay_ms

@@ -217,8 +217,9 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
 #
-# **1.** Plant the compile fault under `{"level": 1, "backend": "eager"}` (stock `torch.compile`, no
-# `fullgraph`). Does startup fail? What does `llm.compile_report()` say? *Hint:* without `fullgraph`, Dynamo
+# **1.** Plant the compile fault under `{"mode": 1, "backend": "eager", "allow_graph_breaks": True}` (stock
+# `torch.compile` without `fullgraph`: vLLM has no such option and compiles every mode with `fullgraph=True`, so
+# there the fault is a startup error). Does startup fail? What does `llm.compile_report()` say? *Hint:* without `fullgraph`, Dynamo
 # may split the graph where it cannot trace.
 #
 # <details><summary>Solution · 参考答案</summary>
@@ -226,7 +227,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # It starts: Dynamo breaks the graph at the `if`, runs the branch in Python and traces the rest as more
 # graphs. `compile_report()` counts the breaks, and they grow once requests run (the stored CPU run below: 5
 # graphs and 1 break at startup; after one request 3 breaks and 10 run-time recompiles). That is the handbook's
-# "falls back to an eager section"; the engine's levels 2-3 use `fullgraph=True` precisely so that this fails
+# "falls back to an eager section"; vLLM and this engine compile modes 1-3 with `fullgraph=True` precisely so that this fails
 # loudly at startup instead of silently slowing every step (Lab 03 measured 1.8x with a break at every
 # attention call).
 # </details>
@@ -244,14 +245,14 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 动手试试
 #
-# **1.** 把编译故障放到 `{"level": 1, "backend": "eager"}`（原生 `torch.compile`，不开 `fullgraph`）下。启动会失败吗？
+# **1.** 把编译故障放到 `{"mode": 1, "backend": "eager", "allow_graph_breaks": True}`（原生 `torch.compile`，不开 `fullgraph`；vLLM 没有这个选项，所有模式都用 `fullgraph=True`，故障在启动时报错）下。启动会失败吗？
 # `llm.compile_report()` 说了什么？*提示：* 没有 `fullgraph` 时，Dynamo 遇到 trace 不了的地方可以把图断开。
 #
 # <details><summary>Solution · 参考答案</summary>
 #
 # 能启动：Dynamo 在 `if` 处断图，分支用 Python 跑，其余部分 trace 成多张图。`compile_report()` 统计 graph break，
 # 请求跑起来后还会增加（下面保存的 CPU 结果：启动时 5 张图、1 个 break；跑一个请求后 3 个 break、运行时重编译 10 次）。
-# 这就是手册说的"fallback 到 eager 区段"；本引擎的 level 2-3 用 `fullgraph=True`，正是为了让它在启动时大声失败，
+# 这就是手册说的"fallback 到 eager 区段"；vLLM 和本引擎的 mode 1-3 都用 `fullgraph=True`，正是为了让它在启动时大声失败，
 # 而不是悄悄拖慢每一步（Lab 03 测到每次 attention 调用都断图时慢 1.8 倍）。
 # </details>
 #
@@ -269,7 +270,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 from minivllm import SamplingParams
 
 with lab.inject("untraceable"):
-    llm = lab.start(model, compilation_config={"level": 1, "backend": "eager"})
+    llm = lab.start(model, compilation_config={"mode": 1, "backend": "eager", "allow_graph_breaks": True})
     keys = ("graphs_traced_at_startup", "graph_breaks", "recompiles_at_runtime")
     print("at startup:       ", {k: v for k, v in llm.compile_report().items() if k in keys})
     llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=4), use_tqdm=False)

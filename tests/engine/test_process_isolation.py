@@ -71,7 +71,7 @@ def test_compiling_leaves_os_environ_unchanged(src, tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "callers-triton"))
     before = dict(os.environ)
     llm = LLM(str(src), max_model_len=32, device="cpu",
-              compilation_config={"level": 1, "cache_dir": str(tmp_path / "cache")})
+              compilation_config={"mode": 1, "cache_dir": str(tmp_path / "cache")})
     assert dict(os.environ) == before
     assert llm.startup_report().compile["cache_dir"].startswith(str(tmp_path / "cache"))
     out = llm.generate({"prompt_token_ids": [5, 6, 7]}, SamplingParams(temperature=0, max_tokens=2), use_tqdm=False)
@@ -106,9 +106,9 @@ def test_two_threads_opening_one_cache_entry_take_turns(tmp_path):
 
 
 def test_llm_does_not_change_the_callers_compilation_config(src):
-    cc = CompilationConfig(level=0)
+    cc = CompilationConfig(mode=0)
     llm = LLM(str(src), max_model_len=32, device="cpu", compilation_config=cc, cudagraph_capture_sizes=[1, 2],
               cudagraph_mode="PIECEWISE", fallback="auto")
     assert llm.config.compilation is not cc and llm.config.compilation.cudagraph_capture_sizes == [1, 2]
-    assert cc == CompilationConfig(level=0)
+    assert cc == CompilationConfig(mode=0)
     assert CompilationConfig.from_any(cc) is not cc and CompilationConfig.from_any(cc) == cc

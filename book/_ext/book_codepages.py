@@ -21,7 +21,11 @@ def write_if_changed(path: Path, text: str) -> None:
 
 
 def anchor(path: str, name: str) -> str:
-    """The HTML id of `name` (a top-level def/class) on the page of `path` ("minivllm/x/y.py")."""
+    """The HTML id of `name` (a top-level def/class) on the page of `path` ("minivllm/x/y.py").
+
+    A leading underscore becomes "private-": `compile_model` and `_compile_model` need two ids."""
+    if name.startswith("_"):
+        name = "private " + name.lstrip("_")
     return re.sub(r"[^a-z0-9]+", "-", f"src {path} {name}".lower()).strip("-")
 
 

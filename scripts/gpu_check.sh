@@ -11,6 +11,8 @@
 #   compile         TPOT per compile level with and without graphs, cold vs warm startup
 #   labs            every lab's recorder (labs/minivllm_labs/labNN.py), then every notebook end to end (labs-gpu)
 #   all             the six above (two lanes on a two-GPU machine)
+#   lab02-padding-kernels   the kernels the full decode graphs of sizes 5 and 8 replay (why graph 8 replays
+#                   faster than graph 5 in Lab 02): scripts/maint/padding_kernels.py -> padding_kernels.json
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
 #                   (AB_REPS rounds, default 2; AB_LATENCY=0 or AB_THROUGHPUT=0 runs only the other half)
@@ -96,6 +98,10 @@ compile() {
     --modes eager,FULL,NONE@L1,NONE@L2,FULL@L2,NONE@L3,FULL_AND_PIECEWISE@L3 --json "$RES/compile.json"
   step startup 120 $BENCH startup --model "$CK" --max-model-len 512 --compilation-config '{"level": 3}' \
     --json "$RES/startup.json"
+}
+padding_kernels() {
+  TAILN=10 step padding_kernels 180 $PY scripts/maint/padding_kernels.py --model "$CK" --sizes 5,8 \
+    --json "$RES/padding_kernels.json"
 }
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks
   local f lab
@@ -199,6 +205,7 @@ for stage in $STAGES; do
     kernels) kernels ;;
     compile) compile ;;
     labs) labs ;;
+    lab02-padding-kernels) padding_kernels ;;
     ab) ab ;;
     bisect-kernels) bisect_kernels ;;
     *) echo "unknown stage $stage (see the top of $0)"; exit 2 ;;

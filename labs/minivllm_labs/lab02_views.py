@@ -299,3 +299,85 @@ def verdicts_table(res: dict | None) -> str:
         lines.append(f"{c.claim_en[:58]:<58} {c.verdict:<8} {shown:>8}  "
                      f"{c.evidence_file.rsplit('/', 1)[-1]}:{c.evidence_key}")
     return "\n".join(lines)
+
+
+# Qwen3-0.6B's parameters (from its config.json: 28 layers, hidden 1024, 16 q / 8 kv heads of 128, MLP 3072,
+# vocabulary 151936, tied embeddings): a property of the model, not a measurement. One decode step reads them all.
+QWEN3_06B_PARAMS = 596_049_920
+KERNELS_RESULTS = "kernels.json"  # the device's measured copy bandwidth (`minivllm bench kernels`)
+
+
+def _other_record(name: str, *keys):
+    """A value from another results file beside lab02.json (a bench's record), or None when absent."""
+    import json
+
+    from minivllm_labs.recorded import results_path
+    try:
+        return _get(json.loads((results_path("lab02").parent / name).read_text()), *keys)
+    except (OSError, ValueError):
+        return None
+
+
+def _copy_gbps() -> float | None:
+    """The H200's copy bandwidth recorded by `bench kernels`, or None when the file is absent."""
+    v = _other_record(KERNELS_RESULTS, "copy_GBps")
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def padding_bound_text(res: dict | None, copy_gbps: float | None = None) -> str:
+    """Why a padded row costs no time at small batches: the weights' read time against the replay time.
+
+    At batch 1-8 a decode step is neither compute- nor bandwidth-bound: reading every weight once at the
+    device's copy bandwidth takes a fraction of the replay, so the step's time is the latency of its kernels
+    in sequence, each too small to fill the GPU; more rows add almost nothing to any of them."""
+    r = _get(res, "padding", "replay_ms") or {}
+    if not _gpu(_get(res, "padding")) or not {"1", "8"} <= set(r):
+        return _why_missing(res)
+    gbps = copy_gbps if copy_gbps is not None else _copy_gbps()
+    weight_gb = QWEN3_06B_PARAMS * 2 / 1e9  # bf16
+    lines = [f"weights read per decode step: {weight_gb:.2f} GB (Qwen3-0.6B shape, bf16)"]
+    small = [r[k]["median"] for k in ("1", "5", "8") if k in r]
+    lo, hi = min(small), max(small)
+    if gbps:
+        floor_ms = weight_gb / gbps * 1e3
+        lines.append(f"at the measured copy bandwidth, {round(gbps / 1e3, 2)} TB/s ({KERNELS_RESULTS} copy_GBps), "
+                     f"that is {floor_ms:.2f} ms")
+        lines.append(f"replays of graphs 1-8 take {lo}-{hi} ms, {lo / floor_ms:.1f}-{hi / floor_ms:.1f}x that "
+                     f"floor: the step is latency-bound (kernels in sequence, each too small to fill the GPU), "
+                     f"not memory-bound")
+    else:
+        lines.append(f"replays of graphs 1-8 take {lo}-{hi} ms ({KERNELS_RESULTS} absent: no bandwidth to compare)")
+    return "\n".join(lines)
+
+
+def pool_figures_text(res: dict | None) -> str:
+    """Every graph-pool figure Lab 02 shows, with what was captured for it, so that none contradicts another."""
+    if res is None:
+        return NOT_RECORDED
+    alloc = _get(res, "limits", "alloc") or {}
+    pool = _get(res, "pool") or {}
+    cap = _get(res, "padding", "capture") or {}
+    lines = []
+    if alloc.get("pool_mib") is not None:
+        lines.append(f"{alloc['pool_mib']} MiB: limit 3's toy graph (a 16 MiB tensor and its product allocated inside "
+                     f"one capture), not the engine")
+    if pool.get("shared"):
+        lines.append(f"{pool['shared']['total_mib']} MiB shared vs {pool['separate']['total_mib']} MiB separate: the "
+                     f"model's forward alone, {pool.get('num_graphs')} decode sizes {pool.get('sizes')} at a "
+                     f"{pool.get('context')}-token context, one pool vs one pool per graph (section d)")
+    if cap.get("pool_mib") is not None:
+        lines.append(f"{cap['pool_mib']} MiB: the engine's own capture of the whole decode step (forward and LM head, "
+                     f"the sampler runs after it) for {len(cap.get('sizes') or [])} sizes {cap.get('sizes')}, "
+                     f"contexts up to 256 tokens (section c); the largest graph sets it, growth per size "
+                     f"{cap.get('pool_growth_mib')}")
+    full = _other_record("latency.json", "modes", "FULL") or {}
+    if full.get("graph_pool_mib") is not None:
+        n = len(_get(full, "startup", "cudagraph", "FULL", "sizes") or [])
+        lines.append(f"{full['graph_pool_mib']} MiB: the engine's default capture, {n} FULL decode graphs (sizes up to "
+                     f"max_num_seqs 256), read from the allocator (latency.json modes.FULL); the device's free memory "
+                     f"drops {full.get('graph_free_memory_drop_mib')} MiB, the graph executables included")
+    old = _other_record("compile_vs_graphs.json", "modes", "FULL", "graph_pool_mib")
+    if old is not None:
+        lines.append(f"{old} MiB for the same graphs in compile_vs_graphs.json (fec5d27, older): read before the pool "
+                     f"came from the allocator's segments; superseded by the line above")
+    return "\n".join(lines) or _why_missing(res)

@@ -99,18 +99,26 @@ if lab.gpu_only("Running the capture/replay cells"):
 # %% [markdown] tags=["lang-en"]
 # The engine uses vLLM's rule ([config.py](../minivllm/config.py) `default_capture_sizes`,
 # `EngineConfig.capture_sizes`): 1, 2, 4, then every 8 up to 256, then every 16, up to
-# `min(2 x max_num_seqs, 512)` unless `max_cudagraph_capture_size` or an explicit `cudagraph_capture_sizes`
-# says otherwise. FULL graphs are captured for the sizes up to `max_num_seqs` (a decode batch has one token
-# per sequence); PIECEWISE graphs, keyed by token count, for all of them from 2 tokens up (a 1-token step
-# replays size 2). So `max_num_seqs` caps the batch;
-# it is not the number of graphs, and there is no graph per sequence.
+# `min(2 x max_num_seqs, 512)` and never above `max_num_batched_tokens`, unless `max_cudagraph_capture_size` or
+# an explicit `cudagraph_capture_sizes` says otherwise (vLLM: `VllmConfig._set_cudagraph_sizes` in
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py), which also appends `max_num_batched_tokens`
+# when it lies below the cap). Full decode graphs are captured for the sizes up to `max_num_seqs` (a decode batch
+# has one token per sequence); PIECEWISE graphs, keyed by token count, for all of them from 2 tokens up (a 1-token
+# step replays size 2). So `max_num_seqs` caps the batch; it is not the number of graphs, and there is no graph per
+# sequence. This engine defaults to `max_num_seqs=256`; vLLM's `LLM` takes 1024 on a GPU of 70 GiB or more such as
+# this H200 ([vllm/engine/arg_utils.py](https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py) `get_batch_defaults`), so it
+# would capture full decode graphs for all 51 sizes, not 35 (README, "Where minivllm differs from vLLM").
 
 # %% [markdown] tags=["lang-zh"]
 # 引擎用 vLLM 的规则（[config.py](../minivllm/config.py) 的 `default_capture_sizes`、`EngineConfig.capture_sizes`）：
-# 1、2、4，然后每 8 一档到 256，再每 16 一档，上限 `min(2 x max_num_seqs, 512)`，除非设置了
-# `max_cudagraph_capture_size` 或显式的 `cudagraph_capture_sizes`。FULL 图只捕获不超过 `max_num_seqs` 的 size
-# （decode 时每个序列一个 token）；按 token 数区分的 PIECEWISE 分段图则从 2 个 token 起全部捕获（1 个 token 的步重放 size 2）。所以 `max_num_seqs` 限制的是
-# batch 大小，不是图的个数，也不存在“每个序列一个图”。
+# 1、2、4，然后每 8 一档到 256，再每 16 一档，上限 `min(2 x max_num_seqs, 512)`，且不超过 `max_num_batched_tokens`，
+# 除非设置了 `max_cudagraph_capture_size` 或显式的 `cudagraph_capture_sizes`（vLLM 的规则见
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py) 的 `VllmConfig._set_cudagraph_sizes`，它还会在
+# `max_num_batched_tokens` 低于上限时把它补进列表）。decode 整图只捕获不超过 `max_num_seqs` 的 size（decode 时每个序列
+# 一个 token）；按 token 数区分的 PIECEWISE 分段图则从 2 个 token 起全部捕获（1 个 token 的步重放 size 2）。所以
+# `max_num_seqs` 限制的是 batch 大小，不是图的个数，也不存在“每个序列一个图”。本引擎默认 `max_num_seqs=256`；vLLM 的
+# `LLM` 在 70 GiB 及以上显存的 GPU（如这块 H200）上默认 1024（[vllm/engine/arg_utils.py](https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py)
+# 的 `get_batch_defaults`），所以会为全部 51 个 size 捕获 decode 整图，而不是 35 个（见 README 的 "Where minivllm differs from vLLM"）。
 
 # %% tags=["nbval-check-output"]
 here = {"capture_sizes": lab.capture_size_table()}
@@ -154,6 +162,26 @@ print(lab.padding_table(rec))
 if rec:
     lab.show(lab.plot_padding(rec))
 
+# %% [markdown] tags=["lang-en"]
+# **Why the padded rows cost nothing.** Not because decode is memory-bound: at these batch sizes reading every
+# weight once at the H200's measured copy bandwidth takes a fraction of a replay (below). The step is
+# latency-bound: a few hundred kernels in sequence, each too small to fill the GPU, so a few more rows add almost
+# nothing to any of them. Graph 8 even replays faster than graph 5, beyond the spread, which padding cannot explain.
+# At 5 and 8 rows the linear layers run cuBLAS (the hand-written GEMV takes only 1 and 2 rows), and cuBLAS picks its
+# GEMM kernel by the row count, so the two graphs may hold different kernels. That is a hypothesis, not a
+# measurement yet: the GPU stage `lab02-padding-kernels` of `scripts/gpu_check.sh` lists the kernels of both
+# replays.
+
+# %% [markdown] tags=["lang-zh"]
+# **为什么 padding 行不花时间。** 不是因为 decode 受显存带宽限制：在这些 batch 大小下，按 H200 实测的拷贝带宽把所有权重读一遍，
+# 只占一次重放的一小部分（见下）。这一步受的是延迟限制：几百个 kernel 依次执行，每个都小到填不满 GPU，多几行几乎不增加
+# 任何一个 kernel 的时间。size 8 的图甚至比 size 5 的重放得更快，且超出了波动范围，这是 padding 解释不了的。5 行和 8 行时
+# 线性层走 cuBLAS（手写 GEMV 只处理 1、2 行），cuBLAS 按行数选 GEMM kernel，所以两张图里可能是不同的 kernel。这还只是假设，
+# 尚未实测：`scripts/gpu_check.sh` 的 GPU 阶段 `lab02-padding-kernels` 会列出两次重放各自的 kernel。
+
+# %% tags=["nbval-check-output"]
+print(lab.padding_bound_text(rec))
+
 # %% [markdown]
 # ## 5. d) Graph memory: one shared pool or one per graph · 显存：共享显存池还是每图一个
 
@@ -172,6 +200,21 @@ if rec:
 print(lab.pool_table(rec))
 if rec and rec.get("pool"):
     lab.show(lab.plot_pool(rec))
+
+# %% [markdown] tags=["lang-en"]
+# **Every pool figure in this lab, side by side.** They measure different captures: a toy graph (limit 3), the
+# model's forward alone at a short context (this section), the engine's whole decode step for the padding sizes
+# (section c), and the engine's default capture recorded by `minivllm bench latency`. The last is the figure for
+# "how much memory do the engine's graphs take"; an older file gives a larger number for the same graphs because it
+# was read before the pool came from the allocator.
+
+# %% [markdown] tags=["lang-zh"]
+# **本实验出现的所有显存池数字，放在一起看。** 它们测的是不同的捕获：一个玩具图（限制 3）、只有模型 forward 且上下文很短的
+# 捕获（本节）、引擎为 padding 实验的各 size 捕获的整个 decode 步（c 节），以及 `minivllm bench latency` 记录的引擎默认捕获。
+# 回答“引擎的图占多少显存”要看最后一个；较早的文件对同样的图给出更大的数字，因为那时显存池还不是从分配器读出的。
+
+# %% tags=["nbval-check-output"]
+print(lab.pool_figures_text(rec))
 
 # %% [markdown]
 # ## 6. e) Random numbers inside a graph · 图里的随机数
@@ -193,25 +236,36 @@ print(lab.rng_text(rec))
 # ## 7. f) FULL, PIECEWISE, FULL_AND_PIECEWISE · 三种图模式
 
 # %% [markdown] tags=["lang-en"]
-# - **FULL**: the whole decode step, attention and LM head included, one graph per batch size; only
-#   pure-decode batches replay it ([worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)
-#   `CUDAGraphDispatcher.dispatch`).
+# - **FULL** in vLLM: one graph of the whole forward per token count, for every batch (prefill, mixed and decode),
+#   where the attention backend can be captured for mixed batches
+#   ([docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)). This engine's attention is
+#   capturable for pure decode only, so its full graphs are FULL_DECODE_ONLY's: the whole decode step, LM head
+#   included (vLLM's graph stops before `compute_logits`), one graph per batch size, replayed by pure-decode batches
+#   only ([worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) `CudagraphDispatcher.dispatch`).
+#   This record was made at 135d8b1, when the engine called that mode "FULL"; today FULL is downgraded as vLLM
+#   does it (README, "Where minivllm differs from vLLM").
 # - **PIECEWISE**: the forward is traced once and split at every attention op
-#   ([compilation/backend.py](../minivllm/compilation/backend.py) `SplitBackend`); the pieces between them are
-#   captured per **token count**, attention runs eagerly between replays. Prefill and mixed batches replay
-#   too, up to the largest capture size (512 tokens here).
-# - **FULL_AND_PIECEWISE** (the default): FULL for pure decode, PIECEWISE for the rest.
+#   ([compilation/backend.py](../minivllm/compilation/backend.py) `SplitBackend`; vLLM also splits at
+#   `vllm::unified_kv_cache_update`); the pieces between them are captured per **token count**, attention runs
+#   eagerly between replays. Prefill and mixed batches replay too, up to the largest capture size (512 tokens here);
+#   a longer prefill, such as the 1024-token one below, runs eagerly.
+# - **FULL_AND_PIECEWISE** (the default, in vLLM too): full graphs for pure decode, PIECEWISE for the rest.
 #
 # Per mode the recorder measured TPOT at batch 1 and 8, TTFT of a 128-token and a 1024-token prompt, and
 # counted which path every step took. The buttons show one series at a time.
 
 # %% [markdown] tags=["lang-zh"]
-# - **FULL**：整个 decode 步（包括 attention 和 LM head），每个 batch size 一个图，只有纯 decode 批会重放
-#   （[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `CUDAGraphDispatcher.dispatch`）。
+# - vLLM 的 **FULL**：整个前向按 token 数每个尺寸一张图，适用于所有 batch（预填充、混合和解码），前提是 attention 后端在
+#   混合 batch 下也能被捕获（[docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)）。本引擎的 attention
+#   只能在纯 decode 时被捕获，所以它的整图就是 FULL_DECODE_ONLY 的整图：整个 decode 步（包括 LM head；vLLM 的图在
+#   `compute_logits` 之前结束），每个 batch size 一张，只有纯 decode 批会重放
+#   （[worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) 的 `CudagraphDispatcher.dispatch`）。
+#   本记录录于 135d8b1，那时引擎把这个模式叫 "FULL"；现在 FULL 会像 vLLM 一样被降级（见 README 的 "Where minivllm differs from vLLM"）。
 # - **PIECEWISE**：前向只 trace 一次，在每个 attention 处切开
-#   （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend`）；中间的分段按 **token 数**
-#   捕获，attention 在两次重放之间 eager 执行。预填充和混合批也能重放，最多到最大捕获尺寸（这里是 512 token）。
-# - **FULL_AND_PIECEWISE**（默认）：纯 decode 用 FULL，其他用 PIECEWISE。
+#   （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend`；vLLM 还会在 `vllm::unified_kv_cache_update`
+#   处切开）；中间的分段按 **token 数** 捕获，attention 在两次重放之间 eager 执行。预填充和混合批也能重放，最多到最大捕获
+#   尺寸（这里是 512 token）；更长的预填充（如下面 1024 token 的）走 eager。
+# - **FULL_AND_PIECEWISE**（默认，vLLM 也是）：纯 decode 用整图，其他用 PIECEWISE。
 #
 # 每种模式录制了 batch 1 和 8 的 TPOT、128 token 和 1024 token prompt 的 TTFT，并统计每一步走的路径。按钮一次显示一组数据。
 

@@ -263,3 +263,46 @@ def verdicts_table(res: dict | None) -> str:
         lines.append(f"{c.claim_en[:58]:<58} {c.verdict:<8} {shown:>9}  "
                      f"{c.evidence_file.rsplit('/', 1)[-1]}:{c.evidence_key}")
     return "\n".join(lines)
+
+
+# ---- prose numbers, read from the record ------------------------------------------------------------------
+def _config_tpot(cfg: dict, name: str, batch: str) -> dict | None:
+    return _get(cfg, name, "tpot_ms", batch)
+
+
+def _ratio_text(a: dict | None, b: dict | None) -> str:
+    """a / b of two medians, and whether the ranges overlap (then the difference is within the spread)."""
+    if not a or not b:
+        return "n/a"
+    overlap = a["min"] <= b["max"] and b["min"] <= a["max"]
+    return f"{round(a['median'] / b['median'], 2)}x ({a['median']} vs {b['median']} ms, " \
+           f"{'within' if overlap else 'beyond'} the spread)"
+
+
+def stacking_text(res: dict | None) -> str:
+    """Interview question 1 on this record: graphs alone against graphs + compile, on both builds."""
+    cfg, grid = _get(res, "configs"), _get(res, "grid")
+    if not cfg or not grid:
+        return NOT_RECORDED
+    lines = []
+    for build, corners in grid.items():
+        for batch in ("1", "64"):
+            g, both = _config_tpot(cfg, corners["graphs"], batch), _config_tpot(cfg, corners["both"], batch)
+            lines.append(f"{build}, batch {batch}: graphs alone / graphs + mode 3 = {_ratio_text(g, both)}")
+    return "\n".join(lines) + "\n(> 1: adding compile to graphs made the step faster)"
+
+
+def kernels_vs_time_text(res: dict | None) -> str:
+    """Kernels per decode step against TPOT, for the engines without graphs: the count does not set the time."""
+    cfg = _get(res, "configs")
+    if not cfg:
+        return NOT_RECORDED
+    lines = []
+    for name, label in (("torch-ops eager", "PyTorch's own ops, eager"), ("eager", "hand-written kernels, eager"),
+                        ("L2", "mode 2 (Inductor's kernels)"), ("L3", "mode 3 (Inductor's kernels)"),
+                        ("fused L3", "mode 3 with the hand-written kernels")):
+        c = cfg.get(name) or {}
+        k, t = c.get("kernels_per_step"), _get(c, "tpot_ms", "1", "median")
+        if k and t:
+            lines.append(f"{label:<40} {k:>5} kernels, TPOT {t} ms at batch 1: {round(1000 * t / k, 1)} us per kernel")
+    return "\n".join(lines) or NOT_RECORDED

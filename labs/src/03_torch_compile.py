@@ -14,9 +14,10 @@
 # - **a)** what Dynamo sees: the FX graph of one decoder layer, its graph breaks and guards, with attention
 #   registered and unregistered (self-test 2), and what `fullgraph=True` does;
 # - **b)** what Inductor makes of a residual add + RMSNorm, next to the engine's hand-written Triton kernel;
-# - **c)** compile levels 0 / 2 / 3 with and without CUDA graphs: TPOT at batch 1 / 8 / 64, kernels per step,
-#   compile time, recompiles;
-# - **d)** compile scopes (model / layer / ops) against "per layer is vLLM's default", and level 3's split;
+# - **c)** compilation modes 0 / 2 / 3 (vLLM's `compilation_config={"mode": N}`; this record, made at 135d8b1,
+#   calls them levels) with and without CUDA graphs: TPOT at batch 1 / 8 / 64, kernels per step, compile time,
+#   recompiles;
+# - **d)** compile scopes (model / layer / ops) against "per layer is vLLM's default", and mode 3's split;
 # - **e)** interview question 1: graphs alone, compile alone, both, on two builds of the engine.
 
 # %% [markdown] tags=["lang-zh"]
@@ -26,8 +27,9 @@
 #
 # 本实验在引擎上逐步看进去：a) Dynamo 看到了什么：一个 decoder 层的 FX graph、断图和 guard，attention
 # 注册与未注册对比（自检题 2），以及 `fullgraph=True` 的行为；b) Inductor 为 residual add + RMSNorm 生成了什么，
-# 与引擎手写的 Triton kernel 并排；c) 编译 level 0 / 2 / 3，开关 CUDA Graph：batch 1 / 8 / 64 的 TPOT、每步 kernel 数、
-# 编译时间、重编译次数；d) 编译范围（整个模型 / 每层 / 选定算子）与“默认按层”的说法，以及 level 3 的切分；
+# 与引擎手写的 Triton kernel 并排；c) 编译模式 0 / 2 / 3（vLLM 的 `compilation_config={"mode": N}`；本记录录于 135d8b1，
+# 那时叫 level），开关 CUDA Graph：batch 1 / 8 / 64 的 TPOT、每步 kernel 数、编译时间、重编译次数；d) 编译范围（整个模型 /
+# 每层 / 选定算子）与“默认按层”的说法，以及 mode 3 的切分；
 # e) 面试题 1：只用图、只用 compile、两者都用，在两种构建上对比。
 
 # %% [markdown]
@@ -66,21 +68,26 @@ print(lab.dynamo_text(here["registration"]["auto"]["layer"]))
 
 # %% [markdown] tags=["lang-en"]
 # **Self-test 2: the same layer with `attention_backend="unregistered"`**: the same Python, hidden from Dynamo
-# the way a plain C++/CUDA extension call is. Every call is now a graph break, and `fullgraph=True` (what
-# levels 2 and 3 trace with) refuses to compile at all.
+# the way a plain C++/CUDA extension call is. Every call is now a graph break, and `fullgraph=True` (what modes
+# 1-3 trace with, in vLLM too: [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py))
+# refuses to compile at all: in vLLM an unregistered op is a startup error, not a slow engine.
 
 # %% [markdown] tags=["lang-zh"]
 # **自检题 2：同一个层，`attention_backend="unregistered"`**：同样的 Python 代码，像普通的 C++/CUDA 扩展调用那样
-# 对 Dynamo 隐藏。现在每次调用都断图，而 `fullgraph=True`（level 2、3 用它 trace）直接拒绝编译。
+# 对 Dynamo 隐藏。现在每次调用都断图，而 `fullgraph=True`（mode 1-3 都用它 trace，vLLM 也是：
+# [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）直接拒绝编译：在 vLLM 里未注册的算子是
+# 启动错误，而不是一个变慢的引擎。
 
 # %% tags=["nbval-ignore-output"]
 print(lab.dynamo_text(here["registration"]["unregistered"]["layer"], fx=False))
 
 # %% [markdown] tags=["lang-en"]
-# Recorded on the H200: the whole engine (28 layers) at level 1, and level 2 with the unregistered op.
+# Recorded on the H200 at 135d8b1: the whole engine (28 layers) at level 1, which then compiled without
+# `fullgraph` (today's `allow_graph_breaks=True`), and level 2 with the unregistered op.
 
 # %% [markdown] tags=["lang-zh"]
-# H200 记录：整个引擎（28 层）在 level 1 下的情况，以及 level 2 用未注册算子时的结果。
+# H200 记录（135d8b1）：整个引擎（28 层）在 level 1 下的情况（那时 level 1 不带 `fullgraph` 编译，相当于现在的
+# `allow_graph_breaks=True`），以及 level 2 用未注册算子时的结果。
 
 # %% tags=["nbval-check-output"]
 print(lab.registration_table(rec))
@@ -94,13 +101,13 @@ print(lab.Q1.evidence(None))
 # kernel). Compiled by Inductor, the kernel source is below: Triton on a GPU (the recorded one), C++ on a
 # CPU (the one made here). Next to it, the engine's hand-written Triton kernel
 # ([kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) `_rms_norm_kernel`), which the engine uses at
-# level 0 (`custom_ops: ["all"]`).
+# mode 0 and, by default, inside mode 3's pieces (`custom_ops: ["all"]`).
 
 # %% [markdown] tags=["lang-zh"]
 # `add_rms_norm` 是引擎的 residual add + RMSNorm 的纯 PyTorch 写法（eager 下 7 个算子，各自一个 kernel）。
 # 经 Inductor 编译后的 kernel 源码如下：GPU 上是 Triton（记录中的那个），CPU 上是 C++（本机生成的）。旁边是引擎手写的
-# Triton kernel（[kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) 的 `_rms_norm_kernel`），level 0 时引擎用它
-# （`custom_ops: ["all"]`）。
+# Triton kernel（[kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) 的 `_rms_norm_kernel`），mode 0 时引擎用它，
+# 默认的 mode 3 也在各分段里用它（`custom_ops: ["all"]`）。
 
 # %% tags=["nbval-check-output"]
 print(lab.kernel_text(rec))
@@ -113,25 +120,27 @@ print(lab.kernel_text(here, max_lines=25))
 print(lab.hand_written_kernel())
 
 # %% [markdown]
-# ## 4. c) Compile levels, with and without graphs · 编译 level，开关 CUDA Graph
+# ## 4. c) Compilation modes, with and without graphs · 编译模式，开关 CUDA Graph
 
 # %% [markdown] tags=["lang-en"]
-# Level 0: no compile. Level 2: the forward traced once with a dynamic token dimension, compiled by Inductor.
-# Level 3: that trace split at every attention op, each piece compiled (identical pieces once) and, with
-# graphs on, captured as PIECEWISE graphs ([compilation/backend.py](../minivllm/compilation/backend.py)
-# `compile_model`, `SplitBackend`). With compile on, the engine uses Inductor's code for the small ops
-# (`custom_ops: ["none"]`, as vLLM); at level 0 its hand-written kernels. The recorder ran every setup on the
-# H200: TPOT (median and min-max over 3 runs), kernels per decode step (engines without graphs, from the
-# profiler), compile time at startup, traces, run-time recompiles and pieces. Level 1 (stock `torch.compile`)
-# is in `attention_registered.json`: TPOT 10.8 ms at batch 1.
+# Mode (level) 0: no compile, no Dynamo. Mode 2: the forward traced once with a dynamic token dimension, compiled
+# by Inductor. Mode 3: that trace split at every attention op, each piece compiled (identical pieces once) and,
+# with graphs on, captured as PIECEWISE graphs ([compilation/backend.py](../minivllm/compilation/backend.py)
+# `SplitBackend`, [compilation/levels.py](../minivllm/compilation/levels.py) `compile_model`). With a compile mode
+# asked for, the engine uses Inductor's code for the small ops (`custom_ops: ["none"]`, as vLLM); at mode 0 its
+# hand-written kernels. The recorder ran every setup on the H200: TPOT (median and min-max over 3 runs), kernels per
+# decode step (engines without graphs, from the profiler), compile time at startup, traces, run-time recompiles and
+# pieces. Mode 1 (stock `torch.compile`) is measured in `attention_registered.json` (the book's torch.compile page).
+# The "FULL" rows are full decode graphs, today's FULL_DECODE_ONLY.
 
 # %% [markdown] tags=["lang-zh"]
-# level 0：不编译。level 2：前向 trace 一次，token 维是动态的，由 Inductor 编译。level 3：在每个 attention 处切开，
-# 各分段分别编译（相同的只编一次），开图时捕获成 PIECEWISE 分段图（[compilation/backend.py](../minivllm/compilation/backend.py)
-# 的 `compile_model`、`SplitBackend`）。开 compile 时引擎用 Inductor 生成的小算子（`custom_ops: ["none"]`，与 vLLM 相同）；
-# level 0 用手写 kernel。每种配置都在 H200 上测了：TPOT（3 次的中位数和最小-最大值）、每个 decode 步的 kernel 数（不开图时，
-# 来自 profiler）、启动编译时间、trace 次数、运行时重编译和分段数。level 1（原生 `torch.compile`）见
-# `attention_registered.json`：batch 1 TPOT 10.8 ms。
+# mode（level）0：不编译，也不跑 Dynamo。mode 2：前向 trace 一次，token 维是动态的，由 Inductor 编译。mode 3：在每个
+# attention 处切开，各分段分别编译（相同的只编一次），开图时捕获成 PIECEWISE 分段图
+# （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend`，[compilation/levels.py](../minivllm/compilation/levels.py)
+# 的 `compile_model`）。指定了编译模式时引擎用 Inductor 生成的小算子（`custom_ops: ["none"]`，与 vLLM 相同）；mode 0 用手写
+# kernel。每种配置都在 H200 上测了：TPOT（3 次的中位数和最小-最大值）、每个 decode 步的 kernel 数（不开图时，来自 profiler）、
+# 启动编译时间、trace 次数、运行时重编译和分段数。mode 1（原生 `torch.compile`）的测量见 `attention_registered.json`
+# （书中 torch.compile 一页）。表中 "FULL" 一行是 decode 整图，即现在的 FULL_DECODE_ONLY。
 
 # %% tags=["nbval-check-output"]
 print(lab.configs_table(rec))
@@ -139,13 +148,35 @@ if rec:
     lab.show(lab.plot_levels(rec))
 
 # %% [markdown] tags=["lang-en"]
+# **Kernels per step do not set the time.** Without graphs a step is bound by the CPU's work per launch, so compare
+# the host time per kernel below. Inductor launches fewer kernels than PyTorch's own ops (it fuses them), but more
+# than the engine's hand-written fused kernels, and mode 2 is still faster than eager with those: its generated
+# code launches each kernel with far less Python than the eager module tree. The hand-written Triton kernels are the
+# most expensive to launch from Python (a wrapper computing strides and the grid, then Triton's launcher), and
+# mode 3 with them calls each through its registered custom op from inside the compiled pieces, which is consistent
+# with it being the slowest engine here without graphs. With graphs the launch cost is gone and the same build is
+# among the fastest (the table above). So "compile issues fewer kernels" holds against PyTorch's ops, not against
+# fused kernels, and is not why compile is faster.
+
+# %% [markdown] tags=["lang-zh"]
+# **每步的 kernel 数并不决定耗时。** 不开图时，一步的时间取决于 CPU 每次 launch 的开销，所以看下面每个 kernel 摊到的主机时间。
+# Inductor launch 的 kernel 比 PyTorch 自带算子少（它做了算子融合），但比引擎手写的融合 kernel 多，而 mode 2 仍比用这些
+# kernel 的 eager 快：它生成的代码 launch 每个 kernel 时的 Python 开销比 eager 的模块树小得多。手写 Triton kernel 从 Python
+# launch 的代价最高（先由包装函数算 stride 和 grid，再走 Triton 的 launcher），而 mode 3 配手写 kernel 时，每个 kernel 都要在
+# 编译后的分段里经由注册的自定义算子调用，这与它在不开图时是最慢的引擎相符。开图后 launch 开销消失，同一个构建反而是最快的
+# 之一（见上表）。所以“编译后 kernel 更少”只在对比 PyTorch 自带算子时成立，对比融合 kernel 则不成立，而且它也不是编译更快的原因。
+
+# %% tags=["nbval-check-output"]
+print(lab.kernels_vs_time_text(rec))
+
+# %% [markdown] tags=["lang-en"]
 # **Run it here** with the knobs: `level`, `custom_ops`, `compile_scope`, `attention_backend`, and the graph
-# mode (GPU only). On a CPU, Inductor compiling C++ takes a while, so the default here is level 3 with the
+# mode (GPU only). On a CPU, Inductor compiling C++ takes a while, so the default here is mode 3 with the
 # Dynamo-only backend (`"eager"`): it shows the split without compiling kernels.
 
 # %% [markdown] tags=["lang-zh"]
 # **在本机运行**，可以改这些参数：`level`、`custom_ops`、`compile_scope`、`attention_backend`，以及图模式（仅 GPU）。
-# CPU 上 Inductor 编译 C++ 比较慢，所以这里默认用 level 3 加只跑 Dynamo 的 `"eager"` 后端：能看到切分，但不编译 kernel。
+# CPU 上 Inductor 编译 C++ 比较慢，所以这里默认用 mode 3 加只跑 Dynamo 的 `"eager"` 后端：能看到切分，但不编译 kernel。
 
 # %% tags=["nbval-ignore-output"]
 setup = lab.EngineSetup("mine", level=3, graphs="NONE", custom_ops=None, backend="eager", scope="model",
@@ -159,32 +190,34 @@ print(lab.configs_table(here))
 
 # %% [markdown] tags=["lang-en"]
 # The handbook lists three scopes: the whole model, each layer ("the default"), selected ops. The engine has
-# all three at level 1 (`compile_scope`), and level 3 does what vLLM does: **one trace of the whole forward,
-# split at attention**. Recorded (Dynamo only, so the counts are Dynamo's): traces at startup, traces added
-# while serving, and level 3's pieces. With `layer`, every layer instance is traced on its own; with `ops`, only
+# all three at mode 1 (`compile_scope`), and mode 3 does what vLLM does: **one trace of the whole forward,
+# split at attention** (vLLM splits at `vllm::unified_kv_cache_update` too: `set_splitting_ops_for_v1` in
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)). vLLM has no per-layer default. Recorded (Dynamo only, so the counts are Dynamo's): traces at startup, traces added
+# while serving, and mode 3's pieces. With `layer`, every layer instance is traced on its own; with `ops`, only
 # the small ops' PyTorch forwards are compiled, and here none of them runs (the hand-written kernels are in use),
-# so the record shows 0 traces; with level 3, one trace gives `layers + 1` pieces.
+# so the record shows 0 traces; with mode 3, one trace gives `layers + 1` pieces.
 
 # %% [markdown] tags=["lang-zh"]
-# 手册列了三种范围：整个模型、每层（“默认”）、选定算子。引擎在 level 1 下三种都支持（`compile_scope`），level 3 则是
-# vLLM 的做法：**整个前向 trace 一次，在 attention 处切开**。记录（只跑 Dynamo，计数都是 Dynamo 的）：启动时的 trace 数、
-# 服务时新增的 trace 数、level 3 的分段数。`layer` 时每个层实例各 trace 一次；`ops` 时只编译小算子的 PyTorch forward，而这里一个都没执行
-# （用的是手写 kernel），所以记录是 0 次 trace；level 3 一次 trace 得到 `层数 + 1` 段。
+# 手册列了三种范围：整个模型、每层（“默认”）、选定算子。引擎在 mode 1 下三种都支持（`compile_scope`），mode 3 则是
+# vLLM 的做法：**整个前向 trace 一次，在 attention 处切开**（vLLM 还在 `vllm::unified_kv_cache_update` 处切开：见
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py) 的 `set_splitting_ops_for_v1`）。vLLM 并没有“默认按层”。记录（只跑 Dynamo，计数都是 Dynamo 的）：启动时的 trace 数、
+# 服务时新增的 trace 数、mode 3 的分段数。`layer` 时每个层实例各 trace 一次；`ops` 时只编译小算子的 PyTorch forward，而这里一个都没执行
+# （用的是手写 kernel），所以记录是 0 次 trace；mode 3 一次 trace 得到 `层数 + 1` 段。
 
 # %% tags=["nbval-check-output"]
 print(lab.scopes_table(rec))
 print(lab.split_text(rec and rec.get("split")))
 
 # %% [markdown] tags=["lang-en"]
-# **The split pieces, here**: the tiny model's forward traced once and cut at each attention op, as level 3
+# **The split pieces, here**: the tiny model's forward traced once and cut at each attention op, as mode 3
 # does ([compilation/backend.py](../minivllm/compilation/backend.py) `SplitBackend._split`). The middle pieces
-# (the end of one layer and the start of the next) are the same code with other weights, which is why level 3
+# (the end of one layer and the start of the next) are the same code with other weights, which is why mode 3
 # compiles 3 distinct pieces for a 28-layer model.
 
 # %% [markdown] tags=["lang-zh"]
-# **在本机看切分结果**：小模型的前向 trace 一次，像 level 3 一样在每个 attention 处切开
+# **在本机看切分结果**：小模型的前向 trace 一次，像 mode 3 一样在每个 attention 处切开
 # （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend._split`）。中间的分段（上一层的后半加下一层的前半）
-# 代码相同、只是权重不同，所以 28 层的模型 level 3 只需编译 3 个不同的分段。
+# 代码相同、只是权重不同，所以 28 层的模型 mode 3 只需编译 3 个不同的分段。
 
 # %% tags=["nbval-ignore-output"]
 split_llm = lab.make_llm(model, lab.EngineSetup("eager", custom_ops=("none",)), max_num_seqs=8)
@@ -200,13 +233,13 @@ if lab.gpu_only("The scope sweep on the 0.6B-shaped model"):
 # ## 6. e) Interview question 1: do graphs and compile stack? · 面试题 1：图和 compile 能叠加吗？
 
 # %% [markdown] tags=["lang-en"]
-# Four corners (eager, graphs alone, compile alone = level 3, both = level 3 + FULL_AND_PIECEWISE) on two builds:
+# Four corners (eager, graphs alone, compile alone = mode 3, both = mode 3 + FULL_AND_PIECEWISE) on two builds:
 # **torch ops**, PyTorch's own elementwise ops (`custom_ops: ["none"]`), where compile has norms, RoPE and
 # SiLU-and-mul to fuse; and **hand-fused**, the engine's Triton kernels (`custom_ops: ["all"]`), where little
 # is left to fuse. A CUDA graph removes launches; compile changes the kernels. The buttons show one build.
 
 # %% [markdown] tags=["lang-zh"]
-# 四个角（eager、只用图、只用 compile = level 3、两者 = level 3 + FULL_AND_PIECEWISE），两种构建：**torch ops**，用
+# 四个角（eager、只用图、只用 compile = mode 3、两者 = mode 3 + FULL_AND_PIECEWISE），两种构建：**torch ops**，用
 # PyTorch 自带的逐元素算子（`custom_ops: ["none"]`），compile 有 norm、RoPE、SiLU-and-mul 可以融合；**hand-fused**，用引擎的
 # Triton kernel（`custom_ops: ["all"]`），几乎没有可融合的了。CUDA Graph 消除 launch；compile 改变 kernel 本身。按钮一次显示一种构建。
 
@@ -214,22 +247,21 @@ if lab.gpu_only("The scope sweep on the 0.6B-shaped model"):
 print(lab.grid_table(rec))
 if rec:
     lab.show(lab.plot_grid(rec))
-print(lab.Q2.evidence(None))
+print(lab.stacking_text(rec))
 
 # %% [markdown] tags=["lang-en"]
-# **Verdict on "两者叠加最佳".** The first half, "they can be stacked", holds: at level 3 the engine runs
-# compiled pieces inside PIECEWISE graphs. "Best" holds only when compile has something left to fuse: with
-# PyTorch's own ops, level 3 + graphs is 2.8x faster than graphs alone at batch 1 in this record (3.71 -> 1.33
-# ms; about 2.5x in compile_custom_ops_none.json). With the hand-fused kernels kept, adding compile to graphs
-# was slower at batch 1 (0.90x: 1.00 vs 0.90 ms, beyond the spread) and within the spread at batch 64. When
-# Inductor's kernels replace the hand-fused ones (compile_vs_graphs.json, one run each), it was 0.94x at batch 64.
+# **Verdict on "两者叠加最佳".** The first half, "they can be stacked", holds: at mode 3 the engine runs compiled
+# pieces inside PIECEWISE graphs, as vLLM's default does. "Best" holds only when compile has something left to
+# fuse (the lines above, from this record): with PyTorch's own ops, adding mode 3 to graphs makes the step several
+# times faster; with the hand-fused kernels kept, it made batch 1 slower, beyond the spread, and batch 64 moved
+# within the spread. One figure per fact: older files (compile_vs_graphs.json, compile_custom_ops_none.json) ran
+# other trees and one run each; this record supersedes them.
 
 # %% [markdown] tags=["lang-zh"]
-# **对“两者叠加最佳”的结论。** 前一半“可以叠加”成立：level 3 时引擎就是在 PIECEWISE 图里跑编译后的分段。
-# “最佳”只在 compile 还有可融合的东西时成立：用 PyTorch 自带算子时，本记录中 batch 1 的 level 3 + 图比只用图快 2.8 倍
-# （3.71 -> 1.33 ms；compile_custom_ops_none.json 里约 2.5 倍）。保留手工融合的 kernel 时，在图上再加 compile 在 batch 1
-# 更慢（0.90 倍：1.00 对 0.90 ms，超出波动），batch 64 则在波动范围内。让 Inductor 的 kernel 替换手工融合的 kernel 时
-# （compile_vs_graphs.json，各跑一次），batch 64 为 0.94 倍。
+# **对“两者叠加最佳”的结论。** 前一半“可以叠加”成立：mode 3 时引擎就是在 PIECEWISE 图里跑编译后的分段，vLLM 的默认配置
+# 也是如此。“最佳”只在 compile 还有可融合的东西时成立（见上面几行，数字来自本记录）：用 PyTorch 自带算子时，在图上再加
+# mode 3 让每步快好几倍；保留手工融合的 kernel 时，batch 1 反而变慢，超出波动范围，batch 64 的变化在波动范围内。每个事实只取
+# 一个数：较早的文件（compile_vs_graphs.json、compile_custom_ops_none.json）跑的是别的代码版本，而且各只跑一次，以本记录为准。
 
 # %% tags=["nbval-skip"] id="gpu-grid"
 if lab.gpu_only("The graphs / compile / both grid"):
@@ -245,10 +277,10 @@ if lab.gpu_only("The graphs / compile / both grid"):
 #    give, and why that number? *Hint:* count its decoder layers (`describe_model` above).
 #    <details><summary>Solution · 参考答案</summary>
 #    One trace per decoder layer instance (Dynamo guards on `self`, so each layer object is a new entry), plus
-#    run-time traces when a new shape arrives (level 1 marks nothing dynamic). Level 3 instead traces once.
+#    run-time traces when a new shape arrives (mode 1 marks nothing dynamic). Mode 3 instead traces once.
 #    </details>
 # 2. Set `attention_backend="unregistered"` with `level=2`. What happens at startup, and why is that better than
-#    a silent slowdown? *Hint:* levels 2 and 3 trace with `fullgraph=True`.
+#    a silent slowdown? *Hint:* modes 1-3 trace with `fullgraph=True`, as vLLM's do.
 #    <details><summary>Solution · 参考答案</summary>
 #    Startup fails with Dynamo's `Unsupported` error naming the disabled function: with `fullgraph=True` a graph
 #    break is an error, so an unregistered op is found before serving instead of as a 1.8x slower engine.
@@ -259,10 +291,10 @@ if lab.gpu_only("The graphs / compile / both grid"):
 #    decoder 层数（见上面的 `describe_model`）。
 #    <details><summary>Solution · 参考答案</summary>
 #    每个 decoder 层实例 trace 一次（Dynamo 对 `self` 加 guard，每个层对象都是新条目），遇到新形状时运行时还会再 trace
-#    （level 1 不把任何维度标成动态）。而 level 3 只 trace 一次。
+#    （mode 1 不把任何维度标成动态）。而 mode 3 只 trace 一次。
 #    </details>
-# 2. 设 `attention_backend="unregistered"`、`level=2`。启动时发生了什么？为什么这比悄悄变慢要好？*提示：* level 2、3 用
-#    `fullgraph=True` trace。
+# 2. 设 `attention_backend="unregistered"`、`level=2`。启动时发生了什么？为什么这比悄悄变慢要好？*提示：* mode 1-3 都用
+#    `fullgraph=True` trace，vLLM 也一样。
 #    <details><summary>Solution · 参考答案</summary>
 #    启动失败，Dynamo 报 `Unsupported`，指出被禁用的函数：`fullgraph=True` 时断图就是错误，所以未注册的算子在服务前就被发现，
 #    而不是变成一个慢 1.8 倍的引擎。

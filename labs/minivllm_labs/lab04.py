@@ -10,7 +10,7 @@ b) cold_warm:      the same level-3 engine started cold (empty MINIVLLM_CACHE_DI
                    in a fresh process (a real restart); what the cache entry holds.
 c) cache_faults:   a corrupted entry (bytes flipped in the notebook) detected and rebuilt; config changes
                    that miss the cache (max_model_len) and one that hits it (seed).
-d) recipes:        {"level": 0} keeps graphs (and "mode" is accepted as vLLM's new name); warm-up requests
+d) recipes:        {"mode": 0} keeps the full decode graphs and runs no Dynamo ("level": its old name); warm-up requests
                    find nothing to compile (the recompile counter), unlike stock torch.compile (level 1).
 
 Everything runs on CUDA and on a CPU (no graphs there), through the public API (LLM, startup_report,
@@ -39,8 +39,9 @@ from minivllm_labs.lab04_views import PHASES
 from minivllm_labs.lab_info import LabInfo
 from minivllm_labs.plots import show  # noqa: F401  (the labs' one display call for figures)
 
-MODES = {"eager": {"enforce_eager": True}, "graphs": {},
-         "level 3 + graphs": {"compilation_config": {"level": 3}}}
+# "graphs" is mode 0 with graphs (the engine's default on CUDA is mode 3, as vLLM's): no Dynamo, full decode graphs
+MODES = {"eager": {"enforce_eager": True}, "graphs": {"compilation_config": {"mode": 0}},
+         "level 3 + graphs": {"compilation_config": {"mode": 3}}}
 
 
 def _cuda() -> bool:
@@ -184,7 +185,7 @@ def restart(model: str, kw: dict, timeout: int = 600) -> dict:
 def cold_warm(model: str, cold: dict, entry: str, level: int = 3, new_process: bool = True) -> dict:
     """A warm start after the cold one (`cold`: its summary from startup_phases, same cache directory).
     new_process=True restarts Python first (a real restart); False starts again in this process."""
-    kw = {"compilation_config": {"level": level}}
+    kw = {"compilation_config": {"mode": level}}
     if new_process:
         run = restart(model, kw)
         warm, imported, process = _summary(run["report"]), run["import_s"], run["process_s"]
@@ -219,7 +220,7 @@ def _short(warning: str, entry: str) -> str:
 def cache_faults(model: str, entry: str, level: int = 3) -> dict:
     """Corrupt a warm entry, start (detected, rebuilt), start again (warm); then a config change outside the
     key (seed) and one inside it (max_model_len)."""
-    kw = {"compilation_config": {"level": level}}
+    kw = {"compilation_config": {"mode": level}}
     rows = []
 
     def run(what: str, **extra) -> None:
@@ -241,7 +242,7 @@ def cache_faults(model: str, entry: str, level: int = 3) -> dict:
 
 # ---- d) the handbook's recipes -------------------------------------------------------------------------
 def level0(graphs_run: dict) -> dict:
-    """{"level": 0} (the "graphs" run is a level-0 engine) and vLLM's new spelling {"mode": 0}."""
+    """{"mode": 0} (the "graphs" run is a mode-0 engine) and its deprecated alias {"level": 0}."""
     from minivllm.config import CompilationConfig
 
     try:
@@ -263,8 +264,8 @@ def warmup(model: str, level: int = 3) -> dict:
 
     sp = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
     out = {"shapes": [list(s) for s in SHAPES], "level": level}
-    for name, kw in (("level3", {"compilation_config": {"level": level}}),
-                     ("level1", {"compilation_config": {"level": 1, "backend": "eager"}, "cudagraph_mode": "NONE"})):
+    for name, kw in (("level3", {"compilation_config": {"mode": level}}),
+                     ("level1", {"compilation_config": {"mode": 1, "backend": "eager"}, "cudagraph_mode": "NONE"})):
         llm = start(model, **kw)
         counts, ms = [], []
         for batch, length in SHAPES:
@@ -284,7 +285,7 @@ def run_all(model: str, quick: bool = False, level: int | None = None, new_proce
     process, about 3 minutes. --quick (tests, CPU): level 2, warm start in this process, short TPOT."""
     level = level or (2 if quick else 3)
     new_process = (not quick) if new_process is None else new_process
-    modes = {**MODES, "level 3 + graphs": {"compilation_config": {"level": level}}}
+    modes = {**MODES, "level 3 + graphs": {"compilation_config": {"mode": level}}}
     tpot = {"new_tokens": 32, "reps": 3} if _cuda() else None if quick else {"new_tokens": 8, "reps": 1}
     with cache_dir():
         phases, entry = startup_phases(model, modes, tpot)

@@ -190,3 +190,27 @@ def bench_startup_table() -> str:
                     f"   {hb}")
     return "\n".join(rows) + (f"\nwarm / cold total: {round(s['ratio_warm_over_cold']['total'], 3)}x; "
                               f"warm tokens equal cold: {s['warm_tokens_equal_cold']}")
+
+
+def startup_figures_text(res: dict | None, bench: dict | None = None) -> str:
+    """The two recorded cold / warm starts side by side, with their trees, and which one the book quotes.
+
+    Both are mode 3 + FULL_AND_PIECEWISE, default sizes, each start a new process; they ran different trees, so
+    their totals differ. One figure per fact: this lab's record, the newer, is the one quoted."""
+    bench = startup_record() if bench is None else bench
+    cache = (res or {}).get("cache") or {}
+    lines = []
+    if cache.get("cold") and cache.get("warm"):
+        commit = ((res or {}).get("provenance") or {}).get("commit", "?")
+        lines.append(f"lab04.json (this lab's recorder, {commit}): cold {cache['cold']['total_s']} s, warm "
+                     f"{cache['warm']['total_s']} s ({round(cache['warm']['total_s'] / cache['cold']['total_s'], 2)}x)"
+                     f"; the warm start still loads the compiled pieces "
+                     f"({cache['warm']['phases_s'].get('compile (other)')} s) and captures "
+                     f"({cache['warm']['phases_s'].get('cudagraph_capture')} s): the figure the book quotes")
+    if bench.get("cold") and bench.get("warm"):
+        commit = (bench.get("provenance") or {}).get("git", {}).get("commit", "?")
+        c, w = bench["cold"]["phases_s"], bench["warm"]["phases_s"]
+        lines.append(f"startup.json (`minivllm bench startup`, {commit}, an older tree): cold "
+                     f"{round(c['total'], 1)} s, warm {round(w['total'], 1)} s: what that tree's bench printed, "
+                     f"superseded by the line above")
+    return "\n".join(lines) or "(not recorded yet: `python -m minivllm_labs.record lab04` on a GPU makes them)"

@@ -6,16 +6,21 @@
 # %% [markdown] tags=["lang-en"]
 # The handbook (chapter 03, §3) says startup does four things: load the weights (*seconds to minutes*), a
 # profile run (*~10 s*), torch.compile (*once per size, tens of seconds to minutes*) and CUDA graph capture
-# (*a few seconds*), *1-5 minutes in total*. Its fixes: `--enforce-eager`, `{"level": 0}`, a disk cache in
-# `VLLM_TORCH_COMPILE_CACHE_DIR`, and (interview question 4) *warm-up requests that trigger the compile*.
+# (*a few seconds*), *1-5 minutes in total*. Its fixes: `--enforce-eager`, `{"level": 0}` (vLLM's name is now
+# `{"mode": 0}`), a disk cache in `VLLM_TORCH_COMPILE_CACHE_DIR`, and (interview question 4) *warm-up requests that
+# trigger the compile*. vLLM runs these phases in another order: its profile run is the model's first forward, so
+# Dynamo and Inductor run inside it, and the CUDA-graph memory it measures is subtracted from the KV budget before
+# capture ([vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_worker.py)); this engine profiles
+# eagerly, sizes the KV cache, then compiles and captures (README, "Where minivllm differs from vLLM").
 #
 # This lab times every phase of this engine's startup, then checks each fix:
 #
-# - **a)** the phases for `enforce_eager`, graphs only (level 0) and level 3 + graphs, against the estimates;
+# - **a)** the phases for `enforce_eager`, graphs without compile (mode 0) and mode 3 + graphs, against the
+#   estimates;
 # - **b)** a cold start vs a warm one from the compile cache: what the cache is keyed by, where it lives,
 #   what a warm start skips; and what vLLM actually calls its cache;
 # - **c)** a cache entry corrupted on purpose, detected and rebuilt; a config change that misses the cache;
-# - **d)** the recipes measured: `enforce_eager` (startup vs TPOT), `{"level": 0}`, warm-up requests.
+# - **d)** the recipes measured: `enforce_eager` (startup vs TPOT), `{"mode": 0}`, warm-up requests.
 #
 # Cells come in three kinds: **setup**, **recorded results** (an H200, loaded with their provenance) and
 # **run it here** (the same code on your machine: a CUDA GPU, else the tiny embedded model on the CPU).
@@ -23,15 +28,18 @@
 # %% [markdown] tags=["lang-zh"]
 # 手册（第 03 章 §3）说启动要做四件事：加载权重（*几秒到几分钟*）、profile run（*~10 秒*）、torch.compile
 # （*每个 size 一次，几十秒到几分钟*）、CUDA Graph capture（*几秒*），*总共 1-5 分钟*。给的解药是
-# `--enforce-eager`、`{"level": 0}`、用 `VLLM_TORCH_COMPILE_CACHE_DIR` 做磁盘缓存，以及（面试题 4）
-# *启动后跑几个 dummy 请求触发编译*。
+# `--enforce-eager`、`{"level": 0}`（vLLM 现在叫 `{"mode": 0}`）、用 `VLLM_TORCH_COMPILE_CACHE_DIR` 做磁盘缓存，以及
+# （面试题 4）*启动后跑几个 dummy 请求触发编译*。vLLM 的阶段顺序不同：它的 profile run 就是模型的第一次 forward，Dynamo 和
+# Inductor 在其中运行，实测的 CUDA Graph 显存在捕获之前就从 KV 预算里扣掉
+# （[vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_worker.py)）；本引擎先 eager 地 profile、确定 KV 缓存大小，
+# 再编译和捕获（见 README 的 "Where minivllm differs from vLLM"）。
 #
 # 本实验给这个引擎的启动逐阶段计时，再逐条验证这些解药：
 #
-# - **a)** `enforce_eager`、只开图（level 0）、level 3 + 图三种配置下每个阶段的耗时，和手册的估计对比；
+# - **a)** `enforce_eager`、只开图不编译（mode 0）、mode 3 + 图三种配置下每个阶段的耗时，和手册的估计对比；
 # - **b)** 冷启动 vs 命中编译缓存的热启动：缓存按什么做 key、存在哪、热启动跳过了什么；vLLM 真正的缓存变量叫什么；
 # - **c)** 故意损坏一个缓存条目，看它被发现并重建；改一个配置，看缓存不命中；
-# - **d)** 实测手册的配方：`enforce_eager`（启动时间 vs TPOT）、`{"level": 0}`、warmup 请求。
+# - **d)** 实测手册的配方：`enforce_eager`（启动时间 vs TPOT）、`{"mode": 0}`、warmup 请求。
 #
 # 单元格分三类：**环境准备**、**H200 实测记录**（带来源信息加载）、**在本机运行**（同一份代码：有 CUDA GPU
 # 就用 GPU，否则在 CPU 上用内置的小模型）。
@@ -57,15 +65,20 @@ from IPython.display import display
 # %% [markdown] tags=["lang-en"]
 # Two recordings. `startup.json` is `minivllm bench startup --compilation-config '{"level": 3}'` (random
 # Qwen3-0.6B, default capture sizes), cold and warm, each in its own process. `lab04.json` is this lab's
-# recorder, `python -m minivllm_labs.record lab04`, which runs every cell of part 3 on the GPU.
+# recorder, `python -m minivllm_labs.record lab04`, which runs every cell of part 3 on the GPU. They ran different
+# trees and their cold / warm totals differ; the second cell says which one the book and the README quote.
 
 # %% [markdown] tags=["lang-zh"]
 # 两份记录。`startup.json` 是 `minivllm bench startup --compilation-config '{"level": 3}'`（随机权重的
 # Qwen3-0.6B，默认 capture sizes）的冷启动和热启动，各在一个独立进程里。`lab04.json` 是本实验的记录器
-# `python -m minivllm_labs.record lab04`，它在 GPU 上把第 3 部分的每个单元格跑一遍。
+# `python -m minivllm_labs.record lab04`，它在 GPU 上把第 3 部分的每个单元格跑一遍。两者跑的是不同的代码版本，
+# 冷/热启动的总时间不同；第二个单元格说明书和 README 引用的是哪一个。
 
 # %% tags=["nbval-check-output"]
 print(lab.bench_startup_table())
+
+# %% tags=["nbval-check-output"]
+print(lab.startup_figures_text(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### a) The phases · 启动阶段
@@ -75,6 +88,9 @@ print(lab.bench_startup_table())
 # Inductor** (the compiler backend: at level 3 the split at attention plus Inductor generating and compiling
 # kernels; at level 0 the split only); *compile (other)* is the first run over a dummy batch.
 # Compare each with the handbook's column, and note *graphs traced*: one graph for every batch size.
+# This record was made at 135d8b1, when level 0 with piecewise graphs still traced the forward with Dynamo (its
+# "graphs" row). Since then mode 0 runs no Dynamo, as in vLLM, and keeps the full decode graphs only
+# (FULL_DECODE_ONLY), so its compile phase is empty; a re-recording will show it.
 
 # %% [markdown] tags=["lang-zh"]
 # ### a) 启动阶段
@@ -83,7 +99,8 @@ print(lab.bench_startup_table())
 # **Dynamo**（把 Python 字节码 trace 成 FX 图）和 **AOT autograd + Inductor**（编译器后端：level 3 时是在 attention
 # 处切分再由 Inductor 生成并编译 kernel；level 0 时只有切分）；
 # *compile (other)* 是编译后在 dummy batch 上的第一次运行。逐项对照手册那一栏，并注意 *graphs traced*：
-# 所有 batch size 共用一张图。
+# 所有 batch size 共用一张图。本记录录于 135d8b1，那时 level 0 开分段图仍要用 Dynamo trace 一次 forward（"graphs" 一行）。
+# 此后 mode 0 与 vLLM 一样完全不跑 Dynamo，只保留 decode 整图（FULL_DECODE_ONLY），编译阶段为空；重新录制后会看到这一点。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -156,17 +173,25 @@ if rec:
 # %% [markdown] tags=["lang-en"]
 # ### d) The recipes · 配方实测
 #
-# `enforce_eager` starts fastest and decodes slowest (the TPOT row of the phase table). `{"level": 0}` is this
-# engine's default: it still captures graphs (on a GPU). vLLM renamed `level` to `mode`; this engine accepts
-# `{"mode": 0}` too. And the warm-up recipe: requests of five new (batch, prompt length) shapes after startup,
-# with the engine's symbolic-batch compile and with stock `torch.compile` (level 1, Dynamo only).
+# `enforce_eager` starts fastest and decodes slowest (the TPOT row of the phase table). `{"mode": 0}` (vLLM's name;
+# `level` is the old one, accepted with a deprecation warning) compiles nothing and, here, still captures the full
+# decode graphs on a GPU. In vLLM, `-O0` turns graphs off as well, and an explicit `{"mode": 0}` cannot keep the
+# default FULL_AND_PIECEWISE, whose piecewise half needs mode 3, so vLLM downgrades it (to NONE in current vLLM);
+# ask for `{"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}` to keep the full ones ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). The engine's default is mode 3, as vLLM's (at
+# 135d8b1, when this record was made, it was level 0). And the warm-up recipe: requests of five new (batch, prompt
+# length) shapes after startup, with the engine's symbolic-batch compile and with stock `torch.compile` (mode 1,
+# Dynamo only).
 
 # %% [markdown] tags=["lang-zh"]
 # ### d) 配方实测
 #
-# `enforce_eager` 启动最快、解码最慢（看阶段表里的 TPOT 一行）。`{"level": 0}` 就是本引擎的默认值：在 GPU 上照样
-# 捕获 CUDA Graph。vLLM 已把 `level` 改名为 `mode`，本引擎也接受 `{"mode": 0}`。warmup 配方：启动后发五种新的
-# （batch, prompt 长度）请求，分别看引擎的符号化 batch 编译和原生 `torch.compile`（level 1，只跑 Dynamo）会不会重编译。
+# `enforce_eager` 启动最快、解码最慢（看阶段表里的 TPOT 一行）。`{"mode": 0}`（vLLM 的叫法；旧名 `level` 仍接受，但会
+# 给出弃用警告）什么都不编译，在本引擎里 GPU 上照样捕获 decode 整图。在 vLLM 里 `-O0` 会连图一起关掉；显式写 `{"mode": 0}`
+# 时，默认的 FULL_AND_PIECEWISE 中分段图那一半需要 mode 3，vLLM 会把它降级（当前版本降为 NONE）；要保留整图，写
+# `{"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}`
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。本引擎的默认是 mode 3，与 vLLM 相同（录制本记录的 135d8b1
+# 上默认还是 level 0）。warmup 配方：启动后发五种新的（batch, prompt 长度）请求，分别看引擎的符号化 batch 编译和原生
+# `torch.compile`（mode 1，只跑 Dynamo）会不会重编译。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -179,19 +204,20 @@ if rec:
 
 # %% [markdown] tags=["lang-en"]
 # The same measurements on your device, in a private cache directory (so nothing you have cached is touched
-# and the first compile is really cold). On a CPU there are no CUDA graphs, so "graphs" is eager at level 0
-# there, and the level-3 compile generates C++ instead of Triton. Outputs are timings: they change run to run.
+# and the first compile is really cold). On a CPU there are no CUDA graphs, so "graphs" is eager at mode 0
+# there, and the mode-3 compile generates C++ instead of Triton. Outputs are timings: they change run to run.
 
 # %% [markdown] tags=["lang-zh"]
 # 在你的设备上做同样的测量，用一个私有的缓存目录（不碰你已有的缓存，第一次编译也确实是冷的）。CPU 上没有 CUDA Graph，
-# 所以那里的 "graphs" 就是 level 0 的 eager，level 3 编译生成的是 C++ 而不是 Triton。输出是计时，每次都会变。
+# 所以那里的 "graphs" 就是 mode 0 的 eager，mode 3 编译生成的是 C++ 而不是 Triton。输出是计时，每次都会变。
 
 # %% tags=["nbval-ignore-output"]
 os.environ["MINIVLLM_CACHE_DIR"] = tempfile.mkdtemp(prefix="minivllm-lab04-")
 model = lab.model()
 print(lab.describe_model(model))
 LEVEL = 3
-modes = {"eager": {"enforce_eager": True}, "graphs": {}, "level 3 + graphs": {"compilation_config": {"level": LEVEL}}}
+modes = {"eager": {"enforce_eager": True}, "graphs": {"compilation_config": {"mode": 0}},
+         "level 3 + graphs": {"compilation_config": {"mode": LEVEL}}}
 tpot = {"new_tokens": 32, "reps": 3} if lab.device.kind == "cuda" else {"new_tokens": 8, "reps": 1}
 here = {"level": LEVEL}
 here["phases"], entry = lab.startup_phases(model, modes, tpot)

@@ -246,9 +246,10 @@ def chunked_prefill(model: str, chunked: bool, budget: int, long_len: int, n_sho
         steps.append({"tokens": eng.stats["scheduled_tokens"] - before, "ms": (time.perf_counter() - t0) * 1e3,
                       "decoding": decoding})
         i += 1
+    mode = str(llm.config.cudagraph_mode)  # after vLLM's downgrades: which steps could replay a graph
     free(llm)
     with_decodes = [s for s in steps if s["decoding"]]
-    return round_floats({"chunked": chunked, "budget": budget, "long_len": long_len,
+    return round_floats({"chunked": chunked, "budget": budget, "long_len": long_len, "cudagraph_mode": mode,
                          "step_tokens": [s["tokens"] for s in steps], "step_ms": [s["ms"] for s in steps],
                          "max_tokens_with_decodes": max(s["tokens"] for s in with_decodes),
                          "max_ms_with_decodes": max(s["ms"] for s in with_decodes)})

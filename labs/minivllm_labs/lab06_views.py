@@ -149,6 +149,19 @@ def chunked_table(res: dict) -> str:
                      f"{r['max_ms_with_decodes']:.1f} ms" for r in res["chunked"])
 
 
+def chunked_steps_text(res: dict | None) -> str:
+    """Every step that carried prefill tokens, tokens and wall time, per configuration, with the graph mode the
+    engine ran (records made before the mode was stored ran full decode graphs only: every such step eager)."""
+    rows = (res or {}).get("chunked") or []
+    out = []
+    for r in rows:
+        mode = r.get("cudagraph_mode") or "FULL_DECODE_ONLY (recorded as FULL at 135d8b1)"
+        steps = [f"{t} tok {ms:.1f} ms" for t, ms in zip(r["step_tokens"], r["step_ms"]) if t >= 16]
+        out.append(f"{'chunked' if r['chunked'] else 'not chunked':<12} budget {r['budget']:>5}, graphs {mode}: "
+                   + ", ".join(steps))
+    return "\n".join(out) or "(not recorded yet: `python -m minivllm_labs.record lab06` on a GPU makes them)"
+
+
 def graphs_table(res: dict) -> str:
     g = res["graphs"]
     out = []

@@ -73,13 +73,19 @@ if rec:
         display(HTML(lab.ladder_html(rec["faults"]["graph"], "capture fault (H200)")))
 
 # %% [markdown] tags=["lang-en"]
-# The other two faults, as recorded on the GPU. Note which rung fixed them there: with PIECEWISE graphs on,
-# even level 0 traces the forward with Dynamo once (the pieces stay uncompiled), so "torch.compile off" may
-# not be enough on a GPU, and the ladder goes on to "both off".
+# The other two faults, as recorded on the GPU at 135d8b1. Note which rung fixed them there: the engine then
+# traced the forward with Dynamo even at level 0 when PIECEWISE graphs were on (the pieces stayed uncompiled),
+# so "torch.compile off" was not enough and the ladder went on to "both off". That was this engine's quirk, not
+# vLLM's: in vLLM mode 0 runs no Dynamo at all, and piecewise graphs, which need mode 3's split, are dropped
+# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). The engine now does the same (mode 0 keeps only
+# the full decode graphs, FULL_DECODE_ONLY), so "torch.compile off" fixes the compile fault; a re-recording will
+# show it.
 
 # %% [markdown] tags=["lang-zh"]
-# 另外两个故障在 GPU 上的记录。注意是哪一级修好的：开着 PIECEWISE 图时，即使 level 0 也要用 Dynamo trace 一次 forward
-# （分段不编译），所以在 GPU 上只"关 compile"可能不够，降级会一直走到"两个都关"。
+# 另外两个故障在 GPU 上的记录（135d8b1）。注意是哪一级修好的：那时开着 PIECEWISE 图时，即使 level 0 引擎也要用 Dynamo
+# trace 一次 forward（分段不编译），所以只"关 compile"不够，降级一直走到"两个都关"。这是本引擎当时的特殊行为，不是 vLLM 的：
+# vLLM 的 mode 0 完全不跑 Dynamo，需要 mode 3 切分的分段图会被去掉（[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。
+# 现在本引擎也一样（mode 0 只保留 decode 整图，即 FULL_DECODE_ONLY），所以"关 compile"就能修好编译故障；重新录制后会看到这一点。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -112,14 +118,17 @@ else:
 # %% [markdown] tags=["lang-en"]
 # ### The compile fault · 编译故障
 #
-# `if out.abs().amax() > 1e9:` in layer 1, the engine at level 3. Read the error: Dynamo names the
-# data-dependent branch and the line. `diagnose` sees `torch._dynamo` and says *compile*.
+# `if out.abs().amax() > 1e9:` in layer 1, the engine at mode 3. Read the error: Dynamo names the
+# data-dependent branch and the line. `diagnose` sees `torch._dynamo` and says *compile*. In vLLM the same fault
+# stops startup the same way: every mode that runs Dynamo compiles with `fullgraph=True`
+# ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)).
 
 # %% [markdown] tags=["lang-zh"]
 # ### 编译故障
 #
-# 第 1 层里有 `if out.abs().amax() > 1e9:`，引擎用 level 3。读一下错误：Dynamo 指出了依赖数据的分支和所在行。
-# `diagnose` 看到 `torch._dynamo`，判断为 *compile*。
+# 第 1 层里有 `if out.abs().amax() > 1e9:`，引擎用 mode 3。读一下错误：Dynamo 指出了依赖数据的分支和所在行。
+# `diagnose` 看到 `torch._dynamo`，判断为 *compile*。在 vLLM 里同样的故障也会这样让启动失败：凡是跑 Dynamo 的模式都用
+# `fullgraph=True` 编译（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）。
 
 # %% tags=["nbval-ignore-output"]
 here["faults"]["compile"] = lab.fault_run(model, "untraceable")
@@ -130,13 +139,13 @@ display(HTML(lab.ladder_html(here["faults"]["compile"], "compile fault, here")))
 # ### The silent fault · 无声数值故障
 #
 # Layer 1 computes `-out` when traced and `out` when eager (a stand-in for a compiler bug, a fake kernel that
-# disagrees with the real one, or a custom op traced wrongly). Level 2 starts without a word; the greedy
+# disagrees with the real one, or a custom op traced wrongly). Mode 2 starts without a word; the greedy
 # tokens differ from an eager engine's. `verify=True` runs a greedy probe through both paths at startup and
 # raises `NumericsError`; `fallback="auto"` then walks the ladder until the probe agrees.
 
 # %% [markdown] tags=["lang-zh"]
 # 第 1 层在 trace 时算 `-out`，eager 时算 `out`（代表编译器 bug、和真实 kernel 不一致的 fake 实现，或被错误 trace 的自定义 op）。
-# level 2 启动时一声不吭，贪心解码的 token 却和 eager 引擎不同。`verify=True` 在启动时让一个贪心探针走两条路径，
+# mode 2 启动时一声不吭，贪心解码的 token 却和 eager 引擎不同。`verify=True` 在启动时让一个贪心探针走两条路径，
 # 不一致就抛 `NumericsError`；`fallback="auto"` 再逐级降级，直到探针一致。
 
 # %% tags=["nbval-ignore-output"]
@@ -193,7 +202,7 @@ print(lab.scenario_table(here))
 # 同一张表，用 H200 的记录（以及它引用的 Lab 03、Lab 04 记录文件）：
 
 # %% tags=["nbval-check-output"]
-print("Recorded on an H200 (lab05.json when present, and the startup.json / attention_*.json it cites):")
+print("Recorded on an H200 (lab05.json when present, and the lab04.json / attention_*.json it cites):")
 print(lab.scenario_table(rec))
 
 # %% [markdown]
@@ -291,15 +300,14 @@ with lab.inject("untraceable"):
 print(lab04.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))
 
 # %% [markdown] tags=["lang-en"]
-# **In the engine:** the ladder in [llm.py](../minivllm/llm.py) `LLM._setup_compile_and_graphs` (and
+# **In the engine:** the ladder in [llm.py](../minivllm/llm.py) `LLM._walk_fallback_ladder` (and
 # `_verify`, the greedy probe against eager); the classifier in
 # [compilation/diagnose.py](../minivllm/compilation/diagnose.py) `diagnose`; capture errors wrapped with the mode
-# and size in [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) `CUDAGraphDispatcher._capture_full_one`;
-# level 0 still tracing for PIECEWISE graphs in [compilation/backend.py](../minivllm/compilation/backend.py)
-# `compile_model`.
+# and size in [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) `capture_graphs`; the mode that
+# runs, after vLLM's downgrades, in [config.py](../minivllm/config.py) `EngineConfig.cudagraph_mode`.
 
 # %% [markdown] tags=["lang-zh"]
-# **引擎代码：** 降级路径在 [llm.py](../minivllm/llm.py) 的 `LLM._setup_compile_and_graphs`（还有 `_verify`：和 eager
+# **引擎代码：** 降级路径在 [llm.py](../minivllm/llm.py) 的 `LLM._walk_fallback_ladder`（还有 `_verify`：和 eager
 # 对比的贪心探针）；分类器在 [compilation/diagnose.py](../minivllm/compilation/diagnose.py) 的 `diagnose`；捕获错误带上模式和
-# size 后抛出，在 [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `CUDAGraphDispatcher._capture_full_one`；
-# PIECEWISE 图下 level 0 仍要 trace，在 [compilation/backend.py](../minivllm/compilation/backend.py) 的 `compile_model`。
+# size 后抛出，在 [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `capture_graphs`；按 vLLM 规则降级后实际运行的
+# 模式在 [config.py](../minivllm/config.py) 的 `EngineConfig.cudagraph_mode`。

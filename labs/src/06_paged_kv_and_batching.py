@@ -58,16 +58,20 @@ from minivllm_labs import lab07_views  # Lab 07 shows every lab's claims as one 
 # ### a) KV bytes per token, and the blocks the engine chose
 # A token's K and V are stored for every layer and every **KV** head: `2 x layers x kv_heads x head_dim x
 # bytes`. With GQA, Qwen3-0.6B's 16 query heads share 8 KV heads, which halves the cache. The engine sizes the
-# cache from free memory after the weights, the profile run's activations and the graphs' reserve, capped at
-# 2 x max_num_seqs x blocks per sequence ([worker/startup.py](../minivllm/worker/startup.py)
-# `choose_num_blocks`); with the defaults below, the cap is what decides.
+# cache from free memory after the weights, the profile run's activations and the graphs' reserve (an estimate),
+# capped at 2 x max_num_seqs x blocks per sequence ([worker/startup.py](../minivllm/worker/startup.py)
+# `choose_num_blocks`); with the defaults below, the cap is what decides. vLLM has no such cap, and subtracts the
+# graph memory it measures while profiling rather than an estimate (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` in
+# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py); README, "Where minivllm differs from vLLM").
 
 # %% [markdown] tags=["lang-zh"]
 # ### a) 每 token 的 KV 字节数，以及引擎选的块数
 # 每个 token 的 K、V 在每一层、每个 **KV 头**上各存一份：`2 × 层数 × kv_heads × head_dim × 字节数`。GQA 让
 # Qwen3-0.6B 的 16 个 query 头共享 8 个 KV 头，缓存减半。引擎在权重、profile run 的激活和图的预留之后，用剩余显存
-# 决定块数，上限为 2 × max_num_seqs × 每序列块数（[worker/startup.py](../minivllm/worker/startup.py) 的
-# `choose_num_blocks`）；下面用默认参数时，起决定作用的是这个上限。
+# （图的预留是估计值）决定块数，上限为 2 × max_num_seqs × 每序列块数（[worker/startup.py](../minivllm/worker/startup.py) 的
+# `choose_num_blocks`）；下面用默认参数时，起决定作用的是这个上限。vLLM 没有这个上限，并且扣掉的是 profile 时实测的图显存，
+# 而不是估计值（[vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py) 的 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`；见 README 的
+# "Where minivllm differs from vLLM"）。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -124,18 +128,27 @@ if rec:
 
 # %% [markdown] tags=["lang-en"]
 # Chunked prefill did what it promises, and no more: with a budget of 256 no step held more than 256 tokens,
-# against one step of 1,539 unchunked. It did not shorten the decoders' worst wait here. A step that is not a
-# decode-only graph replay runs eagerly, and an eager step of this model costs about the same at any token count
-# (see `step_ms` in lab06.json: unchunked, 26 ms for 24 tokens and 29 ms for 1,539). So the longest step with
-# decodes was 45 ms chunked against 29 ms unchunked. Why the chunked configuration's eager steps cost 44-45 ms
-# rather than 26-29 ms was not measured. Chunking pays off where prefill time grows with tokens: larger models
-# and longer prompts.
+# against one step of over 1,500 unchunked. It did not shorten the decoders' worst wait in this record. The record
+# was made with full decode graphs only (cudagraph_mode "FULL" at 135d8b1, today's FULL_DECODE_ONLY), not the
+# default FULL_AND_PIECEWISE, so every step that carried prefill tokens ran eagerly, and an eager step of this model
+# costs about the same at any token count (the per-step lines below). Why the chunked configuration's eager steps
+# cost more than the unchunked one's was not measured. Under the default mode the 256-token chunks would replay
+# PIECEWISE graphs (up to 512 tokens) while the unchunked prompt would still run eagerly, as in vLLM
+# ([docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)); that is not measured yet: a
+# re-recording runs the default and stores the mode. Chunking pays off where prefill time grows with tokens:
+# larger models and longer prompts.
 
 # %% [markdown] tags=["lang-zh"]
-# chunked prefill 做到了它承诺的，也仅此而已：预算 256 时没有一步超过 256 个 token，不分块时则是一步 1,539 个。它在这里
-# 没有缩短 decode 最坏的等待：不是纯 decode 图重放的步以 eager 运行，而这个模型的 eager 步耗时几乎与 token 数无关（lab06.json
-# 的 `step_ms`：不分块时 24 个 token 26 ms，1,539 个 29 ms）。所以有 decode 的最长一步分块时 45 ms，不分块 29 ms。分块配置下
-# eager 步为何是 44-45 ms 而不是 26-29 ms，这里没有测。模型更大、prompt 更长、prefill 耗时随 token 增长时，分块才划算。
+# chunked prefill 做到了它承诺的，也仅此而已：预算 256 时没有一步超过 256 个 token，不分块时则是一步 1,500 多个。在本记录里
+# 它没有缩短 decode 最坏的等待。本记录只用了 decode 整图（135d8b1 上的 cudagraph_mode "FULL"，即现在的 FULL_DECODE_ONLY），
+# 而不是默认的 FULL_AND_PIECEWISE，所以每个带预填充 token 的步都以 eager 运行，而这个模型的 eager 步耗时几乎与 token 数无关
+# （见下面逐步的数字）。分块配置下的 eager 步为何比不分块的更慢，这里没有测。在默认模式下，256 token 的分块会重放分段图
+# （最多 512 token），不分块的 prompt 仍走 eager，vLLM 也是如此（[docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)）；
+# 这一点尚未实测：重新录制时会按默认模式运行并记下模式。模型更大、prompt 更长、prefill 耗时随 token 增长时，分块才划算。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    print(lab.chunked_steps_text(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### g) Paging under CUDA graphs: the article's three claims

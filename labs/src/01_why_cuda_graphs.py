@@ -166,7 +166,7 @@ if rec:
 # `enforce_eager=True` and with FULL decode graphs. The buttons show one mode at a time. On a GPU both engines
 # also run with *async scheduling* (on by default with CUDA): the CPU prepares step n+1 while the GPU runs step
 # n, so with graphs the TPOT approaches the GPU time of a step. Compare with it off:
-# `minivllm bench latency --modes FULL,FULL+sync`.
+# `minivllm bench latency --modes FULL_DECODE_ONLY,FULL_DECODE_ONLY+sync`.
 
 # %% [markdown] tags=["lang-zh"]
 # ### d) 引擎 TPOT：eager 与 CUDA Graph
@@ -174,7 +174,7 @@ if rec:
 # 整个引擎（调度、输入准备、forward、采样）每个输出 token 的时间，分别在 `enforce_eager=True` 和 FULL decode
 # graph 下测量。按钮一次显示一种模式。在 GPU 上两个引擎都开着*异步调度*（CUDA 下默认开启）：GPU 跑第 n 步时
 # CPU 已经在准备第 n+1 步，所以有了 CUDA Graph 之后 TPOT 接近一步的 GPU 时间。关掉它对比：
-# `minivllm bench latency --modes FULL,FULL+sync`。
+# `minivllm bench latency --modes FULL_DECODE_ONLY,FULL_DECODE_ONLY+sync`。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -187,14 +187,14 @@ if rec:
 # The handbook (§1.2) shows capture and replay in ten lines. Below is what it gave when recorded, then the
 # snippet itself, runnable on a GPU (`cuda` is `torch.cuda`; the warm-up on a side stream before capturing is
 # what PyTorch's documentation asks for). The engine does the same at startup for each capture size:
-# [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py), `CUDAGraphDispatcher.capture_full`.
+# [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py), `capture_graphs`.
 
 # %% [markdown] tags=["lang-zh"]
 # ### e) 运行手册里的捕获/重放代码
 #
 # 手册（§1.2）用十行代码展示捕获与重放。下面先是记录时的结果，然后是这段代码本身，可在 GPU 上运行
 # （`cuda` 即 `torch.cuda`；捕获前在副 stream 上预热是 PyTorch 文档的要求）。引擎启动时对每个捕获尺寸做的
-# 是同一件事：[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 中的 `CUDAGraphDispatcher.capture_full`。
+# 是同一件事：[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 中的 `capture_graphs`。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -349,7 +349,10 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # gain if the GPU is the bottleneck. Here the eager step is nearly all exposed CPU time at every batch size.
 #
 # **Q4.** A graph replays one shape only; capturing costs time and memory and would stall serving; padding a
-# memory-bound decode step to the next captured size is cheap (in c, the padded batch 8 ran no slower than batch 5).
+# small decode step to the next captured size is cheap (in c, the padded batch 8 ran no slower than batch 5). Not
+# because the step is memory-bound: at small batches it takes several times what reading the weights once would
+# (Lab 02 compares the two); it is latency-bound, a chain of kernels each too small to fill the GPU, and a few more
+# rows add almost nothing to any of them.
 #
 # </details>
 
@@ -359,8 +362,9 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # **Q1.** 最好约 15 ms，而且只有这 5 ms 全是暴露的 CPU 时间（GPU 在等 CPU）时才成立；GPU 是瓶颈时几乎没有收益。
 # 本实验中每个 batch 的 eager 步几乎全是暴露的 CPU 时间。
 #
-# **Q4.** graph 只能重放一个 shape；捕获耗时又占显存，会卡住服务；把受显存带宽限制的 decode 步 pad 到下一个
-# 已捕获尺寸很便宜（c 中 pad 到 8 的 batch 并不比 batch 5 慢）。
+# **Q4.** graph 只能重放一个 shape；捕获耗时又占显存，会卡住服务；把小 batch 的 decode 步 pad 到下一个已捕获尺寸
+# 很便宜（c 中 pad 到 8 的 batch 并不比 batch 5 慢）。原因不是受显存带宽限制：小 batch 时一步的耗时是把权重读一遍所需时间的
+# 好几倍（Lab 02 对比了两者）；它受的是延迟限制，一串 kernel 每个都小到填不满 GPU，多几行几乎不增加任何一个的时间。
 #
 # </details>
 
@@ -372,8 +376,9 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # fixed compute time, because launches overlap the GPU's work. What a graph saves is the exposed CPU time, which
 # for this 0.6B model on an H200 is nearly the whole eager step at every batch size measured, far more than 25-50%.
 #
-# Engine code: [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) (`CUDAGraphDispatcher`: capture,
-# padding to a captured size, replay), [worker/model_runner.py](../minivllm/worker/model_runner.py)
+# Engine code: [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) (`capture_graphs`: the capture),
+# [worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) (`CudagraphDispatcher.dispatch`:
+# padding to a captured size, replay or eager), [worker/model_runner.py](../minivllm/worker/model_runner.py)
 # (`ModelRunner.execute_model`), [kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) (`rms_norm`, the
 # Triton kernel of a)), and this lab's measurements in `labs/minivllm_labs/lab01.py`.
 
@@ -384,8 +389,9 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # 错的是第三步：launch overhead 并不是叠加在固定的计算时间上，因为 launch 与 GPU 计算重叠。graph 省下的是暴露的
 # CPU 时间；对 H200 上的 0.6B 模型，它几乎是每个 batch 的整个 eager 步，远超 25-50%。
 #
-# 引擎代码：[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)（`CUDAGraphDispatcher`：捕获、pad 到已捕获尺寸、
-# 重放），[worker/model_runner.py](../minivllm/worker/model_runner.py)（`ModelRunner.execute_model`），
+# 引擎代码：[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)（`capture_graphs`：捕获），
+# [worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py)（`CudagraphDispatcher.dispatch`：pad 到已捕获尺寸、
+# 重放或 eager），[worker/model_runner.py](../minivllm/worker/model_runner.py)（`ModelRunner.execute_model`），
 # [kernels/triton_norm.py](../minivllm/kernels/triton_norm.py)（`rms_norm`，a) 中的 Triton kernel），本实验的测量代码在
 # `labs/minivllm_labs/lab01.py`。
 

@@ -105,9 +105,12 @@ print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab.tpot_fl
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# 2 x 69e9 x 512 = 70.7 TFLOP; at 989 TFLOP/s that is at least 71 ms, so 112 ms is possible (about 64% of peak).
-# The claim fails elsewhere: vLLM never captured prefill in graphs in v0.5.3, and a graph cannot remove compute.
-# Lab 02 measures TTFT with graphs on and off.
+# 2 x 69e9 x 512 = 70.7 TFLOP; at 989 TFLOP/s on one GPU that is at least 71 ms. But 69e9 bf16 parameters are
+# 138 GB of weights, more than one 80 GB H100 holds: the model needs at least two GPUs (tensor parallel), which
+# halves the compute floor per GPU and adds an all-reduce per layer, so 112 ms is possible. The claim fails
+# elsewhere: vLLM v0.5.3 captured CUDA graphs for decode batches only, so prefill ran eagerly
+# ([vllm/worker/model_runner.py at v0.5.3](https://github.com/vllm-project/vllm/blob/v0.5.3/vllm/worker/model_runner.py)),
+# and a graph cannot remove compute. Lab 02 measures TTFT with graphs on and off.
 # </details>
 
 # %% [markdown] tags=["lang-zh"]
@@ -120,8 +123,11 @@ print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab.tpot_fl
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# 2 × 69e9 × 512 = 70.7 TFLOP；989 TFLOP/s 下至少 71 ms，所以 112 ms 是可能的（约 64% 峰值）。问题在别处：vLLM 0.5.3
-# 从不在图里捕获 prefill，而图也不能省掉计算。Lab 02 测了开关图时的 TTFT。
+# 2 × 69e9 × 512 = 70.7 TFLOP；单卡 989 TFLOP/s 下至少 71 ms。但 69e9 个 bf16 参数就是 138 GB 权重，一张 80 GB 的 H100
+# 放不下：至少要两张卡做张量并行，每张卡的计算下限减半，但每层多一次 all-reduce，所以 112 ms 是可能的。问题在别处：
+# vLLM v0.5.3 只为 decode batch 捕获 CUDA Graph，预填充走 eager
+# （[v0.5.3 的 vllm/worker/model_runner.py](https://github.com/vllm-project/vllm/blob/v0.5.3/vllm/worker/model_runner.py)），
+# 而图也不能省掉计算。Lab 02 测了开关图时的 TTFT。
 # </details>
 
 # %% [markdown] tags=["lang-en"]

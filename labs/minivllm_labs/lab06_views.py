@@ -149,6 +149,23 @@ def chunked_table(res: dict) -> str:
                      f"{r['max_ms_with_decodes']:.1f} ms" for r in res["chunked"])
 
 
+def budget_steps_text(res: dict | None) -> str:
+    """Why a small token budget cuts throughput here: the steps that carry prompt tokens, at least
+    prompt tokens / budget of them, run without a graph (full decode graphs only, in this record), and each costs
+    tens of ms (section g's eager steps) against a few ms for a graph replay."""
+    rows = ((res or {}).get("workload") or {}).get("rows") or []
+    out = []
+    for r in rows:
+        if not r.get("chunked") or "mean_batch_tokens" not in r:
+            continue
+        prompt = r["mean_batch_tokens"] * r["steps"] - r["output_tokens"]  # tokens scheduled that were prompts
+        least = -(-int(prompt) // r["max_num_batched_tokens"])
+        out.append(f"seqs {r['max_num_seqs']}, budget {r['max_num_batched_tokens']:>5}: {int(prompt):,} prompt tokens "
+                   f"-> at least {least} steps with prefill; {r['steps']} steps in {r['wall_s']} s "
+                   f"({round(1000 * r['wall_s'] / r['steps'], 1)} ms per step on average)")
+    return "\n".join(out) or "(not recorded yet: `python -m minivllm_labs.record lab06` on a GPU makes them)"
+
+
 def chunked_steps_text(res: dict | None) -> str:
     """Every step that carried prefill tokens, tokens and wall time, per configuration, with the graph mode the
     engine ran (records made before the mode was stored ran full decode graphs only: every such step eager)."""

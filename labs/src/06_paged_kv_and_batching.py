@@ -127,6 +127,24 @@ if rec:
     print(lab.chunked_table(rec))
 
 # %% [markdown] tags=["lang-en"]
+# **Why a budget of 512 tokens costs so much throughput here.** Every step that carries prompt tokens ran without a
+# graph in this record (full decode graphs only, see below), and such a step of this model costs tens of ms
+# whatever its token count, against a few ms for a graph replay. A smaller budget cuts the same prompt tokens into
+# more of those steps: at least prompt tokens / budget of them (below). The extra eager steps times their cost is
+# about the wall-time difference between the 512 and 8192 rows. Each setting ran once, so a difference smaller than
+# that is not a finding; under the default FULL_AND_PIECEWISE the chunks would replay PIECEWISE graphs instead.
+
+# %% [markdown] tags=["lang-zh"]
+# **为什么 512 token 的预算在这里让吞吐掉这么多。** 在本记录里，每个带 prompt token 的步都不走图（只有 decode 整图，见下文），
+# 这个模型这样的一步无论多少 token 都要几十毫秒，而重放一次图只要几毫秒。预算越小，同样多的 prompt token 被切成越多这样的步：
+# 至少 prompt token 数 ÷ 预算 步（见下）。多出来的 eager 步数乘以每步的耗时，大约就是 512 和 8192 两行的总耗时之差。每个配置
+# 只跑了一次，比这更小的差别不能算结论；在默认的 FULL_AND_PIECEWISE 下，这些分块会重放分段图。
+
+# %% tags=["nbval-check-output"]
+if rec:
+    print(lab.budget_steps_text(rec))
+
+# %% [markdown] tags=["lang-en"]
 # Chunked prefill did what it promises, and no more: with a budget of 256 no step held more than 256 tokens,
 # against one step of over 1,500 unchunked. It did not shorten the decoders' worst wait in this record. The record
 # was made with full decode graphs only (cudagraph_mode "FULL" at 135d8b1, today's FULL_DECODE_ONLY), not the

@@ -28,3 +28,17 @@ def test_chunked_steps_with_a_stored_mode_and_without_a_record():
          "step_ms": [2.0, 5.0]}
     assert "graphs FULL_AND_PIECEWISE: 256 tok 5.0 ms" in views.chunked_steps_text({"chunked": [r]})
     assert "not recorded" in views.chunked_steps_text(None)
+
+
+def test_budget_steps_explain_the_small_budget():
+    rec = load_recorded("lab06")
+    rows = {(r["max_num_batched_tokens"], r["max_num_seqs"]): r for r in rec["workload"]["rows"] if r["chunked"]}
+    text = views.budget_steps_text(rec)
+    small, big = rows[(512, 256)], rows[(8192, 256)]
+    prompt = small["mean_batch_tokens"] * small["steps"] - small["output_tokens"]
+    least_small, least_big = -(-int(prompt) // 512), -(-int(prompt) // 8192)
+    assert f"at least {least_small} steps with prefill" in text
+    # the prose: the extra prefill steps, at the tens of ms an eager step costs (section g), are the wall-time gap
+    eager_ms = min(ms for r in rec["chunked"] for t, ms in zip(r["step_tokens"], r["step_ms"]) if t >= 16)
+    gap_s = small["wall_s"] - big["wall_s"]
+    assert 0.5 * gap_s < (least_small - least_big) * eager_ms / 1e3 < 2 * gap_s

@@ -274,6 +274,21 @@ print(lab.modes_table(rec))
 if rec:
     lab.show(lab.plot_modes(rec))
 
+# %% [markdown] tags=["lang-en"]
+# **Why PIECEWISE decodes so much slower than FULL here.** A PIECEWISE decode step replays 29 pieces and, between
+# them, launches the 28 attention ops from Python, each a registered custom op that launches Triton kernels. That host
+# work per layer adds up to more than the whole GPU step, so the step waits on the CPU as an eager one does. vLLM
+# reports PIECEWISE much closer to FULL, because its attention call costs less on the host than this engine's (README,
+# "Where minivllm differs from vLLM", the PIECEWISE speed row). The default FULL_AND_PIECEWISE takes the FULL path
+# for every pure-decode step, which is why its decode TPOT equals FULL's.
+
+# %% [markdown] tags=["lang-zh"]
+# **为什么这里 PIECEWISE 的 decode 比 FULL 慢这么多。** PIECEWISE 的一个 decode 步要重放 29 段分段图，并在段与段之间从 Python
+# launch 28 次 attention，每次都是一个注册的自定义算子，再 launch Triton kernel。每层的这些主机开销加起来超过了整个 GPU 步，
+# 所以这一步和 eager 一样在等 CPU。vLLM 报告的 PIECEWISE 与 FULL 接近得多，因为它的 attention 调用在主机侧的开销比本引擎小
+# （见 README 的 "Where minivllm differs from vLLM" 中 PIECEWISE speed 一行）。默认的 FULL_AND_PIECEWISE 对每个纯 decode 步都走
+# FULL，所以它的 decode TPOT 与 FULL 相同。
+
 # %% [markdown]
 # ### Run it here · 在本机运行
 

@@ -76,16 +76,17 @@ if rec:
 # The other two faults, as recorded on the GPU at 135d8b1. Note which rung fixed them there: the engine then
 # traced the forward with Dynamo even at level 0 when PIECEWISE graphs were on (the pieces stayed uncompiled),
 # so "torch.compile off" was not enough and the ladder went on to "both off". That was this engine's quirk, not
-# vLLM's: in vLLM mode 0 runs no Dynamo at all, and piecewise graphs, which need mode 3's split, are dropped
-# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). The engine now does the same (mode 0 keeps only
-# the full decode graphs, FULL_DECODE_ONLY), so "torch.compile off" fixes the compile fault; a re-recording will
-# show it.
+# vLLM's: in vLLM mode 0 runs no Dynamo at all, and a graph mode that needs mode 3's split (PIECEWISE,
+# FULL_AND_PIECEWISE) is overridden to NONE ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). The
+# engine now runs no Dynamo at mode 0 either (unlike vLLM it keeps the full decode graphs, FULL_DECODE_ONLY), so
+# "torch.compile off" fixes the compile fault; a re-recording will show it.
 
 # %% [markdown] tags=["lang-zh"]
 # 另外两个故障在 GPU 上的记录（135d8b1）。注意是哪一级修好的：那时开着 PIECEWISE 图时，即使 level 0 引擎也要用 Dynamo
 # trace 一次 forward（分段不编译），所以只"关 compile"不够，降级一直走到"两个都关"。这是本引擎当时的特殊行为，不是 vLLM 的：
-# vLLM 的 mode 0 完全不跑 Dynamo，需要 mode 3 切分的分段图会被去掉（[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。
-# 现在本引擎也一样（mode 0 只保留 decode 整图，即 FULL_DECODE_ONLY），所以"关 compile"就能修好编译故障；重新录制后会看到这一点。
+# vLLM 的 mode 0 完全不跑 Dynamo，需要 mode 3 切分的图模式（PIECEWISE、FULL_AND_PIECEWISE）会被改成 NONE
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。现在本引擎的 mode 0 也不跑 Dynamo（与 vLLM 不同的是它保留 decode 整图，
+# 即 FULL_DECODE_ONLY），所以"关 compile"就能修好编译故障；重新录制后会看到这一点。
 
 # %% tags=["nbval-check-output"]
 if rec:

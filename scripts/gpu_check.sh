@@ -11,6 +11,8 @@
 #   compile         TPOT per compile level with and without graphs, cold vs warm startup
 #   labs            every lab's recorder (labs/minivllm_labs/labNN.py), then every notebook end to end (labs-gpu)
 #   all             the six above (two lanes on a two-GPU machine)
+#   full            vLLM's FULL mode (graphs of any batch, the unified attention kernel): its GPU tests, and the
+#                   512-token prefill (TTFT at batch 1) under eager, PIECEWISE and FULL in one run
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
 #                   (AB_REPS rounds, default 2; AB_LATENCY=0 or AB_THROUGHPUT=0 runs only the other half)
@@ -75,7 +77,7 @@ tests() {  # TESTS="graphs" or "kernels" runs one half; PYTEST_K="expr" passes -
     "tests/engine/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
   [[ " ${TESTS:-graphs kernels} " == *" kernels "* ]] && TAILN=15 step tests_kernels "${TESTS_KERNELS_CAP_S:-300}" \
     $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/kernels/test_kernels.py tests/kernels/test_elementwise_kernels.py \
-    tests/kernels/test_custom_op_selection.py
+    tests/kernels/test_custom_op_selection.py tests/kernels/test_unified_attention.py
   return 0
 }
 latency() {
@@ -96,6 +98,12 @@ compile() {
     --modes eager,FULL,NONE@L1,NONE@L2,FULL@L2,NONE@L3,FULL_AND_PIECEWISE@L3 --json "$RES/compile.json"
   step startup 120 $BENCH startup --model "$CK" --max-model-len 512 --compilation-config '{"level": 3}' \
     --json "$RES/startup.json"
+}
+full() {
+  TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_full 330 $PY -m pytest -q -p no:cacheprovider \
+    tests/kernels/test_unified_attention.py tests/engine/test_cuda_graphs_gpu.py -k "full_mode or composition or every_batch"
+  TAILN=20 step prefill512 240 $BENCH latency --model "$CK" --max-model-len 1024 --input-len 512 --output-len 16 \
+    --batch-sizes 1 --modes eager,PIECEWISE,FULL --json "$RES/prefill512_modes.json"
 }
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks
   local f lab
@@ -198,6 +206,7 @@ for stage in $STAGES; do
     throughput) throughput ;;
     kernels) kernels ;;
     compile) compile ;;
+    full) full ;;
     labs) labs ;;
     ab) ab ;;
     bisect-kernels) bisect_kernels ;;

@@ -59,7 +59,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     """
     _check_backend(backend)
     if backend == "torch":
-        if meta.decode_only:
+        if meta.decode_only and not meta.unified:  # unified: more query rows (padding) than sequences
             res = torch_ref.paged_decode_attention_ref(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale)
         else:
             qsl = meta.query_start_loc_cpu

@@ -104,8 +104,8 @@ def test_one_launch_shape_serves_every_composition():
     that many tokens."""
     h, hkv, d, bs, max_seqs, T = 4, 2, 32, 8, 4, 24
     batches = [([24], [30]), ([1, 1, 1, 1], [5, 9, 8, 17]), ([10, 1, 6], [10, 20, 14]), ([3], [3])]
-    q, _k, _v, bt, qsl_full, sl_full, _ = make_batch(*batches[0], max_seqs, T, h, hkv, d, bs,
-                                                               torch.float32, seed=1)
+    q, _k, _v, bt, qsl_full, sl_full, _ = make_batch(*batches[0], max_seqs, T, h, hkv, d, bs, torch.float32,
+                                                     seed=1)
     grid = unified_grid(T, max_seqs, hkv, SMALL_TILES[0] // 2)
     for i, (query_lens, seq_lens) in enumerate(batches):
         new = make_batch(query_lens, seq_lens, max_seqs, T, h, hkv, d, bs, torch.float32, seed=10 + i)

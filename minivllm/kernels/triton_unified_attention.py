@@ -66,7 +66,8 @@ def _unified_kernel(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr, query_start_ptr, seq_l
                     BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     PRECISION: tl.constexpr, K_ROWS: tl.constexpr):
     BLOCK_Q: tl.constexpr = BLOCK_M // GROUP_PAD  # query tokens per program
-    block_idx = tl.program_id(0)
+    # Highest ids first: a sequence's last query blocks (the most keys) start before its first ones.
+    block_idx = tl.num_programs(0) - 1 - tl.program_id(0)
     kv_head = tl.program_id(1)
     # fp32 always (Inductor may pass the Python float as fp64; see triton_prefill._prefill_kernel)
     scale_log2 = tl.cast(scale_log2, tl.float32)

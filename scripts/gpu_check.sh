@@ -100,9 +100,10 @@ compile() {
     --json "$RES/startup.json"
 }
 full() {
-  TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_full 330 $PY -m pytest -q -p no:cacheprovider \
-    tests/kernels/test_unified_attention.py tests/engine/test_cuda_graphs_gpu.py -k "full_mode or composition or every_batch"
-  TAILN=20 step prefill512 240 $BENCH latency --model "$CK" --max-model-len 1024 --input-len 512 --output-len 16 \
+  TAILN=15 step tests_full_kernel 200 $PY -m pytest -q -p no:cacheprovider tests/kernels/test_unified_attention.py
+  TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_full 400 $PY -m pytest -q -p no:cacheprovider -s \
+    tests/engine/test_cuda_graphs_gpu.py -k "full_mode or every_batch_size"
+  TAILN=20 step prefill512 300 $BENCH latency --model "$CK" --max-model-len 1024 --input-len 512 --output-len 16 \
     --batch-sizes 1 --modes eager,PIECEWISE,FULL --json "$RES/prefill512_modes.json"
 }
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks

@@ -32,7 +32,8 @@ class CUDAGraphMode(str, enum.Enum):
     attention_backend other than 'triton' FULL is downgraded. FULL_DECODE_ONLY: one full graph (LM head
     included) per batch size for pure-decode batches, nothing for the rest. FULL_AND_PIECEWISE:
     FULL_DECODE_ONLY's graphs for pure decode, PIECEWISE for the rest (vLLM's default). A mode that cannot
-    run is downgraded, with one log line, as vLLM does (EngineConfig.cudagraph_mode). A str enum, so `mode == "FULL"` and JSON dumps keep working.
+    run is downgraded, with one log line, as vLLM does (EngineConfig.cudagraph_mode). A str enum, so
+    `mode == "FULL"` and JSON dumps keep working.
 
     FULL and PIECEWISE are also the two runtime modes a step runs in (what the dispatcher picks and a
     CUDAGraphWrapper captures)."""

@@ -147,10 +147,11 @@ def unified_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         return out
     group = H // Hkv
     group_pad = triton.next_power_of_2(group)
-    # Sized for T query rows in one sequence (the worst case), from T alone: the same tiles for every
-    # composition of a graph's T tokens.
+    # Tiles from T and S alone (the same for every composition of a graph's tokens): with no more tokens than
+    # sequences the batch may be all decodes, one query token each, where rows past the GQA group would be
+    # wasted work, so the tile is the smallest; more tokens than sequences means long queries: prefill tiles.
     block_m, block_n, num_warps, num_stages, k_rows = (
-        tile_config or prefill_tile_config(T, group_pad, D, q.dtype))
+        tile_config or prefill_tile_config(T if T > S else 1, group_pad, D, q.dtype))
     if block_m < max(16, group_pad) or block_m & (block_m - 1):
         raise ValueError(f"BLOCK_M {block_m} must be a power of two >= 16 and >= the padded GQA group {group_pad}")
     precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"

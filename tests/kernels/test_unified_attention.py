@@ -89,6 +89,9 @@ def test_decode_only_and_prefill_only(dtype):
     for query_lens, seq_lens in (([1, 1, 1], [1, 17, 40]), ([20], [20]), ([7, 9], [30, 9])):
         args = make_batch(query_lens, seq_lens, 4, sum(query_lens) + 2, h, hkv, d, bs, dtype, seed=len(seq_lens))
         check(*args, seq_lens, dtype, tile_config=SMALL_TILES)
+    # no more tokens than metadata rows: the decode-sized default tiles
+    args = make_batch([1, 1, 1], [3, 17, 40], 8, 5, h, hkv, d, bs, dtype, seed=4)
+    check(*args, [3, 17, 40], dtype)
 
 
 def test_all_padding_writes_zeros():
@@ -166,11 +169,18 @@ def test_bad_metadata_is_refused():
                                     tile_config=(block_m, 16, 4, 2, False))
 
 
+GRAPH_CASES = {  # (T, metadata rows): batches replayed by one graph (prefill tiles, then decode-sized tiles)
+    (64, 8): [([64], [200]), ([1] * 8, [1, 17, 33, 300, 64, 65, 2, 9]), ([30, 1, 1, 20], [90, 5, 6, 20])],
+    (16, 16): [([1] * 16, [7 * i + 1 for i in range(16)]), ([16], [300]), ([9, 1, 1], [9, 40, 2])],
+}
+
+
 @pytest.mark.skipif(not CUDA, reason="CUDA graphs need a GPU")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_cuda_graph_captured_once_replays_any_composition(dtype):
-    h, hkv, d, bs, max_seqs, T = 16, 8, 128, 16, 8, 64
-    batches = [([], []), ([64], [200]), ([1] * 8, [1, 17, 33, 300, 64, 65, 2, 9]), ([30, 1, 1, 20], [90, 5, 6, 20])]
+@pytest.mark.parametrize("shape", list(GRAPH_CASES))
+def test_cuda_graph_captured_once_replays_any_composition(dtype, shape):
+    (T, max_seqs), h, hkv, d, bs = shape, 16, 8, 128, 16
+    batches = GRAPH_CASES[shape]
     num_blocks = 64
     k_cache, v_cache = make_cache(num_blocks, bs, hkv, d, dtype, seed=0)
     q = torch.zeros(T, h, d, device=DEVICE, dtype=dtype)
@@ -183,7 +193,7 @@ def test_cuda_graph_captured_once_replays_any_composition(dtype):
     with torch.cuda.graph(graph):
         unified_paged_attention(q, k_cache, v_cache, bt, qsl_full, sl_full, d ** -0.5, out=out)
     g = torch.Generator().manual_seed(0)
-    for query_lens, seq_lens in batches[1:]:
+    for query_lens, seq_lens in batches:
         qsl = [0]
         for n in query_lens:
             qsl.append(qsl[-1] + n)

@@ -1,8 +1,8 @@
 """vLLM's compilation modes and CUDA-graph modes, with vLLM's meanings, checked on the CPU.
 
 Mode 0 (NONE) runs no Dynamo at all; `level` is a deprecated alias of `mode`; a piecewise graph mode at a
-mode without the split trace, and FULL with an attention backend that keeps full graphs of pure decode
-only, are downgraded as vLLM downgrades them (one log line, and `llm.config` names the mode used); mode 2
+mode without the split trace, and FULL with an attention backend that has no kernel a graph can hold for
+mixed batches (anything but the Triton one), are downgraded as vLLM downgrades them (one log line, and `llm.config` names the mode used); mode 2
 drops Dynamo's guards after its one trace.
 """
 

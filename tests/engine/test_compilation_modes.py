@@ -2,8 +2,8 @@
 
 Mode 0 (NONE) runs no Dynamo at all; `level` is a deprecated alias of `mode`; a piecewise graph mode at a
 mode without the split trace, and FULL with an attention backend that has no kernel a graph can hold for
-mixed batches (anything but the Triton one), are downgraded as vLLM downgrades them (one log line, and `llm.config` names the mode used); mode 2
-drops Dynamo's guards after its one trace.
+mixed batches (anything but the Triton one), are downgraded as vLLM downgrades them (one log line, and
+`llm.config` names the mode used); mode 2 drops Dynamo's guards after its one trace.
 """
 
 from __future__ import annotations

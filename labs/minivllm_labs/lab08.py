@@ -67,6 +67,8 @@ class Entry:
             d.update(answer=self.answer, rel_tol=self.rel_tol, unit=self.unit)
         else:
             d.update(right=opt(self.right), wrong=[opt(w) for w in self.wrong])
+        if self.cites:  # the catalog lists them as the question's evidence
+            d["cites"] = [{"file": f, "key": k, "label": label} for f, k, label in self.cites]
         return d
 
 

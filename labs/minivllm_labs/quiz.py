@@ -49,6 +49,8 @@ class Question:
     model_answer_zh: str = ""
     source: str = "lab"
     topic: str = ""
+    cites: tuple = ()  # (results file, key, label): the recorded numbers the feedback quotes
+    not_measured: str = ""  # why nothing is cited, when nothing is
 
     def __post_init__(self) -> None:
         opts = tuple(o if isinstance(o, Option) else Option(*o) for o in self.options)
@@ -77,6 +79,8 @@ class NumericQuestion:
     model_answer_zh: str = ""
     source: str = "lab"
     topic: str = ""
+    cites: tuple = ()  # (results file, key, label): the recorded numbers the feedback quotes
+    not_measured: str = ""  # why nothing is cited, when nothing is
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.answer) and self.rel_tol > 0):
@@ -92,12 +96,17 @@ def letter(i: int) -> str:
 
 
 def question_dict(q) -> dict:
-    """What the catalog lists for a question (its correct option or numeric answer, no callables)."""
+    """What the catalog lists for a question (its correct option or numeric answer, no callables), with its
+    evidence: the results files and keys its feedback quotes, or `not_measured` and the reason."""
     d = {"id": q.qid, "source": q.source, "topic": q.topic, "prompt": q.prompt, "prompt_zh": q.prompt_zh}
     if isinstance(q, NumericQuestion):
         d.update(kind="numeric", answer=q.answer, rel_tol=q.rel_tol, unit=q.unit)
     else:
-        d.update(kind="choice", correct=letter(q.correct), options=[o.text for o in q.options])
+        d.update(kind="choice", correct=letter(q.correct), options=[o.text for o in q.options],
+                 options_zh=[o.text_zh for o in q.options])
+    d["evidence"] = [{"file": f, "key": k, "label": label} for f, k, label in q.cites]
+    if q.not_measured:
+        d["not_measured"] = q.not_measured
     return d
 
 

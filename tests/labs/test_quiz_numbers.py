@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-
 import pytest
 from minivllm_labs.catalog import all_questions
 from minivllm_labs.quiz import UNITS, NumericQuestion, grade
 from minivllm_labs.quiz_html import NUMERIC_JS
 from minivllm_labs.quiz_numbers import convert, parse_number, parse_quantity
+
+from . import js_runner
 
 MS = NumericQuestion(qid="lab99.ms", prompt="TPOT floor?", answer=0.284, rel_tol=0.1, unit="ms", model_answer="0.284")
 BYTES = NumericQuestion(qid="lab99.b", prompt="KV per token?", answer=32768, rel_tol=0.05, unit="bytes",
@@ -93,13 +93,17 @@ TABLE = [(q, a) for q in (MS, BYTES, TPS, PCT, RATIO, US, SECONDS) for a in (
     "Ｂ", "ß", "ﬁ 2", "12.5ms", "1,000", "1,000,000.5", "0,280")]
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the quiz's JavaScript")
-def test_javascript_grades_every_answer_like_python():
+@pytest.mark.skipif(not js_runner.available(), reason="needs node or chromium to run the quiz's JavaScript")
+@pytest.mark.parametrize("engine", ["node", "chromium"])
+def test_javascript_grades_every_answer_like_python(engine):
+    """The page runs in browsers, so Chromium's JavaScript engine is checked too when it is installed."""
+    if engine == "node" and shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    if engine == "chromium" and not js_runner._chromium():
+        pytest.skip("chromium is not installed")
     cases = [{"raw": a, "answer": q.answer, "tol": q.rel_tol, "unit": q.unit} for q, a in TABLE]
-    script = NUMERIC_JS + f"\nconsole.log(JSON.stringify({json.dumps(cases)}.map(function (c) {{" \
-        " return mvGradeNumber(c.raw, c.answer, c.tol, c.unit); })));"
-    got = json.loads(subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True,
-                                    timeout=60).stdout)
+    got = js_runner.run_js(NUMERIC_JS, f"{json.dumps(cases)}.map(function (c) {{"
+                           " return mvGradeNumber(c.raw, c.answer, c.tol, c.unit); })", prefer=engine)
     assert len(got) == len(TABLE)
     for (q, a), js in zip(TABLE, got):
         ok, en = grade(q, a, None)
@@ -117,13 +121,11 @@ def test_score_names_an_unknown_id_instead_of_a_key_error():
     assert lab08.score([first], {"lab08.nope": "A"}).total == 1  # an answer to a question not asked is ignored
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the quiz's JavaScript")
+@pytest.mark.skipif(not js_runner.available(), reason="needs node or chromium to run the quiz's JavaScript")
 def test_numbers_are_written_as_javascript_writes_them():
     from minivllm_labs.quiz import _num
 
     xs = [0, 9e-6, 1.23456e-7, 0.284, 1, 1000, 12040, 114688, 1e16, 1.5e21, 2.5e22, -0.5, 123456789, 1e-4]
-    script = f"console.log(JSON.stringify({json.dumps(xs)}.map(function (x) {{" \
-        " return String(Number(Number(x).toPrecision(4))); })));"
-    got = json.loads(subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True,
-                                    timeout=60).stdout)
+    got = js_runner.run_js("", f"{json.dumps(xs)}.map(function (x) {{"
+                           " return String(Number(Number(x).toPrecision(4))); })")
     assert [_num(x) for x in xs] == got

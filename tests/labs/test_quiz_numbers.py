@@ -1,18 +1,19 @@
 """Numeric answers: units are converted, not ignored ("284 us" to a question in ms, "32 KiB" to one in bytes),
 a decimal comma is read, full-width input is read, and the static quiz's JavaScript grades every answer of one
-table exactly as the Python grader does (run with node, else skipped)."""
+table exactly as the Python grader does (run with node and in headless Chromium, whichever is installed)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+
 import pytest
 from minivllm_labs.catalog import all_questions
 from minivllm_labs.quiz import UNITS, NumericQuestion, grade
 from minivllm_labs.quiz_html import NUMERIC_JS
 from minivllm_labs.quiz_numbers import convert, parse_number, parse_quantity
 
-from . import js_runner
+from tests.labs import js_runner
 
 MS = NumericQuestion(qid="lab99.ms", prompt="TPOT floor?", answer=0.284, rel_tol=0.1, unit="ms", model_answer="0.284")
 BYTES = NumericQuestion(qid="lab99.b", prompt="KV per token?", answer=32768, rel_tol=0.05, unit="bytes",

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from minivllm_labs.catalog import labs, main
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.lab_info import resolve_key

@@ -111,7 +111,7 @@ def with_cites(evidence: Evidence | None, d: Mapping[str, Any]) -> Evidence | No
         return evidence
 
     def quoted(results: dict | None) -> str:
-        lines = ["Recorded on the H200 (results file:key):", *cite_lines(cites)]
+        lines = ["Recorded on the H200 · H200 实测 (results file:key):", *cite_lines(cites)]
         own = evidence(results) if evidence is not None else ""
         return "\n".join([own, *lines] if own else lines)
 

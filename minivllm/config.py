@@ -26,11 +26,14 @@ class CUDAGraphMode(str, enum.Enum):
 
     NONE: no graphs. PIECEWISE: the pieces between attention ops, keyed by token count (attention runs
     eagerly between them), so prefill, mixed and decode batches all replay; needs the split trace (mode 3).
-    FULL: one graph of the whole forward per token count, for every batch; needs an attention kernel that
-    a graph can hold for mixed batches too. FULL_DECODE_ONLY: one full graph per batch size for pure-decode
-    batches, nothing for the rest. FULL_AND_PIECEWISE: FULL_DECODE_ONLY's graphs for pure decode,
-    PIECEWISE for the rest (vLLM's default). A mode that cannot run is downgraded, with one log line, as
-    vLLM does (EngineConfig.cudagraph_mode). A str enum, so `mode == "FULL"` and JSON dumps keep working.
+    FULL: one graph of the whole forward (the LM head outside, as in vLLM) per token count, for every batch:
+    prefill, mixed and decode alike, padded up to the nearest capture size; attention is the unified Triton
+    kernel (kernels/triton_unified_attention.py), whose launch depends on the token count only, so with
+    attention_backend other than 'triton' FULL is downgraded. FULL_DECODE_ONLY: one full graph (LM head
+    included) per batch size for pure-decode batches, nothing for the rest. FULL_AND_PIECEWISE:
+    FULL_DECODE_ONLY's graphs for pure decode, PIECEWISE for the rest (vLLM's default). A mode that cannot
+    run is downgraded, with one log line, as vLLM does (EngineConfig.cudagraph_mode). A str enum, so
+    `mode == "FULL"` and JSON dumps keep working.
 
     FULL and PIECEWISE are also the two runtime modes a step runs in (what the dispatcher picks and a
     CUDAGraphWrapper captures)."""
@@ -43,7 +46,7 @@ class CUDAGraphMode(str, enum.Enum):
 
     @property
     def has_full(self) -> bool:
-        """Full graphs of pure-decode batches are captured."""
+        """Full graphs are captured: of any batch by token count (FULL) or of pure decode by batch size."""
         return self in (CUDAGraphMode.FULL, CUDAGraphMode.FULL_DECODE_ONLY, CUDAGraphMode.FULL_AND_PIECEWISE)
 
     @property
@@ -377,13 +380,14 @@ class EngineConfig:
             return CUDAGraphMode.NONE, None
         split = self.compile_mode is CompilationMode.VLLM_COMPILE
         mode, why = asked, None
-        if mode is CUDAGraphMode.FULL:
-            # This engine's attention keeps full graphs for pure-decode batches only (vLLM's
-            # UNIFORM_SINGLE_TOKEN_DECODE support level): vLLM then turns FULL into FULL_AND_PIECEWISE where
-            # the split trace exists, FULL_DECODE_ONLY where it does not (docs/design/cuda_graphs.md).
+        if mode is CUDAGraphMode.FULL and self.resolved_attention_backend != "triton":
+            # Full graphs of mixed batches need the unified Triton kernel (vLLM: a backend whose cudagraph
+            # support is UNIFORM_BATCH or ALWAYS). Without it vLLM turns FULL into FULL_AND_PIECEWISE where
+            # the split trace exists, FULL_DECODE_ONLY where it does not (docs/design/cuda_graphs.md); here
+            # the other backends have no full graphs at all, so the decode-only graphs are skipped at capture.
             mode = CUDAGraphMode.FULL_AND_PIECEWISE if split else CUDAGraphMode.FULL_DECODE_ONLY
-            why = ("the attention backend captures full graphs of pure-decode batches only (no mixed-batch "
-                   "kernel in a graph)")
+            why = (f"attention_backend {self.resolved_attention_backend!r} has no kernel a CUDA graph can hold "
+                   f"for mixed batches (the unified Triton kernel runs with 'triton')")
         if mode.has_piecewise and not split:
             # PIECEWISE graphs need the forward split at attention, which only mode 3 traces (vLLM: the same)
             mode = CUDAGraphMode.FULL_DECODE_ONLY if mode is CUDAGraphMode.FULL_AND_PIECEWISE else CUDAGraphMode.NONE

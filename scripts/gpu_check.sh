@@ -11,6 +11,8 @@
 #   compile         TPOT per compile level with and without graphs, cold vs warm startup
 #   labs            every lab's recorder (labs/minivllm_labs/labNN.py), then every notebook end to end (labs-gpu)
 #   all             the six above (two lanes on a two-GPU machine)
+#   full            vLLM's FULL mode (graphs of any batch, the unified attention kernel): its GPU tests, and the
+#                   512-token prefill (TTFT at batch 1) under eager, PIECEWISE and FULL in one run
 #   lab02-padding-kernels   the kernels the full decode graphs of sizes 5 and 8 replay (why graph 8 replays
 #                   faster than graph 5 in Lab 02): scripts/maint/padding_kernels.py -> padding_kernels.json
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
@@ -77,7 +79,7 @@ tests() {  # TESTS="graphs" or "kernels" runs one half; PYTEST_K="expr" passes -
     "tests/engine/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
   [[ " ${TESTS:-graphs kernels} " == *" kernels "* ]] && TAILN=15 step tests_kernels "${TESTS_KERNELS_CAP_S:-300}" \
     $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/kernels/test_kernels.py tests/kernels/test_elementwise_kernels.py \
-    tests/kernels/test_custom_op_selection.py
+    tests/kernels/test_custom_op_selection.py tests/kernels/test_unified_attention.py
   return 0
 }
 latency() {
@@ -98,6 +100,13 @@ compile() {
     --modes eager,FULL,NONE@L1,NONE@L2,FULL@L2,NONE@L3,FULL_AND_PIECEWISE@L3 --json "$RES/compile.json"
   step startup 120 $BENCH startup --model "$CK" --max-model-len 512 --compilation-config '{"level": 3}' \
     --json "$RES/startup.json"
+}
+full() {
+  TAILN=15 step tests_full_kernel 200 $PY -m pytest -q -p no:cacheprovider tests/kernels/test_unified_attention.py
+  TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_full 400 $PY -m pytest -q -p no:cacheprovider -s \
+    tests/engine/test_cuda_graphs_gpu.py -k "full_mode or every_batch_size"
+  TAILN=20 step prefill512 300 $BENCH latency --model "$CK" --max-model-len 1024 --input-len 512 --output-len 16 \
+    --batch-sizes 1 --modes eager,PIECEWISE,FULL --json "$RES/prefill512_modes.json"
 }
 padding_kernels() {
   TAILN=10 step padding_kernels 180 $PY scripts/maint/padding_kernels.py --model "$CK" --sizes 5,8 \
@@ -204,6 +213,7 @@ for stage in $STAGES; do
     throughput) throughput ;;
     kernels) kernels ;;
     compile) compile ;;
+    full) full ;;
     labs) labs ;;
     lab02-padding-kernels) padding_kernels ;;
     ab) ab ;;

@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     for i in infos:
         print(f"{i.lab}  {i.title} · {i.title_zh}  ({', '.join(i.sections)})  {i.notebook}")
         for q in i.questions:
-            print(f"    question {q.qid}  [{q.source}]")
+            cited = ", ".join(f"{f.rsplit('/', 1)[-1]}:{k}" for f, k, _ in q.cites)
+            print(f"    question {q.qid}  [{q.source}]  " + (cited or f"not measured: {q.not_measured or '?'}"))
         for c in i.claims:
             print(f"    claim {c.cid}  {c.verdict:<12} {c.evidence_file}:{c.evidence_key}")
     return 0

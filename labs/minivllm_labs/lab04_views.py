@@ -133,9 +133,13 @@ def level0_evidence(res: dict | None) -> str:
     if not res or "level0" not in res:
         return ""
     l0 = res["level0"]
-    return (f"{_where(res)}: LLM(compilation_config={{'level': 0}}) ran with cudagraph_mode {l0['cudagraph_mode']} "
+    text = (f"{_where(res)}: LLM(compilation_config={{'level': 0}}) ran with cudagraph_mode {l0['cudagraph_mode']} "
             f"({l0['capture_sizes']} capture sizes), compile level {l0['compile_level']}; {{'mode': 0}} is read as "
             f"level {l0['mode_alias_level']}")
+    if l0.get("cudagraph_mode") == "FULL_AND_PIECEWISE":  # recorded before mode 0 dropped Dynamo, as vLLM's does
+        text += (" (recorded before this engine matched vLLM: mode 0 now runs no Dynamo and downgrades "
+                 "FULL_AND_PIECEWISE to FULL_DECODE_ONLY; re-record lab04)")
+    return text
 
 
 # ---- claims ------------------------------------------------------------------------------------------------

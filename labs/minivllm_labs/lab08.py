@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from minivllm_labs import quiz_numbers
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.lab_info import LabInfo, resolve_key
 from minivllm_labs.quiz import NumericQuestion, Question, grade
@@ -66,6 +67,8 @@ class Entry:
             d.update(answer=self.answer, rel_tol=self.rel_tol, unit=self.unit)
         else:
             d.update(right=opt(self.right), wrong=[opt(w) for w in self.wrong])
+        if self.cites:  # the catalog lists them as the question's evidence
+            d["cites"] = [{"file": f, "key": k, "label": label} for f, k, label in self.cites]
         return d
 
 
@@ -126,18 +129,11 @@ def normalize_choice(answer: Any) -> Any:
     return a.upper() if len(a) == 1 and a.isascii() and a.isalpha() else a
 
 
-def parse_number(answer: Any) -> float | None:
-    """The first number in an answer ('0.28', '0.28 ms', '114,688', '1.1e5', '３２７６８'); None if there is none."""
-    if isinstance(answer, bool) or answer is None:
-        return None
-    if isinstance(answer, (int, float)):
-        return float(answer)
-    if not isinstance(answer, str):
-        return None
-    s = unicodedata.normalize("NFKC", answer).replace(",", "").replace("_", "")
-    m = re.search(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", s)
+def parse_number(answer: Any, unit: str = "") -> float | None:
+    """The number an answer means, converted to `unit` when it names one ('0.28 ms', '284 us' for ms, '114,688 B',
+    '1.1e5', '３２７６８'); None when it holds none (quiz_numbers.parse_number is the one reader)."""
     try:
-        return float(m.group(0)) if m else None
+        return quiz_numbers.parse_number(answer, unit)
     except ValueError:
         return None
 
@@ -150,15 +146,7 @@ def grade_any(q, answer: Any, results: dict | None = None) -> tuple[bool, str]:
     """(correct, feedback) for a choice or a numeric question; odd input is graded wrong with a hint."""
     try:
         if isinstance(q, NumericQuestion):
-            v = parse_number(answer)
-            ev = q.evidence(results)
-            if v is None:
-                return False, f"No answer graded: give a number in {q.unit}."
-            lo, hi = q.answer * (1 - q.rel_tol), q.answer * (1 + q.rel_tol)
-            ok = numeric_ok(q, v)
-            head = (f"Correct ({v:g} {q.unit})." if ok else
-                    f"Not quite: {v:g} {q.unit} is outside {lo:.4g}-{hi:.4g} {q.unit}.")
-            return ok, "\n".join(x for x in (head, f"Model answer: {q.model_answer}", ev) if x)
+            return grade(q, answer, results)  # quiz.grade: units converted, like the page's JavaScript
         if isinstance(answer, str):
             raw = unicodedata.normalize("NFKC", answer).strip().lower()
             for i, (label, o) in enumerate(zip(q.labels(), q.options)):
@@ -207,6 +195,9 @@ class MockResult:
 
 def score(qids: list[str], answers: dict[str, Any]) -> MockResult:
     """Grade every asked question (unanswered = wrong); weak topics are those with any miss, worst first."""
+    if unknown := [qid for qid in qids if qid not in BY_ID]:
+        raise ValueError(f"unknown question id(s) {unknown}: the bank's ids are {QUESTIONS[0].qid} ... "
+                         f"{QUESTIONS[-1].qid} (lab08.BY_ID)")
     by: dict[str, list[int]] = {}
     right = 0
     for qid in qids:

@@ -1,7 +1,8 @@
 """Lab 08's views, its front ends: the mock interview as a self-contained HTML + JS page (no kernel: the book, nbconvert)
 and as ipywidgets (a live kernel). Both call into lab08: the page embeds every option's feedback as computed by
-lab08.grade_any, and its sampler is the JavaScript twin of lab08.mulberry32, so a seed draws the same questions
-in the page and in Python.
+lab08.grade_any, grades typed numbers with the static quiz's NUMERIC_JS (the twin of quiz.grade, units converted),
+and its sampler is the JavaScript twin of lab08.mulberry32, so a seed draws the same questions in the page and in
+Python.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from collections.abc import Mapping
 
 from minivllm_labs.lab08 import BY_ID, ENTRIES, QUESTIONS, grade_any, mock_interview, score
 from minivllm_labs.quiz import NumericQuestion
+from minivllm_labs.quiz_html import NUMERIC_JS
 
 MOCK_JS = r"""
 (function () {
+%(numeric)s
   var root = document.getElementById("%(id)s");
   var bank = JSON.parse(root.querySelector("script[type='application/json']").textContent);
   var fixed = JSON.parse(root.querySelector("script.fixed").textContent);
@@ -35,10 +38,6 @@ MOCK_JS = r"""
   }
   function byId(id) { return bank.filter(function (q) { return q.id === id; })[0]; }
   function esc(s) { var d = document.createElement("div"); d.textContent = s; return d.innerHTML; }
-  function parseNum(s) {
-    var m = String(s).replace(/[,_]/g, "").match(/[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?/);
-    return m ? parseFloat(m[0]) : null;
-  }
   var asked = [];
   function start() {
     var n = Math.max(1, Math.min(bank.length, parseInt(root.querySelector("input[name=n]").value, 10) || 8));
@@ -66,13 +65,9 @@ MOCK_JS = r"""
     asked.forEach(function (id) {
       var q = byId(id), ok = false, fb = "No answer graded.";
       if (q.kind === "numeric") {
-        var v = parseNum(root.querySelector("input[name='" + id + "']").value);
-        if (v !== null) {
-          ok = Math.abs(v - q.answer) <= q.rel_tol * Math.abs(q.answer);
-          fb = (ok ? "Correct (" + v + " " + q.unit + ")." : "Not quite: " + v + " " + q.unit + " is outside " +
-            (q.answer * (1 - q.rel_tol)).toPrecision(4) + "-" + (q.answer * (1 + q.rel_tol)).toPrecision(4) +
-            " " + q.unit + ".") + "\n" + q.tail;
-        }
+        var g = mvGradeNumber(root.querySelector("input[name='" + id + "']").value, q.answer, q.rel_tol, q.unit);
+        ok = g.ok;
+        fb = g.en + (g.graded ? "\n" + q.tail : "");
       } else {
         var picked = root.querySelector("input[name='" + id + "']:checked");
         if (picked) { var i = parseInt(picked.value, 10); ok = i === q.correct; fb = q.feedback[i]; }
@@ -136,7 +131,7 @@ def mock_html(n: int = 8, seed: int = 0, results: dict | None = None, qids: list
             f'<button class="score">Score · 评分</button> <b class="result"></b>'
             f'<script type="application/json">{data}</script>'
             f'<script type="application/json" class="fixed">{json.dumps(list(qids or []))}</script></div>'
-            f"<script>{MOCK_JS % {'id': cid}}</script>")
+            f"<script>{MOCK_JS % {'id': cid, 'numeric': NUMERIC_JS}}</script>")
 
 
 def show_mock(n: int = 8, seed: int = 0, results: dict | None = None, qids: list[str] | None = None) -> None:

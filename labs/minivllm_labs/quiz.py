@@ -14,7 +14,10 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Callable, NamedTuple
+
+from minivllm_labs.quiz_numbers import UNITS, parse_number  # noqa: F401 - parse_number is part of this API
 
 
 class Option(NamedTuple):
@@ -46,6 +49,8 @@ class Question:
     model_answer_zh: str = ""
     source: str = "lab"
     topic: str = ""
+    cites: tuple = ()  # (results file, key, label): the recorded numbers the feedback quotes
+    not_measured: str = ""  # why nothing is cited, when nothing is
 
     def __post_init__(self) -> None:
         opts = tuple(o if isinstance(o, Option) else Option(*o) for o in self.options)
@@ -74,11 +79,16 @@ class NumericQuestion:
     model_answer_zh: str = ""
     source: str = "lab"
     topic: str = ""
+    cites: tuple = ()  # (results file, key, label): the recorded numbers the feedback quotes
+    not_measured: str = ""  # why nothing is cited, when nothing is
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.answer) and self.rel_tol > 0):
             raise ValueError(f"{self.qid}: answer must be finite and rel_tol > 0, "
                              f"got {self.answer!r}, {self.rel_tol!r}")
+        if self.unit and self.unit.lower().replace(" ", "") not in UNITS:
+            raise ValueError(f"{self.qid}: unit {self.unit!r} is not one the grader converts "
+                             f"(quiz_numbers.UNITS: {', '.join(sorted({u[0] for u in UNITS.values()}))})")
 
 
 def letter(i: int) -> str:
@@ -86,12 +96,17 @@ def letter(i: int) -> str:
 
 
 def question_dict(q) -> dict:
-    """What the catalog lists for a question (its correct option or numeric answer, no callables)."""
+    """What the catalog lists for a question (its correct option or numeric answer, no callables), with its
+    evidence: the results files and keys its feedback quotes, or `not_measured` and the reason."""
     d = {"id": q.qid, "source": q.source, "topic": q.topic, "prompt": q.prompt, "prompt_zh": q.prompt_zh}
     if isinstance(q, NumericQuestion):
         d.update(kind="numeric", answer=q.answer, rel_tol=q.rel_tol, unit=q.unit)
     else:
-        d.update(kind="choice", correct=letter(q.correct), options=[o.text for o in q.options])
+        d.update(kind="choice", correct=letter(q.correct), options=[o.text for o in q.options],
+                 options_zh=[o.text_zh for o in q.options])
+    d["evidence"] = [{"file": f, "key": k, "label": label} for f, k, label in q.cites]
+    if q.not_measured:
+        d["not_measured"] = q.not_measured
     return d
 
 
@@ -132,29 +147,6 @@ def parse_choice(q: Question, answer: str | int) -> int:
     raise ValueError(f"answer with a letter {letters} (or an option's text), got {answer!r}")
 
 
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?", re.ASCII)
-
-
-def parse_number(answer: str | int | float) -> float:
-    """A number from what a learner typed: "12", "12.5 ms", "1,200", "~30", "约 30", "１２" (full width).
-    Raises ValueError with a hint otherwise. The static quiz's JavaScript applies the same steps."""
-    if isinstance(answer, bool) or not isinstance(answer, (int, float, str)):
-        raise ValueError(f"answer with a number, got {answer!r}")
-    x = None
-    if isinstance(answer, str):
-        s = _norm(answer)
-        s = re.sub(r"^[^\d.+-]+", "", s, flags=re.ASCII)  # "about", "~", "≈", "约"
-        s = re.sub(r"[^\d.]+$", "", s, flags=re.ASCII)  # the unit
-        s = re.sub(r"[,_\s]", "", s)
-        if _NUMBER.fullmatch(s):
-            x = float(s)
-    else:
-        x = float(answer)
-    if x is None or not math.isfinite(x):
-        raise ValueError(f"answer with a number, got {answer!r}")
-    return x
-
-
 def within(q: NumericQuestion, x: float) -> bool:
     """The tolerance rule (the static quiz's JavaScript uses the same expression)."""
     return abs(x - q.answer) <= q.rel_tol * abs(q.answer)
@@ -176,9 +168,19 @@ def default_results(q) -> dict | None:
 
 
 def _num(x: float) -> str:
-    """4 significant digits, written like JavaScript's String(Number(x.toPrecision(4))) for 1e-4 < |x| < 1e16."""
+    """4 significant digits, written as JavaScript's String(Number(x.toPrecision(4))) writes them (the static quiz
+    prints the same line): fixed notation for exponents -7 < e < 21, else "9e-8", "1.5e+21"."""
     r = float(f"{x:.4g}")
-    return str(int(r)) if r.is_integer() and abs(r) < 1e16 else repr(r)
+    if r == 0 or not math.isfinite(r):
+        return "0" if r == 0 else str(r)
+    d = Decimal(repr(r))
+    e = d.adjusted()
+    if -7 < e < 21:
+        s = format(d, "f")
+        return s.rstrip("0").rstrip(".") if "." in s else s
+    m = format(d.scaleb(-e), "f")
+    m = m.rstrip("0").rstrip(".") if "." in m else m
+    return f"{m}e{'+' if e > 0 else '-'}{abs(e)}"
 
 
 def numeric_verdict(q: NumericQuestion, x: float, lang: str = "en") -> str:
@@ -222,10 +224,10 @@ def grade(q, answer, results=_MISSING, lang: str = "en") -> tuple[bool, str]:
     if results is _MISSING:
         results = default_results(q)
     try:
-        if answer is None or (isinstance(answer, str) and not answer.strip()):
+        if answer is None or (isinstance(answer, str) and not unicodedata.normalize("NFKC", answer).strip()):
             raise ValueError("pick one option first" if isinstance(q, Question) else "type a number first")
         if isinstance(q, NumericQuestion):
-            x = parse_number(answer)
+            x = parse_number(answer, q.unit)
             return within(q, x), f"{numeric_verdict(q, x, lang)}\n{answer_tail(q, results, lang)}"
         i = parse_choice(q, answer)
     except ValueError as e:

@@ -15,6 +15,7 @@ A choice question lists either `options` and the `correct` letter, or its `right
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Mapping
 from functools import cache
@@ -49,7 +50,9 @@ def question_from_data(d: Mapping[str, Any], evidence: Evidence | None = None) -
     """One entry of a data file (a dict as YAML reads it) as a Question or NumericQuestion."""
     common: dict[str, Any] = dict(qid=d["id"], prompt=d["prompt"], prompt_zh=d.get("prompt_zh", ""),
                                   model_answer=d["model_answer"], model_answer_zh=d.get("model_answer_zh", ""),
-                                  source=d.get("source", "lab"), topic=d.get("topic", ""))
+                                  source=d.get("source", "lab"), topic=d.get("topic", ""),
+                                  cites=tuple((c["file"], c["key"], c["label"]) for c in d.get("cites", ())),
+                                  not_measured=d.get("not_measured", ""))
     if evidence is not None:
         common["evidence"] = evidence
     if "answer" in d:
@@ -76,7 +79,43 @@ def load_questions(lab: str, evidence: Mapping[str, Evidence] | Callable[[dict],
         raise KeyError(f"data/{lab}.yaml names evidence {sorted(missing)} that the lab does not define")
     if unused := set(given) - asked:
         raise KeyError(f"evidence {sorted(unused)} is named by no question of data/{lab}.yaml")
-    return {d["id"]: question_from_data(d, given[d["evidence"]] if "evidence" in d else None) for d in entries}
+    return {d["id"]: question_from_data(d, with_cites(given.get(d.get("evidence", "")), d)) for d in entries}
+
+
+def cite_lines(cites) -> list[str]:
+    """Each cited number as read now from its results file: "label: value (file:key)"."""
+    from minivllm_labs.common import REPO_ROOT
+    from minivllm_labs.lab_info import resolve_key
+
+    out = []
+    for path, key, label in cites:
+        p = REPO_ROOT / path
+        try:
+            value = resolve_key(json.loads(p.read_text(encoding="utf-8")), key)
+        except FileNotFoundError:
+            out.append(f"{label}: not recorded in this checkout ({path})")
+            continue
+        except (KeyError, IndexError):
+            value = "missing key"
+        if isinstance(value, float):
+            value = float(f"{value:.4g}")
+        out.append(f"{label}: {value} ({path}:{key})")
+    return out
+
+
+def with_cites(evidence: Evidence | None, d: Mapping[str, Any]) -> Evidence | None:
+    """The lab's evidence function followed by the entry's cited H200 numbers, file and key named, so every
+    option's feedback quotes the measurement it rests on."""
+    cites = tuple((c["file"], c["key"], c["label"]) for c in d.get("cites", ()))
+    if not cites:
+        return evidence
+
+    def quoted(results: dict | None) -> str:
+        lines = ["Recorded on the H200 · H200 实测 (results file:key):", *cite_lines(cites)]
+        own = evidence(results) if evidence is not None else ""
+        return "\n".join([own, *lines] if own else lines)
+
+    return quoted
 
 
 def load_claims(lab: str, rules: Mapping[str, Callable[[Any], str]] | None = None) -> tuple[Claim, ...]:

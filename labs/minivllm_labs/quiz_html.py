@@ -8,8 +8,8 @@ by the same Python grader (quiz.option_feedback), in English and Chinese (spans 
 It degrades in steps. Each option is a `<details>` element: clicking it opens that option's feedback with no
 JavaScript at all (so it works even where scripts are stripped, as in an untrusted JupyterLab output). The
 script adds radio behaviour (opening one option closes the others) and, for numeric questions, grades the
-number typed into the box with the same parsing and tolerance rule as quiz.parse_number / quiz.within (see
-NUMERIC_JS; tests/labs/test_labs.py runs it with node against the Python rule).
+number typed into the box with the same parsing, unit conversion and tolerance rule as quiz_numbers.parse_number /
+quiz.within (see NUMERIC_JS; tests/labs/test_labs.py runs it with node against the Python grader).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from minivllm_labs.quiz import (
     numeric_verdict,
     option_feedback,
 )
+from minivllm_labs.quiz_numbers import NUMBER_JS
 
 _RIGHT, _WRONG = "#137333", "#b3261e"
 _BOX = "border:1px solid #d0d7de;border-radius:6px;padding:10px 14px;margin:8px 0;max-width:52em"
@@ -81,25 +82,20 @@ def choice_html(q: Question, results: dict | None) -> str:
     return "\n".join(parts)
 
 
-#: Grades a typed number exactly like quiz.parse_number + quiz.within + quiz.numeric_verdict.
-NUMERIC_JS = r"""function mvParseNumber(raw) {
-  var s = String(raw).normalize("NFKC").toLowerCase().split(/\s+/).filter(Boolean).join(" ");
-  s = s.replace(/^[^\d.+-]+/, "").replace(/[^\d.]+$/, "").replace(/[,_\s]/g, "");
-  if (!/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/.test(s)) return null;
-  var x = parseFloat(s);
-  return isFinite(x) ? x : null;
-}
+#: Grades a typed number exactly like quiz.grade does for a NumericQuestion: quiz_numbers.parse_number (the unit
+#: read and converted to the question's), quiz.within and quiz.numeric_verdict.
+NUMERIC_JS = NUMBER_JS + r"""
 function mvNum(x) {
   return String(Number(Number(x).toPrecision(4)));
 }
 function mvGradeNumber(raw, answer, relTol, unit) {
-  var x = mvParseNumber(raw), u = unit ? " " + unit : "", pct = mvNum(relTol * 100);
-  var shown = "'" + String(raw) + "'";  // as Python's repr() writes a plain string
-  if (!String(raw).trim()) return {ok: false, graded: false, en: "No answer graded: type a number first.",
-    zh: "未评分：type a number first。"};
-  if (x === null) return {ok: false, graded: false,
-    en: "No answer graded: answer with a number, got " + shown + ".",
-    zh: "未评分：answer with a number, got " + shown + "。"};
+  if (raw === null || raw === undefined || !String(raw).normalize("NFKC").trim())
+    return {ok: false, graded: false, en: "No answer graded: type a number first.",
+      zh: "未评分：type a number first。"};
+  var p = mvParseNumber(raw, unit), u = unit ? " " + unit : "", pct = mvNum(relTol * 100);
+  if (p.error !== undefined) return {ok: false, graded: false, en: "No answer graded: " + p.error + ".",
+    zh: "未评分：" + p.error + "。"};
+  var x = p.x;
   if (Math.abs(x - answer) <= relTol * Math.abs(answer)) return {ok: true, graded: true,
     en: "Correct: " + mvNum(x) + " is within " + pct + "% of " + mvNum(answer) + u + ".",
     zh: "正确：" + mvNum(x) + " 与 " + mvNum(answer) + u + " 相差在 " + pct + "% 以内。"};

@@ -348,11 +348,9 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # **Q1.** At best about 15 ms, and only if all 5 ms is exposed CPU time (CPU work the GPU waits for); next to no
 # gain if the GPU is the bottleneck. Here the eager step is nearly all exposed CPU time at every batch size.
 #
-# **Q4.** A graph replays one shape only; capturing costs time and memory and would stall serving; padding a
-# small decode step to the next captured size is cheap (in c, the padded batch 8 ran no slower than batch 5). Not
-# because the step is memory-bound: at small batches it takes several times what reading the weights once would
-# (Lab 02 compares the two); it is latency-bound, a chain of kernels each too small to fill the GPU, and a few more
-# rows add almost nothing to any of them.
+# **Q4.** A graph replays one shape only; capturing costs time and memory and would stall serving; padding a small
+# decode batch to the next captured size is cheap, because at small batch the step waits on its chain of kernels, not
+# on its rows (in c, the padded batch 8 ran no slower than batch 5).
 #
 # </details>
 
@@ -362,9 +360,8 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # **Q1.** 最好约 15 ms，而且只有这 5 ms 全是暴露的 CPU 时间（GPU 在等 CPU）时才成立；GPU 是瓶颈时几乎没有收益。
 # 本实验中每个 batch 的 eager 步几乎全是暴露的 CPU 时间。
 #
-# **Q4.** graph 只能重放一个 shape；捕获耗时又占显存，会卡住服务；把小 batch 的 decode 步 pad 到下一个已捕获尺寸
-# 很便宜（c 中 pad 到 8 的 batch 并不比 batch 5 慢）。原因不是受显存带宽限制：小 batch 时一步的耗时是把权重读一遍所需时间的
-# 好几倍（Lab 02 对比了两者）；它受的是延迟限制，一串 kernel 每个都小到填不满 GPU，多几行几乎不增加任何一个的时间。
+# **Q4.** graph 只能重放一个 shape；捕获耗时又占显存，会卡住服务；把小 batch 的 decode pad 到下一个已捕获尺寸
+# 很便宜：小 batch 时这一步等的是一串 kernel 的延迟，而不是行数（c 中 pad 到 8 的 batch 并不比 batch 5 慢）。
 #
 # </details>
 

@@ -34,6 +34,9 @@ class AttentionMetadata:
       block_tables    [S, M] int32 physical block ids of each sequence, padded with 0 past its last block
       max_query_len / max_seq_len: host-side upper bounds (kernels use them for grid sizes)
       decode_only:    every sequence has query_len == 1 (then T == S)
+      unified:        laid out for the unified kernel (FULL graphs keyed by token count): the three
+                      per-sequence tensors are the whole persistent buffers (max_num_seqs rows, unused rows
+                      query_len 0 and seq_len 0) and tokens past query_start_loc[-1] are padding
     """
 
     slot_mapping: torch.Tensor
@@ -46,6 +49,7 @@ class AttentionMetadata:
     # Host copies for the pure-PyTorch prefill path (None inside CUDA graphs).
     query_start_loc_cpu: list[int] | None = None
     seq_lens_cpu: list[int] | None = None
+    unified: bool = False
 
     @property
     def num_seqs(self) -> int:

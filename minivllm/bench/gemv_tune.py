@@ -108,7 +108,7 @@ def main(args) -> dict:
                          f"got {args.batch_sizes!r}")
     path = model_dir(args)
     gemv_configs.set_pins({}, label="autotune")  # start from what Triton's autotuner picks here
-    llm = engine_for_mode(args, "FULL", cudagraph_capture_sizes=batches, max_num_seqs=max(batches),
+    llm = engine_for_mode(args, "FULL_DECODE_ONLY", cudagraph_capture_sizes=batches, max_num_seqs=max(batches),
                           max_model_len=args.input_len + args.output_len + 32)
     start = {s: c for s, c in triton_gemv.autotuned_configs().items() if rows_of(s) in batches}
     if not start:

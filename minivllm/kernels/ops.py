@@ -3,8 +3,10 @@
 The attention layer's op (`minivllm::unified_attention`, attention/layer.py) is what torch.compile sees as
 one opaque node; inside it, these functions pick the implementation for this batch: the decode kernel for a
 pure-decode batch (one query per sequence, split-KV, CUDA-graph safe), the prefill kernel for anything else
-(prompts, cached prefixes, chunks, decode rows mixed in). Everything the kernels need is an argument: the
-batch description, the caches, and the launch choices (`use_pdl`, `prefetch_metadata`) the layer passes.
+(prompts, cached prefixes, chunks, decode rows mixed in), and the unified kernel for a batch laid out for a
+FULL graph of any composition (`meta.unified`: one launch whose grid depends on the token count only).
+Everything the kernels need is an argument: the batch description, the caches, and the launch choices
+(`use_pdl`, `prefetch_metadata`) the layer passes.
 
 Triton is imported lazily, so this module (and the "torch" backend) works on machines without Triton.
 """
@@ -57,7 +59,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     """
     _check_backend(backend)
     if backend == "torch":
-        if meta.decode_only:
+        if meta.decode_only and not meta.unified:  # unified: more query rows (padding) than sequences
             res = torch_ref.paged_decode_attention_ref(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale)
         else:
             qsl = meta.query_start_loc_cpu
@@ -69,6 +71,14 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     from minivllm.kernels.triton_decode import paged_decode_attention
     from minivllm.kernels.triton_prefill import paged_prefill_attention
 
+    if meta.unified:  # one launch whose grid depends on the token count only (FULL graphs of any batch)
+        from minivllm.kernels.triton_unified_attention import unified_paged_attention_op
+
+        if out is None:
+            out = torch.empty_like(q)
+        unified_paged_attention_op(q, k_cache, v_cache, meta.block_tables, meta.query_start_loc, meta.seq_lens,
+                                   out, scale)
+        return out
     if meta.decode_only:
         return paged_decode_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale, out=out,
                                       use_pdl=use_pdl, prefetch_metadata=prefetch_metadata)

@@ -135,6 +135,7 @@ def graph_memory_estimate(config: EngineConfig, max_num_tokens: int, num_layers:
     largest = max(sizes, default=0)
     per_mode = int(activation_peak * min(1.0, largest / max_num_tokens))
     full = [s for s in sizes if s <= config.scheduler.max_num_seqs] if mode.has_full else []
+    full = sizes if mode is CUDAGraphMode.FULL else full  # vLLM's FULL: graphs of any batch, by token count
     piecewise = sizes if mode.has_piecewise else []
     nodes = (len(full) + len(piecewise)) * GRAPH_NODES_PER_LAYER * num_layers
     pools = 2 if mode is CUDAGraphMode.FULL_AND_PIECEWISE else 1
@@ -143,21 +144,24 @@ def graph_memory_estimate(config: EngineConfig, max_num_tokens: int, num_layers:
 
 @torch.inference_mode()
 def capture_graphs(runner, mode: CUDAGraphMode, sizes: list[int], run: Callable, wrappers: list[CUDAGraphWrapper],
-                   pool) -> CaptureStats:
-    """The capture pass of one mode: for each size, a dummy decode batch through `run` (the FULL decode
-    step or the split forward) with the forward context set to (mode, size), so each wrapper of that mode
-    captures itself. A failure frees every graph of the mode and says what to try instead."""
+                   pool, dummy_batch: Callable | None = None) -> CaptureStats:
+    """The capture pass of one mode: for each size, a dummy batch through `run` (the FULL decode step, the
+    FULL forward of any batch, or the split forward) with the forward context set to (mode, size), so each
+    wrapper of that mode captures itself. dummy_batch(n) fills the buffers (default: n decode rows).
+    A failure frees every graph of the mode and says what to try instead."""
     ib = runner.input_batch
+    any_batch = dummy_batch is not None
+    dummy_batch = dummy_batch or ib.dummy_decode
     for w in wrappers:
         w.pool = pool
-    what = "batch size" if mode is CUDAGraphMode.FULL else "tokens"
+    what = "batch size" if mode is CUDAGraphMode.FULL and not any_batch else "tokens"
     advice = ("Something in the forward is not capturable (a host sync such as .item(), or a changing "
               "allocation). Try enforce_eager=True, cudagraph_mode='PIECEWISE', or smaller cudagraph_capture_sizes."
               if mode is CUDAGraphMode.FULL else
               "Try enforce_eager=True, cudagraph_mode='FULL' or smaller cudagraph_capture_sizes.")
 
     def capture_one(n: int) -> None:
-        meta = ib.dummy_decode(n)
+        meta = dummy_batch(n)
         try:
             with set_forward_context(meta, runner.backend, runner.kv_caches, mode, n, capturing=True):
                 run(ib.input_ids[:n], ib.positions[:n])
@@ -170,6 +174,7 @@ def capture_graphs(runner, mode: CUDAGraphMode, sizes: list[int], run: Callable,
             raise CudaGraphCaptureError(f"CUDA graph capture failed (mode {mode.value}, {where}): "
                                         f"{type(e).__name__}: {e}. {advice}") from e
 
-    desc = ("Capturing CUDA graphs (decode, FULL)" if mode is CUDAGraphMode.FULL
+    desc = ("Capturing CUDA graphs (mixed prefill-decode, FULL)" if any_batch
+            else "Capturing CUDA graphs (decode, FULL)" if mode is CUDAGraphMode.FULL
             else "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)")
     return capture_all_sizes(mode.value, sizes, desc, capture_one, pool)

@@ -6,6 +6,10 @@ step writes the new batch into the front of these buffers and passes views of th
 captured for size N reads the first N rows. Padded rows are filled with harmless values: slot -1 (the
 KV-store kernel skips it) and seq_len 0 (attention writes zeros for it); their outputs are discarded.
 
+A FULL graph of any batch (cudagraph_mode FULL, the unified attention kernel) is keyed by its token count
+only, so its attention metadata has one shape for every composition: the whole per-sequence buffers
+(max_num_seqs rows, the unused ones with no query and seq_len 0), the tokens past the last sequence padding.
+
 Async scheduling: a row whose newest token is still pending (sampled by the step in flight) gets its id on
 the device, gathered from that step's sampler output, so the CPU never waits for it. The host staging
 buffers are reused every step, so before rewriting them we wait (an event) until the previous step's
@@ -67,14 +71,15 @@ class InputBatch:
                 and not k.startswith("cpu_")}
 
     def prepare(self, sched: SchedulerOutput, pad_tokens_to: int | None = None,
-                pad_seqs_to: int | None = None, prev=None) -> PreparedBatch:
+                pad_seqs_to: int | None = None, prev=None, unified: bool = False) -> PreparedBatch:
         """Write the batch into the buffers. `prev` (a ModelRunnerOutput) is the step in flight, whose sampled
-        tokens are the pending ones of this batch."""
+        tokens are the pending ones of this batch. `unified`: lay it out for a FULL graph of any batch (the
+        metadata spans all max_num_seqs rows; pad_seqs_to is then ignored)."""
         if self.staged is not None:
             self.staged.synchronize()
         bs = self.block_size
         T, S = sched.num_tokens, len(sched.scheduled)
-        Tp, Sp = pad_tokens_to or T, pad_seqs_to or S
+        Tp, Sp = pad_tokens_to or T, (self.max_num_seqs if unified else pad_seqs_to or S)
         if Tp > self.max_num_tokens or Sp > self.max_num_seqs:
             raise RuntimeError(f"batch of {Tp} tokens / {Sp} seqs exceeds the buffers "
                                f"({self.max_num_tokens} / {self.max_num_seqs})")
@@ -119,7 +124,7 @@ class InputBatch:
                     sample_rows.append(i)
         decode_only = sched.is_decode_only
         # Padded decode rows own one (dummy) query token each; in a padded mixed batch they own none.
-        qsl[S + 1:] = T + np.arange(1, Sp - S + 1) if decode_only else T
+        qsl[S + 1:] = T + np.arange(1, Sp - S + 1) if decode_only and not unified else T
         table = np.asarray(bt[:S, :], dtype=np.int64) if S else np.zeros((0, 1), dtype=np.int64)
         slots = (table[np.repeat(np.arange(S), np.diff(qsl[:S + 1])), pos // bs] * bs + pos % bs) if T else pos
         # Stage on the host, then one asynchronous copy per buffer.
@@ -133,7 +138,8 @@ class InputBatch:
         cs = self.cpu_seqs
         cs[0, :Sp + 1] = torch.from_numpy(qsl)
         cs[1, :Sp] = torch.from_numpy(seq_lens)
-        if Sp > S:
+        bt_rows = S if unified else Sp  # unified: rows without a query are never read, left as they are
+        if bt_rows > S:
             self.cpu_block_tables[S:Sp] = 0
             self.row_owner[S:Sp] = [(-1, 0, 0)] * (Sp - S)
         k = len(sample_rows)
@@ -144,7 +150,7 @@ class InputBatch:
         self.slot_mapping[:Tp].copy_(ct[2, :Tp], non_blocking=True)
         self.query_start_loc[:Sp + 1].copy_(cs[0, :Sp + 1], non_blocking=True)
         self.seq_lens[:Sp].copy_(cs[1, :Sp], non_blocking=True)
-        self.block_tables[:Sp, :nb_copy].copy_(self.cpu_block_tables[:Sp, :nb_copy], non_blocking=True)
+        self.block_tables[:bt_rows, :nb_copy].copy_(self.cpu_block_tables[:bt_rows, :nb_copy], non_blocking=True)
         self.logits_indices[:k].copy_(self.cpu_logits_indices[:k], non_blocking=True)
         if pending:
             self._gather_pending(pending, prev.sampled)
@@ -160,6 +166,7 @@ class InputBatch:
             decode_only=decode_only,
             query_start_loc_cpu=qsl.tolist(),
             seq_lens_cpu=seq_lens.tolist(),
+            unified=unified,
         )
         return PreparedBatch(T, Tp, S, meta, self.logits_indices[:k], sample_rows)
 
@@ -203,6 +210,21 @@ class InputBatch:
         return AttentionMetadata(self.slot_mapping[:n], self.query_start_loc[:n + 1], self.seq_lens[:n],
                                  self.block_tables[:n], max_query_len=1, max_seq_len=1, decode_only=True,
                                  query_start_loc_cpu=list(range(n + 1)), seq_lens_cpu=[0] * n)
+
+    def dummy_unified(self, n: int) -> AttentionMetadata:
+        """The capture batch of a FULL graph of any batch at n tokens: every token is padding (slot -1, zeros
+        out), no sequence has a query. Views of the whole buffers, as prepare(unified=True) gives."""
+        if not 1 <= n <= self.max_num_tokens:
+            raise ValueError(f"a dummy batch of {n} tokens does not fit the buffers ({self.max_num_tokens})")
+        self.input_ids[:n].zero_()
+        self.positions[:n].zero_()
+        self.slot_mapping[:n].fill_(-1)
+        self.query_start_loc.zero_()
+        self.seq_lens.zero_()
+        S = self.max_num_seqs
+        return AttentionMetadata(self.slot_mapping[:n], self.query_start_loc, self.seq_lens, self.block_tables,
+                                 max_query_len=0, max_seq_len=0, decode_only=False,
+                                 query_start_loc_cpu=[0] * (S + 1), seq_lens_cpu=[0] * S, unified=True)
 
     def _gather_pending(self, pending: list[tuple[int, int]], sampled: torch.Tensor) -> None:
         """input_ids[dst] = sampled[src] on the device, behind the copies above (same stream)."""

@@ -139,7 +139,13 @@ class ModelRunner:
         capture (PIECEWISE needs a forward split at attention)."""
         ib, d = self.input_batch, self.cudagraph_dispatcher
         self.graph_pool = self.graph_pool or torch.cuda.graph_pool_handle()
-        if mode is FULL:
+        dummy = None
+        if mode is FULL and d.full_any_batch:  # vLLM's FULL: the forward of any batch, by token count
+            sizes = sorted({max(s, self.full_graph_min_tokens) for s in sizes if s <= ib.max_num_tokens})
+            # The LM head stays outside (as in vLLM): it runs on the sampled rows only, whose number varies.
+            self.full_step = CUDAGraphWrapper(self.full_graph_fn, FULL, "FULL forward (any batch)")
+            run, wrappers, dummy = self.full_step, [self.full_step], ib.dummy_unified
+        elif mode is FULL:
             sizes = [s for s in sizes if s <= ib.max_num_seqs]
             if sizes and self.logits_buf is None:
                 self.logits_buf = torch.empty(max(sizes), self.model_config.vocab_size, dtype=self.config.dtype,
@@ -154,7 +160,7 @@ class ModelRunner:
             sizes = sorted({max(s, self.min_num_tokens) for s in sizes if s <= ib.max_num_tokens})
             run = self.forward_fn
         try:
-            stats = capture_graphs(self, mode, sizes, run, wrappers, self.graph_pool)
+            stats = capture_graphs(self, mode, sizes, run, wrappers, self.graph_pool, dummy_batch=dummy)
         except Exception:
             d.activate(mode, [])
             raise
@@ -185,11 +191,12 @@ class ModelRunner:
         """Launch one scheduled batch and return without waiting for the GPU. `prev` is the step in flight
         (async scheduling): the pending tokens of this batch are its sampled tokens."""
         t0 = time.perf_counter()
-        mode, pad_t, pad_s = NONE, None, None
+        mode, pad_t, pad_s, unified = NONE, None, None, False
         decode_only = sched.is_decode_only
         if self.cudagraph_dispatcher is not None:
             pick = self.cudagraph_dispatcher.dispatch(sched.num_tokens, len(sched.scheduled), decode_only)
             mode, pad_t, pad_s = pick.mode, pick.num_padded_tokens, pick.num_padded_seqs
+            unified = mode is FULL and not pick.uniform_decode  # a FULL graph of any batch: hidden states out
         if pad_t is None and sched.num_tokens < self.min_num_tokens:  # padded rows: slot -1, no sampling
             pad_t = self.min_num_tokens
             pad_s = pad_t if decode_only else None
@@ -198,12 +205,12 @@ class ModelRunner:
             start = torch.cuda.Event(enable_timing=True)
             start.record()
         ib = self.input_batch
-        batch = ib.prepare(sched, pad_t, pad_s, prev)
+        batch = ib.prepare(sched, pad_t, pad_s, prev, unified=unified)
         hidden = self.run_forward(batch, mode)
         seqs = [s.seq for s in sched.scheduled]
         rows = batch.sample_rows
         sampled = None
-        if rows and mode is FULL:  # a FULL graph returned the logits of every (padded) decode row
+        if rows and mode is FULL and not unified:  # a decode graph returned the logits of every (padded) row
             sampled = self.sampler(hidden[: len(seqs)], ib.sampling_metadata(seqs))
         elif rows and decode_only:  # row i of the hidden states is sequence i: no gather needed
             sampled = self.sampler(self.model.compute_logits(hidden[: len(seqs)]), ib.sampling_metadata(seqs))
@@ -219,8 +226,8 @@ class ModelRunner:
         return out
 
     def run_forward(self, batch: PreparedBatch, mode: CUDAGraphMode = NONE) -> torch.Tensor:
-        """The forward over the buffers, under the step's graph decision: FULL returns logits (the decode step
-        with its LM head), everything else hidden states."""
+        """The forward over the buffers, under the step's graph decision: a FULL decode graph returns logits (the
+        decode step with its LM head), everything else (a FULL graph of any batch included) hidden states."""
         ib = self.input_batch
         n = batch.num_padded_tokens
         with set_forward_context(batch.attn_metadata, self.backend, self.kv_caches, mode, n):

@@ -1,9 +1,9 @@
 """vLLM's compilation modes and CUDA-graph modes, with vLLM's meanings, checked on the CPU.
 
 Mode 0 (NONE) runs no Dynamo at all; `level` is a deprecated alias of `mode`; a piecewise graph mode at a
-mode without the split trace, and FULL with an attention backend that keeps full graphs of pure decode
-only, are downgraded as vLLM downgrades them (one log line, and `llm.config` names the mode used); mode 2
-drops Dynamo's guards after its one trace.
+mode without the split trace, and FULL with an attention backend that has no kernel a graph can hold for
+mixed batches (anything but the Triton one), are downgraded as vLLM downgrades them (one log line, and
+`llm.config` names the mode used); mode 2 drops Dynamo's guards after its one trace.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def test_default_is_mode_3_with_hand_written_kernels_on_cuda_and_mode_0_on_cpu()
     (2, "PIECEWISE", "NONE"),
     (0, "PIECEWISE", "NONE"),
     (3, "PIECEWISE", "PIECEWISE"),
-    (3, "FULL", "FULL_AND_PIECEWISE"),  # attention keeps full graphs of pure decode only
-    (0, "FULL", "FULL_DECODE_ONLY"),
+    (3, "FULL", "FULL"),  # the unified Triton kernel: full graphs of any batch
+    (0, "FULL", "FULL"),  # no split trace needed
     (0, "FULL_DECODE_ONLY", "FULL_DECODE_ONLY"),
     (3, "NONE", "NONE"),
 ])
@@ -82,6 +82,15 @@ def test_graph_modes_are_downgraded_as_in_vllm(mode, asked, runs):
         assert cfg.cudagraph_downgrade is None
     else:
         assert cfg.cudagraph_downgrade.startswith(f"cudagraph_mode {asked} -> {runs}:")
+
+
+@pytest.mark.parametrize("mode, runs", [(3, "FULL_AND_PIECEWISE"), (0, "FULL_DECODE_ONLY")])
+def test_full_is_downgraded_without_the_unified_kernel(mode, runs):
+    """The PyTorch reference attention has no kernel a graph can hold for mixed batches: vLLM's downgrade."""
+    cfg = EngineConfig(model="m", device=CUDA, attention_backend="torch",
+                       compilation=CompilationConfig(mode=mode, cudagraph_mode="FULL"))
+    assert cfg.cudagraph_mode is CUDAGraphMode(runs)
+    assert cfg.cudagraph_downgrade.startswith(f"cudagraph_mode FULL -> {runs}: attention_backend 'torch'")
 
 
 def test_the_startup_log_names_the_modes_used(ckpt, caplog):

@@ -165,10 +165,11 @@ def test_graph_memory_is_reserved_for_the_pool_and_the_graph_executables():
 
     default = reserve("FULL_AND_PIECEWISE")  # 35 decode sizes + 51 token counts, 28 layers
     assert 354 - 58 <= default <= 2 * 354
-    assert reserve("FULL") >= 162 - 58 and reserve("PIECEWISE") >= 190 - 26
-    assert reserve("FULL") + reserve("PIECEWISE") == default
+    assert reserve("FULL_DECODE_ONLY") >= 162 - 58 and reserve("PIECEWISE") >= 190 - 26
+    assert reserve("FULL_DECODE_ONLY") + reserve("PIECEWISE") == default
+    assert reserve("FULL") == reserve("PIECEWISE")  # graphs of any batch: one per token count, as PIECEWISE
     assert reserve("NONE") == 0
-    assert reserve("FULL", layers=2, scheduler=SchedulerConfig(max_num_seqs=4)) == 64  # the floor
+    assert reserve("FULL_DECODE_ONLY", layers=2, scheduler=SchedulerConfig(max_num_seqs=4)) == 64  # the floor
     peak = 1 << 30  # the pool part: the activation peak scaled to the largest size (512 of 8192 tokens), per mode
     assert reserve("FULL_AND_PIECEWISE", peak=peak) - default == 2 * 1024 * 512 / 8192
 

@@ -17,7 +17,7 @@ from tests.helpers import random_prompts, run_in_threads
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 SIZES = [1, 2, 4, 8, 16]
-MODES = ["FULL_DECODE_ONLY", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL"]  # FULL runs as FULL_AND_PIECEWISE
+MODES = ["FULL_DECODE_ONLY", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL"]
 
 
 def _default_model() -> str:
@@ -68,8 +68,10 @@ def test_graph_modes_match_eager_at_every_batch_size(model):
         counts = llm.model_runner.cudagraph_dispatcher.counts
         if mode != "PIECEWISE":
             assert counts["full"] > 0, counts
-        if mode != "FULL_DECODE_ONLY":
+        if mode in ("PIECEWISE", "FULL_AND_PIECEWISE"):
             assert counts["piecewise"] > 0, counts
+        if mode == "FULL":  # graphs of any batch: prefills up to 16 tokens replay FULL graphs too
+            assert counts["piecewise"] == 0 and llm.model_runner.cudagraph_dispatcher.full_token_sizes, counts
         assert counts["eager"] > 0  # batches above 16 (and prefills above 16 tokens in FULL_DECODE_ONLY) run eagerly
         llm.shutdown()
     assert not failures, f"{len(failures)} sequences differ from eager: {failures[:10]}"
@@ -110,7 +112,7 @@ def test_capture_failure_names_mode_and_size_and_leaves_nothing():
         return out
 
     runner.full_graph_fn = bad_forward
-    runner.cudagraph_dispatcher = d = CudagraphDispatcher([1, 2], "FULL")
+    runner.cudagraph_dispatcher = d = CudagraphDispatcher([1, 2], "FULL_DECODE_ONLY")
     with pytest.raises(CudaGraphCaptureError, match=r"(?s)mode FULL, batch size 2.*enforce_eager=True"):
         runner.capture(CUDAGraphMode.FULL, [1, 2])
     assert not runner.full_step.graphs and not d.full_sizes
@@ -119,6 +121,47 @@ def test_capture_failure_names_mode_and_size_and_leaves_nothing():
     out = llm.generate({"prompt_token_ids": [5, 6, 7]}, SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
     assert out[0].outputs[0].token_ids
     llm.shutdown()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_full_mode_matches_eager_with_prefill_mixed_and_decode_steps(dtype):
+    """vLLM's FULL: one graph of the forward per token count holds any batch (the unified attention kernel).
+    A workload of prompts longer than the token budget (chunked prefill), requests joining as others finish
+    (steps mixing prefill chunks with decodes) and decodes: every step replays a FULL graph, none runs
+    eagerly or piecewise, and the greedy tokens are eager's, in bf16 and fp32."""
+    prompts = random_prompts(5000, [150, 90, 5, 12, 40, 200, 7, 3, 60, 25], seed=7)
+    common = dict(model=_default_model(), max_model_len=512, max_num_seqs=4, max_num_batched_tokens=64,
+                  dtype=dtype, seed=0, gpu_memory_utilization=0.3)
+    eager = LLM(**common, enforce_eager=True)
+    ref = _run(eager, prompts)
+    eager.shutdown()
+    llm = LLM(**common, cudagraph_mode="FULL", cudagraph_capture_sizes=[1, 2, 4, 8, 16, 32, 64])
+    runner = llm.model_runner
+    assert llm.config.cudagraph_mode == "FULL" and llm.config.cudagraph_downgrade is None
+    d = runner.cudagraph_dispatcher
+    assert d.full_token_sizes == [1, 2, 4, 8, 16, 32, 64] and not d.full_sizes and not d.piecewise_sizes
+    ptrs = {k: v.data_ptr() for k, v in runner.input_batch.buffers().items()}
+    steps = []
+    execute = runner.execute_model
+
+    def spy(sched, prev=None):
+        steps.append([s.num_new_tokens for s in sched.scheduled])
+        return execute(sched, prev)
+
+    runner.execute_model = spy
+    before = dict(d.counts)
+    got = _run(llm, prompts)
+    counts = {k: v - before[k] for k, v in d.counts.items()}
+    runner.execute_model = execute
+    assert ptrs == {k: v.data_ptr() for k, v in runner.input_batch.buffers().items()}
+    llm.shutdown()
+    kinds = {"prefill": sum(all(n > 1 for n in s) for s in steps), "decode": sum(all(n == 1 for n in s) for s in steps),
+             "mixed": sum(any(n == 1 for n in s) and any(n > 1 for n in s) for s in steps)}
+    print(f"FULL {dtype}: steps {kinds}, dispatch {counts}")
+    assert all(kinds.values()), kinds
+    assert counts["full"] == len(steps) and counts["piecewise"] == counts["eager"] == 0, counts
+    diffs = [i for i, (g, r) in enumerate(zip(got, ref)) if g != r]
+    assert not diffs, f"FULL {dtype}: sequences {diffs} differ from eager"
 
 
 @pytest.mark.parametrize("mode, level", [("NONE", 2), ("FULL_DECODE_ONLY", 2), ("FULL_AND_PIECEWISE", 3)])

@@ -238,12 +238,13 @@ print(lab.rng_text(rec))
 # %% [markdown] tags=["lang-en"]
 # - **FULL** in vLLM: one graph of the whole forward per token count, for every batch (prefill, mixed and decode),
 #   where the attention backend can be captured for mixed batches
-#   ([docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)). This engine's attention is
-#   capturable for pure decode only, so its full graphs are FULL_DECODE_ONLY's: the whole decode step, LM head
-#   included (vLLM's graph stops before `compute_logits`), one graph per batch size, replayed by pure-decode batches
-#   only ([worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) `CudagraphDispatcher.dispatch`).
-#   This record was made at 135d8b1, when the engine called that mode "FULL"; today FULL is downgraded as vLLM
-#   does it (README, "Where minivllm differs from vLLM").
+#   ([docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)).
+#   **This record was made at 135d8b1**, when the engine's "FULL" was today's **FULL_DECODE_ONLY**: the whole
+#   decode step, LM head included (vLLM's full graph stops before `compute_logits`), one graph per batch size,
+#   replayed by pure-decode batches only ([worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py)
+#   `CudagraphDispatcher.dispatch`); its prefills below ran eagerly. FULL now has vLLM's meaning here too, with a
+#   unified attention kernel a graph can hold for any batch (README, "Where minivllm differs from vLLM"): a
+#   re-recording will show prefills up to 512 tokens replaying FULL graphs.
 # - **PIECEWISE**: the forward is traced once and split at every attention op
 #   ([compilation/backend.py](../minivllm/compilation/backend.py) `SplitBackend`; vLLM also splits at
 #   `vllm::unified_kv_cache_update`); the pieces between them are captured per **token count**, attention runs
@@ -256,11 +257,12 @@ print(lab.rng_text(rec))
 
 # %% [markdown] tags=["lang-zh"]
 # - vLLM 的 **FULL**：整个前向按 token 数每个尺寸一张图，适用于所有 batch（预填充、混合和解码），前提是 attention 后端在
-#   混合 batch 下也能被捕获（[docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)）。本引擎的 attention
-#   只能在纯 decode 时被捕获，所以它的整图就是 FULL_DECODE_ONLY 的整图：整个 decode 步（包括 LM head；vLLM 的图在
+#   混合 batch 下也能被捕获（[docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)）。
+#   **本记录录于 135d8b1**，那时引擎的 "FULL" 就是现在的 **FULL_DECODE_ONLY**：整个 decode 步（包括 LM head；vLLM 的整图在
 #   `compute_logits` 之前结束），每个 batch size 一张，只有纯 decode 批会重放
-#   （[worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) 的 `CudagraphDispatcher.dispatch`）。
-#   本记录录于 135d8b1，那时引擎把这个模式叫 "FULL"；现在 FULL 会像 vLLM 一样被降级（见 README 的 "Where minivllm differs from vLLM"）。
+#   （[worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) 的 `CudagraphDispatcher.dispatch`），下面它的
+#   预填充都走 eager。现在本引擎的 FULL 也是 vLLM 的含义，用一个在任何 batch 下都能被图捕获的 unified attention kernel
+#   （见 README 的 "Where minivllm differs from vLLM"）：重新录制后会看到 512 token 以内的预填充重放 FULL 图。
 # - **PIECEWISE**：前向只 trace 一次，在每个 attention 处切开
 #   （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend`；vLLM 还会在 `vllm::unified_kv_cache_update`
 #   处切开）；中间的分段按 **token 数** 捕获，attention 在两次重放之间 eager 执行。预填充和混合批也能重放，最多到最大捕获

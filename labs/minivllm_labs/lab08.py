@@ -50,6 +50,7 @@ class Entry:
     not_measured: str = ""
     not_measured_zh: str = ""
     formula: str = ""
+    formula_zh: str = ""
     link: str = ""
 
     @classmethod
@@ -60,7 +61,7 @@ class Entry:
         return cls(d["id"], d["topic"], d["source"], d["prompt"], d["prompt_zh"], d["model_answer"],
                    d["model_answer_zh"],
                    cites=tuple((c["file"], c["key"], c["label"], c.get("label_zh", "")) for c in d.get("cites", ())),
-                   **{k: d.get(k, "") for k in ("lab", "code", "not_measured", "not_measured_zh", "formula", "link")},
+                   **{k: d.get(k, "") for k in ("lab", "code", "not_measured", "not_measured_zh", "formula", "formula_zh", "link")},
                    **extra)
 
     def as_data(self) -> dict:
@@ -82,7 +83,8 @@ class Entry:
             d["evidence"] = [{"file": f, "key": k, "label": lab, "label_zh": lz} for f, k, lab, lz in self.cites]
         if self.not_measured:
             d.update(not_measured=self.not_measured, not_measured_zh=self.not_measured_zh)
-        d.update({k: v for k, v in (("formula", self.formula), ("link", self.link)) if v})
+        d.update({k: v for k, v in (("formula", self.formula), ("formula_zh", self.formula_zh),
+                                    ("link", self.link)) if v})
         return d
 
 
@@ -175,7 +177,7 @@ def evidence_text(e: Entry, lang: str = "en") -> str:
         out.append(f"推理题，本引擎未实测：{e.not_measured_zh or e.not_measured}。" if zh else
                    f"Reasoning, not measured here: {e.not_measured}.")
     if e.formula:
-        out.append(f"公式：{e.formula}" if zh else f"Formula: {e.formula}")
+        out.append(f"公式：{e.formula_zh or e.formula}" if zh else f"Formula: {e.formula}")
     if e.link:
         out.append(f"出处：{e.link}" if zh else f"Source: {e.link}")
     links = ([f"实验：{e.lab}" if zh else f"measured in {e.lab}"] if e.lab else []) + \

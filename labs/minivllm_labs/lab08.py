@@ -5,7 +5,8 @@ formula and a public source; and a mock-interview mode.
 The bank is data (data/lab08.yaml, read by quiz_data.py, which shuffles each question's options with a seed
 taken from its id, so the letter carries no hint and the order is the same on every machine); this module
 adds each question's evidence (the numbers it cites, read when shown), grades any answer without raising,
-draws a seeded mock interview across topics, scores it per topic and names what to revisit. The same sampler and grader run in the
+draws a seeded mock interview across topics, scores it per topic and names what to revisit. The same sampler
+and grader run in the
 static page (lab08_views.py: JavaScript built from the Python grader's feedback) and live in a kernel
 (ipywidgets).
 """
@@ -55,18 +56,19 @@ class Entry:
 
     @classmethod
     def from_data(cls, d: dict) -> Entry:
-        opt = lambda o: (o["text"], o["why"], o.get("text_zh", ""), o.get("why_zh", ""))  # noqa: E731
+        opt = lambda o: (o["text"], o["why"], o.get("text_zh", ""), o.get("why_zh", ""))
         extra = ({"answer": d["answer"], "rel_tol": d["rel_tol"], "unit": d.get("unit", "")} if "answer" in d
                  else {"right": opt(d["right"]), "wrong": tuple(opt(w) for w in d["wrong"])})
         return cls(d["id"], d["topic"], d["source"], d["prompt"], d["prompt_zh"], d["model_answer"],
                    d["model_answer_zh"],
                    cites=tuple((c["file"], c["key"], c["label"], c.get("label_zh", "")) for c in d.get("cites", ())),
-                   **{k: d.get(k, "") for k in ("lab", "code", "not_measured", "not_measured_zh", "formula", "formula_zh", "link")},
+                   **{k: d.get(k, "") for k in ("lab", "code", "not_measured", "not_measured_zh", "formula",
+                                                "formula_zh", "link")},
                    **extra)
 
     def as_data(self) -> dict:
         """The entry as the data file writes it (what quiz_data.question_from_data reads)."""
-        opt = lambda o: dict(zip(("text", "why", "text_zh", "why_zh"), o))  # noqa: E731
+        opt = lambda o: dict(zip(("text", "why", "text_zh", "why_zh"), o))
         d: dict[str, Any] = {"id": self.qid, "topic": self.topic, "source": self.source, "prompt": self.prompt,
                              "prompt_zh": self.prompt_zh, "model_answer": self.model_answer,
                              "model_answer_zh": self.model_answer_zh}
@@ -118,10 +120,10 @@ TOPIC_INFO: dict[str, tuple[str, str, str, str, str]] = {
                  "Lab 07: bandwidth floors; the ridge point = peak FLOP/s / bandwidth",
                  "Lab 07：带宽下限；拐点 = 峰值算力 ÷ 带宽"),
     "attention-kernels": ("split-KV and FlashAttention tiling", "split-KV 与 FlashAttention 分块", "",
-                          "minivllm/kernels/triton_decode.py and triton_prefill.py (their docstrings); "
-                          "FlashAttention, arXiv 2205.14135",
-                          "minivllm/kernels/triton_decode.py 和 triton_prefill.py（看文件开头的说明）；"
-                          "FlashAttention，arXiv 2205.14135"),
+                          ("minivllm/kernels/triton_decode.py and triton_prefill.py (their docstrings); "
+                           "FlashAttention, arXiv 2205.14135"),
+                          ("minivllm/kernels/triton_decode.py 和 triton_prefill.py（看文件开头的说明）；"
+                           "FlashAttention，arXiv 2205.14135")),
     "sampling": ("sampling", "采样", "", "minivllm/layers/sampler.py; vLLM's SamplingParams docs",
                  "minivllm/layers/sampler.py；vLLM 的 SamplingParams 文档"),
     "quantization": ("quantization", "量化", "", "vLLM docs: Quantized KV Cache; Marlin, arXiv 2408.11743",
@@ -267,7 +269,8 @@ class MockResult:
         zh = lang == "zh"
         head = (f"得分 {self.correct}/{self.total}；薄弱主题：{'、'.join(self.weak_topics) or '无'}" if zh else
                 f"score {self.correct}/{self.total}; weak topics: {', '.join(self.weak_topics) or 'none'}")
-        rows = [f"  {TOPIC_INFO.get(t, (t, t))[1 if zh else 0]}: {r}/{n}" for t, (r, n) in sorted(self.by_topic.items())]
+        rows = [f"  {TOPIC_INFO.get(t, (t, t))[1 if zh else 0]}: {r}/{n}"
+                for t, (r, n) in sorted(self.by_topic.items())]
         out = [head, "按主题：" if zh else "by topic:", *rows]
         for t in self.weak_topics:
             title, title_zh, lab, read, read_zh = TOPIC_INFO.get(t, (t, t, "", "", ""))
@@ -303,9 +306,9 @@ def bank_table() -> str:
     kinds = Counter("numeric" if isinstance(q, NumericQuestion) else "choice" for q in QUESTIONS)
     letters = Counter(chr(65 + q.correct) for q in QUESTIONS if isinstance(q, Question))
     measured = sum(bool(e.cites) for e in BANK)
-    return "\n".join([f"{len(QUESTIONS)} questions over {len(topics)} topics: {kinds['choice']} multiple choice, "
-                      f"{kinds['numeric']} numeric; {measured} measured on this engine, "
-                      f"{len(BANK) - measured} reasoning with a formula and a source",
+    return "\n".join([(f"{len(QUESTIONS)} questions over {len(topics)} topics: {kinds['choice']} multiple choice, "
+                       f"{kinds['numeric']} numeric; {measured} measured on this engine, "
+                       f"{len(BANK) - measured} reasoning with a formula and a source"),
                       "by topic: " + ", ".join(f"{t} {topics[t]}" for t in TOPICS),
                       "right answers by letter: " + ", ".join(f"{k} {letters[k]}" for k in sorted(letters)),
                       "handbook interview questions: " + ", ".join(q.qid for q in QUESTIONS

@@ -71,7 +71,7 @@ def to_unit(answer: Any, unit: str) -> tuple[float | None, tuple[str, str] | Non
 
 
 UNITS_JS = r"""
-var UNITS = %(units)s, COUNT_SCALES = %(scales)s;
+var UNITS = @UNITS@, COUNT_SCALES = @SCALES@;
 function unitAt(rest, table) {
   var keys = Object.keys(table).sort(function (a, b) { return b.length - a.length; });
   for (var i = 0; i < keys.length; i++) {
@@ -84,12 +84,18 @@ function unitAt(rest, table) {
   return null;
 }
 function toUnit(answer, unit) {
-  if (answer === null || answer === undefined || typeof answer === "boolean") { return [null, ["type a number", "请填一个数"]]; }
-  if (typeof answer === "number") { return isFinite(answer) ? [answer, null] : [null, ["type a finite number", "请填有限的数"]]; }
+  if (answer === null || answer === undefined || typeof answer === "boolean") {
+    return [null, ["type a number", "请填一个数"]];
+  }
+  if (typeof answer === "number") {
+    return isFinite(answer) ? [answer, null] : [null, ["type a finite number", "请填有限的数"]];
+  }
   var s = String(answer).normalize("NFKC").trim()
     .replace(/^(about|approx\.?|approximately|around|roughly|~|≈|约|大约|大概)\s*/i, "");
   var m = s.match(/^[-+]?(\d[\d,]*\.?\d*|\.\d+)([eE][-+]?\d+)?/);
-  if (!m) { return [null, s ? ["no number in '" + answer + "'", "'" + answer + "' 里没有数"] : ["type a number", "请填一个数"]]; }
+  if (!m) {
+    return [null, s ? ["no number in '" + answer + "'", "'" + answer + "' 里没有数"] : ["type a number", "请填一个数"]];
+  }
   var num = m[0];
   if (num.indexOf(",") >= 0 && !/^[-+]?\d{1,3}(,\d{3})+(\.\d*)?$/.test(num)) {
     return [null, ["'" + num + "': write decimals with a point (0.28), thousands with commas (114,688)",
@@ -109,5 +115,5 @@ function toUnit(answer, unit) {
   var scale = q[0] === "count" ? unitAt(rest, COUNT_SCALES) : null;
   return [x * (scale ? COUNT_SCALES[scale] : 1.0), null];
 }
-""" % {"units": json.dumps({k: list(v) for k, v in UNITS.items()}, ensure_ascii=False),
-       "scales": json.dumps(COUNT_SCALES, ensure_ascii=False)}
+""".replace("@UNITS@", json.dumps({k: list(v) for k, v in UNITS.items()}, ensure_ascii=False)).replace(
+    "@SCALES@", json.dumps(COUNT_SCALES, ensure_ascii=False))

@@ -14,8 +14,16 @@ import html
 import json
 from collections.abc import Mapping
 
-from minivllm_labs.lab08 import (BY_ID, ENTRIES, QUESTIONS, TOPIC_INFO, answer_tail_both, grade_any,
-                                 mock_interview, score)
+from minivllm_labs.lab08 import (
+    BY_ID,
+    ENTRIES,
+    QUESTIONS,
+    TOPIC_INFO,
+    answer_tail_both,
+    grade_any,
+    mock_interview,
+    score,
+)
 from minivllm_labs.lab08_units import UNITS_JS
 from minivllm_labs.quiz import NumericQuestion
 
@@ -105,7 +113,9 @@ MOCK_JS = r"""
       right += g[0] ? 1 : 0;
       by[q.topic] = by[q.topic] || [0, 0]; by[q.topic][0] += g[0] ? 1 : 0; by[q.topic][1] += 1;
       el.innerHTML = both(g[1], g[2]); el.style.color = g[0] ? "#137333" : "#b3261e";
-      if (q.lab) { el.insertAdjacentHTML("beforeend", '\n<a href="' + link(q.lab) + '">' + both("the lab", "对应实验") + "</a>"); }
+      if (q.lab) {
+        el.insertAdjacentHTML("beforeend", '\n<a href="' + link(q.lab) + '">' + both("the lab", "对应实验") + "</a>");
+      }
     });
     var weak = Object.keys(by).filter(function (t) { return by[t][0] < by[t][1]; });
     weak.sort(function (a, b) { return by[a][0] / by[a][1] - by[b][0] / by[b][1] || (a < b ? -1 : 1); });
@@ -202,8 +212,10 @@ def mock_html(n: int = 8, seed: int = 0, results: dict | None = None, qids: list
         qids = [q.qid for q in questions]
     asked = list(qids) if qids else mock_interview(int(n), int(seed))
     cid = f"lab08-mock-{int(n)}-{int(seed)}" + (f"-{qids[0].replace('.', '-')}" if qids else "")
+    if questions is None and qids:  # a fixed set: the page needs only those questions
+        questions = [BY_ID[i] for i in qids]
     data = page_data(results, questions)
-    esc = lambda x: json.dumps(x, ensure_ascii=False).replace("</", "<\\/")  # noqa: E731
+    esc = lambda x: json.dumps(x, ensure_ascii=False).replace("</", "<\\/")
     controls = (f'<label>{_both("questions", "题数")} <input name="n" type="number" min="1" value="{int(n)}" '
                 f'style="width:4em"></label> <label>{_both("seed", "随机种子")} <input name="seed" type="number" '
                 f'value="{int(seed)}" style="width:5em"></label> '

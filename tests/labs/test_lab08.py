@@ -9,7 +9,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from minivllm_labs import catalog, lab08, lab08_views
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.lab08_units import UNITS_JS, to_unit
@@ -251,7 +250,7 @@ def test_mock_scoring_per_topic_and_what_to_revisit():
     res = lab08.score(qids, {i: right_answer(lab08.BY_ID[i]) for i in qids[1:]})  # first left unanswered
     topic = lab08.BY_ID[miss].topic
     assert res.correct == 9 and res.weak_topics == [topic] and res.by_topic[topic][0] < res.by_topic[topic][1]
-    title, title_zh, lab, read, read_zh = lab08.TOPIC_INFO[topic]
+    title, title_zh, _lab, read, read_zh = lab08.TOPIC_INFO[topic]
     assert "score 9/10" in str(res) and f"revisit {title}" in res.text() and read in res.text()
     assert "得分 9/10" in res.text("zh") and f"复习 {title_zh}" in res.text("zh") and read_zh in res.text("zh")
     none = lab08.score(qids, {})

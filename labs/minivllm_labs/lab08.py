@@ -338,10 +338,10 @@ class BankInfo(LabInfo):
     def as_dict(self) -> dict:
         d = super().as_dict()
         for row, q in zip(d["questions"], self.questions):
+            extra = ENTRIES[q.qid].evidence_dict()
             if isinstance(q, Question):
-                row.setdefault("options_zh", [o.text_zh for o in q.options])
-            for k, v in ENTRIES[q.qid].evidence_dict().items():
-                row.setdefault(k, v)
+                extra["options_zh"] = [o.text_zh for o in q.options]
+            row.update({k: v for k, v in extra.items() if not row.get(k)})  # what the generic row lacks
         return d
 
 

@@ -1,5 +1,6 @@
 """Numeric answers with their units, for Lab 08's bank: "284 us" to a question in ms is 0.284, "56 KiB" to a
-question in bytes is 57,344, "１１２ GiB" is 112 GiB, "0,28" is refused (a decimal comma or a thousands comma?).
+question in bytes is 57,344, "１１２ GiB" is 112 GiB, "0,28" is refused (a decimal comma or a thousands comma?),
+and so is "5 parsecs" to a question in ms; counts (tokens, requests) take any word and a scale ("262k tokens").
 
 Why its own file: the mock-interview page grades in JavaScript with no kernel, and UNITS_JS here is the twin
 of `to_unit`, built from the same tables; a test runs both on the same answers. A unit of another kind than the
@@ -22,7 +23,7 @@ UNITS: dict[str, tuple[str, float]] = {
                                     ("kb", 1e3), ("kib", 2.0 ** 10), ("mb", 1e6), ("mib", 2.0 ** 20),
                                     ("gb", 1e9), ("gib", 2.0 ** 30), ("tb", 1e12), ("tib", 2.0 ** 40))},
     **{u: ("ratio", 1.0) for u in ("x", "×", "倍")},
-    "%": ("percent", 1.0),
+    "%": ("percent", 1.0), "percent": ("percent", 1.0),
 }
 # counts (tokens, requests, rows, ...) take a scale word: "262k tokens", "1.05M", "6.5万"
 COUNT_SCALES: dict[str, float] = {"k": 1e3, "m": 1e6, "万": 1e4}
@@ -66,6 +67,8 @@ def to_unit(answer: Any, unit: str) -> tuple[float | None, tuple[str, str] | Non
         if kind != q_kind:
             return None, (f"{answer!r} is in {key}; this answer is in {unit}", f"{answer!r} 的单位是 {key}；本题单位是 {unit}")
         return x * factor / q_factor, None
+    if q_kind != "count" and rest:  # a word where a unit of time, bytes, ... belongs: refuse, never ignore
+        return None, (f"unknown unit {rest!r}; this answer is in {unit}", f"不认识的单位 {rest!r}；本题单位是 {unit}")
     scale = _unit_at(rest, COUNT_SCALES) if q_kind == "count" else None
     return x * (COUNT_SCALES[scale] if scale else 1.0), None
 
@@ -111,6 +114,9 @@ function toUnit(answer, unit) {
                      "'" + answer + "' 的单位是 " + key + "；本题单位是 " + unit]];
     }
     return [x * UNITS[key][1] / q[1], null];
+  }
+  if (q[0] !== "count" && rest) {
+    return [null, ["unknown unit '" + rest + "'; this answer is in " + unit, "不认识的单位 '" + rest + "'；本题单位是 " + unit]];
   }
   var scale = q[0] === "count" ? unitAt(rest, COUNT_SCALES) : null;
   return [x * (scale ? COUNT_SCALES[scale] : 1.0), null];

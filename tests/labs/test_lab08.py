@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from minivllm_labs import catalog, lab08, lab08_views
+from minivllm_labs import catalog, lab08, lab08_units, lab08_views
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.lab08_units import UNITS_JS, to_unit
 from minivllm_labs.lab08_views import MOCK_JS, mock_html, page_data, score_values
@@ -299,6 +299,25 @@ def test_page_units_match_python():
         py_value, py_hint = to_unit(a, unit)
         assert ok == (py_hint is None), (a, unit)
         assert value == pytest.approx(py_value) if py_value is not None else value is None, (a, unit)
+
+
+@node
+def test_page_grades_numbers_like_python():
+    """Right, wrong and odd answers to every numeric question: the page's toUnit and tolerance rule give the
+    grade Python gives."""
+    answers = [lambda q: q.answer, lambda q: f"{q.answer:g} {q.unit}", lambda q: q.answer * (1 + 2 * q.rel_tol),
+               lambda q: "".join(chr(ord(c) + 0xFEE0) if c.isdigit() else c for c in f"{q.answer:g}"),
+               lambda q: "", lambda q: "0,5", lambda q: "n/a", lambda q: f"{q.answer:g} parsecs"]
+    cases = [{"a": f(q), "unit": q.unit, "answer": q.answer, "tol": q.rel_tol} for q in NUMERIC for f in answers]
+    js = f"{UNITS_JS}\nvar cases = {json.dumps(cases, ensure_ascii=False)};\n" \
+         "console.log(JSON.stringify(cases.map(function (c) { var r = toUnit(c.a, c.unit); " \
+         "return r[1] === null && Math.abs(r[0] - c.answer) <= c.tol * Math.abs(c.answer); })));"
+    got = _node(js)
+    want = [lab08.grade_any(q, f(q))[0] for q in NUMERIC for f in answers]
+    assert got == want
+    counts = sum(lab08_units.UNITS.get(q.unit.lower(), ("count",))[0] == "count" for q in NUMERIC)
+    assert sum(want) == 3 * len(NUMERIC) + counts  # the answer, with its unit, in full-width digits (and a count
+    # takes any word after it: "3.36 parsecs" of tokens is still 3.36)
 
 
 def test_page_embeds_the_python_feedback_in_both_languages():

@@ -267,8 +267,9 @@ class MockResult:
     def text(self, lang: str = "en") -> str:
         """The score, the score per topic, and for each weak topic the lab or reading to revisit."""
         zh = lang == "zh"
-        head = (f"得分 {self.correct}/{self.total}；薄弱主题：{'、'.join(self.weak_topics) or '无'}" if zh else
-                f"score {self.correct}/{self.total}; weak topics: {', '.join(self.weak_topics) or 'none'}")
+        names = [TOPIC_INFO.get(t, (t, t))[1 if zh else 0] for t in self.weak_topics]
+        head = (f"得分 {self.correct}/{self.total}；薄弱主题：{'、'.join(names) or '无'}" if zh else
+                f"score {self.correct}/{self.total}; weak topics: {', '.join(names) or 'none'}")
         rows = [f"  {TOPIC_INFO.get(t, (t, t))[1 if zh else 0]}: {r}/{n}"
                 for t, (r, n) in sorted(self.by_topic.items())]
         out = [head, "按主题：" if zh else "by topic:", *rows]

@@ -129,8 +129,10 @@ MOCK_JS = r"""
       return "<li>" + both("revisit " + info[0] + ": ", "复习 " + info[1] + "：") + a + both(info[3], info[4]) + "</li>";
     }).join("");
     root.querySelector(".result").innerHTML = "<b>" +
-      both("score " + right + "/" + asked.length + "; weak topics: " + (weak.join(", ") || "none"),
-           "得分 " + right + "/" + asked.length + "；薄弱主题：" + (weak.join("、") || "无")) +
+      both("score " + right + "/" + asked.length + "; weak topics: " +
+           (weak.map(function (t) { return name(t, 0); }).join(", ") || "none"),
+           "得分 " + right + "/" + asked.length + "；薄弱主题：" +
+           (weak.map(function (t) { return name(t, 1); }).join("、") || "无")) +
       "</b><ul>" + rows + "</ul>" + (revisit ? "<ul>" + revisit + "</ul>" : "");
   }
   var newDraw = root.querySelector("button.start");  // absent when the questions are fixed

@@ -253,6 +253,7 @@ def test_mock_scoring_per_topic_and_what_to_revisit():
     title, title_zh, _lab, read, read_zh = lab08.TOPIC_INFO[topic]
     assert "score 9/10" in str(res) and f"revisit {title}" in res.text() and read in res.text()
     assert "得分 9/10" in res.text("zh") and f"复习 {title_zh}" in res.text("zh") and read_zh in res.text("zh")
+    assert res.text("zh").splitlines()[0] == f"得分 9/10；薄弱主题：{title_zh}"  # names, not ids, in Chinese
     none = lab08.score(qids, {})
     assert none.correct == 0 and set(none.weak_topics) == {lab08.BY_ID[i].topic for i in qids}
     text, r = score_values(qids, [None] * len(qids))

@@ -201,6 +201,9 @@ def test_numbers_the_questions_state_are_the_records():
     assert lab08.grade_any(lab08.BY_ID["lab08.q1"], rec("lab07.json", "physics.floors_ms.LLaMA-2-70B.H200") / 2)[0]
     assert lab08.grade_any(lab08.BY_ID["lab08.slo2"], rec("lab06.json", "workload.rows.0.ttft_ms.p50") /
                            rec("lab06.json", "workload.rows.2.ttft_ms.p50"))[0]
+    tpot = [rec("latency.json", f"rows.{i}.tpot_s") for i in (27, 31)]  # r2: batch 1 and 16, default graphs
+    assert round(tpot[1] / tpot[0], 1) == 1.6
+    assert round(rec("latency.json", "rows.31.output_tok_s") / rec("latency.json", "rows.27.output_tok_s")) == 9
     assert rec("lab06.json", "graphs.kv_capacity_diff_pct") < 1  # s2: "about 0.3%"
     assert rec("lab06.json", "workload.rows.2.ttft_ms.p99") < 1000 and rec("lab06.json",
                                                                            "workload.rows.2.tpot_ms.p99") < 12

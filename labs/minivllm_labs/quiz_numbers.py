@@ -8,8 +8,9 @@ grades in the browser with NUMBER_JS, the same steps written in JavaScript over 
 runs both on one table of answers and compares the verdicts).
 
 Steps, in both languages: NFKC (full-width digits and letters become ASCII, "µ" becomes "μ"), lower case, ASCII
-whitespace collapsed; a leading word or sign of approximation dropped ("about", "~", "≈", "约"); the number
-(thousands commas "1,000", or one decimal comma "0,28"; "_" ignored; an exponent "3e1"); then the unit.
+whitespace collapsed; a leading word or sign of approximation dropped ("about", "approx.", "~", "≈", "约"); the
+number (thousands commas "1,000", or one decimal comma "0,28"; "_" ignored; an exponent "3e1"); then the unit,
+where a count may carry a scale ("262k tokens", "1.05M", "6.5万", "约 3.36 个"), and a ratio may be "2.7倍".
 """
 
 from __future__ import annotations
@@ -44,11 +45,20 @@ _add("TiB", "size", 2.0 ** 40)
 _add("tok/s", "throughput", 1.0, "tokens/s", "token/s", "tok/sec", "tokens/sec", "tps")
 _add("ktok/s", "throughput", 1e3, "ktokens/s")
 _add("tokens", "count", 1.0, "token", "tok", "个token")
+_add("requests", "count", 1.0, "request", "req", "reqs", "个请求", "请求")
+_add("rows", "count", 1.0, "row", "行")
+_add("个", "count", 1.0)  # "约 3.36 个"
+_add("k", "count", 1e3, "thousand", "千")  # a scale alone: "262k" tokens
+_add("M", "count", 1e6, "million", "百万")
+_add("万", "count", 1e4)
 _add("%", "percent", 1.0, "percent", "pct")
 _add("x", "ratio", 1.0, "×", "times", "倍")
 
+#: a scale written before a count's unit: "262k tokens", "1.05M requests", "6.5万 tokens"
+SCALES: dict[str, float] = {"k": 1e3, "m": 1e6, "万": 1e4}
+
 _SPACE = re.compile(r"[ \t\n\r\f\v]+")
-_LEAD = re.compile(r"^[^0-9.+-]+")  # "about", "~", "≈", "约"
+_LEAD = re.compile(r"^(?:[^0-9.+-]|\.(?![0-9]))+")  # "about", "approx.", "~", "≈", "约"
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9][0-9,_]*(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)(.*)$")
 _THOUSANDS = re.compile(r"^[+-]?[1-9][0-9]{0,2}(,[0-9]{3})+(\.[0-9]*)?(e[+-]?[0-9]+)?$")
 
@@ -82,6 +92,8 @@ def parse_quantity(answer: str | int | float) -> tuple[float, str | None]:
         raise ValueError(f"answer with a number, got {answer!r}")
     if not unit:
         return x, None
+    if unit not in UNITS and unit[:1] in SCALES and UNITS.get(unit[1:], ("", "", 0.0))[1:] == ("count", 1.0):
+        x, unit = x * SCALES[unit[:1]], unit[1:]  # "262k tokens": 262000 tokens
     if unit not in UNITS:
         raise ValueError(f"unknown unit {unit!r} in {answer!r}")
     return x, UNITS[unit][0]
@@ -109,11 +121,12 @@ def parse_number(answer: str | int | float, target: str = "") -> float:
 
 
 #: The same steps in JavaScript (mvParseNumber(raw, target) -> {x} or {error}); quiz_html embeds it.
-NUMBER_JS = r"""var MV_UNITS = %s;
+NUMBER_JS = r"""var MV_UNITS = %s, MV_SCALES = %s;
 function mvParseNumber(raw, target) {
   var s = String(raw).normalize("NFKC").toLowerCase().replace(/[ \t\n\r\f\v]+/g, " ").replace(/^ +| +$/g, "");
   var shown = "'" + String(raw) + "'";
-  var m = s.replace(/^[^0-9.+-]+/, "").match(/^([+-]?(?:[0-9][0-9,_]*(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)(.*)$/);
+  var m = s.replace(/^(?:[^0-9.+-]|\.(?![0-9]))+/, "")
+    .match(/^([+-]?(?:[0-9][0-9,_]*(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)(.*)$/);
   if (!m) return {error: "answer with a number, got " + shown};
   var num = m[1].replace(/_/g, ""), unit = m[2].replace(/ /g, "").replace(/[.。]+$/, "");
   if (num.indexOf(",") >= 0) {
@@ -121,8 +134,13 @@ function mvParseNumber(raw, target) {
     else if (num.split(",").length === 2 && num.indexOf(".") < 0) num = num.replace(",", ".");
     else return {error: "cannot read the number in " + shown + ": write it as 1234.5"};
   }
-  var x = parseFloat(num);
+  var x = parseFloat(num), has = function (u) { return Object.prototype.hasOwnProperty.call(MV_UNITS, u); };
   if (!isFinite(x)) return {error: "answer with a number, got " + shown};
+  var scale = unit.charAt(0), base = unit.slice(1);
+  if (unit && !has(unit) && Object.prototype.hasOwnProperty.call(MV_SCALES, scale) && has(base) &&
+      MV_UNITS[base][1] === "count" && MV_UNITS[base][2] === 1) {
+    x = x * MV_SCALES[scale]; unit = base;  // "262k tokens": 262000 tokens
+  }
   if (!unit || !target) {
     if (unit && !Object.prototype.hasOwnProperty.call(MV_UNITS, unit))
       return {error: "unknown unit '" + unit + "' in " + shown};
@@ -136,4 +154,4 @@ function mvParseNumber(raw, target) {
   if (have[1] !== want[1])
     return {error: have[0] + " is a " + have[1] + " but the answer is a " + want[1] + " in " + target};
   return {x: x * have[2] / want[2]};
-}""" % json.dumps(UNITS, ensure_ascii=False)
+}""" % (json.dumps(UNITS, ensure_ascii=False), json.dumps(SCALES, ensure_ascii=False))

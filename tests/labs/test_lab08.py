@@ -164,6 +164,7 @@ def test_units_are_converted_never_ignored():
     assert lab08.grade_any(a2, "0.29 ms")[0]  # a question in us answered in ms
     ok, text = lab08.grade_any(n2, "5 ms")
     assert not ok and "ms is a time but the answer is a size in bytes" in text
+    assert lab08.grade_any(n2, "5 ms", lang="zh")[1] == "未评分：ms 是时间单位，本题答案是数据量，单位 bytes。"
     assert lab08.grade_any(n1, "0,28")[0]  # one comma, no point: a decimal comma (quiz_numbers)
     ok, text = lab08.grade_any(n1, "1,2,3")
     assert not ok and "cannot read the number" in text

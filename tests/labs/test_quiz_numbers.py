@@ -73,6 +73,26 @@ def test_unconvertible_or_empty_answers_get_a_hint(q, answer, hint):
     assert not ok and text.startswith("No answer graded") and hint in text, (answer, text)
 
 
+@pytest.mark.parametrize("q,answer,hint_zh", [
+    (BYTES, "3 ms", "ms 是时间单位，本题答案是数据量，单位 bytes"),
+    (MS, "3 parsecs", "不认识 '3 parsecs' 里的单位 'parsecs'"), (MS, "", "请先填一个数"),
+    (MS, "ms", "请填一个数，收到的是 'ms'"), (MS, "1,2,3", "读不出 '1,2,3' 里的数：请写成 1234.5 这样"),
+    (TOKENS, "2 ms", "ms 是时间单位，本题答案是个数，单位 tokens"),
+])
+def test_hints_are_written_in_chinese_too(q, answer, hint_zh):
+    ok, text = grade(q, answer, None, lang="zh")
+    assert not ok and text == f"未评分：{hint_zh}。", (answer, text)
+
+
+def test_choice_hints_are_written_in_chinese_too():
+    from minivllm_labs.quiz import Option, Question
+
+    q = Question("lab99.c", "?", (Option("yes", "why yes"), Option("no", "why no")), 0, "")
+    assert grade(q, "", None, lang="zh")[1] == "未评分：请先选一个选项。"
+    assert grade(q, "Z", None, lang="zh")[1] == "未评分：没有选项 Z：选项是 A-B。"
+    assert grade(q, "1", None, lang="zh")[1] == "未评分：'1' 是数字；选项用字母 A-B 标记（第一个是 A）。"
+
+
 @pytest.mark.parametrize("answer,value,unit", [
     ("0,28", 0.28, None), ("1,000", 1000, None), ("1,000,000.5", 1000000.5, None), ("12,5 ms", 12.5, "ms"),
     ("0,280", 0.28, None), ("１２", 12, None), ("ＭｉＢ".join(["3", ""]), 3, "MiB"), ("32 KB", 32, "KB"),

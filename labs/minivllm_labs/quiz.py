@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, NamedTuple
 
-from minivllm_labs.quiz_numbers import UNITS, parse_number  # noqa: F401 - parse_number is part of this API
+from minivllm_labs.quiz_numbers import UNITS, AnswerError, parse_number  # noqa: F401 - parse_number is this API's
 
 
 class Option(NamedTuple):
@@ -128,23 +128,27 @@ def parse_choice(q: Question, answer: str | int) -> int:
     hint otherwise. Numbers are refused, 1 and "1" alike: "1" could mean A (first) or B (index 1)."""
     n = len(q.options)
     letters = f"A-{letter(n - 1)}"
+    no_letter = AnswerError(f"answer with a letter {letters} (or an option's text), got {answer!r}",
+                            f"请用字母 {letters}（或选项原文）作答，收到的是 {answer!r}")
     if isinstance(answer, bool) or not isinstance(answer, (int, str)):
-        raise ValueError(f"answer with a letter {letters} (or an option's text), got {answer!r}")
+        raise no_letter
     if isinstance(answer, int) or _DIGITS.fullmatch(_norm(answer)):
-        raise ValueError(f"{answer!r} is a number; options are lettered {letters} (the first is A)")
+        raise AnswerError(f"{answer!r} is a number; options are lettered {letters} (the first is A)",
+                          f"{answer!r} 是数字；选项用字母 {letters} 标记（第一个是 A）")
     a = _norm(answer)
     m = _LETTER.fullmatch(a)
     if m:
         i = ord(m.group(1)) - ord("a")
         if i < n:
             return i
-        raise ValueError(f"there is no option {m.group(1).upper()}: options are {letters}")
+        raise AnswerError(f"there is no option {m.group(1).upper()}: options are {letters}",
+                          f"没有选项 {m.group(1).upper()}：选项是 {letters}")
     bare = a.rstrip(".。 ")
     for i, o in enumerate(q.options):
         texts = (o.text, o.text_zh, q.labels()[i]) if o.text_zh else (o.text, q.labels()[i])
         if bare in {_norm(t).rstrip(".。 ") for t in texts}:
             return i
-    raise ValueError(f"answer with a letter {letters} (or an option's text), got {answer!r}")
+    raise no_letter
 
 
 def within(q: NumericQuestion, x: float) -> bool:
@@ -225,11 +229,12 @@ def grade(q, answer, results=_MISSING, lang: str = "en") -> tuple[bool, str]:
         results = default_results(q)
     try:
         if answer is None or (isinstance(answer, str) and not unicodedata.normalize("NFKC", answer).strip()):
-            raise ValueError("pick one option first" if isinstance(q, Question) else "type a number first")
+            raise (AnswerError("pick one option first", "请先选一个选项") if isinstance(q, Question) else
+                   AnswerError("type a number first", "请先填一个数"))
         if isinstance(q, NumericQuestion):
             x = parse_number(answer, q.unit)
             return within(q, x), f"{numeric_verdict(q, x, lang)}\n{answer_tail(q, results, lang)}"
         i = parse_choice(q, answer)
     except ValueError as e:
-        return False, (f"未评分：{e}。" if lang == "zh" else f"No answer graded: {e}.")
+        return False, (f"未评分：{getattr(e, 'zh', e)}。" if lang == "zh" else f"No answer graded: {e}.")
     return i == q.correct, option_feedback(q, i, results, lang)

@@ -82,24 +82,29 @@ def load_questions(lab: str, evidence: Mapping[str, Evidence] | Callable[[dict],
     return {d["id"]: question_from_data(d, with_cites(given.get(d.get("evidence", "")), d)) for d in entries}
 
 
-def cite_lines(cites) -> list[str]:
-    """Each cited number as read now from its results file: "label: value (file:key)"."""
+def cite_lines(cites, lang: str = "en") -> list[str]:
+    """Each cited number as read now from its results file: "label: value (file:key)". A cite is (file, key,
+    label) or (file, key, label, label_zh); in Chinese the Chinese label is used where there is one."""
     from minivllm_labs.common import REPO_ROOT
     from minivllm_labs.lab_info import resolve_key
 
+    zh = lang == "zh"
     out = []
-    for path, key, label in cites:
+    for path, key, label, *rest in cites:
+        if zh and rest and rest[0]:
+            label = rest[0]
         p = REPO_ROOT / path
         try:
             value = resolve_key(json.loads(p.read_text(encoding="utf-8")), key)
         except FileNotFoundError:
-            out.append(f"{label}: not recorded in this checkout ({path})")
+            out.append(f"{label}：本仓库尚未记录（{path}）" if zh else
+                       f"{label}: not recorded in this checkout ({path})")
             continue
         except (KeyError, IndexError):
             value = "missing key"
         if isinstance(value, float):
             value = float(f"{value:.4g}")
-        out.append(f"{label}: {value} ({path}:{key})")
+        out.append(f"{label}：{value}（{path}:{key}）" if zh else f"{label}: {value} ({path}:{key})")
     return out
 
 

@@ -91,10 +91,10 @@ function mvNum(x) {
 function mvGradeNumber(raw, answer, relTol, unit) {
   if (raw === null || raw === undefined || !String(raw).normalize("NFKC").trim())
     return {ok: false, graded: false, en: "No answer graded: type a number first.",
-      zh: "未评分：type a number first。"};
+      zh: "未评分：请先填一个数。"};
   var p = mvParseNumber(raw, unit), u = unit ? " " + unit : "", pct = mvNum(relTol * 100);
   if (p.error !== undefined) return {ok: false, graded: false, en: "No answer graded: " + p.error + ".",
-    zh: "未评分：" + p.error + "。"};
+    zh: "未评分：" + p.error_zh + "。"};
   var x = p.x;
   if (Math.abs(x - answer) <= relTol * Math.abs(answer)) return {ok: true, graded: true,
     en: "Correct: " + mvNum(x) + " is within " + pct + "% of " + mvNum(answer) + u + ".",

@@ -4,24 +4,34 @@
 # # Lab 08 · Interview prep · 面试准备
 
 # %% [markdown] tags=["lang-en"]
-# Thirty questions of the kind interviewers ask about LLM inference engines, across CUDA graphs, torch.compile,
-# custom ops, paged attention, continuous batching, chunked prefill, prefix caching, startup and caches, and
-# debugging. The handbook's four interview questions come first. Each is multiple choice or a numeric estimate
-# graded within a tolerance (a TPOT floor, KV bytes per token), and every answer's feedback quotes a measurement
-# from labs 01-07, read from `assets/results/h200/` when it is shown, with a link to the lab and the engine code.
+# The questions interviewers ask about LLM inference engines, over nineteen topics: CUDA graphs, torch.compile,
+# custom ops, paged attention, continuous batching, chunked prefill, prefix caching, startup and caches, debugging,
+# KV-cache sizing and capacity planning, the prefill/decode roofline, split-KV and FlashAttention tiling (this
+# engine's own decode and prefill kernels), sampling, quantization, speculative decoding, tensor/pipeline/expert
+# parallelism, MoE, disaggregated prefill, and SLO trade-offs. The handbook's four interview questions come first.
+#
+# Each question is multiple choice or a numeric estimate graded within a tolerance, with units converted ("284 us"
+# to a question in ms is 0.284 ms). Where this engine can measure the answer, the feedback quotes the H200 record
+# (file and key under `assets/results/h200/`, read when it is shown) and links the lab and the engine code; where it
+# cannot (speculative decoding, parallelism, MoE, ...), the question says "reasoning, not measured here" and gives
+# its formula and a public source. The table below counts both.
 #
 # Options are shuffled with a seed taken from the question id, so the letter of the right answer carries no hint.
-# The mock interview draws N questions with a seed, scores them and names your weak topics; it works on this page
-# without a kernel, and live with widgets.
+# The mock interview draws N questions across topics with a seed, scores each topic and says which lab or reading
+# to revisit for each weak one; it works on this page without a kernel, and live with widgets.
 
 # %% [markdown] tags=["lang-zh"]
-# 三十道面试中常见的推理引擎问题，覆盖 CUDA Graph、torch.compile、自定义算子、paged attention、连续批处理、chunked
-# prefill、前缀缓存、启动与缓存、调试。手册的四道面试题排在最前。题目为选择题或在容差内评分的数值估算（TPOT 下限、
-# 每 token 的 KV 字节数），每个答案的反馈都引用 Lab 01-07 的实测数字（展示时从 `assets/results/h200/` 读取），并链接到
-# 对应实验与引擎代码。
+# 推理引擎面试中常见的问题，覆盖十九个主题：CUDA Graph、torch.compile、自定义算子、Paged Attention、连续批处理、
+# Chunked Prefill、前缀缓存、启动与缓存、调试、KV Cache 容量规划、预填充/解码的 Roofline、split-KV 与 FlashAttention
+# 分块（本引擎自己的解码与预填充 kernel）、采样、量化、投机解码、张量/流水线/专家并行、MoE、PD 分离，以及 SLO 取舍。
+# 手册的四道面试题排在最前。
 #
-# 选项按题目 id 为种子打乱，答案字母不带任何暗示。模拟面试按种子抽 N 道题、评分并指出薄弱主题；本页无需 kernel
-# 即可使用，在线 kernel 中还有 widget 版本。
+# 题目为选择题或在容差内评分的数值估算，单位会换算（本题单位是 ms 时，"284 us" 就是 0.284 ms）。本引擎能测的，
+# 反馈引用 H200 记录（`assets/results/h200/` 下的文件和键，展示时读取），并链接到对应实验与引擎代码；测不了的
+# （投机解码、并行、MoE 等）标明“推理题，本引擎未实测”，给出公式和公开出处。下表统计了两类题的数量。
+#
+# 选项按题目 id 为种子打乱，答案字母不带任何暗示。模拟面试按种子跨主题抽 N 道题，按主题评分，并为每个薄弱主题指出
+# 该复习的实验或资料；本页无需 kernel 即可使用，在线 kernel 中还有 widget 版本。
 
 # %% [markdown]
 # ## 1. Setup · 环境准备
@@ -41,39 +51,47 @@ print(lab.bank_table())
 
 # %% [markdown] tags=["lang-zh"]
 # ## 2. 手册的四道面试题
-# 作答后点 *Score · 评分*：每题显示所选选项的反馈和实测数字。
+# 作答后点 *评分*：每题显示所选选项的反馈和实测数字。
 
 # %% tags=["nbval-ignore-output"]
 lab.show_mock(4, qids=[q.qid for q in lab.QUESTIONS if q.source.startswith("handbook interview")])
 
 # %% [markdown] tags=["lang-en"]
 # ## 3. Mock interview · 模拟面试
-# Eight questions drawn with a seed; change the number or the seed and press *New interview* for another set.
-# The same seed draws the same questions here and in Python (`lab08.mock_interview(8, seed)`).
+# Eight questions drawn across topics with a seed; change the number or the seed and press *New interview* for
+# another set. The same seed draws the same questions here and in Python (`lab.mock_interview(8, seed)`). After
+# *Score*, the page lists your score per topic and, for each weak topic, the lab or reading to revisit.
 
 # %% [markdown] tags=["lang-zh"]
 # ## 3. 模拟面试
-# 按种子抽 8 道题；改题数或种子后点 *New interview · 重新抽题* 换一组。同一种子在本页和 Python
-# （`lab08.mock_interview(8, seed)`）中抽到的题相同。
+# 按种子跨主题抽 8 道题；改题数或种子后点 *重新抽题* 换一组。同一种子在本页和 Python
+# （`lab.mock_interview(8, seed)`）中抽到的题相同。点 *评分* 后，页面列出每个主题的得分，并为每个薄弱主题指出该复习的
+# 实验或资料。
 
 # %% tags=["nbval-ignore-output"]
 lab.show_mock(8, seed=0)
 
 # %% [markdown] tags=["lang-en"]
 # ## 4. Run it here: grade from Python · 在本机运行：用 Python 评分
-# The grader accepts a letter in any form ("b", "Ｂ", "B.", "选B"), the option's text, or a number with or without its
-# unit, and never raises. Score a whole mock interview from a dict of answers:
+# The grader accepts a letter in any form ("b", "Ｂ", "B.", "选B"), the option's text, or a number with or without a
+# unit, converted to the question's ("284 us", "32 KiB", "262k tokens", "2.7倍", full-width digits, a decimal comma
+# "0,28"); a unit of another kind ("5 ms" for a size) or a word it does not know gets a hint instead of a grade. It
+# is the reader every lab's quiz uses (`quiz_numbers`), and it never raises. Score a whole mock interview from a dict
+# of answers:
 
 # %% [markdown] tags=["lang-zh"]
 # ## 4. 在本机运行：用 Python 评分
-# 评分函数接受任何形式的字母（"b"、"Ｂ"、"B."、"选B"）、选项原文，或带/不带单位的数字，且从不抛异常。用一个答案字典给整场
-# 模拟面试评分：
+# 评分函数接受任何形式的字母（"b"、"Ｂ"、"B."、"选B"）、选项原文，或带/不带单位的数字，并换算成本题的单位（"284 us"、
+# "32 KiB"、"262k tokens"、"2.7倍"、全角数字、小数逗号 "0,28"）；单位类型不对（字节题填 "5 ms"）或不认识的单位会得到
+# 提示而不是评分。每个实验的测验都用这同一个读数函数（`quiz_numbers`），它从不抛异常。用一个答案字典给整场模拟面试评分：
 
 # %% tags=["nbval-check-output"]
 qids = lab.mock_interview(8, seed=0)
 answers = {qid: "A" for qid in qids}  # try your own answers here
 print(lab.score(qids, answers))
-print(lab.grade_any(lab.BY_ID["lab08.n1"], "0.3 ms")[0], lab.grade_any(lab.BY_ID["lab08.n1"], "1 ms")[0])
+n1 = lab.BY_ID["lab08.n1"]  # the batch-1 TPOT floor, in ms
+print([lab.grade_any(n1, a)[0] for a in ("0.3 ms", "284 us", "０.２８", "1 ms")])
+print(lab.grade_any(n1, "0,28")[0], lab.grade_any(lab.BY_ID["lab08.n2"], "5 ms")[1].splitlines()[0])
 
 # %% [markdown] tags=["lang-en"]
 # In a live kernel the same interview as widgets (the page above needs no kernel):
@@ -88,32 +106,49 @@ lab.show_widget(lab.mock_widget(8, seed=0))
 # ## 5. Try it yourself · 动手试试
 #
 # **Exercise.** Add a numeric question of your own: the KV bytes per token of Qwen3-0.6B at fp32 instead of bf16.
-# Build it with `lab08.build(lab08.Entry(...))` and grade two answers with `lab08.grade_any`.
+# Build it with `lab.build(lab.Entry(...))` and grade two answers with `lab.grade_any`.
 #
 # *Hint:* the bf16 figure is 114,688 B; only the element size changes.
 #
 # <details><summary>Solution · 参考答案</summary>
 #
 # ```python
-# e = lab08.Entry("my.q1", "paged-attention", "interview", "KV bytes per token of Qwen3-0.6B in fp32?", "", 
+# e = lab.Entry("my.q1", "kv-capacity", "interview", "KV bytes per token of Qwen3-0.6B in fp32?", "",
 #                 "2 x 28 x 8 x 128 x 4 = 229,376 B", "", answer=229376, rel_tol=0.05, unit="bytes")
-# q = lab08.build(e)
-# lab08.grade_any(q, "229376"), lab08.grade_any(q, "114688")  # (True, ...), (False, ...)
+# q = lab.build(e)
+# lab.grade_any(q, "224 KiB"), lab.grade_any(q, "114688")  # (True, ...), (False, ...)
 # ```
 # </details>
 
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 动手试试
 #
-# **练习.** 自己加一道数值题：Qwen3-0.6B 在 fp32（而非 bf16）下每 token 的 KV 字节数。用 `lab08.build(lab08.Entry(...))`
-# 构造，并用 `lab08.grade_any` 给两个答案评分。
+# **练习.** 自己加一道数值题：Qwen3-0.6B 在 fp32（而非 bf16）下每 token 的 KV 字节数。用 `lab.build(lab.Entry(...))`
+# 构造，并用 `lab.grade_any` 给两个答案评分。
 #
 # *提示：* bf16 是 114,688 B，只有元素大小变了。
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# 2 × 28 × 8 × 128 × 4 = 229,376 B；代码见英文部分。
+# 2 × 28 × 8 × 128 × 4 = 229,376 B：
+#
+# ```python
+# e = lab.Entry("my.q1", "kv-capacity", "interview", "KV bytes per token of Qwen3-0.6B in fp32?",
+#                 "Qwen3-0.6B 在 fp32 下每 token 的 KV 字节数？", "2 x 28 x 8 x 128 x 4 = 229,376 B",
+#                 "2 × 28 × 8 × 128 × 4 = 229,376 B", answer=229376, rel_tol=0.05, unit="bytes")
+# q = lab.build(e)
+# lab.grade_any(q, "224 KiB", lang="zh"), lab.grade_any(q, "114688", lang="zh")  # (True, ...), (False, ...)
+# ```
 # </details>
+
+# %%
+# Exercise: this question still says bf16. Change the model answer, the answer and the Chinese prompt for fp32,
+# then check that "224 KiB" passes and the bf16 figure fails.
+e = lab.Entry("my.q1", "kv-capacity", "interview", "KV bytes per token of Qwen3-0.6B in fp32?",
+              "Qwen3-0.6B 在 fp32 下每 token 的 KV 字节数？", "2 x 28 x 8 x 128 x 2 = 114,688 B",
+              "2 × 28 × 8 × 128 × 2 = 114,688 B", answer=114688, rel_tol=0.05, unit="bytes")
+q = lab.build(e)
+print(lab.grade_any(q, "224 KiB")[0], lab.grade_any(q, "114688")[0])
 
 # %% [markdown] tags=["lang-en"]
 # ## 6. Summary · 结论
@@ -123,7 +158,7 @@ lab.show_widget(lab.mock_widget(8, seed=0))
 # <details><summary>Answer key · 答案</summary>
 #
 # See `python -m minivllm_labs.catalog --json` (each question's correct option or numeric answer), or run
-# `print(lab08.answer_key())`.
+# `print(lab.answer_key())`.
 # </details>
 
 # %% [markdown] tags=["lang-zh"]

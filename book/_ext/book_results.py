@@ -125,11 +125,11 @@ def page(root: Path) -> str:
                 + (f"<br>`{_cell(command)}`" if command and command not in row.get("source", "") else "")]
     out += ["```", "", "## Every results file · 全部数据文件", "",
             ":::{container} lang-en",
-            f"From `assets/results/h200/{INDEX}`. A file marked *archive* is a member of `{ARCHIVE}`: an "
-            "experiment that decided something, kept with its provenance in one file.",
+            (f"From `assets/results/h200/{INDEX}`. A file marked *archive* is a member of `{ARCHIVE}`: an "
+            "experiment that decided something, kept with its provenance in one file."),
             ":::", "", ":::{container} lang-zh",
-            f"来自 `assets/results/h200/{INDEX}`。标为 *archive* 的是 `{ARCHIVE}` 中的一项：做出过某个决定的实验，"
-            "连同其来源信息合存于一个文件。",
+            (f"来自 `assets/results/h200/{INDEX}`。标为 *archive* 的是 `{ARCHIVE}` 中的一项：做出过某个决定的实验，"
+            "连同其来源信息合存于一个文件。"),
             ":::", "",
             "```{list-table}", ":header-rows: 1", ":widths: 20 28 8 8 10 26", ":class: results-files", "",
             "* - file", "  - what", "  - GPU", "  - torch", "  - commit, date", "  - recorded command"]

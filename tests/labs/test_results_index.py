@@ -9,11 +9,10 @@ import re
 import sys
 
 import pytest
-
 from minivllm_labs.common import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "book" / "_ext"))
-import book_results  # noqa: E402
+import book_results
 
 H200 = REPO_ROOT / "assets" / "results" / "h200"
 INDEX = book_results.load_index(H200)

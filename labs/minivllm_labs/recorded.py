@@ -2,7 +2,8 @@
 
 Why: most readers (and CI) have no H200, yet a lab about launch overhead means little without GPU numbers.
 So `python -m minivllm_labs.record <lab>` runs a lab's measurements on the GPU and writes
-assets/results/h200/<lab>.json; the notebook loads and plots it. A number without its provenance (which
+assets/results/<gpu>/<lab>.json (assets/results/h200/ is the reference every lab is written against); the
+notebook loads and plots it, beside any other device's (devices.py). A number without its provenance (which
 GPU, which torch, which commit, when, by what command) cannot be checked or reproduced, so the loader
 refuses a file that lacks any of them.
 """
@@ -20,9 +21,10 @@ from typing import Any
 import torch
 
 from minivllm_labs.common import REPO_ROOT
+from minivllm_labs.devices import REFERENCE, measure_device, results_root
 
-RESULTS_DIR = REPO_ROOT / "assets" / "results" / "h200"
-#: Set to read recorded results from elsewhere (tests render a lab with a stand-in file this way).
+RESULTS_DIR = REPO_ROOT / "assets" / "results" / REFERENCE
+#: Set to read the reference's recorded results from elsewhere (tests render a lab with a stand-in file).
 RESULTS_DIR_ENV = "MINIVLLM_LAB_RESULTS_DIR"
 #: Every recorded file must say where its numbers come from.
 PROVENANCE_FIELDS = ("gpu", "torch", "commit", "date", "command")
@@ -36,8 +38,11 @@ class ProvenanceError(ValueError):
     """A recorded file without complete provenance."""
 
 
-def results_path(lab: str) -> Path:
-    return Path(os.environ.get(RESULTS_DIR_ENV) or RESULTS_DIR) / f"{lab}.json"
+def results_path(lab: str, device: str = REFERENCE) -> Path:
+    """Where `lab`'s record of `device` (a folder name, see devices.gpu_slug) lives."""
+    if device == REFERENCE and os.environ.get(RESULTS_DIR_ENV):
+        return Path(os.environ[RESULTS_DIR_ENV]) / f"{lab}.json"
+    return results_root() / device / f"{lab}.json"
 
 
 def check_provenance(data: Any, lab: str | None = None) -> dict:
@@ -95,7 +100,9 @@ def _git(*args: str) -> str:
 
 
 def make_provenance(command: str, **extra: Any) -> dict:
-    """The provenance of a measurement made now, in this process, by `command`."""
+    """The provenance of a measurement made now, in this process, by `command`; on a GPU with the device's
+    memory and copy bandwidth measured now (`device`), which the labs use instead of any datasheet."""
+    device = measure_device()
     if torch.cuda.is_available():
         gpu = torch.cuda.get_device_name()
     else:
@@ -106,4 +113,5 @@ def make_provenance(command: str, **extra: Any) -> dict:
     dirty = False if sent else bool(_git("status", "--porcelain", "--untracked-files=no"))
     return {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "commit": commit,
             "dirty": dirty, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": command, "python": platform.python_version(), **extra}
+            "command": command, "python": platform.python_version(), **({"device": device} if device else {}),
+            **extra}

@@ -95,7 +95,7 @@ def record_all(labs: list[str], out_dir: Path, model: str | None, quick: bool, t
         print(f"=== {lab}", flush=True)
         t0 = time.perf_counter()
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
             rc, why = p.returncode, "" if p.returncode == 0 else _why(p.stderr or p.stdout)
             sys.stdout.write(p.stdout[-2000:])
         except subprocess.TimeoutExpired:

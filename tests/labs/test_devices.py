@@ -8,7 +8,6 @@ import json
 import shutil
 
 import pytest
-
 from minivllm_labs import devices
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.record import record_all, update_index

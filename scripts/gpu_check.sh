@@ -9,7 +9,8 @@
 #   throughput      nano-vllm's workload, transformers continuous batching beside it, the correctness check
 #   kernels         decode/prefill attention vs copy bandwidth and SDPA, the GEMV vs cuBLAS
 #   compile         TPOT per compile level with and without graphs, cold vs warm startup
-#   labs            every lab's recorder (labs/minivllm_labs/labNN.py), then every notebook end to end (labs-gpu)
+#   labs            every lab's recorder (`python -m minivllm_labs.record all`, into $RES/<gpu-slug>/), then
+#                   every notebook end to end (labs-gpu)
 #   all             the six above (two lanes on a two-GPU machine)
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
@@ -98,13 +99,12 @@ compile() {
     --json "$RES/startup.json"
 }
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks
-  local f lab
-  for f in labs/minivllm_labs/lab[0-9][0-9].py; do
-    [ -e "$f" ] || continue
-    lab=$(basename "$f" .py)
-    [ -n "${LABS:-}" ] && [[ " $LABS " != *" $lab "* ]] && continue
-    step "$lab" "${LAB_CAP_S:-300}" $PY -m minivllm_labs.record "$lab" --model "$CK" --out "$RES/$lab.json"
-  done
+  # every lab's recorder in its own process, into $RES/<gpu-slug>/ (h200 on the reference machine: copy those
+  # files to assets/results/h200/, then `python -m minivllm_labs.record index` updates its index.yaml); a
+  # failed lab is named with its reason and the others still run
+  local only=${LABS:+--only ${LABS// /,}}
+  TAILN=30 step labs_record "${LABS_RECORD_CAP_S:-560}" $PY -m minivllm_labs.record all --model "$CK" \
+    --timeout "${LAB_CAP_S:-300}" --out-dir "$RES/$($PY -c 'from minivllm_labs.devices import this_gpu_slug as s; print(s())')" $only
   # every notebook end to end, GPU-only cells included (the make target would build a venv: the device has
   # no internet, so the same command runs with the machine's python and the carried wheels)
   # (LABS_GPU_PATTERN="03 05" runs only the notebooks whose name holds one of them, in that order)

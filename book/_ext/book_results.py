@@ -56,7 +56,7 @@ def provenance_of(data: dict) -> dict:
 
 def normalize_command(cmd: str) -> str:
     """The recorded command as a user types it: `minivllm ...` instead of the recorder's script path."""
-    cmd = re.sub(r"^\S*python\S*\s+", "", cmd)
+    cmd = re.sub(r"^\S*python\S*\s+(?=\S*/minivllm/cli\.py)", "", cmd)
     cmd = re.sub(r"^\S*/minivllm/cli\.py\b", "minivllm", cmd)
     cmd = re.sub(r"--json \S+", "--json OUT.json", cmd)
     return re.sub(r"--out \S+", "--out OUT.json", cmd)

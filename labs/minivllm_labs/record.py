@@ -6,6 +6,7 @@
     python -m minivllm_labs.record lab01 --out /tmp/lab01.json # on a CPU (tests the same code path)
     python -m minivllm_labs.record all --out-dir /tmp/rec --quick
     python -m minivllm_labs.record lab01 --model DIR|default|qwen3-0.6b
+    python -m minivllm_labs.record index --out-dir assets/results/h200   # its index.yaml after copying records in
 
 Why a separate command: a GPU run should be one reproducible line (it is written into the file's
 provenance), not "run the notebook on a GPU and copy numbers". <gpu> is the device's name as a folder
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m minivllm_labs.record", description=__doc__.splitlines()[0])
     from minivllm_labs.lab_info import lab_modules
 
-    ap.add_argument("lab", choices=["all", *lab_modules()])
+    ap.add_argument("lab", choices=["all", "index", *lab_modules()])
     ap.add_argument("--out", help="output JSON of one lab (default: assets/results/<gpu>/<lab>.json, CUDA only)")
     ap.add_argument("--out-dir", help="output folder of `all` (default: assets/results/<gpu>/, CUDA only)")
     ap.add_argument("--model", help="'default', a shape such as qwen3-0.6b, or a checkpoint dir "
@@ -152,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="`all` over these labs only, comma-separated (e.g. lab01,lab07)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds a lab may take under `all` (900)")
     args = ap.parse_args(argv)
+    if args.lab == "index":
+        folder = Path(args.out_dir or results_root() / "h200")
+        update_index(folder, sorted(folder.glob("lab[0-9][0-9].json")))
+        print(f"updated {_shown(folder / 'index.yaml')}")
+        return 0
     given = args.out_dir if args.lab == "all" else args.out
     if args.lab == "all" and args.out:
         ap.error("`all` writes one file per lab: give --out-dir, not --out")

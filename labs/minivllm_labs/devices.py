@@ -65,6 +65,21 @@ def recorded_devices(lab: str | None = None) -> list[str]:
     return sorted(slugs, key=lambda s: (s != REFERENCE, s))
 
 
+def device_names() -> dict[str, str]:
+    """{slug: GPU name} of every recorded device, read from the first lab record in its folder."""
+    import json
+
+    out = {}
+    for slug in recorded_devices():
+        for f in sorted(device_dir(slug).glob("lab[0-9][0-9].json")):
+            try:
+                out[slug] = device_name(json.loads(f.read_text()))
+                break
+            except (OSError, ValueError):
+                continue
+    return out
+
+
 def device_records(lab: str) -> dict[str, dict]:
     """{slug: record} of one lab for every device that recorded it (a file without provenance is skipped,
     as load_recorded would refuse it)."""
@@ -104,9 +119,10 @@ def side_by_side(build: Callable[[dict], object], recs: dict[str, dict]):
     base_name, out = figs[0]
     n = len(out.data)
     multi = len(figs) > 1
-    if multi:
-        for tr in out.data:
-            tr.update(name=f"{tr.name} · {base_name}", legendgroup=base_name)
+    for tr in out.data:
+        tr.update(legendgroup=base_name)
+        if multi:
+            tr.update(name=f"{tr.name} · {base_name}")
     for k, (name, fig) in enumerate(figs[1:]):
         for tr in fig.data:
             tr.update(name=f"{tr.name} · {name}", legendgroup=name)
@@ -163,3 +179,119 @@ def measure_device(nbytes: int = 512 << 20, reps: int = 10) -> dict:
             "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
             "total_memory_GiB": round(total / 2**30, 2), "free_memory_GiB": round(free / 2**30, 2),
             "copy_GBps": round(2 * nbytes / times[len(times) // 2] / 1e9, 1)}
+
+
+#: What each lab compares across devices: (the views' figure of a record, the views' table of a record).
+#: A figure function ending in `_devices` takes {slug: record} itself (Lab 07's floors, a column per device).
+COMPARE = {
+    "lab01": ("plot_tpot", "tpot_table"),
+    "lab02": ("plot_padding", "padding_table"),
+    "lab03": ("plot_levels", "grid_table"),
+    "lab04": ("plot_phases", "phases_table"),
+    "lab05": (None, "scenario_table"),
+    "lab06": ("plot_sweep", "sweep_table"),
+    "lab07": ("plot_floors_devices", None),
+}
+
+
+def _views(lab: str):
+    import importlib
+
+    try:
+        return importlib.import_module(f"minivllm_labs.{lab}_views")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"minivllm_labs.{lab}")
+
+
+def compare_figure(lab: str, recs: dict[str, dict]):
+    """The lab's comparison figure with a series per device, None if the lab has none."""
+    name = COMPARE.get(lab, (None, None))[0]
+    if not name or not recs:
+        return None
+    build = getattr(_views(lab), name)
+    return build(recs) if name.endswith("_devices") else side_by_side(build, recs)
+
+
+def compare_tables(lab: str, recs: dict[str, dict]) -> dict[str, str]:
+    """{GPU name: the lab's comparison table of that device's record}."""
+    name = COMPARE.get(lab, (None, None))[1]
+    if not name:
+        return {}
+    table = getattr(_views(lab), name)
+    return {device_name(r): table(r) for r in recs.values()}
+
+
+def claims_of(lab: str) -> tuple:
+    """The lab's claims (its views' CLAIMS, else its module's: Lab 07 declares them in lab07.py)."""
+    import importlib
+
+    return tuple(getattr(_views(lab), "CLAIMS", ()) or
+                 getattr(importlib.import_module(f"minivllm_labs.{lab}"), "CLAIMS", ()))
+
+
+def verdict_rows(lab: str, recs: dict[str, dict]) -> list[dict]:
+    """The lab's claims measured in its own record, per device: the number at the claim's key and, where the
+    claim has a rule, the verdict that number gives on that device. `differs` marks a claim whose verdict
+    on some device is not the one the lab states (which rests on the reference)."""
+    from minivllm_labs.lab_info import resolve_key
+
+    own = f"assets/results/{REFERENCE}/{lab}.json"
+    out = []
+    for c in claims_of(lab):
+        if c.evidence_file != own:
+            continue
+        per = {}
+        for rec in recs.values():
+            try:
+                value = resolve_key(rec, c.evidence_key)
+            except (KeyError, IndexError, TypeError):
+                value = None
+            verdict = c.rule(value) if (c.rule and value is not None) else None
+            per[device_name(rec)] = {"value": value, "verdict": verdict}
+        differs = any(v["verdict"] not in (None, c.verdict) for v in per.values())
+        out.append({"id": c.cid, "claim": c.claim_en, "verdict": c.verdict, "devices": per, "differs": differs})
+    return out
+
+
+def rests_on(lab: str) -> str:
+    """Which device a lab's stated verdicts rest on (a stable line)."""
+    rec = device_records(lab).get(REFERENCE)
+    if rec is None:
+        return f"No reference record of {lab} in this checkout · 本仓库中没有 {lab} 的参考记录。"
+    gpu = device_name(rec)
+    return (f"The verdicts of this lab rest on the {gpu} record (assets/results/{REFERENCE}/{lab}.json) · "
+            f"本实验的结论基于 {gpu} 的记录。")
+
+
+def verdicts_text(lab: str, recs: dict[str, dict]) -> str:
+    lines = [rests_on(lab)]
+    for r in verdict_rows(lab, recs):
+        cells = "; ".join(f"{gpu}: {_short(v['value'])}" + (f" -> {v['verdict']}" if v["verdict"] else "")
+                          for gpu, v in r["devices"].items())
+        flag = "  ** differs on another device · 在其他设备上结论不同 **" if r["differs"] else ""
+        lines.append(f"- {r['id']} ({r['verdict']}): {cells}{flag}")
+    return "\n".join(lines)
+
+
+def _short(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    text = str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def compare(lab: str) -> None:
+    """The notebook's side-by-side cell: the devices recorded for this lab, the comparison figure and tables
+    with a series / a block per device, and the verdicts with the device they rest on."""
+    from minivllm_labs.plots import show
+
+    recs = device_records(lab)
+    print(devices_line(lab))
+    print(verdicts_text(lab, recs))
+    if len(recs) < 2:
+        return
+    fig = compare_figure(lab, recs)
+    if fig is not None:
+        show(fig)
+    for gpu, table in compare_tables(lab, recs).items():
+        print(f"== {gpu} ==\n{table}")

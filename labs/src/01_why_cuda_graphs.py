@@ -222,6 +222,11 @@ if lab.gpu_only("The capture / replay snippet"):
         g.replay()  # one submission
         print("replay matches eager:", torch.allclose(static_out, model(real_input)))
 
+# %% tags=["nbval-ignore-output"] id="01-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown] tags=["lang-en"]
 # ## 3. Run it here
 #

@@ -220,6 +220,11 @@ print(lab.modes_table(rec))
 if rec:
     lab.show(lab.plot_modes(rec))
 
+# %% tags=["nbval-ignore-output"] id="02-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown]
 # ### Run it here · 在本机运行
 

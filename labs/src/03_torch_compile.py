@@ -138,6 +138,11 @@ print(lab.configs_table(rec))
 if rec:
     lab.show(lab.plot_levels(rec))
 
+# %% tags=["nbval-ignore-output"] id="03-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown] tags=["lang-en"]
 # **Run it here** with the knobs: `level`, `custom_ops`, `compile_scope`, `attention_backend`, and the graph
 # mode (GPU only). On a CPU, Inductor compiling C++ takes a while, so the default here is level 3 with the

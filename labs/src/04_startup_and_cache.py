@@ -174,6 +174,11 @@ if rec:
     print(lab.warmup_table(rec))
     print(rec["recipes"])
 
+# %% tags=["nbval-ignore-output"] id="04-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
 

@@ -81,6 +81,11 @@ phys = (rec or {}).get("physics") or lab.physics()
 lab.show(lab.plot_floors(phys))
 print(lab.floors_table(phys))
 
+# %% tags=["nbval-ignore-output"] id="07-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
 

@@ -105,3 +105,28 @@ def test_record_all_keeps_the_folder_index_true(tmp_path):
     assert entries["lab07.json"]["commit"] == "abc1234" and entries["lab07.json"]["date"] == "2027-01-01"
     assert entries["lab08.json"]["what"].startswith("Lab 08's recorder")
     assert (folder / "index.yaml").read_text().startswith("# assets/results/h200")
+
+
+def test_the_book_shows_every_device_on_every_lab_page(tmp_path, monkeypatch):
+    """The book's preparation with a second device's records (the H200's, relabelled): each lab page the
+    build would read holds both devices, the selector, and the device its verdicts rest on."""
+    import sys
+
+    sys.path.insert(0, str(REPO_ROOT / "book" / "_ext"))
+    import book_prepare
+
+    monkeypatch.setenv(devices.RESULTS_ROOT_ENV, str(relabelled_root(tmp_path)))
+    (tmp_path / "book").mkdir()
+    monkeypatch.setattr(book_prepare, "BOOK", tmp_path / "book")
+    names = book_prepare.copy_labs()
+    assert len(names) == len(list((REPO_ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))) >= 8
+    for name in names:
+        nb = json.loads((tmp_path / "book" / "labs" / f"{name}.ipynb").read_text())
+        block = next(c for c in nb["cells"] if c.get("id", "").endswith("-book-devices"))
+        page = block["outputs"][0]["data"]["text/html"]
+        assert "NVIDIA H200" in page and "NVIDIA L4" in page, name
+        if name[:2] != "08":  # no lab08.json is recorded yet: its page names the recorded devices
+            assert 'data-device="NVIDIA H200"' in page and 'data-device="NVIDIA L4"' in page, name
+            assert "rest on the NVIDIA H200 record" in page, name
+        if name[:2] in ("01", "02", "03", "04", "06", "07"):
+            assert "Plotly.newPlot" in page and "legendgroup" in page, name

@@ -50,8 +50,10 @@ labs-record: $(STAMP)
 book: $(BOOK_STAMP)
 	$(BIN)/python book/_ext/book_build.py
 
+# LAB_ARGS passes options to JupyterLab, e.g. `make lab LAB_ARGS="--port 8801"` (book/handbook/workshop.md).
+LAB_ARGS ?=
 lab: $(STAMP)
-	$(BIN)/jupyter lab labs/
+	$(BIN)/jupyter lab labs/ $(LAB_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache book/_build

@@ -69,7 +69,8 @@ def devices_html(lab: str) -> str:
         for slug, r in recs.items():
             table = devices.compare_tables(lab, {slug: r})
             for gpu, text in table.items():
-                out.append(f'<div class="device-table" data-device="{html.escape(gpu)}"><b>{html.escape(gpu)}</b>'
+                name = html.escape(gpu)
+                out.append(f'<div class="device-table" data-device="{name}"><b>{name}</b>'
                            f"<pre>{html.escape(text)}</pre></div>")
         rows = devices.verdict_rows(lab, recs)
         if rows:

@@ -28,6 +28,7 @@ ROOT = BOOK.parent
 HANDBOOK = [  # the chapter's pages, in reading order (book/handbook/<name>.md)
     "what_graphs_remove", "graphs_in_the_engine", "torch_compile", "startup_and_cache", "debugging",
     "when_to_turn_off", "interview", "self_test",
+    "workshop",  # for teachers: a shared GPU box, the CPU path, a timed agenda, answers and progress
 ]
 
 

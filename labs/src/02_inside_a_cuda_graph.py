@@ -228,6 +228,10 @@ lab.compare()
 # %% [markdown]
 # ### Run it here · 在本机运行
 
+# %% tags=["nbval-ignore-output"] id="02-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
+
 # %% [markdown] tags=["lang-en"]
 # The same measurement on your device. On a CPU only NONE (eager) runs; on a GPU all four modes (a minute or
 # two with the 0.6B-shaped model; here the tiny one).

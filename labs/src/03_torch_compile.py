@@ -152,6 +152,10 @@ lab.compare()
 # **在本机运行**，可以改这些参数：`level`、`custom_ops`、`compile_scope`、`attention_backend`，以及图模式（仅 GPU）。
 # CPU 上 Inductor 编译 C++ 比较慢，所以这里默认用 level 3 加只跑 Dynamo 的 `"eager"` 后端：能看到切分，但不编译 kernel。
 
+# %% tags=["nbval-ignore-output"] id="03-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
+
 # %% tags=["nbval-ignore-output"]
 setup = lab.EngineSetup("mine", level=3, graphs="NONE", custom_ops=None, backend="eager", scope="model",
                           attention_backend="auto")

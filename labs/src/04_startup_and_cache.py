@@ -182,6 +182,10 @@ lab.compare()
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
 
+# %% tags=["nbval-ignore-output"] id="04-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
+
 # %% [markdown] tags=["lang-en"]
 # The same measurements on your device, in a private cache directory (so nothing you have cached is touched
 # and the first compile is really cold). On a CPU there are no CUDA graphs, so "graphs" is eager at level 0

@@ -95,6 +95,10 @@ lab.compare()
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
 
+# %% tags=["nbval-ignore-output"] id="05-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
+
 # %% [markdown] tags=["lang-en"]
 # The faults planted for real on your device (outputs differ from run to run only in their timings; on a CPU
 # the engine has no CUDA graphs, so "CUDA graphs off" changes nothing there and fails like the first rung).

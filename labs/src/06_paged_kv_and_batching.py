@@ -163,6 +163,10 @@ lab.compare()
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
 
+# %% tags=["nbval-ignore-output"] id="06-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
+
 # %% [markdown] tags=["lang-en"]
 # The same functions on your device (CPU: the embedded tiny model, a scaled-down workload of 5 requests, no graphs).
 # Timings differ from run to run; the block tables, reference counts and preemption counts do not.

@@ -89,6 +89,10 @@ lab.compare()
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
 
+# %% tags=["nbval-ignore-output"] id="07-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
+
 # %% [markdown] tags=["lang-en"]
 # This device's copy bandwidth, and the floor it puts under a 0.6B model (1.2 GB of bf16 weights).
 

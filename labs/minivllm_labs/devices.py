@@ -12,39 +12,20 @@ Nothing here knows a GPU by name: a device the labs have not seen before is one 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 
-from minivllm_labs.common import REPO_ROOT
+from minivllm_labs.recorded import (  # noqa: F401 (re-exported: the devices' names and folders)
+    REFERENCE,
+    RESULTS_ROOT_ENV,
+    gpu_slug,
+    measure_device,
+    results_root,
+    this_gpu_slug,
+)
 
-#: Read every device's records from another root than assets/results (a test's temp dir, a shared folder).
-RESULTS_ROOT_ENV = "MINIVLLM_RESULTS_ROOT"
-#: The device every lab's text is written against; it comes first in every comparison.
-REFERENCE = "h200"
 #: Line dashes for the second, third, ... device (the reference keeps solid lines and full colour).
 _DASHES = ("dash", "dot", "dashdot", "longdash")
-
-
-def results_root() -> Path:
-    return Path(os.environ.get(RESULTS_ROOT_ENV) or REPO_ROOT / "assets" / "results")
-
-
-def gpu_slug(name: str) -> str:
-    """A folder name from `torch.cuda.get_device_name()`: 'NVIDIA H200' -> 'h200', 'NVIDIA GeForce RTX 4090'
-    -> 'geforce-rtx-4090', 'NVIDIA A100-SXM4-80GB' -> 'a100-sxm4-80gb' (the vendor word dropped)."""
-    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    s = re.sub(r"^nvidia-", "", s)
-    if not s:
-        raise ValueError(f"cannot make a folder name from the device name {name!r}")
-    return s
-
-
-def this_gpu_slug() -> str | None:
-    """The slug of the CUDA device this process would record on, None without one."""
-    import torch
-
-    return gpu_slug(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
 
 
 def device_dir(slug: str) -> Path:
@@ -152,35 +133,6 @@ def devices_line(lab: str) -> str:
     return f"Recorded devices, side by side: {', '.join(names)}."
 
 
-def measure_device(nbytes: int = 512 << 20, reps: int = 10) -> dict:
-    """The CUDA device's memory and copy bandwidth, measured now (never looked up by name): total and free
-    memory from the driver, and the median device-to-device copy rate (read + write bytes / time)."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return {}
-    free, total = torch.cuda.mem_get_info()
-    nbytes = min(nbytes, free // 4)
-    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    b.copy_(a)
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        b.copy_(a)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    del a, b
-    times.sort()
-    props = torch.cuda.get_device_properties(0)
-    return {"name": torch.cuda.get_device_name(), "slug": this_gpu_slug(),
-            "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
-            "total_memory_GiB": round(total / 2**30, 2), "free_memory_GiB": round(free / 2**30, 2),
-            "copy_GBps": round(2 * nbytes / times[len(times) // 2] / 1e9, 1)}
-
-
 #: What each lab compares across devices: (the views' figure of a record, the views' table of a record).
 #: A figure function ending in `_devices` takes {slug: record} itself (Lab 07's floors, a column per device).
 COMPARE = {
@@ -198,9 +150,9 @@ def _views(lab: str):
     import importlib
 
     try:
-        return importlib.import_module(f"minivllm_labs.{lab}_views")
+        return importlib.import_module(f"minivllm_labs.lab{lab[3:]}_views")
     except ModuleNotFoundError:
-        return importlib.import_module(f"minivllm_labs.{lab}")
+        return importlib.import_module(f"minivllm_labs.lab{lab[3:]}")
 
 
 def compare_figure(lab: str, recs: dict[str, dict]):
@@ -226,7 +178,7 @@ def claims_of(lab: str) -> tuple:
     import importlib
 
     return tuple(getattr(_views(lab), "CLAIMS", ()) or
-                 getattr(importlib.import_module(f"minivllm_labs.{lab}"), "CLAIMS", ()))
+                 getattr(importlib.import_module(f"minivllm_labs.lab{lab[3:]}"), "CLAIMS", ()))
 
 
 def verdict_rows(lab: str, recs: dict[str, dict]) -> list[dict]:

@@ -39,7 +39,7 @@ def quiz_widget(q, results=_MISSING):
     def check(_b) -> None:
         out.value = feedback_html(q, choice.value, results)
         if choice.value not in (None, ""):  # the learner's progress file (progress.py), kept across restarts
-            from minivllm_labs.progress import record_answer
+            from minivllm_labs.progress_file import record_answer
 
             try:
                 record_answer(q, grade(q, choice.value, results)[0])

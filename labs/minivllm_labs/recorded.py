@@ -14,6 +14,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,33 @@ from typing import Any
 import torch
 
 from minivllm_labs.common import REPO_ROOT
-from minivllm_labs.devices import REFERENCE, measure_device, results_root
+
+#: Read every device's records from another root than assets/results (a test's temp dir, a shared folder).
+RESULTS_ROOT_ENV = "MINIVLLM_RESULTS_ROOT"
+#: The device every lab's text is written against; it comes first in every comparison.
+REFERENCE = "h200"
+
+
+def results_root() -> Path:
+    return Path(os.environ.get(RESULTS_ROOT_ENV) or REPO_ROOT / "assets" / "results")
+
+
+def gpu_slug(name: str) -> str:
+    """A folder name from `torch.cuda.get_device_name()`: 'NVIDIA H200' -> 'h200', 'NVIDIA GeForce RTX 4090'
+    -> 'geforce-rtx-4090', 'NVIDIA A100-SXM4-80GB' -> 'a100-sxm4-80gb' (the vendor word dropped)."""
+    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    s = re.sub(r"^nvidia-", "", s)
+    if not s:
+        raise ValueError(f"cannot make a folder name from the device name {name!r}")
+    return s
+
+
+def this_gpu_slug() -> str | None:
+    """The slug of the CUDA device this process would record on, None without one."""
+    import torch
+
+    return gpu_slug(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
+
 
 RESULTS_DIR = REPO_ROOT / "assets" / "results" / REFERENCE
 #: Set to read the reference's recorded results from elsewhere (tests render a lab with a stand-in file).
@@ -115,3 +142,32 @@ def make_provenance(command: str, **extra: Any) -> dict:
             "dirty": dirty, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": command, "python": platform.python_version(), **({"device": device} if device else {}),
             **extra}
+
+
+def measure_device(nbytes: int = 512 << 20, reps: int = 10) -> dict:
+    """The CUDA device's memory and copy bandwidth, measured now (never looked up by name): total and free
+    memory from the driver, and the median device-to-device copy rate (read + write bytes / time)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    nbytes = min(nbytes, free // 4)
+    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    b.copy_(a)
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        b.copy_(a)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del a, b
+    times.sort()
+    props = torch.cuda.get_device_properties(0)
+    return {"name": torch.cuda.get_device_name(), "slug": this_gpu_slug(),
+            "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
+            "total_memory_GiB": round(total / 2**30, 2), "free_memory_GiB": round(free / 2**30, 2),
+            "copy_GBps": round(2 * nbytes / times[len(times) // 2] / 1e9, 1)}

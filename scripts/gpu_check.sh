@@ -11,6 +11,7 @@
 #   compile         TPOT per compile level with and without graphs, cold vs warm startup
 #   labs            every lab's recorder (`python -m minivllm_labs.record all`, into $RES/<gpu-slug>/), then
 #                   every notebook end to end (labs-gpu)
+#   device-kit      the labs' GPU toggles, record all's device measurement, `minivllm demo`'s table and footnote
 #   all             the six above (two lanes on a two-GPU machine)
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
@@ -113,6 +114,14 @@ labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing th
   return 0
 }
 
+device_kit() {  # the labs' GPU-only toggle options, the device folders, the demo on a GPU
+  TAILN=20 step device_kit_tests 420 $PY -m pytest -q -p no:cacheprovider -k "not redraws" \
+    tests/labs/test_toggles.py tests/labs/test_devices.py tests/engine/test_demo.py
+  TAILN=20 step demo 200 $PY -m minivllm.demo
+  $PY -c 'import json; from minivllm_labs.devices import measure_device; print(json.dumps(measure_device()))' \
+    | tee "$RES/measure_device.json"
+}
+
 # tree COMMIT: a directory holding COMMIT's minivllm/ (a git worktree, or the prepared tarball unpacked)
 tree() {
   local c=$1 dir=/tmp/minivllm_trees/$1
@@ -199,6 +208,7 @@ for stage in $STAGES; do
     kernels) kernels ;;
     compile) compile ;;
     labs) labs ;;
+    device-kit) device_kit ;;
     ab) ab ;;
     bisect-kernels) bisect_kernels ;;
     *) echo "unknown stage $stage (see the top of $0)"; exit 2 ;;

@@ -51,3 +51,17 @@ def test_every_lab_01_to_07_has_a_toggle_and_a_stable_line(capsys, monkeypatch):
         toggles.toggle_widget(f"lab0{n}", model="unused")
         line = capsys.readouterr().out
         assert line.startswith("Live toggle") and line.count("\n") == 1, line
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU options need CUDA (scripts/gpu_check.sh device-kit)")
+@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07"])
+def test_each_gpu_option_runs(lab):
+    quiet_engine_logs()
+    run = toggles.ToggleRun(toggles.TOGGLES[lab], lab_model("qwen3-0.6b"))
+    try:
+        for o in run.toggle.options:
+            if o.gpu_only:
+                assert run.select(o.label)["tpot_ms"] > 0, o.label
+    finally:
+        run.close()
+    assert len(run.figure().data[0].x) == sum(o.gpu_only for o in run.toggle.options)

@@ -8,7 +8,7 @@ BOOK_STAMP := $(VENV)/.installed-book
 TORCH_SPEC ?= torch==2.13.0
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 
-.PHONY: demo test test-engine lab labs labs-gpu book clean gpu-check
+.PHONY: demo test test-engine lab labs labs-gpu labs-record book clean gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,11 +42,18 @@ LABS_GPU_OUT ?= /tmp/minivllm-labs-gpu
 labs-gpu: $(STAMP)
 	$(BIN)/python -m minivllm_labs.build --gpu $(LABS_GPU_OUT)
 
+# On any CUDA machine: record every lab into assets/results/<gpu>/ (the H200's folder is the reference; yours
+# appears beside it in the notebooks and the book). A lab that fails is named with why; the others still run.
+labs-record: $(STAMP)
+	$(BIN)/python -m minivllm_labs.record all
+
 book: $(BOOK_STAMP)
 	$(BIN)/python book/_ext/book_build.py
 
+# LAB_ARGS passes options to JupyterLab, e.g. `make lab LAB_ARGS="--port 8801"` (book/handbook/workshop.md).
+LAB_ARGS ?=
 lab: $(STAMP)
-	$(BIN)/jupyter lab labs/
+	$(BIN)/jupyter lab labs/ $(LAB_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache book/_build

@@ -2,12 +2,17 @@
 
 The answers are judged by a program (minivllm.tools.tiny_task.check), so "is the output right?" has a
 yes/no answer. The table then shows the modes this machine has: eager and torch.compile everywhere, CUDA
-graphs (FULL and piecewise) only on a GPU.
+graphs (FULL and piecewise) only on a GPU. The engines' INFO lines (startup, memory, capture) appear only with
+`--verbose` (or MINIVLLM_DEMO_VERBOSE=1): without it a progress bar runs while the engines start and the table
+stands alone, with a footnote written for the device it ran on.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -26,8 +31,52 @@ def _tokens_per_s(llm: LLM, n_prompts: int = 16, max_tokens: int = 32) -> float:
     return sum(len(o.outputs[0].token_ids) for o in outs) / (time.perf_counter() - t0)
 
 
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The demo's flags (the `minivllm demo` subcommand and `python -m minivllm.demo`)."""
+    p.add_argument("--skip-modes", action="store_true", help="only the generation part")
+    p.add_argument("--verbose", action="store_true", help="show the engines' INFO log lines")
+
+
+def verbose(args: argparse.Namespace | None) -> bool:
+    return bool(getattr(args, "verbose", False)) or os.environ.get("MINIVLLM_DEMO_VERBOSE", "") not in ("", "0")
+
+
+def footnote(cuda: bool, device: str = "", n_params: int = 0) -> str:
+    """What the table means on the device it ran on."""
+    size = f"{n_params / 1e6:.1f}M-parameter" if n_params else "tiny"
+    if not cuda:
+        return (f"  (16 prompts x 32 tokens on a CPU: a {size} model is bound by Python overhead and there are no "
+                f"CUDA graphs, so the GPU figures in assets/results/h200/ are the ones that teach)")
+    return (f"  (16 prompts x 32 tokens on {device}: a {size} model gives the GPU almost no work per kernel, so "
+            f"each step is bound by launching kernels, which is what CUDA graphs remove and compilation alone "
+            f"does not. A real-size model: assets/results/h200/latency.json, or your GPU's records after "
+            f"`make labs-record`)")
+
+
+def _params(model: str) -> int:
+    """Parameters in the checkpoint's safetensors files (0 if they cannot be read)."""
+    from safetensors import safe_open
+
+    n = 0
+    try:
+        for f in Path(model).glob("*.safetensors"):
+            with safe_open(str(f), "pt") as st:
+                for k in st.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
+                    size = 1
+                    for d in st.get_slice(k).get_shape():
+                        size *= d
+                    n += size
+    except OSError:
+        return 0
+    return n
+
+
 def main(args: argparse.Namespace | None = None) -> int:
     model = DEFAULT_MODEL
+    if not verbose(args):  # the engines' startup lines would bury the table
+        from minivllm.logger import init_logger
+
+        init_logger().setLevel(logging.WARNING)
     if not Path(model).is_dir():
         raise SystemExit(f"the embedded model is missing at {model}; retrain it with "
                          f"`python -m minivllm.tools.train_tiny --out {model}`")
@@ -51,20 +100,30 @@ def main(args: argparse.Namespace | None = None) -> int:
     if cuda:  # mode 0 has no split trace, so its graphs are FULL_DECODE_ONLY (as in vLLM)
         modes += [("CUDA graphs (mode 0, FULL_DECODE_ONLY)", dict(enforce_eager=False, compilation_config={"mode": 0})),
                   ("default: mode 3 + FULL_AND_PIECEWISE", dict(enforce_eager=False))]
-    where = f"CUDA: {torch.cuda.get_device_name()}" if cuda else "CPU, no CUDA graphs"
-    print(f"\n== Modes on this machine ({where}) ==")
-    print(f"  {'mode':<36}{'output tok/s':>14}{'vs eager':>10}")
-    base = None
-    for name, kw in modes:
+    device = torch.cuda.get_device_name() if cuda else ""
+    where = f"CUDA: {device}" if cuda else "CPU, no CUDA graphs"
+    rows = []
+    from tqdm.auto import tqdm
+
+    bar = tqdm(modes, desc="starting engines", unit="engine", file=sys.stderr, leave=False,
+               disable=verbose(args))
+    for name, kw in bar:
+        bar.set_postfix_str(name)
         m = LLM(model, **kw)
-        tps = _tokens_per_s(m)
-        base = base or tps
-        print(f"  {name:<36}{tps:>14.1f}{tps / base:>9.2f}x")
+        rows.append((name, _tokens_per_s(m)))
+        m.shutdown()
         del m
-    print("  (16 prompts x 32 tokens; a tiny model on a CPU is bound by Python overhead, so the GPU figures in "
-          "assets/results/h200/ are the ones that teach)")
+    bar.close()
+    print(f"\n== Modes on this machine ({where}) ==")
+    print(f"  {'mode':<40}{'output tok/s':>14}{'vs eager':>10}")
+    base = rows[0][1]
+    for name, tps in rows:
+        print(f"  {name:<40}{tps:>14.1f}{tps / base:>9.2f}x")
+    print(footnote(cuda, device, _params(model)))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    _p = argparse.ArgumentParser(prog="python -m minivllm.demo", description=__doc__.splitlines()[0])
+    add_arguments(_p)
+    raise SystemExit(main(_p.parse_args()))

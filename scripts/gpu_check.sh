@@ -9,7 +9,9 @@
 #   throughput      nano-vllm's workload, transformers continuous batching beside it, the correctness check
 #   kernels         decode/prefill attention vs copy bandwidth and SDPA, the GEMV vs cuBLAS
 #   compile         TPOT per compile level with and without graphs, cold vs warm startup
-#   labs            every lab's recorder (labs/minivllm_labs/labNN.py), then every notebook end to end (labs-gpu)
+#   labs            every lab's recorder (`python -m minivllm_labs.record all`, into $RES/<gpu-slug>/), then
+#                   every notebook end to end (labs-gpu)
+#   device-kit      the labs' GPU toggles, record all's device measurement, `minivllm demo`'s table and footnote
 #   all             the six above (two lanes on a two-GPU machine)
 #   full            vLLM's FULL mode (graphs of any batch, the unified attention kernel): its GPU tests, and the
 #                   512-token prefill (TTFT at batch 1) under eager, PIECEWISE and FULL in one run
@@ -113,19 +115,26 @@ padding_kernels() {
     --json "$RES/padding_kernels.json"
 }
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks
-  local f lab
-  for f in labs/minivllm_labs/lab[0-9][0-9].py; do
-    [ -e "$f" ] || continue
-    lab=$(basename "$f" .py)
-    [ -n "${LABS:-}" ] && [[ " $LABS " != *" $lab "* ]] && continue
-    step "$lab" "${LAB_CAP_S:-300}" $PY -m minivllm_labs.record "$lab" --model "$CK" --out "$RES/$lab.json"
-  done
+  # every lab's recorder in its own process, into $RES/<gpu-slug>/ (h200 on the reference machine: copy those
+  # files to assets/results/h200/, then `python -m minivllm_labs.record index` updates its index.yaml); a
+  # failed lab is named with its reason and the others still run
+  local only=${LABS:+--only ${LABS// /,}}
+  TAILN=30 step labs_record "${LABS_RECORD_CAP_S:-560}" $PY -m minivllm_labs.record all --model "$CK" \
+    --timeout "${LAB_CAP_S:-300}" --out-dir "$RES/$($PY -c 'from minivllm_labs.devices import this_gpu_slug as s; print(s())')" $only
   # every notebook end to end, GPU-only cells included (the make target would build a venv: the device has
   # no internet, so the same command runs with the machine's python and the carried wheels)
   # (LABS_GPU_PATTERN="03 05" runs only the notebooks whose name holds one of them, in that order)
   [ "${LABS_GPU:-1}" = 1 ] && TAILN=30 step labs_gpu "${LABS_GPU_CAP_S:-540}" $PY -m minivllm_labs.build \
     --gpu "$RES/labs_gpu" ${LABS_GPU_PATTERN:-}
   return 0
+}
+
+device_kit() {  # the labs' GPU-only toggle options, the device folders, the demo on a GPU
+  TAILN=20 step device_kit_tests 420 $PY -m pytest -q -p no:cacheprovider -k "not redraws" \
+    tests/labs/test_toggles.py tests/labs/test_devices.py tests/engine/test_demo.py
+  TAILN=20 step demo 200 $PY -m minivllm.demo
+  $PY -c 'import json; from minivllm_labs.devices import measure_device; print(json.dumps(measure_device()))' \
+    | tee "$RES/measure_device.json"
 }
 
 # tree COMMIT: a directory holding COMMIT's minivllm/ (a git worktree, or the prepared tarball unpacked)
@@ -216,6 +225,7 @@ for stage in $STAGES; do
     full) full ;;
     labs) labs ;;
     lab02-padding-kernels) padding_kernels ;;
+    device-kit) device_kit ;;
     ab) ab ;;
     bisect-kernels) bisect_kernels ;;
     *) echo "unknown stage $stage (see the top of $0)"; exit 2 ;;

@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 import book_codepages as codepages
+import book_devices as devices
 import book_results as results
 from book_codepages import write_if_changed
 
@@ -27,6 +28,7 @@ ROOT = BOOK.parent
 HANDBOOK = [  # the chapter's pages, in reading order (book/handbook/<name>.md)
     "what_graphs_remove", "graphs_in_the_engine", "torch_compile", "startup_and_cache", "debugging",
     "when_to_turn_off", "interview", "self_test",
+    "workshop",  # for teachers: a shared GPU box, the CPU path, a timed agenda, answers and progress
 ]
 
 
@@ -92,6 +94,7 @@ def copy_labs() -> list[str]:
         nb = json.loads(nb_path.read_text())
         problems += static_outputs(nb, nb_path.stem)
         mark_language_cells(nb)
+        devices.add_devices_cell(nb, nb_path.stem)  # every recorded GPU beside the H200 (book_devices.py)
         write_if_changed(dest / nb_path.name, json.dumps(nb, ensure_ascii=False, indent=1))
         names.append(nb_path.stem)
     if problems:

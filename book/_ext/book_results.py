@@ -1,11 +1,12 @@
-"""The results page, generated at build time from assets/results/ and book/results_rows.yaml.
+"""The results page, generated at build time from assets/results/h200/ and its index.yaml.
 
 Why generated: a figure in the book must come from a recorded file, with the GPU, torch version, commit and
-date that file carries, and with the command that reproduces it. results_rows.yaml says which figure each row
-states and which files back it; this module reads each file's own provenance (three layouts exist:
-`bench` records with `git.commit`/`date_utc`, lab records with `commit`/`date`, kernel sweeps with
-`git_commit`/`date`) so a row cannot claim a commit its file does not carry. A file no row names still gets
-its own line in the index below the table.
+date that file carries, and with the command that reproduces it. The folder's index.yaml says what each file
+is and, under `rows`, which figure each row of the page states and which files back it; this module reads
+each file's own provenance (three layouts exist: `bench` records with `git.commit`/`date_utc`, lab records
+with `commit`/`date`, kernel sweeps with `git_commit`/`date`) so a row cannot claim a commit its file does
+not carry. Experiments that decided something live as members of one archive.json, each with its own
+provenance; a row names a member as it names a file.
 """
 
 from __future__ import annotations
@@ -17,11 +18,33 @@ from pathlib import Path
 import yaml
 
 RESULTS = Path("assets/results")
+#: The reference device's folder, its index and its archive of experiments.
+REFERENCE = RESULTS / "h200"
+INDEX = "index.yaml"
+ARCHIVE = "archive.json"
+
+
+def load_index(folder: Path) -> dict:
+    """The folder's index.yaml: `files` (this folder's files), `archive` (archive.json's members), `rows`."""
+    return yaml.safe_load((folder / INDEX).read_text())
+
+
+def recorded_files(folder: Path) -> dict[str, dict]:
+    """Every recorded JSON by name: the folder's own files and archive.json's members."""
+    out = {f.name: json.loads(f.read_text()) for f in sorted(folder.glob("*.json")) if f.name != ARCHIVE}
+    if (folder / ARCHIVE).exists():
+        out.update(json.loads((folder / ARCHIVE).read_text())["files"])
+    return out
 
 
 def provenance(path: Path) -> dict:
     """GPU, torch, commit, date and command of one results file ('' where the file has none)."""
-    p = json.loads(path.read_text()).get("provenance") or {}
+    return provenance_of(json.loads(path.read_text()))
+
+
+def provenance_of(data: dict) -> dict:
+    """GPU, torch, commit, date and command of one recorded JSON object ('' where it has none)."""
+    p = data.get("provenance") or {}
     git = p.get("git") if isinstance(p.get("git"), dict) else {}
     commit = git.get("commit") or p.get("commit") or p.get("git_commit") or ""
     dirty = git.get("dirty", p.get("dirty"))
@@ -33,7 +56,7 @@ def provenance(path: Path) -> dict:
 
 def normalize_command(cmd: str) -> str:
     """The recorded command as a user types it: `minivllm ...` instead of the recorder's script path."""
-    cmd = re.sub(r"^\S*python\S*\s+", "", cmd)
+    cmd = re.sub(r"^\S*python\S*\s+(?=\S*/minivllm/cli\.py)", "", cmd)
     cmd = re.sub(r"^\S*/minivllm/cli\.py\b", "minivllm", cmd)
     cmd = re.sub(r"--json \S+", "--json OUT.json", cmd)
     return re.sub(r"--out \S+", "--out OUT.json", cmd)
@@ -59,10 +82,13 @@ def _summary(provs: list[dict]) -> str:
 
 
 def page(root: Path) -> str:
-    rows = yaml.safe_load((root / "book" / "results_rows.yaml").read_text())
-    folder = root / RESULTS / "h200"
-    files = sorted(folder.glob("*.json"))
-    prov = {f.name: provenance(f) for f in files}
+    folder = root / REFERENCE
+    index = load_index(folder)
+    rows = index["rows"]
+    data = recorded_files(folder)
+    prov = {name: provenance_of(d) for name, d in data.items()}
+    in_archive = {e["file"] for e in index.get("archive") or []}
+    what = {e["file"]: e["what"] for e in (index.get("files") or []) + (index.get("archive") or [])}
     out = ["# Recorded results · 测量结果", "",
            ":::{container} lang-en",
            ("Every figure the handbook and the labs quote, measured on one NVIDIA H200 (random Qwen3-0.6B-shaped "
@@ -88,7 +114,7 @@ def page(root: Path) -> str:
         names = row.get("files") or []
         missing = [n for n in names if n not in prov]
         if missing:
-            raise SystemExit(f"results_rows.yaml row {i} ({row['what'][:40]}...): no such file {missing}")
+            raise SystemExit(f"assets/results/h200/index.yaml row {i} ({row['what'][:40]}...): no such file {missing}")
         named.update(names)
         provs = [prov[n] for n in names]
         links = ", ".join(f"[{n}](#{file_id(n)})" for n in names)
@@ -98,11 +124,19 @@ def page(root: Path) -> str:
                 f"  - {links}<br>{_cell(_summary(provs)) if provs else ''}<br>*{_cell(row.get('source', ''))}*"
                 + (f"<br>`{_cell(command)}`" if command and command not in row.get("source", "") else "")]
     out += ["```", "", "## Every results file · 全部数据文件", "",
-            "```{list-table}", ":header-rows: 1", ":widths: 22 10 12 10 46", ":class: results-files", "",
-            "* - file", "  - GPU", "  - torch", "  - commit, date", "  - recorded command"]
-    for f in files:
-        p = prov[f.name]
-        out += [f"* - ({file_id(f.name)})=", f"    `{f.name}`" + ("" if f.name in named else " (no row)"),
+            ":::{container} lang-en",
+            (f"From `assets/results/h200/{INDEX}`. A file marked *archive* is a member of `{ARCHIVE}`: an "
+            "experiment that decided something, kept with its provenance in one file."),
+            ":::", "", ":::{container} lang-zh",
+            (f"来自 `assets/results/h200/{INDEX}`。标为 *archive* 的是 `{ARCHIVE}` 中的一项：做出过某个决定的实验，"
+            "连同其来源信息合存于一个文件。"),
+            ":::", "",
+            "```{list-table}", ":header-rows: 1", ":widths: 20 28 8 8 10 26", ":class: results-files", "",
+            "* - file", "  - what", "  - GPU", "  - torch", "  - commit, date", "  - recorded command"]
+    for name in sorted(prov):
+        p = prov[name]
+        tag = (" (archive)" if name in in_archive else "") + ("" if name in named else " (no row)")
+        out += [f"* - ({file_id(name)})=", f"    `{name}`{tag}", f"  - {_cell(what.get(name, ''))}",
                 f"  - {p['gpu']}", f"  - {p['torch']}", f"  - {p['commit']} {p['date']}",
                 f"  - `{_cell(p['command'])}`" if p["command"] else "  - "]
     out += ["```", ""]

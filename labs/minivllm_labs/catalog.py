@@ -20,7 +20,7 @@ from minivllm_labs.lab_info import SEEDS, VERDICTS, Claim, LabInfo, lab_modules,
 def labs() -> list[LabInfo]:
     out = []
     for name in lab_modules():
-        info = getattr(importlib.import_module(f"minivllm_labs.{name}"), "LAB_INFO", None)
+        info = getattr(importlib.import_module(f"minivllm_labs.lab{name[3:]}"), "LAB_INFO", None)
         if info is not None:
             out.append(info)
     return out

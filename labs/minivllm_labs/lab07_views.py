@@ -21,27 +21,48 @@ from minivllm_labs.lab07 import (
     SOURCE_JUDGED,
     evidence_value,
     row_of,
+    tpot_floor_ms,
 )
 from minivllm_labs.lab_info import SEEDS, Claim
 
 
-def plot_floors(phys: dict):
-    """TPOT floor per GPU for each model (log y), the article's A100 claim as a separate series."""
+def _columns(measured: dict[str, float]) -> dict[str, float]:
+    """GPU column -> bandwidth: the article's GPUs (datasheet), then each recorded device (measured)."""
+    return {**BANDWIDTH, **{f"{name} (measured)": bw for name, bw in measured.items() if bw}}
+
+
+def _floors_figure(columns: dict[str, float]):
     from minivllm_labs.plots import figure
 
-    gpus = list(BANDWIDTH)
-    series = {m: [phys["floors_ms"][m][g] for g in gpus] for m in MODEL_PARAMS}
+    gpus = list(columns)
+    series = {m: [round(tpot_floor_ms(p, columns[g]), 3) for g in gpus] for m, p in MODEL_PARAMS.items()}
     series["article: LLaMA-2-13B on A100, 9 ms"] = [A100_TEST["tpot_ms"] if g == "A100-80GB" else None for g in gpus]
     return figure(gpus, series, kind="bar", log_y=True, y_title="ms per output token (batch 1, bf16)",
                   title="TPOT floor = weight bytes / memory bandwidth")
 
 
-def floors_table(phys: dict) -> str:
-    gpus = list(BANDWIDTH)
-    out = [f"{'model':<12}" + "".join(f"{g:>11}" for g in gpus) + "   (ms per token at batch 1; datasheet GB/s: "
-           + ", ".join(f"{g} {bw / 1e9:,.0f}" for g, bw in BANDWIDTH.items()) + ")"]
-    for m in MODEL_PARAMS:
-        out.append(f"{m:<12}" + "".join(f"{phys['floors_ms'][m][g]:>11.2f}" for g in gpus))
+def plot_floors(phys: dict, device: str = "recorded device"):
+    """TPOT floor per GPU for each model (log y): the article's GPUs at their datasheet bandwidth, the recorded
+    device at the copy bandwidth measured on it; the article's A100 claim as a separate series."""
+    return _floors_figure(_columns({device: phys.get("measured_copy_bytes_per_s")}))
+
+
+def plot_floors_devices(recs: dict[str, dict]):
+    """The floors with one measured column per recorded device ({slug: lab07 record}, devices.device_records)."""
+    from minivllm_labs.devices import device_name
+
+    return _floors_figure(_columns({device_name(r): (r.get("physics") or {}).get("measured_copy_bytes_per_s")
+                                    for r in recs.values()}))
+
+
+def floors_table(phys: dict, device: str = "recorded device") -> str:
+    columns = _columns({device: phys.get("measured_copy_bytes_per_s")})
+    gpus = list(columns)
+    width = max(11, *(len(g) + 2 for g in gpus))
+    out = [f"{'model':<12}" + "".join(f"{g:>{width}}" for g in gpus) + "   (ms per token at batch 1; GB/s: "
+           + ", ".join(f"{g} {bw / 1e9:,.0f}" for g, bw in columns.items()) + ")"]
+    for m, p in MODEL_PARAMS.items():
+        out.append(f"{m:<12}" + "".join(f"{tpot_floor_ms(p, columns[g]):>{width}.2f}" for g in gpus))
     out.append(f"article's A100 test: at most {phys['a100_req_s_ceiling']:.2f} requests/s at batch 1 "
                f"(claimed {phys['a100_req_s_claimed']})")
     if phys.get("measured_copy_bytes_per_s"):

@@ -6,6 +6,7 @@ that setup meant eight edits. open_lab does it once and prints only what is stab
 of device, the provenance line), so the cell is nbval-checked like before.
 
 The returned Lab carries what the cells use: `lab.device`, `lab.rec` (the recorded results, or None),
+`lab.compare()` (every recorded GPU beside the H200), `lab.toggle()` (the live control),
 `lab.show(fig)`, `lab.quiz(question, results)`, `lab.gpu_only(...)`, `lab.model()` and `lab.describe_model`;
 any other name is the lab's own (`lab.plot_bound` is minivllm_labs.lab01.plot_bound, or the views' function
 of that name).
@@ -56,6 +57,26 @@ class Lab:
         from minivllm_labs.quiz_show import show_quiz
 
         show_quiz(q, self.rec if results == "recorded" else results)
+
+    def compare(self) -> None:
+        """Every recorded device side by side: this lab's figure with a series per device, its table per
+        device, and the device each verdict rests on (devices.compare)."""
+        from minivllm_labs.devices import compare
+
+        compare(self.name)
+
+    def toggle(self) -> None:
+        """This lab's live control: one engine knob, re-run on a click, the figure redrawn (toggles.py)."""
+        from minivllm_labs.toggles import toggle_widget
+
+        toggle_widget(self.name)
+
+    @staticmethod
+    def progress() -> None:
+        """Your score per lab and per topic across kernel restarts, and what to revisit (progress.py)."""
+        from minivllm_labs.progress import progress_text
+
+        print(progress_text())
 
     gpu_only = staticmethod(gpu_only)
     model = staticmethod(lab_model)

@@ -36,7 +36,17 @@ def quiz_widget(q, results=_MISSING):
         choice = w.RadioButtons(options=q.labels(), value=None, layout=w.Layout(width="auto"))
     button = w.Button(description="Check", button_style="primary")
     out = w.HTML()
-    button.on_click(lambda _b: setattr(out, "value", feedback_html(q, choice.value, results)))
+    def check(_b) -> None:
+        out.value = feedback_html(q, choice.value, results)
+        if choice.value not in (None, ""):  # the learner's progress file (progress.py), kept across restarts
+            from minivllm_labs.progress_file import record_answer
+
+            try:
+                record_answer(q, grade(q, choice.value, results)[0])
+            except (OSError, ValueError) as e:
+                out.value += f"<small>(progress not saved: {html.escape(str(e))})</small>"
+
+    button.on_click(check)
     zh = f'<br><span class="lang-zh" lang="zh">{html.escape(q.prompt_zh)}</span>' if q.prompt_zh else ""
     return w.VBox([w.HTML(f"<b>{html.escape(q.prompt)}</b>{zh}"), choice, button, out])
 

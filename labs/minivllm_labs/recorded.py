@@ -2,7 +2,8 @@
 
 Why: most readers (and CI) have no H200, yet a lab about launch overhead means little without GPU numbers.
 So `python -m minivllm_labs.record <lab>` runs a lab's measurements on the GPU and writes
-assets/results/h200/<lab>.json; the notebook loads and plots it. A number without its provenance (which
+assets/results/<gpu>/<lab>.json (assets/results/h200/ is the reference every lab is written against); the
+notebook loads and plots it, beside any other device's (devices.py). A number without its provenance (which
 GPU, which torch, which commit, when, by what command) cannot be checked or reproduced, so the loader
 refuses a file that lacks any of them.
 """
@@ -13,6 +14,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,35 @@ import torch
 
 from minivllm_labs.common import REPO_ROOT
 
-RESULTS_DIR = REPO_ROOT / "assets" / "results" / "h200"
-#: Set to read recorded results from elsewhere (tests render a lab with a stand-in file this way).
+#: Read every device's records from another root than assets/results (a test's temp dir, a shared folder).
+RESULTS_ROOT_ENV = "MINIVLLM_RESULTS_ROOT"
+#: The device every lab's text is written against; it comes first in every comparison.
+REFERENCE = "h200"
+
+
+def results_root() -> Path:
+    return Path(os.environ.get(RESULTS_ROOT_ENV) or REPO_ROOT / "assets" / "results")
+
+
+def gpu_slug(name: str) -> str:
+    """A folder name from `torch.cuda.get_device_name()`: 'NVIDIA H200' -> 'h200', 'NVIDIA GeForce RTX 4090'
+    -> 'geforce-rtx-4090', 'NVIDIA A100-SXM4-80GB' -> 'a100-sxm4-80gb' (the vendor word dropped)."""
+    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    s = re.sub(r"^nvidia-", "", s)
+    if not s:
+        raise ValueError(f"cannot make a folder name from the device name {name!r}")
+    return s
+
+
+def this_gpu_slug() -> str | None:
+    """The slug of the CUDA device this process would record on, None without one."""
+    import torch
+
+    return gpu_slug(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
+
+
+RESULTS_DIR = REPO_ROOT / "assets" / "results" / REFERENCE
+#: Set to read the reference's recorded results from elsewhere (tests render a lab with a stand-in file).
 RESULTS_DIR_ENV = "MINIVLLM_LAB_RESULTS_DIR"
 #: Every recorded file must say where its numbers come from.
 PROVENANCE_FIELDS = ("gpu", "torch", "commit", "date", "command")
@@ -36,8 +65,11 @@ class ProvenanceError(ValueError):
     """A recorded file without complete provenance."""
 
 
-def results_path(lab: str) -> Path:
-    return Path(os.environ.get(RESULTS_DIR_ENV) or RESULTS_DIR) / f"{lab}.json"
+def results_path(lab: str, device: str = REFERENCE) -> Path:
+    """Where `lab`'s record of `device` (a folder name, see devices.gpu_slug) lives."""
+    if device == REFERENCE and os.environ.get(RESULTS_DIR_ENV):
+        return Path(os.environ[RESULTS_DIR_ENV]) / f"{lab}.json"
+    return results_root() / device / f"{lab}.json"
 
 
 def check_provenance(data: Any, lab: str | None = None) -> dict:
@@ -95,7 +127,9 @@ def _git(*args: str) -> str:
 
 
 def make_provenance(command: str, **extra: Any) -> dict:
-    """The provenance of a measurement made now, in this process, by `command`."""
+    """The provenance of a measurement made now, in this process, by `command`; on a GPU with the device's
+    memory and copy bandwidth measured now (`device`), which the labs use instead of any datasheet."""
+    device = measure_device()
     if torch.cuda.is_available():
         gpu = torch.cuda.get_device_name()
     else:
@@ -106,4 +140,34 @@ def make_provenance(command: str, **extra: Any) -> dict:
     dirty = False if sent else bool(_git("status", "--porcelain", "--untracked-files=no"))
     return {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "commit": commit,
             "dirty": dirty, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": command, "python": platform.python_version(), **extra}
+            "command": command, "python": platform.python_version(), **({"device": device} if device else {}),
+            **extra}
+
+
+def measure_device(nbytes: int = 512 << 20, reps: int = 10) -> dict:
+    """The CUDA device's memory and copy bandwidth, measured now (never looked up by name): total and free
+    memory from the driver, and the median device-to-device copy rate (read + write bytes / time)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    nbytes = min(nbytes, free // 4)
+    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    b.copy_(a)
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        b.copy_(a)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del a, b
+    times.sort()
+    props = torch.cuda.get_device_properties(0)
+    return {"name": torch.cuda.get_device_name(), "slug": this_gpu_slug(),
+            "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
+            "total_memory_GiB": round(total / 2**30, 2), "free_memory_GiB": round(free / 2**30, 2),
+            "copy_GBps": round(2 * nbytes / times[len(times) // 2] / 1e9, 1)}

@@ -222,6 +222,11 @@ if lab.gpu_only("The capture / replay snippet"):
         g.replay()  # one submission
         print("replay matches eager:", torch.allclose(static_out, model(real_input)))
 
+# %% tags=["nbval-ignore-output"] id="01-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown] tags=["lang-en"]
 # ## 3. Run it here
 #
@@ -234,6 +239,10 @@ if lab.gpu_only("The capture / replay snippet"):
 #
 # 同样的测量在你的设备上跑一遍。CPU 上没有 CUDA Graph，只能看到 eager 这一侧（而且 CPU 算子的 launch 比 CUDA
 # kernel 便宜得多，因为不经过驱动）。模型是内置的 `minivllm-tiny`。这里的输出是计时，每次运行都会不同。
+
+# %% tags=["nbval-ignore-output"] id="01-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
 
 # %% tags=["nbval-ignore-output"]
 here = {"launch_overhead": lab.launch_overhead(reps=5)}

@@ -291,8 +291,17 @@ if rec:
 # （见 README 的 "Where minivllm differs from vLLM" 中 PIECEWISE speed 一行）。默认的 FULL_AND_PIECEWISE 对每个纯 decode 步都走
 # FULL，所以它的 decode TPOT 与 FULL 相同。
 
+# %% tags=["nbval-ignore-output"] id="02-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown]
 # ### Run it here · 在本机运行
+
+# %% tags=["nbval-ignore-output"] id="02-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
 
 # %% [markdown] tags=["lang-en"]
 # The same measurement on your device. On a CPU only NONE (eager) runs; on a GPU all four modes (a minute or

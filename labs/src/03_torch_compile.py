@@ -147,6 +147,11 @@ print(lab.configs_table(rec))
 if rec:
     lab.show(lab.plot_levels(rec))
 
+# %% tags=["nbval-ignore-output"] id="03-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown] tags=["lang-en"]
 # **Kernels per step do not set the time.** Without graphs a step is bound by the CPU's work per launch, so compare
 # the host time per kernel below. Inductor launches fewer kernels than PyTorch's own ops (it fuses them), but more
@@ -177,6 +182,10 @@ print(lab.kernels_vs_time_text(rec))
 # %% [markdown] tags=["lang-zh"]
 # **在本机运行**，可以改这些参数：`level`、`custom_ops`、`compile_scope`、`attention_backend`，以及图模式（仅 GPU）。
 # CPU 上 Inductor 编译 C++ 比较慢，所以这里默认用 mode 3 加只跑 Dynamo 的 `"eager"` 后端：能看到切分，但不编译 kernel。
+
+# %% tags=["nbval-ignore-output"] id="03-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
 
 # %% tags=["nbval-ignore-output"]
 setup = lab.EngineSetup("mine", level=3, graphs="NONE", custom_ops=None, backend="eager", scope="model",

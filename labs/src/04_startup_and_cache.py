@@ -199,8 +199,17 @@ if rec:
     print(lab.warmup_table(rec))
     print(rec["recipes"])
 
+# %% tags=["nbval-ignore-output"] id="04-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
+
+# %% tags=["nbval-ignore-output"] id="04-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
 
 # %% [markdown] tags=["lang-en"]
 # The same measurements on your device, in a private cache directory (so nothing you have cached is touched

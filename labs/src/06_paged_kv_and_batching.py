@@ -186,8 +186,17 @@ if rec:
     print(lab.graphs_table(rec))
     print(lab.captures_table(rec))
 
+# %% tags=["nbval-ignore-output"] id="06-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
+
+# %% tags=["nbval-ignore-output"] id="06-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
 
 # %% [markdown] tags=["lang-en"]
 # The same functions on your device (CPU: the embedded tiny model, a scaled-down workload of 5 requests, no graphs).

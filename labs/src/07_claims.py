@@ -81,8 +81,17 @@ phys = (rec or {}).get("physics") or lab.physics()
 lab.show(lab.plot_floors(phys))
 print(lab.floors_table(phys))
 
+# %% tags=["nbval-ignore-output"] id="07-devices"
+# Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
+# (a series per device) with the device each verdict rests on.
+lab.compare()
+
 # %% [markdown]
 # ## 3. Run it here · 在本机运行
+
+# %% tags=["nbval-ignore-output"] id="07-toggle"
+# Live toggle · 实时开关: click an option; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
 
 # %% [markdown] tags=["lang-en"]
 # This device's copy bandwidth, and the floor it puts under a 0.6B model (1.2 GB of bf16 weights).

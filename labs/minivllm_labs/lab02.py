@@ -346,7 +346,7 @@ LAB_INFO = LabInfo(
     lab="lab02", notebook="labs/02_inside_a_cuda_graph.ipynb", title="Inside a CUDA graph",
     title_zh="CUDA Graph 内部", sections=("§1.2", "§1.3", "§1.4", "§5"),
     questions=(Q1, Q2, Q3, Q4, Q5), claims=CLAIMS,
-    code=("minivllm/worker/cuda_graph.py", "minivllm/config.py", "minivllm/compilation/backend.py",
+    code=("minivllm/worker/graph_capture.py", "minivllm/config.py", "minivllm/compilation/backend.py",
           "minivllm/worker/input_batch.py"),
 )
 

@@ -159,13 +159,13 @@ if rec:
 
 # %% [markdown] tags=["lang-en"]
 # The article: "about 150 MB per graph for a 7B model; 10 graphs take 1.5 GB". The engine captures its sizes
-# **largest first into one pool** ([worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)
+# **largest first into one pool** ([worker/graph_capture.py](../minivllm/worker/graph_capture.py)
 # `capture_all_sizes`), so the smaller graphs reuse the blocks of the larger ones. The recorder captured ten
 # decode sizes of Qwen3-0.6B both ways: one shared pool, and one private pool per graph.
 
 # %% [markdown] tags=["lang-zh"]
 # 文章说：“7B 模型每个图约 150 MB，10 个图 1.5 GB”。引擎**从大到小、捕获进同一个显存池**
-# （[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `capture_all_sizes`），小图复用大图的显存块。
+# （[worker/graph_capture.py](../minivllm/worker/graph_capture.py) 的 `capture_all_sizes`），小图复用大图的显存块。
 # 录制时把 Qwen3-0.6B 的十个 decode size 按两种方式各捕获一遍：一个共享池，和每图一个私有池。
 
 # %% tags=["nbval-check-output"]
@@ -194,8 +194,8 @@ print(lab.rng_text(rec))
 
 # %% [markdown] tags=["lang-en"]
 # - **FULL**: the whole decode step, attention and LM head included, one graph per batch size; only
-#   pure-decode batches replay it ([worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)
-#   `CUDAGraphDispatcher.dispatch`).
+#   pure-decode batches replay it ([worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py)
+#   `CudagraphDispatcher.dispatch`).
 # - **PIECEWISE**: the forward is traced once and split at every attention op
 #   ([compilation/backend.py](../minivllm/compilation/backend.py) `SplitBackend`); the pieces between them are
 #   captured per **token count**, attention runs eagerly between replays. Prefill and mixed batches replay
@@ -207,7 +207,7 @@ print(lab.rng_text(rec))
 
 # %% [markdown] tags=["lang-zh"]
 # - **FULL**：整个 decode 步（包括 attention 和 LM head），每个 batch size 一个图，只有纯 decode 批会重放
-#   （[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `CUDAGraphDispatcher.dispatch`）。
+#   （[worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) 的 `CudagraphDispatcher.dispatch`）。
 # - **PIECEWISE**：前向只 trace 一次，在每个 attention 处切开
 #   （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend`）；中间的分段按 **token 数**
 #   捕获，attention 在两次重放之间 eager 执行。预填充和混合批也能重放，最多到最大捕获尺寸（这里是 512 token）。

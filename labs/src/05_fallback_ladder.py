@@ -294,12 +294,12 @@ print(lab04.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))
 # **In the engine:** the ladder in [llm.py](../minivllm/llm.py) `LLM._setup_compile_and_graphs` (and
 # `_verify`, the greedy probe against eager); the classifier in
 # [compilation/diagnose.py](../minivllm/compilation/diagnose.py) `diagnose`; capture errors wrapped with the mode
-# and size in [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) `CUDAGraphDispatcher._capture_full_one`;
+# and size in [worker/graph_capture.py](../minivllm/worker/graph_capture.py) `capture_graphs`;
 # level 0 still tracing for PIECEWISE graphs in [compilation/backend.py](../minivllm/compilation/backend.py)
 # `compile_model`.
 
 # %% [markdown] tags=["lang-zh"]
 # **引擎代码：** 降级路径在 [llm.py](../minivllm/llm.py) 的 `LLM._setup_compile_and_graphs`（还有 `_verify`：和 eager
 # 对比的贪心探针）；分类器在 [compilation/diagnose.py](../minivllm/compilation/diagnose.py) 的 `diagnose`；捕获错误带上模式和
-# size 后抛出，在 [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `CUDAGraphDispatcher._capture_full_one`；
+# size 后抛出，在 [worker/graph_capture.py](../minivllm/worker/graph_capture.py) 的 `capture_graphs`；
 # PIECEWISE 图下 level 0 仍要 trace，在 [compilation/backend.py](../minivllm/compilation/backend.py) 的 `compile_model`。

@@ -16,9 +16,9 @@ from itertools import count
 from minivllm.engine.block_manager import BlockManager
 from minivllm.engine.scheduler import Scheduler
 from minivllm.engine.sequence import Sequence, SequenceStatus
-from minivllm.model_runner_output import ModelRunnerOutput
 from minivllm.outputs import CompletionOutput, RequestOutput
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.model_runner_output import ModelRunnerOutput
 
 logger = logging.getLogger("minivllm")
 

@@ -20,13 +20,13 @@ from minivllm.attention.metadata import set_forward_context
 from minivllm.compilation.cuda_graph import CUDAGraphWrapper
 from minivllm.compilation.levels import CompiledForward, Forward
 from minivllm.config import CUDAGraphMode, EngineConfig
+from minivllm.engine.sched_output import SchedulerOutput
 from minivllm.layers.sampler import Sampler
-from minivllm.model_runner_output import ModelRunnerOutput
 from minivllm.models.config import ModelConfig
-from minivllm.sched_output import SchedulerOutput
-from minivllm.worker.cuda_graph import CaptureStats, capture_graphs
 from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
+from minivllm.worker.graph_capture import CaptureStats, capture_graphs
 from minivllm.worker.input_batch import InputBatch, PreparedBatch
+from minivllm.worker.model_runner_output import ModelRunnerOutput
 
 logger = logging.getLogger("minivllm")
 FULL, PIECEWISE, NONE = CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE, CUDAGraphMode.NONE

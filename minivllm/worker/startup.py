@@ -27,7 +27,7 @@ class StartupReport:
     num_gpu_blocks: int = 0
     kv_cache_tokens: int = 0
     kv_cache_gib: float = 0.0
-    cudagraph: dict = field(default_factory=dict)  # filled by worker.cuda_graph
+    cudagraph: dict = field(default_factory=dict)  # filled by worker.capture_model
     compile: dict = field(default_factory=dict)  # filled by compilation
 
     @contextmanager

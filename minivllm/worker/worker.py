@@ -27,8 +27,8 @@ from minivllm.compilation import levels
 from minivllm.config import CUDAGraphMode, EngineConfig
 from minivllm.loader import load_model
 from minivllm.models.config import ModelConfig
-from minivllm.worker.cuda_graph import graph_memory_estimate
 from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
+from minivllm.worker.graph_capture import graph_memory_estimate
 from minivllm.worker.model_runner import ModelRunner
 from minivllm.worker.startup import GiB, StartupReport, choose_num_blocks, kv_too_small_message
 

@@ -130,7 +130,7 @@ def test_fallback_ladder_after_injected_compile_failure(ckpt, prompts, eager_tok
 
 
 def test_fallback_ladder_after_injected_graph_failure(ckpt, prompts, eager_tokens, monkeypatch):
-    from minivllm.worker.cuda_graph import CudaGraphCaptureError
+    from minivllm.compilation.cuda_graph import CudaGraphCaptureError
     from minivllm.worker.worker import Worker
 
     def failing(self):

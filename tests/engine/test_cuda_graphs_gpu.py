@@ -94,7 +94,7 @@ def test_sampling_inside_replays_follows_the_seed():
 
 
 def test_capture_failure_names_mode_and_size_and_leaves_nothing():
-    from minivllm.worker.cuda_graph import CudaGraphCaptureError
+    from minivllm.compilation.cuda_graph import CudaGraphCaptureError
 
     llm = LLM(_default_model(), max_model_len=256, max_num_seqs=8, enforce_eager=True,
               gpu_memory_utilization=0.3)

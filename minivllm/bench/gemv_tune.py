@@ -77,8 +77,8 @@ def interleaved_ab(sets: dict[str, dict], batches: list[int], measure: Measure, 
 def _engine_measure(llm, input_len: int, output_len: int) -> Measure:
     """A Measure on a live engine: set the pins, re-capture the batch's FULL graph, time one generate."""
     from minivllm.kernels import gemv_configs, triton_gemv
+    from minivllm.worker.graph_capture import recapture_full
 
-    disp = llm.model_runner.cudagraph_dispatcher
     high = min(llm.model_runner.model_config.vocab_size, 10_000)
     greedy = SamplingParams(max_tokens=output_len, temperature=0.0, ignore_eos=True)
     calls = [0]
@@ -86,7 +86,7 @@ def _engine_measure(llm, input_len: int, output_len: int) -> Measure:
     def measure(pins: dict, batch: int) -> float:
         gemv_configs.set_pins(pins)
         triton_gemv.forget_picks()
-        disp.recapture_full(batch)
+        recapture_full(llm.model_runner, batch)
         calls[0] += 1
         prompts = [{"prompt_token_ids": p} for p in random_prompts(batch, input_len, high, seed=calls[0])]
         outs = llm.generate(prompts, greedy, use_tqdm=False)

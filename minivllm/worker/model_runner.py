@@ -162,12 +162,6 @@ class ModelRunner:
         d.stats[mode.value] = stats
         return stats
 
-    def recapture_full(self, n: int) -> None:
-        """Capture the FULL graph of batch size n again (its pool memory is reused)."""
-        self.full_step.drop(n)
-        torch.cuda.synchronize()
-        capture_graphs(self, FULL, [n], self.full_step, [self.full_step], self.graph_pool)
-
     def release(self) -> None:
         """Free everything: graphs, compiled code, KV cache, weights. The runner is unusable after it."""
         for w in self._wrappers():

@@ -230,6 +230,7 @@ def test_pinned_gemv_configs_and_a_recaptured_graph_keep_the_tokens():
     size-1 FULL graph, and the pinned configs are what runs, with the same greedy tokens (fp32: a different
     K split only moves the last bits). Re-capturing a size that was never captured is a clear error."""
     from minivllm.kernels import gemv_configs, triton_gemv
+    from minivllm.worker.graph_capture import recapture_full
 
     gemv_configs.set_pins({}, label="autotune")
     triton_gemv.forget_picks()  # earlier tests' shapes (other models) out of the way
@@ -245,12 +246,12 @@ def test_pinned_gemv_configs_and_a_recaptured_graph_keep_the_tokens():
         gemv_configs.set_pins(other)
         triton_gemv.forget_picks()
         d = llm.model_runner.cudagraph_dispatcher
-        d.recapture_full(1)
+        recapture_full(llm.model_runner, 1)
         assert _run(llm, prompt, 24) == ref
         assert {s: c for s, c in triton_gemv.autotuned_configs().items() if "M_PAD=1" in s} == other
         assert d.counts["full"] > 0
         with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):
-            d.recapture_full(4)
+            recapture_full(llm.model_runner, 4)
         assert _run(llm, prompt, 24) == ref  # still usable
     finally:
         gemv_configs.set_pins(None)

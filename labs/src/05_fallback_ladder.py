@@ -73,13 +73,15 @@ if rec:
         display(HTML(lab.ladder_html(rec["faults"]["graph"], "capture fault (H200)")))
 
 # %% [markdown] tags=["lang-en"]
-# The other two faults, as recorded on the GPU. Note which rung fixed them there: with PIECEWISE graphs on,
-# even level 0 traces the forward with Dynamo once (the pieces stay uncompiled), so "torch.compile off" may
-# not be enough on a GPU, and the ladder goes on to "both off".
+# The other two faults, as recorded on the GPU. Note which rung fixed them there: the compile fault branches on
+# a tensor's value, which reads it back on the host, and no CUDA graph can capture that either, so
+# "torch.compile off" (compilation_config mode 0, graphs kept) is not enough; `diagnose()` reads "Data-dependent
+# branching" in the error and sends the ladder to "both off".
 
 # %% [markdown] tags=["lang-zh"]
-# 另外两个故障在 GPU 上的记录。注意是哪一级修好的：开着 PIECEWISE 图时，即使 level 0 也要用 Dynamo trace 一次 forward
-# （分段不编译），所以在 GPU 上只"关 compile"可能不够，降级会一直走到"两个都关"。
+# 另外两个故障在 GPU 上的记录。注意是哪一级修好的：编译故障按 tensor 的值分支，要把值读回 host，CUDA Graph 同样捕获不了，
+# 所以只"关 compile"（compilation_config mode 0，保留图）不够；`diagnose()` 在错误里读到 "Data-dependent branching"，
+# 让降级直接走到"两个都关"。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -92,11 +94,12 @@ if rec:
 
 # %% [markdown] tags=["lang-en"]
 # The faults planted for real on your device (outputs differ from run to run only in their timings; on a CPU
-# the engine has no CUDA graphs, so "CUDA graphs off" changes nothing there and fails like the first rung).
+# the engine has no CUDA graphs, so for the silent fault "CUDA graphs off" changes nothing there and fails like the
+# first rung).
 
 # %% [markdown] tags=["lang-zh"]
-# 在你的设备上真实植入故障（每次运行只有计时会变；CPU 上引擎没有 CUDA Graph，所以"关 CUDA Graph"那一级什么也没改变，
-# 和第一级一样失败）。
+# 在你的设备上真实植入故障（每次运行只有计时会变；CPU 上引擎没有 CUDA Graph，所以对无声故障，"关 CUDA Graph"那一级
+# 什么也没改变，和第一级一样失败）。
 
 # %% tags=["nbval-ignore-output"]
 os.environ["MINIVLLM_CACHE_DIR"] = tempfile.mkdtemp(prefix="minivllm-lab05-")
@@ -232,12 +235,12 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # attention call).
 # </details>
 #
-# **2.** On a CPU the compile fault's second rung ("CUDA graphs off") fails exactly like the first. Why, and
+# **2.** On a CPU the silent fault's second rung ("CUDA graphs off") fails exactly like the first. Why, and
 # what does that tell you about reading a ladder? *Hint:* what did that rung change on this device?
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# A CPU has no CUDA graphs, so the rung changed nothing and the same Dynamo error came back. A rung only
+# A CPU has no CUDA graphs, so the rung changed nothing and the same verify failure came back. A rung only
 # names the culprit when it changed something: the first rung that *both* changed the configuration *and*
 # started is the one that counts (here "torch.compile off").
 # </details>
@@ -256,12 +259,12 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # 而不是悄悄拖慢每一步（Lab 03 测到每次 attention 调用都断图时慢 1.8 倍）。
 # </details>
 #
-# **2.** 在 CPU 上，编译故障的第二级（"关 CUDA Graph"）和第一级失败得一模一样。为什么？这说明读降级路径时要注意什么？
+# **2.** 在 CPU 上，无声故障的第二级（"关 CUDA Graph"）和第一级失败得一模一样。为什么？这说明读降级路径时要注意什么？
 # *提示：* 这一级在这台设备上改变了什么？
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# CPU 上没有 CUDA Graph，这一级什么也没改，于是同样的 Dynamo 错误又出现了。只有真的改变了配置的那一级才能指认元凶：
+# CPU 上没有 CUDA Graph，这一级什么也没改，于是同样的 verify 失败又出现了。只有真的改变了配置的那一级才能指认元凶：
 # 算数的是第一个*既*改了配置*又*成功启动的那一级（这里是"关 torch.compile"）。
 # </details>
 
@@ -291,15 +294,15 @@ with lab.inject("untraceable"):
 print(lab04.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))
 
 # %% [markdown] tags=["lang-en"]
-# **In the engine:** the ladder in [llm.py](../minivllm/llm.py) `LLM._setup_compile_and_graphs` (and
-# `_verify`, the greedy probe against eager); the classifier in
+# **In the engine:** the ladder in [worker/fallback.py](../minivllm/worker/fallback.py) `build_with_fallback` (and
+# `verify`, the greedy probe against eager); the classifier in
 # [compilation/diagnose.py](../minivllm/compilation/diagnose.py) `diagnose`; capture errors wrapped with the mode
 # and size in [worker/graph_capture.py](../minivllm/worker/graph_capture.py) `capture_graphs`;
 # level 0 still tracing for PIECEWISE graphs in [compilation/backend.py](../minivllm/compilation/backend.py)
 # `compile_model`.
 
 # %% [markdown] tags=["lang-zh"]
-# **引擎代码：** 降级路径在 [llm.py](../minivllm/llm.py) 的 `LLM._setup_compile_and_graphs`（还有 `_verify`：和 eager
+# **引擎代码：** 降级路径在 [worker/fallback.py](../minivllm/worker/fallback.py) 的 `build_with_fallback`（还有 `verify`：和 eager
 # 对比的贪心探针）；分类器在 [compilation/diagnose.py](../minivllm/compilation/diagnose.py) 的 `diagnose`；捕获错误带上模式和
 # size 后抛出，在 [worker/graph_capture.py](../minivllm/worker/graph_capture.py) 的 `capture_graphs`；
 # PIECEWISE 图下 level 0 仍要 trace，在 [compilation/backend.py](../minivllm/compilation/backend.py) 的 `compile_model`。

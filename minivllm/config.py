@@ -293,7 +293,7 @@ class CompilationConfig:
             _check("mode" not in value, "compilation_config has both 'mode' and its deprecated alias 'level'; "
                                         "give 'mode' only")
             warnings.warn("compilation_config 'level' is deprecated (vLLM renamed it 'mode'); use "
-                          f"{{\"mode\": {value['level']!r}}}", DeprecationWarning, stacklevel=3)
+                          f"{{\"mode\": {value['level']!r}}}", DeprecationWarning, stacklevel=5)
             value = {**{k: v for k, v in value.items() if k != "level"}, "mode": value["level"]}
         known = set(cls.__dataclass_fields__)
         unknown = set(value) - known

@@ -42,7 +42,8 @@ class LLMEngine:
         self.config, self.model_config, self.tokenizer = config, model_config, tokenizer
         self.worker = worker
         self.model_runner: ModelRunner = worker.model_runner
-        self.block_manager = BlockManager(worker.num_blocks, config.cache.block_size, config.cache.enable_prefix_caching)
+        cache = config.cache
+        self.block_manager = BlockManager(worker.num_blocks, cache.block_size, cache.enable_prefix_caching)
         self.scheduler = Scheduler(config.scheduler, self.block_manager, config.max_model_len)
         self.async_scheduling = config.resolved_async_scheduling
         self.inflight: ModelRunnerOutput | None = None  # the launched step whose tokens are not read yet

@@ -5,8 +5,7 @@ per layer); at small batch the GPU finishes each kernel before the next is enque
 by CPU time. A graph replays the whole recorded sequence of kernels with one launch.
 
 The pieces: CudagraphDispatcher (worker/cudagraph_dispatcher.py) picks the graph of each step,
-CUDAGraphWrapper (compilation/cuda_graph.py) captures and replays, and this file runs the capture pass
-(and `recapture_full`, one FULL size again, for `bench gemv-tune`):
+CUDAGraphWrapper (compilation/cuda_graph.py) captures and replays, and this file runs the capture pass:
 a dummy decode batch of each size (InputBatch.dummy_decode) through the wrapped callable, with the forward
 context saying "capture this mode at this size". Sizes go largest first into ONE memory pool, so the
 smaller graphs reuse the larger one's memory instead of each taking its own. The memory the graphs will
@@ -27,7 +26,6 @@ from tqdm.auto import tqdm
 from minivllm.attention.metadata import set_forward_context
 from minivllm.compilation.cuda_graph import CudaGraphCaptureError, CUDAGraphWrapper
 from minivllm.config import CUDAGraphMode, EngineConfig
-from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
 from minivllm.worker.input_batch import InputBatch
 
 logger = logging.getLogger("minivllm")
@@ -150,14 +148,11 @@ class CaptureRunner(Protocol):
     input_batch: InputBatch
     backend: str
     kv_caches: list[tuple[torch.Tensor, torch.Tensor]] | None
-    cudagraph_dispatcher: CudagraphDispatcher | None
-    full_step: CUDAGraphWrapper | None  # the FULL decode step's wrapper (recapture_full)
-    graph_pool: Any
 
 
 @torch.inference_mode()
-def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int], run: Callable, wrappers: list[CUDAGraphWrapper],
-                   pool) -> CaptureStats:
+def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int], run: Callable,
+                   wrappers: list[CUDAGraphWrapper], pool: Any) -> CaptureStats:
     """The capture pass of one mode: for each size, a dummy decode batch through `run` (the FULL decode
     step or the split forward) with the forward context set to (mode, size), so each wrapper of that mode
     captures itself. A failure frees every graph of the mode and says what to try instead."""
@@ -188,15 +183,3 @@ def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int],
             else "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)")
     return capture_all_sizes(mode.value, sizes, desc, capture_one, pool)
 
-
-def recapture_full(runner: CaptureRunner, n: int) -> None:
-    """Capture the FULL graph of batch size n again, replacing the old one (its pool memory is reused).
-    `bench gemv-tune` does this after changing a kernel's block sizes: a graph keeps the kernels it was
-    captured with."""
-    d, step = runner.cudagraph_dispatcher, runner.full_step
-    if d is None or step is None or n not in d.full_sizes:
-        raise ValueError(f"no FULL CUDA graph of batch size {n} to re-capture (captured: "
-                         f"{sorted(d.full_sizes) if d is not None else []})")
-    step.drop(n)
-    torch.cuda.synchronize()
-    capture_graphs(runner, CUDAGraphMode.FULL, [n], step, [step], runner.graph_pool)

@@ -229,8 +229,8 @@ def test_pinned_gemv_configs_and_a_recaptured_graph_keep_the_tokens():
     """`bench gemv-tune`'s lever: pin every GEMV shape to a config the autotuner did not pick, re-capture the
     size-1 FULL graph, and the pinned configs are what runs, with the same greedy tokens (fp32: a different
     K split only moves the last bits). Re-capturing a size that was never captured is a clear error."""
+    from minivllm.bench.gemv_tune import recapture_full
     from minivllm.kernels import gemv_configs, triton_gemv
-    from minivllm.worker.graph_capture import recapture_full
 
     gemv_configs.set_pins({}, label="autotune")
     triton_gemv.forget_picks()  # earlier tests' shapes (other models) out of the way

@@ -4,7 +4,7 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-#: The embedded default model (trained by `python -m minivllm.tools.train_tiny`, shipped in assets/).
+#: The embedded default model (trained by `python scripts/maint/train_tiny.py`, shipped in assets/).
 DEFAULT_MODEL = str(Path(__file__).resolve().parents[1] / "assets" / "models" / "minivllm-tiny")
 
 

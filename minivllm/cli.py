@@ -12,13 +12,13 @@ import json
 import os
 import sys
 
-from minivllm.engine_args import add_engine_args, engine_kwargs
+from minivllm.engine_args import EngineArgs
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
     from minivllm import LLM, SamplingParams
 
-    llm = LLM(**engine_kwargs(a))
+    llm = LLM(**EngineArgs.from_cli_args(a).kwargs())
     params = SamplingParams(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, max_tokens=a.max_tokens,
                             seed=a.sample_seed, ignore_eos=a.ignore_eos)
     outs = llm.generate(a.prompt, params, use_tqdm=False)
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="cmd", required=True)
 
     g = sub.add_parser("generate", help="generate text for one or more prompts")
-    add_engine_args(g)
+    EngineArgs.add_cli_args(g)
     g.add_argument("--prompt", action="append", required=True, help="may be given several times")
     g.add_argument("--max-tokens", type=int, default=32)
     g.add_argument("--temperature", type=float, default=0.0)

@@ -296,7 +296,7 @@ class CompilationConfig:
             _check("mode" not in value, "compilation_config has both 'mode' and its deprecated alias 'level'; "
                                         "give 'mode' only")
             warnings.warn("compilation_config 'level' is deprecated (vLLM renamed it 'mode'); use "
-                          f"{{\"mode\": {value['level']!r}}}", DeprecationWarning, stacklevel=3)
+                          f"{{\"mode\": {value['level']!r}}}", DeprecationWarning, stacklevel=5)
             value = {**{k: v for k, v in value.items() if k != "level"}, "mode": value["level"]}
         known = set(cls.__dataclass_fields__)
         unknown = set(value) - known
@@ -326,6 +326,8 @@ class EngineConfig:
     enforce_eager: bool = False
     attention_backend: str = "auto"
     skip_tokenizer_init: bool = False  # vLLM's flag: token ids in, token ids out, no text
+    fallback: str | None = None  # "auto": walk the fallback ladder on a startup failure (worker/fallback.py)
+    verify: bool = False  # greedy probes through the optimized path vs the plain forward at startup
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     compilation: CompilationConfig = field(default_factory=CompilationConfig)
@@ -336,6 +338,8 @@ class EngineConfig:
         check_seed(self.seed, "seed")
         check_bool(self.enforce_eager, "enforce_eager")
         check_bool(self.skip_tokenizer_init, "skip_tokenizer_init")
+        check_bool(self.verify, "verify")
+        _check(self.fallback in (None, "auto"), f"fallback must be None or 'auto', got {self.fallback!r}")
         # Triton compiles its kernels for a GPU; without one the first generate fails deep in the driver
         # ("0 active drivers") and leaves Triton's state broken for every later engine in the process.
         # TRITON_INTERPRET=1 (the CPU tests) runs the kernels in Triton's interpreter instead.

@@ -79,7 +79,7 @@ def main(args: argparse.Namespace | None = None) -> int:
         init_logger().setLevel(logging.WARNING)
     if not Path(model).is_dir():
         raise SystemExit(f"the embedded model is missing at {model}; retrain it with "
-                         f"`python -m minivllm.tools.train_tiny --out {model}`")
+                         f"`python scripts/maint/train_tiny.py --out {model}`")
     llm = LLM(model, enforce_eager=True)
     greedy = SamplingParams(temperature=0, max_tokens=16)
     outs = llm.generate(tiny_task.DEMO_PROMPTS, greedy, use_tqdm=False)

@@ -1,15 +1,36 @@
-"""The engine's command-line flags, shared by `minivllm generate` and every `minivllm bench ...`.
+"""EngineArgs: every engine setting once, with its default; LLM's keyword arguments, the command-line flags
+and the config dataclasses are all made from it.
 
-Why a module of its own: the flags and their mapping to `LLM(...)` keyword arguments are needed by the
-CLI and by the benchmarks; kept in cli.py they made cli import bench and bench import cli. vLLM keeps
-the same thing in vllm/engine/arg_utils.py (EngineArgs).
+Why one dataclass: a setting written in four places (LLM's signature, the flags, the benchmarks and the
+configs) drifts, one default at a time. As in vLLM's vllm/engine/arg_utils.py
+(https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py), a field's default is read from the
+config class that owns it (`max_num_seqs = SchedulerConfig.max_num_seqs`), `add_cli_args` turns the fields into
+flags, and `create_engine_config` validates them against the checkpoint into an EngineConfig.
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from minivllm.config import ATTENTION_BACKENDS, CUDAGRAPH_MODES
+import torch
+
+from minivllm import DEFAULT_MODEL
+from minivllm.config import (
+    ATTENTION_BACKENDS,
+    CUDAGRAPH_MODES,
+    DTYPES,
+    CacheConfig,
+    CompilationConfig,
+    EngineConfig,
+    SchedulerConfig,
+    resolve_device,
+    resolve_dtype,
+)
+from minivllm.loader import check_model_dir, load_model_config
+from minivllm.models.config import ModelConfig
+from minivllm.models.footprint import check_fits
 
 
 def _int_list(s: str) -> list[int]:
@@ -19,38 +40,115 @@ def _int_list(s: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated ints, e.g. 1,2,4,8; got {s!r}") from None
 
 
-def add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help="local HF checkpoint directory (default: the embedded model)")
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--max-model-len", type=int, default=None)
-    p.add_argument("--max-num-seqs", type=int, default=256)
-    p.add_argument("--max-num-batched-tokens", type=int, default=None)
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    p.add_argument("--enforce-eager", action="store_true", help="no torch.compile, no CUDA graphs")
-    p.add_argument("--attention-backend", default="auto", choices=list(ATTENTION_BACKENDS))
-    p.add_argument("--compilation-config", default=None, help='JSON, e.g. \'{"mode": 3}\'')
-    p.add_argument("--cudagraph-mode", default=None, choices=list(CUDAGRAPH_MODES))
-    p.add_argument("--cudagraph-capture-sizes", type=_int_list, default=None,
-                   help="comma-separated batch sizes, e.g. 1,2,4,8")
-    p.add_argument("--max-cudagraph-capture-size", type=int, default=None)
-    p.add_argument("--no-prefix-caching", action="store_true")
-    p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
-                   help="launch step n+1 before reading step n's tokens (default: on with CUDA)")
-    p.add_argument("--skip-tokenizer-init", action="store_true",
-                   help="load no tokenizer: token ids in, token ids out, empty text (as vLLM)")
-    p.add_argument("--seed", type=int, default=0)
+def _arg(default: Any, help: str, type: Any = None, choices: Any = None) -> Any:
+    """A field with what its flag needs: the parser type when the default does not say it, and the choices."""
+    return field(default=default, metadata={"help": help, "type": type, "choices": choices})
 
 
-def engine_kwargs(a: argparse.Namespace) -> dict:
-    """The `LLM(...)` keyword arguments of parsed engine flags."""
-    return dict(model=a.model, dtype=a.dtype, device=a.device, max_model_len=a.max_model_len,
-                max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_num_batched_tokens,
-                block_size=a.block_size, gpu_memory_utilization=a.gpu_memory_utilization,
-                enforce_eager=a.enforce_eager, attention_backend=a.attention_backend,
-                compilation_config=a.compilation_config, cudagraph_mode=a.cudagraph_mode,
-                cudagraph_capture_sizes=a.cudagraph_capture_sizes,
-                max_cudagraph_capture_size=a.max_cudagraph_capture_size,
-                enable_prefix_caching=not a.no_prefix_caching, async_scheduling=a.async_scheduling,
-                skip_tokenizer_init=a.skip_tokenizer_init, seed=a.seed)
+@dataclass
+class EngineArgs:
+    model: str | None = _arg(None, "local HF checkpoint directory (default: the embedded model)", str)
+    dtype: str | torch.dtype = _arg("auto", "auto: the checkpoint's dtype on CUDA, float32 on a CPU",
+                                    choices=list(DTYPES))
+    device: str = _arg("auto", "auto (CUDA when present), cpu, cuda or cuda:N")
+    max_model_len: int | None = _arg(None, "longest sequence (default: the model's max_position_embeddings)", int)
+    max_num_seqs: int = _arg(SchedulerConfig.max_num_seqs, "sequences per step")
+    max_num_batched_tokens: int | None = _arg(None, f"tokens per step (default: "
+                                              f"{SchedulerConfig.max_num_batched_tokens}, at least max_model_len "
+                                              f"without chunked prefill)", int)
+    block_size: int = _arg(CacheConfig.block_size, "tokens per KV-cache block")
+    gpu_memory_utilization: float = _arg(CacheConfig.gpu_memory_utilization, "share of the GPU this engine may use")
+    kv_cache_memory_bytes: int | None = _arg(CacheConfig.kv_cache_memory_bytes, "KV-cache size in bytes", int)
+    num_gpu_blocks_override: int | None = _arg(CacheConfig.num_gpu_blocks_override, "KV-cache size in blocks", int)
+    enable_prefix_caching: bool = _arg(CacheConfig.enable_prefix_caching, "reuse the KV blocks of shared prefixes")
+    enable_chunked_prefill: bool = _arg(SchedulerConfig.enable_chunked_prefill, "split long prompts over steps")
+    async_scheduling: bool | None = _arg(SchedulerConfig.async_scheduling, "launch step n+1 before reading step "
+                                         "n's tokens (default: on with CUDA)", bool)
+    seed: int = _arg(EngineConfig.seed, "the sampler's seed")
+    enforce_eager: bool = _arg(EngineConfig.enforce_eager, "no torch.compile, no CUDA graphs")
+    attention_backend: str = _arg(EngineConfig.attention_backend, "attention kernels", choices=ATTENTION_BACKENDS)
+    compilation_config: Any = _arg(None, 'a dict, a CompilationConfig, or JSON on the command line: \'{"mode": 3}\'',
+                                   str)
+    cudagraph_mode: str | None = _arg(CompilationConfig.cudagraph_mode, "CUDA graph mode (default: "
+                                      "FULL_AND_PIECEWISE with graphs on)", str, CUDAGRAPH_MODES)
+    cudagraph_capture_sizes: list[int] | None = _arg(CompilationConfig.cudagraph_capture_sizes,
+                                                     "batch sizes to capture, e.g. 1,2,4,8", _int_list)
+    max_cudagraph_capture_size: int | None = _arg(CompilationConfig.max_cudagraph_capture_size,
+                                                  "largest captured size (default: min(2 x max_num_seqs, 512))", int)
+    skip_tokenizer_init: bool = _arg(EngineConfig.skip_tokenizer_init, "no tokenizer: token ids in, token ids out")
+    fallback: str | None = _arg(EngineConfig.fallback, "auto: on a startup failure, diagnose it and turn off the "
+                                "layer at fault (worker/fallback.py)", str, ("auto",))
+    verify: bool = _arg(EngineConfig.verify, "compare greedy probes with the plain eager forward at startup")
+
+    # ---- the command line ------------------------------------------------------------------------
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        """One flag per field, `--max-num-seqs` for max_num_seqs; bools also take `--no-...`."""
+        for f in fields(EngineArgs):
+            meta, flag = f.metadata, "--" + f.name.replace("_", "-")
+            if isinstance(f.default, bool) or meta["type"] is bool:
+                parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=meta["help"])
+            else:
+                parser.add_argument(flag, type=meta["type"] or type(f.default), default=f.default,
+                                    choices=meta["choices"], help=meta["help"])
+        return parser
+
+    @classmethod
+    def from_cli_args(cls, args: argparse.Namespace) -> "EngineArgs":
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+
+    def kwargs(self) -> dict[str, Any]:
+        """The `LLM(...)` keyword arguments these args stand for."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    # ---- the configs ---------------------------------------------------------------------------------
+    def create_engine_config(self) -> tuple[EngineConfig, ModelConfig]:
+        """Validate against the checkpoint: the EngineConfig the engine runs with, and the model's config."""
+        path = check_model_dir(DEFAULT_MODEL if self.model is None else self.model)  # "" is an error
+        model_config = load_model_config(path)
+        dev = resolve_device(self.device)
+        dtype = resolve_dtype(self.dtype, model_config.torch_dtype, dev)
+        max_len = self.max_model_len
+        if max_len is not None and (not isinstance(max_len, int) or max_len < 2):
+            raise ValueError(f"max_model_len must be an int >= 2, got {max_len!r}")
+        if max_len is not None and max_len > model_config.max_position_embeddings:
+            raise ValueError(f"max_model_len={max_len} exceeds the model's max_position_embeddings "
+                             f"({model_config.max_position_embeddings})")
+        max_len = max_len or model_config.max_position_embeddings
+        comp = CompilationConfig.from_any(self.compilation_config)
+        for key in ("cudagraph_capture_sizes", "cudagraph_mode", "max_cudagraph_capture_size"):
+            if getattr(self, key) is not None:
+                setattr(comp, key, getattr(self, key))
+        comp.__post_init__()
+        max_tokens = self.max_num_batched_tokens
+        if max_tokens is None:
+            max_tokens = SchedulerConfig.max_num_batched_tokens
+            max_tokens = max_tokens if self.enable_chunked_prefill else max(max_len, max_tokens)
+        config = EngineConfig(
+            model=str(path), dtype=dtype, device=dev, max_model_len=max_len, seed=self.seed,
+            enforce_eager=self.enforce_eager, attention_backend=self.attention_backend,
+            skip_tokenizer_init=self.skip_tokenizer_init, fallback=self.fallback, verify=self.verify,
+            cache=CacheConfig(self.block_size, self.gpu_memory_utilization, self.kv_cache_memory_bytes,
+                              self.num_gpu_blocks_override, self.enable_prefix_caching),
+            scheduler=SchedulerConfig(self.max_num_seqs, max_tokens, self.enable_chunked_prefill,
+                                      self.async_scheduling),
+            compilation=comp,
+        )
+        if not self.enable_chunked_prefill and max_tokens < max_len:
+            raise ValueError(f"max_num_batched_tokens ({max_tokens}) must be >= max_model_len ({max_len}) when "
+                             f"enable_chunked_prefill=False, or a long prompt could never run")
+        config.capture_sizes()  # explicit capture sizes that contradict each other fail here, not at capture
+        check_fits(model_config, max_len, dtype, dev, self.max_num_seqs, self.block_size,
+                   "max_model_len" if self.max_model_len is not None else "max_position_embeddings",
+                   str(path / "config.json"))
+        return config, model_config
+
+
+def llm_kwargs(model: str | None, kwargs: dict[str, Any]) -> EngineArgs:
+    """EngineArgs of `LLM(model, **kwargs)`; an unknown keyword is named, with the known ones."""
+    known = {f.name for f in fields(EngineArgs)}
+    for name in kwargs:
+        if name not in known:
+            raise TypeError(f"LLM() got an unexpected keyword argument {name!r}; the engine arguments are "
+                            f"EngineArgs' fields (minivllm/engine_args.py): {sorted(known)}")
+    return EngineArgs(model=model, **kwargs)

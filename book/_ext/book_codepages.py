@@ -3,7 +3,7 @@
 Why pages and not links to a code host: the book must work offline, and a learner following "the dispatcher
 picks the graph" should land on that function. Each top-level class or function gets an anchor
 (`anchor(path, name)`), used by the book's {src} role and by the labs' plain relative links
-(`../minivllm/worker/cuda_graph.py`), which the book's extension rewrites to these pages.
+(`../minivllm/worker/graph_capture.py`), which the book's extension rewrites to these pages.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def anchor(path: str, name: str) -> str:
 
 
 def docname(path: str) -> str:
-    """"minivllm/worker/cuda_graph.py" -> "code/minivllm/worker/cuda_graph"."""
+    """"minivllm/worker/graph_capture.py" -> "code/minivllm/worker/graph_capture"."""
     return "code/" + path[: -len(".py")]
 
 

@@ -1,11 +1,11 @@
 """Sphinx extension of the book: links into the engine's source, the labs and the recorded results.
 
-- {src}`minivllm/worker/cuda_graph.py::CUDAGraphDispatcher.dispatch` links to that definition on the source
+- {src}`minivllm/worker/cudagraph_dispatcher.py::CudagraphDispatcher.dispatch` links to that definition on the source
   page (book_codepages.py); the build fails if the file or the name does not exist, so a link cannot rot silently.
 - {rec}`lab01.json:launch_overhead.eager_us_per_op:.1f` is a recorded number, read when the book is built.
 - {lab}`03` links to Lab 03's page when labs/03_*.ipynb exists, and says "in preparation" when it does not
   (labs are written in parallel; a missing one must not break the book).
-- The labs' plain relative links `[x](../minivllm/worker/cuda_graph.py)` and
+- The labs' plain relative links `[x](../minivllm/worker/graph_capture.py)` and
   `[f](../assets/results/h200/lab01.json)` point outside the book; a post-transform rewrites them to the
   source page and to the file's row on the results page before MyST would report them missing.
 """

@@ -330,4 +330,4 @@ LAB_INFO = LabInfo(
     lab="lab01", notebook="labs/01_why_cuda_graphs.ipynb", title="Why CUDA graphs",
     title_zh="为什么需要 CUDA Graph", sections=("§1.1", "§1.2", "§1.4", "self-test 1", "self-test 4"),
     questions=(Q1, Q4), claims=CLAIMS,
-    code=("minivllm/worker/cuda_graph.py", "minivllm/worker/model_runner.py", "minivllm/kernels/triton_norm.py"))
+    code=("minivllm/worker/graph_capture.py", "minivllm/worker/model_runner.py", "minivllm/kernels/triton_norm.py"))

@@ -56,15 +56,16 @@ def _spread(xs: list[float]) -> dict:
 
 
 # ---- b) capture sizes ------------------------------------------------------------------------------------
-def capture_sizes_for(max_num_seqs: int = 256, max_cudagraph_capture_size: int | None = None,
+def capture_sizes_for(max_num_seqs: int | None = None, max_cudagraph_capture_size: int | None = None,
                       cudagraph_capture_sizes: list[int] | None = None) -> list[int]:
-    """The sizes the engine captures for these knobs (the engine's own rule: EngineConfig.capture_sizes)."""
+    """The sizes the engine captures for these knobs (the engine's own rule: EngineConfig.capture_sizes;
+    max_num_seqs None: the engine's default)."""
     from minivllm.config import CompilationConfig, EngineConfig, SchedulerConfig
 
     comp = CompilationConfig(cudagraph_capture_sizes=cudagraph_capture_sizes,
                              max_cudagraph_capture_size=max_cudagraph_capture_size)
-    return EngineConfig(model="", scheduler=SchedulerConfig(max_num_seqs=max_num_seqs),
-                        compilation=comp).capture_sizes()
+    sched = SchedulerConfig(max_num_seqs=max_num_seqs or SchedulerConfig.max_num_seqs)
+    return EngineConfig(model="", scheduler=sched, compilation=comp).capture_sizes()
 
 
 def capture_size_table(seqs: tuple[int, ...] = (1, 8, 16, 64, 256, 512)) -> dict:
@@ -73,7 +74,7 @@ def capture_size_table(seqs: tuple[int, ...] = (1, 8, 16, 64, 256, 512)) -> dict
     for n in seqs:
         s = capture_sizes_for(n)
         rows.append({"max_num_seqs": n, "num_graphs": len(s), "largest": max(s), "sizes": s})
-    return {"rows": rows, "default_256": capture_sizes_for(256)}
+    return {"rows": rows, "default_256": capture_sizes_for()}  # the default max_num_seqs, 256
 
 
 # ---- engines ---------------------------------------------------------------------------------------------
@@ -346,7 +347,7 @@ LAB_INFO = LabInfo(
     lab="lab02", notebook="labs/02_inside_a_cuda_graph.ipynb", title="Inside a CUDA graph",
     title_zh="CUDA Graph 内部", sections=("§1.2", "§1.3", "§1.4", "§5"),
     questions=(Q1, Q2, Q3, Q4, Q5), claims=CLAIMS,
-    code=("minivllm/worker/cuda_graph.py", "minivllm/config.py", "minivllm/compilation/backend.py",
+    code=("minivllm/worker/graph_capture.py", "minivllm/config.py", "minivllm/compilation/backend.py",
           "minivllm/worker/input_batch.py"),
 )
 

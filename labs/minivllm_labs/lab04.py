@@ -324,5 +324,5 @@ from minivllm_labs.lab04_views import (  # noqa: E402,F401
 LAB_INFO = LabInfo(
     lab="lab04", notebook="labs/04_startup_and_cache.ipynb", title="Startup and the compile cache",
     title_zh="启动耗时与编译缓存", sections=("§3", "interview 4"), questions=(Q4, Q_LEVEL0), claims=CLAIMS,
-    code=("minivllm/llm.py", "minivllm/worker/startup.py", "minivllm/compilation/cache.py",
+    code=("minivllm/worker/worker.py", "minivllm/worker/startup.py", "minivllm/compilation/cache.py",
           "minivllm/compilation/graph_cache.py", "minivllm/compilation/backend.py"))

@@ -308,4 +308,4 @@ LAB_INFO = LabInfo(
     sections=("§1.4", "article: PagedAttention and CUDA graphs", "article: tuning"),
     questions=tuple(QUESTIONS.values()), claims=CLAIMS,
     code=("minivllm/engine/block_manager.py", "minivllm/engine/scheduler.py", "minivllm/engine/sequence.py",
-          "minivllm/worker/input_batch.py", "minivllm/worker/cuda_graph.py", "minivllm/worker/startup.py"))
+          "minivllm/worker/input_batch.py", "minivllm/worker/graph_capture.py", "minivllm/worker/startup.py"))

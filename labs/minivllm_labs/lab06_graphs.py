@@ -84,12 +84,14 @@ def graphs_vs_eager(model: str, max_model_len: int, quick: bool) -> dict:
     return out
 
 
-def capture_sizes_from_config(block_size: int, max_num_batched_tokens: int, max_num_seqs: int = 256) -> list[int]:
-    """The sizes the engine would capture, from its configuration alone (runs on a CPU)."""
+def capture_sizes_from_config(block_size: int, max_num_batched_tokens: int,
+                              max_num_seqs: int | None = None) -> list[int]:
+    """The sizes the engine would capture, from its configuration alone (runs on a CPU; max_num_seqs None:
+    the engine's default)."""
     from minivllm.config import CacheConfig, EngineConfig, SchedulerConfig
 
     cfg = EngineConfig(model="-", cache=CacheConfig(block_size=block_size),
-                       scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens))
+                       scheduler=SchedulerConfig(max_num_seqs or SchedulerConfig.max_num_seqs, max_num_batched_tokens))
     return cfg.capture_sizes()
 
 

@@ -60,7 +60,7 @@ class LabInfo:
     sections: tuple[str, ...] = ()  # handbook sections covered, e.g. ("§1.2", "§1.3")
     questions: tuple = ()  # quiz.Question / quiz.NumericQuestion
     claims: tuple[Claim, ...] = ()
-    code: tuple[str, ...] = field(default=())  # engine files the lab links into, "minivllm/worker/cuda_graph.py"
+    code: tuple[str, ...] = field(default=())  # engine files the lab links into, "minivllm/worker/graph_capture.py"
 
     def as_dict(self) -> dict:
         from minivllm_labs.quiz import question_dict

@@ -187,14 +187,14 @@ if rec:
 # The handbook (§1.2) shows capture and replay in ten lines. Below is what it gave when recorded, then the
 # snippet itself, runnable on a GPU (`cuda` is `torch.cuda`; the warm-up on a side stream before capturing is
 # what PyTorch's documentation asks for). The engine does the same at startup for each capture size:
-# [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py), `capture_graphs`.
+# [worker/graph_capture.py](../minivllm/worker/graph_capture.py), `capture_graphs`.
 
 # %% [markdown] tags=["lang-zh"]
 # ### e) 运行手册里的捕获/重放代码
 #
 # 手册（§1.2）用十行代码展示捕获与重放。下面先是记录时的结果，然后是这段代码本身，可在 GPU 上运行
 # （`cuda` 即 `torch.cuda`；捕获前在副 stream 上预热是 PyTorch 文档的要求）。引擎启动时对每个捕获尺寸做的
-# 是同一件事：[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 中的 `capture_graphs`。
+# 是同一件事：[worker/graph_capture.py](../minivllm/worker/graph_capture.py) 中的 `capture_graphs`。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -382,7 +382,7 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # fixed compute time, because launches overlap the GPU's work. What a graph saves is the exposed CPU time, which
 # for this 0.6B model on an H200 is nearly the whole eager step at every batch size measured, far more than 25-50%.
 #
-# Engine code: [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) (`capture_graphs`: the capture),
+# Engine code: [worker/graph_capture.py](../minivllm/worker/graph_capture.py) (`capture_graphs`: the capture),
 # [worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) (`CudagraphDispatcher.dispatch`:
 # padding to a captured size, replay or eager), [worker/model_runner.py](../minivllm/worker/model_runner.py)
 # (`ModelRunner.execute_model`), [kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) (`rms_norm`, the
@@ -395,7 +395,7 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # 错的是第三步：launch overhead 并不是叠加在固定的计算时间上，因为 launch 与 GPU 计算重叠。graph 省下的是暴露的
 # CPU 时间；对 H200 上的 0.6B 模型，它几乎是每个 batch 的整个 eager 步，远超 25-50%。
 #
-# 引擎代码：[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)（`capture_graphs`：捕获），
+# 引擎代码：[worker/graph_capture.py](../minivllm/worker/graph_capture.py)（`capture_graphs`：捕获），
 # [worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py)（`CudagraphDispatcher.dispatch`：pad 到已捕获尺寸、
 # 重放或 eager），[worker/model_runner.py](../minivllm/worker/model_runner.py)（`ModelRunner.execute_model`），
 # [kernels/triton_norm.py](../minivllm/kernels/triton_norm.py)（`rms_norm`，a) 中的 Triton kernel），本实验的测量代码在

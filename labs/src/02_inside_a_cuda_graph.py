@@ -187,13 +187,13 @@ print(lab.padding_bound_text(rec))
 
 # %% [markdown] tags=["lang-en"]
 # The article: "about 150 MB per graph for a 7B model; 10 graphs take 1.5 GB". The engine captures its sizes
-# **largest first into one pool** ([worker/cuda_graph.py](../minivllm/worker/cuda_graph.py)
+# **largest first into one pool** ([worker/graph_capture.py](../minivllm/worker/graph_capture.py)
 # `capture_all_sizes`), so the smaller graphs reuse the blocks of the larger ones. The recorder captured ten
 # decode sizes of Qwen3-0.6B both ways: one shared pool, and one private pool per graph.
 
 # %% [markdown] tags=["lang-zh"]
 # 文章说：“7B 模型每个图约 150 MB，10 个图 1.5 GB”。引擎**从大到小、捕获进同一个显存池**
-# （[worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `capture_all_sizes`），小图复用大图的显存块。
+# （[worker/graph_capture.py](../minivllm/worker/graph_capture.py) 的 `capture_all_sizes`），小图复用大图的显存块。
 # 录制时把 Qwen3-0.6B 的十个 decode size 按两种方式各捕获一遍：一个共享池，和每图一个私有池。
 
 # %% tags=["nbval-check-output"]

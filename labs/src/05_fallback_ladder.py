@@ -73,20 +73,22 @@ if rec:
         display(HTML(lab.ladder_html(rec["faults"]["graph"], "capture fault (H200)")))
 
 # %% [markdown] tags=["lang-en"]
-# The other two faults, as recorded on the GPU at 135d8b1. Note which rung fixed them there: the engine then
-# traced the forward with Dynamo even at level 0 when PIECEWISE graphs were on (the pieces stayed uncompiled),
-# so "torch.compile off" was not enough and the ladder went on to "both off". That was this engine's quirk, not
-# vLLM's: in vLLM mode 0 runs no Dynamo at all, and a graph mode that needs mode 3's split (PIECEWISE,
-# FULL_AND_PIECEWISE) is overridden to NONE ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). The
-# engine now runs no Dynamo at mode 0 either (unlike vLLM it keeps the full decode graphs, FULL_DECODE_ONLY), so
-# "torch.compile off" fixes the compile fault; a re-recording will show it.
+# The other two faults, as recorded on the GPU at 135d8b1. Note which rung fixed them there: "torch.compile off"
+# was not enough and the ladder went on to "both off", for two reasons. The engine then traced the forward with
+# Dynamo even at level 0 when PIECEWISE graphs were on, which was this engine's quirk, not vLLM's: in vLLM mode 0
+# runs no Dynamo at all, and a graph mode that needs mode 3's split (PIECEWISE, FULL_AND_PIECEWISE) is overridden
+# to NONE ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); the engine
+# now runs no Dynamo at mode 0 either (unlike vLLM it keeps the full decode graphs, FULL_DECODE_ONLY). And the
+# compile fault branches on a tensor's value, which reads it back on the host, and no CUDA graph can capture that
+# either: `diagnose()` now reads "Data-dependent branching" in the error and sends the ladder straight to "both off".
 
 # %% [markdown] tags=["lang-zh"]
-# 另外两个故障在 GPU 上的记录（135d8b1）。注意是哪一级修好的：那时开着 PIECEWISE 图时，即使 level 0 引擎也要用 Dynamo
-# trace 一次 forward（分段不编译），所以只"关 compile"不够，降级一直走到"两个都关"。这是本引擎当时的特殊行为，不是 vLLM 的：
+# 另外两个故障在 GPU 上的记录（135d8b1）。注意是哪一级修好的：只"关 compile"不够，降级一直走到"两个都关"，原因有两个。
+# 其一，那时开着 PIECEWISE 图时，即使 level 0 引擎也要用 Dynamo trace 一次 forward，这是本引擎当时的特殊行为，不是 vLLM 的：
 # vLLM 的 mode 0 完全不跑 Dynamo，需要 mode 3 切分的图模式（PIECEWISE、FULL_AND_PIECEWISE）会被改成 NONE
-# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。现在本引擎的 mode 0 也不跑 Dynamo（与 vLLM 不同的是它保留 decode 整图，
-# 即 FULL_DECODE_ONLY），所以"关 compile"就能修好编译故障；重新录制后会看到这一点。
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）；现在本引擎的 mode 0 也不跑
+# Dynamo（与 vLLM 不同的是它保留 decode 整图，即 FULL_DECODE_ONLY）。其二，这个编译故障按 tensor 的值分支，要把值读回 host，
+# CUDA Graph 同样捕获不了：`diagnose()` 现在在错误里读到 "Data-dependent branching"，让降级直接走到"两个都关"。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -108,11 +110,12 @@ lab.toggle()
 
 # %% [markdown] tags=["lang-en"]
 # The faults planted for real on your device (outputs differ from run to run only in their timings; on a CPU
-# the engine has no CUDA graphs, so "CUDA graphs off" changes nothing there and fails like the first rung).
+# the engine has no CUDA graphs, so for the silent fault "CUDA graphs off" changes nothing there and fails like the
+# first rung).
 
 # %% [markdown] tags=["lang-zh"]
-# 在你的设备上真实植入故障（每次运行只有计时会变；CPU 上引擎没有 CUDA Graph，所以"关 CUDA Graph"那一级什么也没改变，
-# 和第一级一样失败）。
+# 在你的设备上真实植入故障（每次运行只有计时会变；CPU 上引擎没有 CUDA Graph，所以对无声故障，"关 CUDA Graph"那一级
+# 什么也没改变，和第一级一样失败）。
 
 # %% tags=["nbval-ignore-output"]
 os.environ["MINIVLLM_CACHE_DIR"] = tempfile.mkdtemp(prefix="minivllm-lab05-")
@@ -251,12 +254,12 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # attention call).
 # </details>
 #
-# **2.** On a CPU the compile fault's second rung ("CUDA graphs off") fails exactly like the first. Why, and
+# **2.** On a CPU the silent fault's second rung ("CUDA graphs off") fails exactly like the first. Why, and
 # what does that tell you about reading a ladder? *Hint:* what did that rung change on this device?
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# A CPU has no CUDA graphs, so the rung changed nothing and the same Dynamo error came back. A rung only
+# A CPU has no CUDA graphs, so the rung changed nothing and the same verify failure came back. A rung only
 # names the culprit when it changed something: the first rung that *both* changed the configuration *and*
 # started is the one that counts (here "torch.compile off").
 # </details>
@@ -275,12 +278,12 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # 而不是悄悄拖慢每一步（Lab 03 测到每次 attention 调用都断图时慢 1.8 倍）。
 # </details>
 #
-# **2.** 在 CPU 上，编译故障的第二级（"关 CUDA Graph"）和第一级失败得一模一样。为什么？这说明读降级路径时要注意什么？
+# **2.** 在 CPU 上，无声故障的第二级（"关 CUDA Graph"）和第一级失败得一模一样。为什么？这说明读降级路径时要注意什么？
 # *提示：* 这一级在这台设备上改变了什么？
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# CPU 上没有 CUDA Graph，这一级什么也没改，于是同样的 Dynamo 错误又出现了。只有真的改变了配置的那一级才能指认元凶：
+# CPU 上没有 CUDA Graph，这一级什么也没改，于是同样的 verify 失败又出现了。只有真的改变了配置的那一级才能指认元凶：
 # 算数的是第一个*既*改了配置*又*成功启动的那一级（这里是"关 torch.compile"）。
 # </details>
 
@@ -310,14 +313,14 @@ with lab.inject("untraceable"):
 print(lab04.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))
 
 # %% [markdown] tags=["lang-en"]
-# **In the engine:** the ladder in [llm.py](../minivllm/llm.py) `LLM._walk_fallback_ladder` (and
-# `_verify`, the greedy probe against eager); the classifier in
+# **In the engine:** the ladder in [worker/fallback.py](../minivllm/worker/fallback.py) `build_with_fallback` (and
+# `verify`, the greedy probe against eager); the classifier in
 # [compilation/diagnose.py](../minivllm/compilation/diagnose.py) `diagnose`; capture errors wrapped with the mode
-# and size in [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) `capture_graphs`; the mode that
+# and size in [worker/graph_capture.py](../minivllm/worker/graph_capture.py) `capture_graphs`; the mode that
 # runs, after vLLM's downgrades, in [config.py](../minivllm/config.py) `EngineConfig.cudagraph_mode`.
 
 # %% [markdown] tags=["lang-zh"]
-# **引擎代码：** 降级路径在 [llm.py](../minivllm/llm.py) 的 `LLM._walk_fallback_ladder`（还有 `_verify`：和 eager
+# **引擎代码：** 降级路径在 [worker/fallback.py](../minivllm/worker/fallback.py) 的 `build_with_fallback`（还有 `verify`：和 eager
 # 对比的贪心探针）；分类器在 [compilation/diagnose.py](../minivllm/compilation/diagnose.py) 的 `diagnose`；捕获错误带上模式和
-# size 后抛出，在 [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) 的 `capture_graphs`；按 vLLM 规则降级后实际运行的
+# size 后抛出，在 [worker/graph_capture.py](../minivllm/worker/graph_capture.py) 的 `capture_graphs`；按 vLLM 规则降级后实际运行的
 # 模式在 [config.py](../minivllm/config.py) 的 `EngineConfig.cudagraph_mode`。

@@ -337,7 +337,7 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # `find_cached_prefix`, `cache_full_blocks`), [engine/scheduler.py](../minivllm/engine/scheduler.py)
 # (`Scheduler.schedule`, `_preempt`), [engine/sequence.py](../minivllm/engine/sequence.py) (`Sequence.block_table`),
 # [worker/input_batch.py](../minivllm/worker/input_batch.py) (`InputBatch.prepare`),
-# [worker/cuda_graph.py](../minivllm/worker/cuda_graph.py) (`CUDAGraphDispatcher.dispatch`).
+# [worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) (`CudagraphDispatcher.dispatch`).
 
 # %% [markdown] tags=["lang-zh"]
 # ## 7. 结论

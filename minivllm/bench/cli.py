@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from minivllm.engine_args import add_engine_args
+from minivllm.engine_args import EngineArgs
 
 
 def _run(module: str):
@@ -18,7 +18,7 @@ def _run(module: str):
 
 def add_parsers(sub) -> None:
     lat = sub.add_parser("latency", help="TTFT and TPOT per batch size, eager vs graph modes (+ transformers)")
-    add_engine_args(lat)
+    EngineArgs.add_cli_args(lat)
     lat.add_argument("--batch-sizes", default="1,2,4,8,16,32,64,128,256")
     lat.add_argument("--input-len", type=int, default=128)
     lat.add_argument("--output-len", type=int, default=256)
@@ -29,7 +29,7 @@ def add_parsers(sub) -> None:
     lat.set_defaults(func=_run("latency"))
 
     thr = sub.add_parser("throughput", help="nano-vllm's offline workload: output tokens per second")
-    add_engine_args(thr)
+    EngineArgs.add_cli_args(thr)
     thr.add_argument("--num-requests", type=int, default=256)
     thr.add_argument("--input-len-range", default="100,1024")
     thr.add_argument("--output-len-range", default="100,1024")
@@ -42,7 +42,7 @@ def add_parsers(sub) -> None:
     thr.set_defaults(func=_run("throughput"))
 
     st = sub.add_parser("startup", help="cold and warm engine starts, phase by phase")
-    add_engine_args(st)
+    EngineArgs.add_cli_args(st)
     st.add_argument("--json", default=None)
     st.set_defaults(func=_run("startup"))
 
@@ -55,7 +55,7 @@ def add_parsers(sub) -> None:
     be.set_defaults(func=_run("backends"))
 
     pr = sub.add_parser("profile", help="one decode step's GPU time per kernel category vs its floors")
-    add_engine_args(pr)
+    EngineArgs.add_cli_args(pr)
     pr.add_argument("--batch-sizes", default="1,64")
     pr.add_argument("--context", type=int, default=256, help="prompt tokens per request before decoding")
     pr.add_argument("--steps", type=int, default=8, help="decode steps profiled (4x as many are timed)")
@@ -66,7 +66,7 @@ def add_parsers(sub) -> None:
 
     gt = sub.add_parser("gemv-tune", help="the Triton GEMV's block sizes ranked by TPOT inside the FULL graph "
                         "(CUDA); --save ships them for this GPU model")
-    add_engine_args(gt)
+    EngineArgs.add_cli_args(gt)
     gt.add_argument("--batch-sizes", default="1,2", help="decode batch sizes whose GEMV shapes are tuned (1-2)")
     gt.add_argument("--input-len", type=int, default=128)
     gt.add_argument("--output-len", type=int, default=128, help="new tokens per timed generate")

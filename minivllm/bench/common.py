@@ -40,9 +40,9 @@ def model_dir(args: argparse.Namespace) -> str:
 
 def engine_kwargs(args: argparse.Namespace, **overrides: Any) -> dict:
     """The `LLM(...)` keyword arguments the command line asked for, with a bench's own settings on top."""
-    from minivllm.engine_args import engine_kwargs as from_cli
+    from minivllm.engine_args import EngineArgs
 
-    kw = from_cli(args)
+    kw = EngineArgs.from_cli_args(args).kwargs()
     kw["model"] = model_dir(args)
     kw.update(overrides)
     return kw

@@ -23,7 +23,10 @@ import torch
 from tqdm.auto import tqdm
 
 from minivllm.bench.common import int_list, model_dir, print_table, provenance, random_prompts, write_json
+from minivllm.config import CUDAGraphMode
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.graph_capture import capture_graphs
+from minivllm.worker.model_runner import ModelRunner
 
 Measure = Callable[[dict, int], float]  # (pins {shape: config}, batch) -> TPOT in ms
 
@@ -74,11 +77,22 @@ def interleaved_ab(sets: dict[str, dict], batches: list[int], measure: Measure, 
     return out
 
 
+def recapture_full(runner: ModelRunner, n: int) -> None:
+    """Capture the FULL graph of batch size n again, replacing the old one (its pool memory is reused).
+    This bench does it after changing a kernel's block sizes: a graph keeps the kernels it was captured with."""
+    d, step = runner.cudagraph_dispatcher, runner.full_step
+    if d is None or step is None or n not in d.full_sizes:
+        raise ValueError(f"no FULL CUDA graph of batch size {n} to re-capture (captured: "
+                         f"{sorted(d.full_sizes) if d is not None else []})")
+    step.drop(n)
+    torch.cuda.synchronize()
+    capture_graphs(runner, CUDAGraphMode.FULL, [n], step, [step], runner.graph_pool)
+
+
 def _engine_measure(llm, input_len: int, output_len: int) -> Measure:
     """A Measure on a live engine: set the pins, re-capture the batch's FULL graph, time one generate."""
     from minivllm.kernels import gemv_configs, triton_gemv
 
-    disp = llm.model_runner.cudagraph_dispatcher
     high = min(llm.model_runner.model_config.vocab_size, 10_000)
     greedy = SamplingParams(max_tokens=output_len, temperature=0.0, ignore_eos=True)
     calls = [0]
@@ -86,7 +100,7 @@ def _engine_measure(llm, input_len: int, output_len: int) -> Measure:
     def measure(pins: dict, batch: int) -> float:
         gemv_configs.set_pins(pins)
         triton_gemv.forget_picks()
-        disp.recapture_full(batch)
+        recapture_full(llm.model_runner, batch)
         calls[0] += 1
         prompts = [{"prompt_token_ids": p} for p in random_prompts(batch, input_len, high, seed=calls[0])]
         outs = llm.generate(prompts, greedy, use_tqdm=False)

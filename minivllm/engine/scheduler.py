@@ -17,8 +17,8 @@ from collections import deque
 
 from minivllm.config import SchedulerConfig
 from minivllm.engine.block_manager import BlockManager
+from minivllm.engine.sched_output import ScheduledSeq, SchedulerOutput
 from minivllm.engine.sequence import Sequence, SequenceStatus
-from minivllm.sched_output import ScheduledSeq, SchedulerOutput
 
 __all__ = ["Scheduler", "ScheduledSeq", "SchedulerOutput"]
 

@@ -19,9 +19,7 @@ CUDAGraphWrapper (compilation/cuda_graph.py) reads it. Sizes become dispatchable
 from __future__ import annotations
 
 import bisect
-import weakref
 from dataclasses import dataclass
-from typing import Callable
 
 from minivllm.config import CUDAGraphMode
 
@@ -51,7 +49,6 @@ class CudagraphDispatcher:
         self._picks: dict[tuple[CUDAGraphMode, int], BatchDescriptor] = {}  # built once, not per step
         self.counts = {"full": 0, "piecewise": 0, "eager": 0}
         self.stats: dict[str, dict] = {}  # capture statistics per mode (CaptureStats.as_dict())
-        self._recapture: weakref.WeakMethod | None = None
 
     @property
     def full_any_batch(self) -> bool:
@@ -89,17 +86,3 @@ class CudagraphDispatcher:
                 return self._picks[(CUDAGraphMode.PIECEWISE, self.piecewise_sizes[i])]
         self.counts["eager"] += 1
         return EAGER
-
-    def set_recapture(self, fn: Callable[[int], None]) -> None:
-        """The model runner's re-capture of one FULL size (held weakly: the runner owns the dispatcher)."""
-        self._recapture = weakref.WeakMethod(fn)
-
-    def recapture_full(self, n: int) -> None:
-        """Capture the FULL graph of batch size n again, replacing the old one (its pool memory is reused).
-        `bench gemv-tune` does this after changing a kernel's block sizes: a graph keeps the kernels it
-        was captured with."""
-        fn = self._recapture() if self._recapture is not None else None
-        if n not in self.full_sizes or fn is None:
-            raise ValueError(f"no FULL CUDA graph of batch size {n} to re-capture (captured: "
-                             f"{sorted(self.full_sizes)})")
-        fn(n)

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 
 from minivllm.attention.metadata import AttentionMetadata
+from minivllm.engine.sched_output import SchedulerOutput
 from minivllm.engine.sequence import Sequence
 from minivllm.layers.sampler import SamplingMetadata
-from minivllm.sched_output import SchedulerOutput
 
 
 @dataclass

@@ -20,13 +20,13 @@ from minivllm.attention.metadata import set_forward_context
 from minivllm.compilation.cuda_graph import CUDAGraphWrapper
 from minivllm.compilation.levels import CompiledForward, Forward
 from minivllm.config import CUDAGraphMode, EngineConfig
+from minivllm.engine.sched_output import SchedulerOutput
 from minivllm.layers.sampler import Sampler
-from minivllm.model_runner_output import ModelRunnerOutput
 from minivllm.models.config import ModelConfig
-from minivllm.sched_output import SchedulerOutput
-from minivllm.worker.cuda_graph import CaptureStats, capture_graphs
 from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
+from minivllm.worker.graph_capture import CaptureStats, capture_graphs
 from minivllm.worker.input_batch import InputBatch, PreparedBatch
+from minivllm.worker.model_runner_output import ModelRunnerOutput
 
 logger = logging.getLogger("minivllm")
 FULL, PIECEWISE, NONE = CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE, CUDAGraphMode.NONE
@@ -167,12 +167,6 @@ class ModelRunner:
         d.activate(mode, sizes)
         d.stats[mode.value] = stats
         return stats
-
-    def recapture_full(self, n: int) -> None:
-        """Capture the FULL graph of batch size n again (its pool memory is reused)."""
-        self.full_step.drop(n)
-        torch.cuda.synchronize()
-        capture_graphs(self, FULL, [n], self.full_step, [self.full_step], self.graph_pool)
 
     def release(self) -> None:
         """Free everything: graphs, compiled code, KV cache, weights. The runner is unusable after it."""

@@ -16,6 +16,9 @@ from typing import Iterator
 
 import torch
 
+from minivllm.config import CacheConfig, EngineConfig
+from minivllm.worker.model_runner import ModelRunner
+
 logger = logging.getLogger("minivllm")
 GiB = 1 << 30
 
@@ -27,7 +30,7 @@ class StartupReport:
     num_gpu_blocks: int = 0
     kv_cache_tokens: int = 0
     kv_cache_gib: float = 0.0
-    cudagraph: dict = field(default_factory=dict)  # filled by worker.cuda_graph
+    cudagraph: dict = field(default_factory=dict)  # filled by worker.capture_model
     compile: dict = field(default_factory=dict)  # filled by compilation
 
     @contextmanager
@@ -56,7 +59,8 @@ class StartupReport:
         return "\n".join(rows)
 
 
-def choose_num_blocks(runner, cache_cfg, activation_peak: int, graph_reserve: int) -> int:
+def choose_num_blocks(runner: ModelRunner, cache_cfg: CacheConfig, activation_peak: int,
+                      graph_reserve: int) -> int:
     """How many KV blocks fit: the override, or the byte budget, or (CUDA) what gpu_memory_utilization leaves.
 
     Memory-derived counts are capped at what max_num_seqs sequences of max_model_len tokens can ever hold
@@ -69,7 +73,8 @@ def choose_num_blocks(runner, cache_cfg, activation_peak: int, graph_reserve: in
         if cache_cfg.num_gpu_blocks_override is None else cache_cfg.num_gpu_blocks_override
 
 
-def _blocks_from_memory(runner, cache_cfg, activation_peak: int, graph_reserve: int) -> int:
+def _blocks_from_memory(runner: ModelRunner, cache_cfg: CacheConfig, activation_peak: int,
+                       graph_reserve: int) -> int:
     per_block = runner.kv_bytes_per_block()
     if cache_cfg.num_gpu_blocks_override is not None:
         return cache_cfg.num_gpu_blocks_override
@@ -91,7 +96,7 @@ def _blocks_from_memory(runner, cache_cfg, activation_peak: int, graph_reserve: 
     return max(min(blocks, (2 * GiB) // per_block), 1)
 
 
-def kv_too_small_message(kv_tokens: int, max_len: int, cfg, live_engines: int) -> str:
+def kv_too_small_message(kv_tokens: int, max_len: int, cfg: EngineConfig, live_engines: int) -> str:
     """Why the KV cache is too small and what frees memory, with this process's share of the device."""
     msg = (f"the KV cache holds {kv_tokens} tokens, fewer than max_model_len={max_len}; lower max_model_len or "
            f"give the cache more memory (gpu_memory_utilization, kv_cache_memory_bytes, num_gpu_blocks_override)")

@@ -2,6 +2,9 @@
 
     start():  load_model -> profile_run -> initialize_kv_cache -> compile_model -> capture_model
 
+The last two run through worker/fallback.py, which walks the fallback ladder (fallback="auto") and runs
+the verify probe (verify=True).
+
 Each phase is a method below, timed into the StartupReport (`llm.startup_report()`) and logged with
 vLLM-style lines, because "why is startup slow?" is one of the handbook's questions. nano-vllm's
 ModelRunner.__init__ is the model: the same walk in a few lines. The order matters: the profile run
@@ -17,9 +20,7 @@ from __future__ import annotations
 import gc
 import logging
 import weakref
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 import torch
 
@@ -27,8 +28,9 @@ from minivllm.compilation import levels
 from minivllm.config import CUDAGraphMode, EngineConfig
 from minivllm.loader import load_model
 from minivllm.models.config import ModelConfig
-from minivllm.worker.cuda_graph import graph_memory_estimate
 from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
+from minivllm.worker.fallback import build_with_fallback
+from minivllm.worker.graph_capture import graph_memory_estimate
 from minivllm.worker.model_runner import ModelRunner
 from minivllm.worker.startup import GiB, StartupReport, choose_num_blocks, kv_too_small_message
 
@@ -37,32 +39,34 @@ _live: "weakref.WeakSet[Worker]" = weakref.WeakSet()  # for the out-of-memory me
 
 
 class Worker:
-    def __init__(self, config: EngineConfig, model_config: ModelConfig, path: Path, report: StartupReport,
+    def __init__(self, config: EngineConfig, model_config: ModelConfig, report: StartupReport,
                  user_max_model_len: int | None = None) -> None:
-        self.config, self.model_config, self.path, self.report = config, model_config, path, report
+        self.config, self.model_config, self.report = config, model_config, report
         self.user_max_model_len = user_max_model_len
         self.model_runner: ModelRunner | None = None
         self.num_blocks = 0
+        self.fallback_report: list[dict] = []  # the fallback ladder's rungs (worker/fallback.py)
 
-    def start(self, compile_and_capture: Callable[[], None] | None = None) -> None:
-        """Every phase, in order. `compile_and_capture` replaces the last two (LLM's fallback ladder)."""
+    def start(self) -> None:
+        """Every phase, in order; compile and capture through the fallback ladder when it is asked for."""
         free_dropped_engines()
         self.load_model()
         peak = self.profile_run()
         self.initialize_kv_cache(peak)
-        if compile_and_capture is None:
-            self.compile_model()
-            self.capture_model()
-        else:
-            compile_and_capture()
+        self.fallback_report = build_with_fallback(self.config, self.model_runner, self.report,
+                                                   self.compile_and_capture)
         _live.add(self)
+
+    def compile_and_capture(self) -> None:
+        self.compile_model()
+        self.capture_model()
 
     # ---- the phases --------------------------------------------------------------------------------
     def load_model(self) -> None:
         dev = self.config.device
         bs = self.config.cache.block_size  # RoPE covers max_model_len in whole blocks (dummy batches fill them)
         with self.report.phase("load_weights", dev):
-            model = load_model(self.path, self.model_config, dev, self.config.dtype,
+            model = load_model(Path(self.config.model), self.model_config, dev, self.config.dtype,
                                -(-self.config.max_model_len // bs) * bs)
         logger.info("Loading weights took %.2f s (%.3f GiB)", self.report.phases["load_weights"],
                     sum(p.numel() * p.element_size() for p in model.parameters()) / GiB)
@@ -113,9 +117,7 @@ class Worker:
         self.report.cudagraph = {"mode": mode, "capture_sizes": sizes}
         if mode is CUDAGraphMode.NONE:
             return
-        dispatcher = CudagraphDispatcher(sizes, mode)
-        dispatcher.set_recapture(runner.recapture_full)
-        runner.cudagraph_dispatcher = dispatcher
+        runner.cudagraph_dispatcher = CudagraphDispatcher(sizes, mode)
         with self.report.phase("cudagraph_capture", cfg.device):
             if mode.has_full:
                 if cfg.resolved_attention_backend != "triton":
@@ -129,21 +131,6 @@ class Worker:
                     self.report.cudagraph["PIECEWISE"] = stats.as_dict()
 
     # ---- after startup -------------------------------------------------------------------------------
-    def reset_compile_and_graphs(self) -> None:
-        """Back to the plain forward without graphs (a rung of the fallback ladder failed)."""
-        self.model_runner.set_compiled(None)
-
-    @contextmanager
-    def plain_forward(self) -> Iterator[None]:
-        """Run the plain eager forward, no graphs, for a while (LLM's verify compares the two)."""
-        runner = self.model_runner
-        saved = runner.forward_fn, runner.cudagraph_dispatcher
-        runner.forward_fn, runner.cudagraph_dispatcher = runner.model.forward, None
-        try:
-            yield
-        finally:
-            runner.forward_fn, runner.cudagraph_dispatcher = saved
-
     def release(self) -> None:
         """Free the device memory of this engine now: graphs, compiled code, KV cache, weights. Idempotent."""
         _live.discard(self)

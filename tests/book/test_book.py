@@ -140,7 +140,7 @@ def _expected_outputs(lab_html: str) -> tuple[int, int]:
 
 def test_every_page_offline_without_console_errors(html, server, browser):
     pages = ["index.html", "intro.html", "results.html", "code/index.html",
-             "code/minivllm/worker/cuda_graph.html"] + [f"handbook/{n}.html" for n in HANDBOOK] + lab_pages(html)
+             "code/minivllm/worker/graph_capture.html"] + [f"handbook/{n}.html" for n in HANDBOOK] + lab_pages(html)
     for path in pages:
         assert (html / path).exists(), f"{path} was not built"
         p = Page(browser, server).open(path)

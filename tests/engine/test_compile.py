@@ -124,13 +124,14 @@ def test_fallback_ladder_after_injected_compile_failure(ckpt, prompts, eager_tok
     monkeypatch.setattr(levels, "compile_model", failing)
     llm = LLM(ckpt, max_model_len=64, compilation_config={"mode": 2}, fallback="auto", verify=True)
     steps = llm.fallback_report
-    assert steps[0] == {"step": "as configured", "ok": False, "layer": "compile", "error": steps[0]["error"]}
-    assert steps[-1] == {"step": "torch.compile off", "ok": True}
+    assert steps[0] == {"step": "as configured", "compilation_mode": 2, "cudagraph_mode": "NONE", "ok": False,
+                        "layer": "compile", "error": steps[0]["error"]}
+    assert steps[-1] == {"step": "torch.compile off", "compilation_mode": 0, "cudagraph_mode": "NONE", "ok": True}
     assert tokens(llm, prompts) == eager_tokens
 
 
 def test_fallback_ladder_after_injected_graph_failure(ckpt, prompts, eager_tokens, monkeypatch):
-    from minivllm.worker.cuda_graph import CudaGraphCaptureError
+    from minivllm.compilation.cuda_graph import CudaGraphCaptureError
     from minivllm.worker.worker import Worker
 
     def failing(self):
@@ -264,3 +265,56 @@ def test_inductor_compile_config_reaches_inductor(ckpt, prompts, eager_tokens, m
                 {"mode": 3, "inductor_compile_config": ["max_autotune"]}):
         with pytest.raises(ValueError, match="inductor_compile_config"):
             LLM(ckpt, max_model_len=64, compilation_config=bad)
+
+
+@pytest.mark.parametrize("error, layer, walked", [
+    (RuntimeError("torch._inductor.exc.InductorError: boom"), "compile",
+     ["as configured", "torch.compile off"]),  # compile off first, graphs kept
+    (RuntimeError("torch._dynamo.exc.Unsupported: Data-dependent branching"), "compile",
+     ["as configured", "both off"]),  # a host read: graphs would fail too
+    ("graph", "graph", ["as configured", "CUDA graphs off"]),  # graphs off first, compile kept
+])
+def test_the_ladder_turns_off_the_layer_at_fault_first(error, layer, walked):
+    """The rungs follow the diagnosis (handbook §4.6), on a CUDA-shaped config with a fake build."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from minivllm.compilation.cuda_graph import CudaGraphCaptureError
+    from minivllm.config import CompilationConfig, EngineConfig
+    from minivllm.worker.fallback import build_with_fallback
+
+    cfg = EngineConfig(model="m", device=torch.device("cuda"), fallback="auto",
+                       compilation=CompilationConfig(mode=3))
+    runs = []
+
+    def build():
+        mode, graphs = int(cfg.compile_mode), cfg.cudagraph_mode.value
+        runs.append((mode, graphs))
+        if error == "graph" and graphs != "NONE":
+            raise CudaGraphCaptureError("CUDA graph capture failed (mode FULL, batch size 8): injected")
+        if error != "graph" and (mode > 0 if walked[-1] == "torch.compile off" else (mode > 0 or graphs != "NONE")):
+            raise error
+
+    report = build_with_fallback(cfg, SimpleNamespace(set_compiled=lambda c: None), None, build)
+    assert [r["step"] for r in report] == walked and report[0]["layer"] == layer
+    assert [r["ok"] for r in report] == [False, True]
+    assert (report[-1]["compilation_mode"], report[-1]["cudagraph_mode"]) == runs[-1]
+    if walked[-1] == "torch.compile off":
+        assert runs[-1] == (0, "FULL_DECODE_ONLY")  # mode 0 keeps the graphs it can hold
+
+
+def test_diagnose_speaks_vllm_and_never_repeats_a_failed_rung():
+    from minivllm.compilation.diagnose import diagnose
+
+    compile_error = RuntimeError("torch._inductor.exc.InductorError: boom")
+    d = diagnose(compile_error)
+    assert d.rungs == ("torch.compile off", "both off") and "compilation_config mode 0" in d.suggestion
+    assert "keep graphs" not in d.suggestion and "level" not in d.suggestion
+    d = diagnose(compile_error, failed=["as configured", "torch.compile off"])
+    assert d.rungs == ("both off",) and d.suggestion.startswith("compilation_config mode 0 and cudagraph_mode NONE")
+    # the recorded compile fault of Lab 05 (a branch on a tensor's value): mode 0 with graphs failed there too
+    recorded = RuntimeError("torch._dynamo.exc.Unsupported: Data-dependent branching / Explanation: Detected "
+                            "data-dependent branching (e.g. `if my_tensor.sum() > 0:`).")
+    d = diagnose(recorded)
+    assert d.layer == "compile" and d.rungs == ("both off",) and "cudagraph_mode NONE" in d.suggestion

@@ -11,9 +11,9 @@ from minivllm.config import (
     SchedulerConfig,
     default_capture_sizes,
 )
+from minivllm.engine.sched_output import ScheduledSeq, SchedulerOutput
 from minivllm.engine.sequence import Sequence
 from minivllm.sampling_params import SamplingParams
-from minivllm.sched_output import ScheduledSeq, SchedulerOutput
 from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
 from minivllm.worker.input_batch import InputBatch
 
@@ -66,10 +66,15 @@ def test_dispatcher_pads_to_the_nearest_captured_size():
     assert mode is CUDAGraphMode.PIECEWISE and pad_t == 8 and pad_s is None
     assert _dispatch(d, _prefill_batch([9]))[1] is None
     assert d.counts == {"full": 4, "piecewise": 1, "eager": 3}
+    from types import SimpleNamespace
+
     import pytest
 
-    with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):  # no runner to re-capture with
-        d.recapture_full(4)
+    from minivllm.bench.gemv_tune import recapture_full
+
+    runner = SimpleNamespace(cudagraph_dispatcher=d, full_step=None, graph_pool=None)
+    with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):  # nothing to re-capture with
+        recapture_full(runner, 4)
 
 
 def test_padded_rows_write_no_kv_and_attend_to_nothing():
@@ -114,7 +119,8 @@ def test_capture_bookkeeping_largest_first_and_per_size_memory(monkeypatch):
 
     import pytest
 
-    from minivllm.worker.cuda_graph import CudaGraphCaptureError, MiB, capture_all_sizes
+    from minivllm.compilation.cuda_graph import CudaGraphCaptureError
+    from minivllm.worker.graph_capture import MiB, capture_all_sizes
 
     free = {"bytes": 1000 * MiB}
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
@@ -156,7 +162,7 @@ def test_graph_memory_is_reserved_for_the_pool_and_the_graph_executables():
     the reservation must cover that; before, a fixed 64 MiB stood for the executables."""
     from types import SimpleNamespace
 
-    from minivllm.worker.cuda_graph import graph_memory_estimate
+    from minivllm.worker.graph_capture import graph_memory_estimate
 
     def reserve(mode: str, layers: int = 28, peak: int = 0, **engine) -> float:
         cfg = EngineConfig(model="m", **engine)  # on a CPU its mode is NONE: the CUDA one is given here

@@ -96,7 +96,7 @@ def test_sampling_inside_replays_follows_the_seed():
 
 
 def test_capture_failure_names_mode_and_size_and_leaves_nothing():
-    from minivllm.worker.cuda_graph import CudaGraphCaptureError
+    from minivllm.compilation.cuda_graph import CudaGraphCaptureError
 
     llm = LLM(_default_model(), max_model_len=256, max_num_seqs=8, enforce_eager=True,
               gpu_memory_utilization=0.3)
@@ -272,6 +272,7 @@ def test_pinned_gemv_configs_and_a_recaptured_graph_keep_the_tokens():
     """`bench gemv-tune`'s lever: pin every GEMV shape to a config the autotuner did not pick, re-capture the
     size-1 FULL graph, and the pinned configs are what runs, with the same greedy tokens (fp32: a different
     K split only moves the last bits). Re-capturing a size that was never captured is a clear error."""
+    from minivllm.bench.gemv_tune import recapture_full
     from minivllm.kernels import gemv_configs, triton_gemv
 
     gemv_configs.set_pins({}, label="autotune")
@@ -288,12 +289,12 @@ def test_pinned_gemv_configs_and_a_recaptured_graph_keep_the_tokens():
         gemv_configs.set_pins(other)
         triton_gemv.forget_picks()
         d = llm.model_runner.cudagraph_dispatcher
-        d.recapture_full(1)
+        recapture_full(llm.model_runner, 1)
         assert _run(llm, prompt, 24) == ref
         assert {s: c for s, c in triton_gemv.autotuned_configs().items() if "M_PAD=1" in s} == other
         assert d.counts["full"] > 0
         with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):
-            d.recapture_full(4)
+            recapture_full(llm.model_runner, 4)
         assert _run(llm, prompt, 24) == ref  # still usable
     finally:
         gemv_configs.set_pins(None)

@@ -13,7 +13,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import minivllm
 from minivllm.tools import tiny_task
-from minivllm.tools.train_tiny import greedy_complete
 
 MODEL_DIR = Path(minivllm.DEFAULT_MODEL)
 
@@ -44,7 +43,7 @@ def test_held_out_accuracy(shipped):
     model, tok = shipped
     prompts = [p for p, _ in tiny_task.make_examples(200, seed=0, split="test")]
     start = time.time()
-    completions = greedy_complete(model, tok, prompts)
+    completions = tiny_task.greedy_complete(model, tok, prompts)
     acc = tiny_task.score(prompts, completions)
     wrong = [(p, c) for p, c in zip(prompts, completions) if not tiny_task.check(p, c)]
     assert acc >= 0.95, f"accuracy {acc:.3f}; first mistakes: {wrong[:5]}"
@@ -53,7 +52,7 @@ def test_held_out_accuracy(shipped):
 
 def test_demo_prompts_stop_at_eos(shipped):
     model, tok = shipped
-    completions = greedy_complete(model, tok, tiny_task.DEMO_PROMPTS)
+    completions = tiny_task.greedy_complete(model, tok, tiny_task.DEMO_PROMPTS)
     assert tiny_task.score(tiny_task.DEMO_PROMPTS, completions) >= 5 / 6, completions
 
 

@@ -18,7 +18,7 @@ import gc
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Protocol
 
 import torch
 from tqdm.auto import tqdm
@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from minivllm.attention.metadata import set_forward_context
 from minivllm.compilation.cuda_graph import CudaGraphCaptureError, CUDAGraphWrapper
 from minivllm.config import CUDAGraphMode, EngineConfig
+from minivllm.worker.input_batch import InputBatch
 
 logger = logging.getLogger("minivllm")
 MiB = 1 << 20
@@ -142,9 +143,17 @@ def graph_memory_estimate(config: EngineConfig, max_num_tokens: int, num_layers:
     return pools * per_mode + max(64 << 20, nodes * GRAPH_NODE_BYTES)
 
 
+class CaptureRunner(Protocol):
+    """What a capture pass reads of the model runner (a Protocol: worker/model_runner.py imports this file)."""
+
+    input_batch: InputBatch
+    backend: str
+    kv_caches: list[tuple[torch.Tensor, torch.Tensor]] | None
+
+
 @torch.inference_mode()
-def capture_graphs(runner, mode: CUDAGraphMode, sizes: list[int], run: Callable, wrappers: list[CUDAGraphWrapper],
-                   pool, dummy_batch: Callable | None = None) -> CaptureStats:
+def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int], run: Callable,
+                   wrappers: list[CUDAGraphWrapper], pool: Any, dummy_batch: Callable | None = None) -> CaptureStats:
     """The capture pass of one mode: for each size, a dummy batch through `run` (the FULL decode step, the
     FULL forward of any batch, or the split forward) with the forward context set to (mode, size), so each
     wrapper of that mode captures itself. dummy_batch(n) fills the buffers (default: n decode rows).
@@ -178,3 +187,4 @@ def capture_graphs(runner, mode: CUDAGraphMode, sizes: list[int], run: Callable,
             else "Capturing CUDA graphs (decode, FULL)" if mode is CUDAGraphMode.FULL
             else "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)")
     return capture_all_sizes(mode.value, sizes, desc, capture_one, pool)
+

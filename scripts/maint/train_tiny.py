@@ -1,6 +1,6 @@
 """Train the embedded default model (assets/models/minivllm-tiny) on the tiny task, on one CPU core.
 
-    python -m minivllm.tools.train_tiny --out assets/models/minivllm-tiny --seed 0
+    python scripts/maint/train_tiny.py --out assets/models/minivllm-tiny --seed 0
 
 Why ship a trained model at all: with random weights every output is noise, so an engine bug that changes
 the text goes unnoticed. This model answers checkable questions (tiny_task), so a bug shows up as a drop in
@@ -27,7 +27,6 @@ from minivllm.tools import tiny_task
 from minivllm.tools.make_random_checkpoint import add_classic_config_keys
 from minivllm.tools.tokenizer import default_tokenizer, save_tokenizer
 
-MAX_NEW_TOKENS = 8  # the longest answer, " f e d c b a" + EOS, is 7 tokens
 TRAIN_MIX = ("add", "reverse", "add", "sort")  # addition is the hardest kind: it gets half the examples
 
 
@@ -66,23 +65,10 @@ def make_batch(tok: PreTrainedTokenizerBase,
 
 
 @torch.no_grad()
-def greedy_complete(model: PreTrainedModel, tok: PreTrainedTokenizerBase, prompts: list[str],
-                    batch_size: int = 100) -> list[str]:
-    """Greedy completions with transformers' own generate (the reference the engine is compared with)."""
-    tok.padding_side = "left"
-    out: list[str] = []
-    for i in range(0, len(prompts), batch_size):
-        batch = tok(prompts[i : i + batch_size], return_tensors="pt", padding=True)
-        gen = model.generate(**batch, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
-                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-        out += tok.batch_decode(gen[:, batch.input_ids.shape[1]:], skip_special_tokens=True)
-    return out
-
-
 def evaluate(model: PreTrainedModel, tok: PreTrainedTokenizerBase, n: int = 200, seed: int = 0) -> float:
     """Exact-match accuracy on `n` held-out prompts."""
     prompts = [p for p, _ in tiny_task.make_examples(n, seed, split="test")]
-    return tiny_task.score(prompts, greedy_complete(model, tok, prompts))
+    return tiny_task.score(prompts, tiny_task.greedy_complete(model, tok, prompts))
 
 
 @torch.no_grad()
@@ -137,7 +123,7 @@ def train(out_dir: Path, seed: int = 0, steps: int = 2500, batch_size: int = 64,
     model.to(dtype)
     model.config.dtype = dtype
     model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0,
-                                               max_new_tokens=MAX_NEW_TOKENS, do_sample=False)
+                                               max_new_tokens=tiny_task.MAX_NEW_TOKENS, do_sample=False)
     model.save_pretrained(str(out_dir))
     add_classic_config_keys(out_dir / "config.json", model.config)
     save_tokenizer(tok, out_dir)

@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_generate)
 
     d = sub.add_parser("demo", help="the embedded model: answers checked, then eager/compiled/graph speeds")
-    d.add_argument("--skip-modes", action="store_true", help="only the generation part")
+    __import__("minivllm.demo", fromlist=["add_arguments"]).add_arguments(d)
     d.set_defaults(func=lambda a: __import__("minivllm.demo", fromlist=["main"]).main(a))
 
     b = sub.add_parser("bench", help="benchmarks (print a table, write JSON)")

@@ -25,6 +25,7 @@ from minivllm.compilation.cuda_graph import CUDAGraphWrapper, released as _relea
 from minivllm.compilation.piecewise import (
     CallableModule,
     SizeDispatch,
+    call_directly,
     concrete,
     first_output,
     piece_structure_key,
@@ -75,6 +76,8 @@ class SplitBackend:
             split_gm = ref()
             for name, _ in list(split_gm.named_children()) if split_gm is not None else []:
                 setattr(split_gm, name, CallableModule(_released))
+            for name in getattr(split_gm, "direct_calls", []):  # the pieces call_directly made plain callables
+                setattr(split_gm, name, _released)
         self._split_gms.clear()
         self.wrappers.clear()
         self.artifacts.clear()
@@ -156,6 +159,9 @@ class SplitBackend:
                 wrapper = CUDAGraphWrapper(getattr(split_gm, node.target), CUDAGraphMode.PIECEWISE, f"piece {i}")
                 self.wrappers.append(wrapper)
                 setattr(split_gm, node.target, CallableModule(wrapper))
+        from minivllm.attention.layer import unified_attention, unified_attention_impl
+
+        split_gm.direct_calls = call_directly(split_gm, unified_attention.op, unified_attention_impl)
 
     def _cacheable_inputs(self, gm: fx.GraphModule, example_inputs: list) -> list[list] | None:
         """graph_cache's description of the graph's inputs, or None where the graph cannot be cached (not a

@@ -15,11 +15,14 @@ kernel is organised around reading the cache as few times as possible and keepin
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.launch import cdiv, launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
 _LOG2E = 1.4426950408889634
@@ -132,8 +135,14 @@ def _merge_splits_kernel(part_acc_ptr, part_ml_ptr, out_ptr, out_stride_s, out_s
 
 def _num_sms(device: torch.device) -> int:
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
     return 8  # interpreter: keep the grid small
+
+
+@functools.cache
+def _cuda_sms(index: int) -> int:
+    """Looked up once per device: every decode launch asks."""
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def choose_num_splits(num_seqs: int, num_kv_heads: int, max_context: int, device: torch.device) -> int:
@@ -142,7 +151,7 @@ def choose_num_splits(num_seqs: int, num_kv_heads: int, max_context: int, device
     target = _PROGRAMS_PER_SM * _num_sms(device)
     if programs >= target:
         return 1
-    by_occupancy = triton.cdiv(target, programs)
+    by_occupancy = cdiv(target, programs)
     by_length = max(1, max_context // _MIN_TOKENS_PER_SPLIT)
     return max(1, min(by_occupancy, by_length, _MAX_SPLITS))
 
@@ -195,20 +204,20 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         part_ml = torch.empty(S, H, num_splits, 2, dtype=torch.float32, device=q.device)
     else:
         part_acc = part_ml = out  # unused
-    _decode_kernel[(S, Hkv, num_splits)](
+    launch(_decode_kernel, (S, Hkv, num_splits),
         q, k_cache, v_cache, block_tables, seq_lens, out, part_acc, part_ml,
         scale * _LOG2E, q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=D,
+        GROUP=group, GROUP_PAD=max(16, next_power_of_2(group)), HEAD_DIM=D,
         BLOCK_SIZE=block_size, TILE_N=tile_n, NUM_SPLITS=num_splits, PRECISION=precision,
         PREFETCH_METADATA=prefetch_metadata, num_warps=num_warps, num_stages=2,
         **launch_options(q.device, use_pdl),
     )
     if num_splits > 1:
-        _merge_splits_kernel[(S, H)](
+        launch(_merge_splits_kernel, (S, H),
             part_acc, part_ml, out, out.stride(0), out.stride(1),
-            HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits),
-            num_warps=4 if triton.next_power_of_2(num_splits) * D <= 4096 else 8,
+            HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=next_power_of_2(num_splits),
+            num_warps=4 if next_power_of_2(num_splits) * D <= 4096 else 8,
             **launch_options(q.device, use_pdl),
         )
     return out

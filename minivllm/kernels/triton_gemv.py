@@ -36,6 +36,7 @@ import triton
 import triton.language as tl
 
 from minivllm.kernels import gemv_configs
+from minivllm.kernels.launch import cdiv, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
 
@@ -180,12 +181,12 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
             norm_weight if norm_weight is not None else weight, residual if residual is not None else x,
             res_out if res_out is not None else out, M, N, K, x.stride(0), weight.stride(0), out.stride(0),
             residual.stride(0) if residual is not None else 0, eps)
-    meta = dict(M_PAD=triton.next_power_of_2(M), HAS_BIAS=bias is not None, SILU_MUL=silu_mul,
+    meta = dict(M_PAD=next_power_of_2(M), HAS_BIAS=bias is not None, SILU_MUL=silu_mul,
                 HAS_NORM=norm_weight is not None, ADD_RESIDUAL=residual is not None,
-                K_PAD=triton.next_power_of_2(K) if norm_weight is not None else 1)
+                K_PAD=next_power_of_2(K) if norm_weight is not None else 1)
     kernel = _kernel()
     if kernel is None:  # interpreter: one small config
-        _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
+        _gemv_kernel[(cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
     else:
-        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device, use_pdl))
+        kernel[lambda c: (cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device, use_pdl))
     return out if residual is None else (out, res_out)

@@ -20,6 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.launch import cdiv, launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
 
@@ -83,9 +84,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
             rr, r_heads, rs_t, rs_h = _as_rows(residual.contiguous().view(-1, N))
     else:
         rr, rs_t, rs_h = xr, 0, 0  # unused (HAS_RESIDUAL=False)
-    block_n = triton.next_power_of_2(N)
+    block_n = next_power_of_2(N)
     rows = max(1, min(16, 2048 // block_n))  # several short rows (head_dim norms) per program
-    _rms_norm_kernel[(triton.cdiv(n_rows, rows),)](
+    launch(_rms_norm_kernel, (cdiv(n_rows, rows),),
         xr, rr, weight, out, res_out if res_out is not None else out,
         n_rows, n_heads, xs_t, xs_h, rs_t, rs_h, eps,
         N=N, BLOCK_N=block_n, ROWS=rows, HAS_RESIDUAL=residual is not None,

@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.launch import cdiv, launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
 
@@ -79,11 +80,11 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, 
     norm = q_weight is not None
     if norm:
         assert k_weight is not None and q_weight.numel() == k_weight.numel() == head_dim
-    _rotary_kernel[(T,)](
+    launch(_rotary_kernel, (T,),
         positions, q2, k2, cache, q_out, k_out, q2.stride(0), k2.stride(0), cache.stride(0),
         q_weight if norm else cache, k_weight if norm else cache, eps,
-        HQ=hq, HK=hk, HQ_PAD=triton.next_power_of_2(hq), HK_PAD=triton.next_power_of_2(hk),
-        HALF=half, HALF_PAD=triton.next_power_of_2(half), NORM=norm,
+        HQ=hq, HK=hk, HQ_PAD=next_power_of_2(hq), HK_PAD=next_power_of_2(hk),
+        HALF=half, HALF_PAD=next_power_of_2(half), NORM=norm,
         num_warps=4, **launch_options(q.device, use_pdl),
     )
     return q_out, k_out

@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.launch import cdiv, launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
 
@@ -56,10 +57,10 @@ def store_kvcache(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
     if value.stride(-1) != 1:
         value = value.contiguous()
     slots = slot_mapping if slot_mapping.dtype == torch.int64 else slot_mapping.long()
-    _store_kv_kernel[(T,)](
+    launch(_store_kv_kernel, (T,),
         key, value, k_cache, v_cache, slots,
         key.stride(0), key.stride(1), value.stride(0), value.stride(1),
         NUM_KV_HEADS=Hkv, HEAD_DIM=D,
-        HEADS_PAD=triton.next_power_of_2(Hkv), DIM_PAD=triton.next_power_of_2(D),
+        HEADS_PAD=next_power_of_2(Hkv), DIM_PAD=next_power_of_2(D),
         num_warps=4, **launch_options(key.device, use_pdl),
     )

@@ -9,6 +9,9 @@
 #   throughput      nano-vllm's workload, transformers continuous batching beside it, the correctness check
 #   kernels         decode/prefill attention vs copy bandwidth and SDPA, the GEMV vs cuBLAS
 #   compile         TPOT per compile level with and without graphs, cold vs warm startup
+#   modes           one process per graph mode (eager, PIECEWISE, FULL_DECODE_ONLY, FULL_AND_PIECEWISE, FULL;
+#                   MODES="..." picks): TPOT at batch 1 and 64, a 512-token prefill, greedy tokens vs eager
+#                   in bf16 (scripts/modes_check.py); the comparison in $OUT/modes.json
 #   labs            every lab's recorder (labs/minivllm_labs/labNN.py), then every notebook end to end (labs-gpu)
 #   all             the six above (two lanes on a two-GPU machine)
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
@@ -96,6 +99,17 @@ compile() {
     --modes eager,FULL,NONE@L1,NONE@L2,FULL@L2,NONE@L3,FULL_AND_PIECEWISE@L3 --json "$RES/compile.json"
   step startup 120 $BENCH startup --model "$CK" --max-model-len 512 --compilation-config '{"level": 3}' \
     --json "$RES/startup.json"
+}
+modes() {  # MODES="eager PIECEWISE" runs only those (eager first: the others' tokens are compared with it)
+  local m
+  for m in ${MODES:-eager PIECEWISE FULL_DECODE_ONLY FULL_AND_PIECEWISE FULL}; do
+    TAILN=6 step "modes_$m" "${MODES_CAP_S:-75}" $PY scripts/modes_check.py --model "$CK" --mode "$m" \
+      --json "$RES/modes_$m.json"
+  done
+  TAILN=80 step modes_compare 30 $PY scripts/modes_check.py --compare "$RES/modes_eager.json" "$RES"/modes_*.json \
+    --json "$RES/modes.json"
+  cp "$RES/modes.json" "$OUT/modes.json" 2>/dev/null
+  return 0
 }
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks
   local f lab
@@ -198,6 +212,7 @@ for stage in $STAGES; do
     throughput) throughput ;;
     kernels) kernels ;;
     compile) compile ;;
+    modes) modes ;;
     labs) labs ;;
     ab) ab ;;
     bisect-kernels) bisect_kernels ;;

@@ -28,10 +28,16 @@ from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 _LOG2E = 1.4426950408889634
 _MIN_TOKENS_PER_SPLIT = 128  # below this, the merge costs more than the parallelism gains
 _MAX_SPLITS = 64
-# Programs wanted per SM before the context is split. Measured on the H200 (bench kernels --sweep-decode):
-# 8 per SM (more splits) was slower at every engine shape, e.g. batch 64 x 2048 tokens 80.8% of the copy
-# bandwidth vs 89.8% unsplit, batch 64 x 256 tokens 34 vs 31 us; 2 per SM splits only small batches.
+# Programs wanted per SM before the context is split to fill the GPU (few sequences). Measured on the H200
+# (bench kernels --sweep-decode): 8 per SM everywhere was slower at short contexts (batch 64 x 256 tokens
+# 34 vs 31 us); 2 per SM splits only small batches.
 _PROGRAMS_PER_SM = 2
+# Once (sequence, kv head) programs fill the GPU, long contexts are still split into enough programs for
+# ~this many per SM, each at least _MIN_TOKENS_PER_WAVE_SPLIT tokens: one wave of long programs leaves
+# SMs idle at its tail. H200, batch 64 x 2048 tokens (512 programs on 132 SMs): 1 split read 71.7% of the
+# copy bandwidth, 3 splits 86.0% (issue 26, `bench kernels --sweep-decode`).
+_PROGRAMS_PER_SM_LONG = 8
+_MIN_TOKENS_PER_WAVE_SPLIT = 512
 
 
 fix_interpreter_for_numpy_2_4()
@@ -145,14 +151,21 @@ def _cuda_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def choose_num_splits(num_seqs: int, num_kv_heads: int, max_context: int, device: torch.device) -> int:
-    """Split the context only when (seq, kv head) programs alone cannot fill the GPU. Shapes only."""
+def choose_num_splits(num_seqs: int, num_kv_heads: int, max_context: int, device: torch.device,
+                      num_sms: int | None = None) -> int:
+    """KV splits per (sequence, kv head), from occupancy; shapes only (CUDA graphs), never seq_lens' values.
+
+    Few programs (num_seqs x num_kv_heads < 2 per SM): split until the GPU is filled, at least 128 tokens
+    a split. Enough programs but long contexts: split into ~8 programs per SM, at least 512 tokens a split,
+    so the last wave does not leave SMs idle. num_sms: the device's SM count (default: looked up)."""
     programs = num_seqs * num_kv_heads
-    target = _PROGRAMS_PER_SM * _num_sms(device)
-    if programs >= target:
-        return 1
-    by_occupancy = cdiv(target, programs)
-    by_length = max(1, max_context // _MIN_TOKENS_PER_SPLIT)
+    sms = num_sms if num_sms is not None else _num_sms(device)
+    if programs < _PROGRAMS_PER_SM * sms:
+        by_occupancy = cdiv(_PROGRAMS_PER_SM * sms, programs)
+        by_length = max(1, max_context // _MIN_TOKENS_PER_SPLIT)
+    else:
+        by_occupancy = cdiv(_PROGRAMS_PER_SM_LONG * sms, programs)
+        by_length = max(1, max_context // _MIN_TOKENS_PER_WAVE_SPLIT)
     return max(1, min(by_occupancy, by_length, _MAX_SPLITS))
 
 

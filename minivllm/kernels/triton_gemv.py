@@ -15,8 +15,9 @@ With HAS_NORM the kernel applies RMSNorm to x while loading it (a prologue: ever
 whole row, 2 KB for a 1024-wide model, to get its rms), and with ADD_RESIDUAL it first adds the residual
 stream to x, as vLLM's fused_add_rms_norm does; program 0 also writes x + residual out (the new residual
 stream). So "residual add + RMSNorm, then qkv_proj (or gate_up_proj)" is one kernel instead of two: two
-launches fewer per decoder layer (custom op "gemv_norm"). Roundings follow the separate kernels: the sum
-is rounded to the input dtype, and the normalised row before and after the weight multiply.
+launches fewer per decoder layer (custom op "gemv_norm"). Roundings follow the separate kernels: the new
+residual stream is the rounded sum, the norm reads the unrounded one, and the normalised row is rounded
+once, after the weight multiply (the RMSNorm kernel's output).
 
 Block sizes are autotuned per (N, K, M) on the GPU it runs on (a few configs, short benchmarks, the first
 time each shape is seen, which is the warm-up before CUDA-graph capture). The winners are kept in Triton's
@@ -73,11 +74,10 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
         kk = tl.arange(0, K_PAD)
         row_mask = m_ok[:, None] & (kk < K)[None, :]
         xx = tl.load(x_rows + kk[None, :], mask=row_mask, other=0.0).to(tl.float32)
-        if ADD_RESIDUAL:  # x + residual, rounded like the separate kernel's; program 0 writes it out
-            xx = (xx + tl.load(r_rows + kk[None, :], mask=row_mask, other=0.0).to(tl.float32)).to(dtype)
+        if ADD_RESIDUAL:  # x + residual, unrounded for the norm; program 0 writes it out, rounded
+            xx = xx + tl.load(r_rows + kk[None, :], mask=row_mask, other=0.0).to(tl.float32)
             if tl.program_id(0) == 0:
-                tl.store(res_out_ptr + m[:, None] * K + kk[None, :], xx, mask=row_mask)
-            xx = xx.to(tl.float32)
+                tl.store(res_out_ptr + m[:, None] * K + kk[None, :], xx.to(dtype), mask=row_mask)
         rstd = tl.rsqrt(tl.sum(xx * xx, axis=1) / K + eps)
     acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
     for k0 in range(0, K, BLOCK_K):
@@ -91,10 +91,9 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
             x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
         if HAS_NORM:  # (residual add +) RMSNorm, rounded like the separate kernel's output
             if ADD_RESIDUAL:
-                x = (x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)).to(dtype)
-                x = x.to(tl.float32)
+                x = x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
             nw = tl.load(nw_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
-            x = (nw[None, :] * (x * rstd[:, None]).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
+            x = (nw[None, :] * (x * rstd[:, None])).to(dtype).to(tl.float32)
         acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
     if HAS_BIAS:
         acc += tl.load(b_ptr + n, mask=n_ok, other=0.0).to(tl.float32)[None, :]

@@ -31,12 +31,12 @@ def _rotate_heads(src, dst, cos, sin, w_ptr, eps, H: tl.constexpr, H_PAD: tl.con
     dtype = dst.dtype.element_ty
     x1 = tl.load(src + off, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(src + off + HALF, mask=mask, other=0.0).to(tl.float32)
-    if NORM:  # RMSNorm over each head's 2*HALF values, rounded like the RMSNorm kernel's output
+    if NORM:  # RMSNorm over each head's 2*HALF values, rounded once like the RMSNorm kernel's output
         rstd = tl.rsqrt((tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / (2 * HALF) + eps)[:, None]
         w1 = tl.load(w_ptr + d, mask=d < HALF, other=0.0).to(tl.float32)
         w2 = tl.load(w_ptr + HALF + d, mask=d < HALF, other=0.0).to(tl.float32)
-        x1 = (w1 * (x1 * rstd).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
-        x2 = (w2 * (x2 * rstd).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
+        x1 = (w1 * (x1 * rstd)).to(dtype).to(tl.float32)
+        x2 = (w2 * (x2 * rstd)).to(dtype).to(tl.float32)
     y1 = (x1 * cos - x2 * sin).to(dtype)
     y2 = (x2 * cos + x1 * sin).to(dtype)
     tl.store(dst + off, y1, mask=mask)

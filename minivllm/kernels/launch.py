@@ -33,7 +33,8 @@ except ImportError:  # no Triton (or a Triton without knobs): every launch takes
 
 _MAX_ENTRIES = 512  # per kernel: exact integer values may vary (token counts); a full table is emptied
 _CACHES: dict[int, dict[tuple, tuple]] = {}
-_Tensor = torch.Tensor
+_TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})  # by exact type: isinstance is slower
+# (a tensor of another type, e.g. a subclass, is keyed by identity: correct, only not reused)
 _current_device = torch.cuda.current_device
 _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 stats = {"direct": 0, "jit": 0}  # launches per path, for the host-time harness and the tests
@@ -42,36 +43,41 @@ stats = {"direct": 0, "jit": 0}  # launches per path, for the host-time harness 
 def _fast_path_possible(kernel: Any, grid: Any) -> bool:
     # under TRITON_INTERPRET=1, triton.jit makes InterpretedFunctions, not JITFunctions
     return (isinstance(kernel, JITFunction) and isinstance(grid, tuple) and _current_stream is not None
-            and not _knobs.runtime.launch_enter_hook.calls
-            and not _knobs.runtime.launch_exit_hook.calls and not torch.compiler.is_compiling())
+            and not _knobs.runtime.launch_enter_hook.calls and not _knobs.runtime.launch_exit_hook.calls
+            and not torch.compiler.is_compiling())
 
 
 def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
     """`kernel[grid](*args, **kwargs)`: positional arguments are the kernel's runtime arguments, in order;
     keywords its constexprs and launch options (num_warps, num_stages, launch_pdl)."""
-    if not _fast_path_possible(kernel, grid):
-        stats["jit"] += 1
-        kernel[grid](*args, **kwargs)
-        return
-    # one comprehension, no call per argument: this key is most of a direct launch's host time
-    key = (_current_device(), tuple([(a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, _Tensor) else a
-                                     for a in args]), tuple(kwargs.items()))
     cache = _CACHES.get(id(kernel))  # by id: a JITFunction's own hash is slow (it hashes its source)
-    try:
-        entry = cache.get(key) if cache is not None else None
-    except TypeError:  # an unhashable argument or keyword value: Triton's path
-        key = entry = None
-    if entry is None:
-        stats["jit"] += 1
-        compiled = kernel[grid](*args, **kwargs)
-        if key is not None:
-            _remember(kernel, key, compiled, len(args), kwargs)
-        return
-    run, function, packed, tail = entry
-    g1 = grid[1] if len(grid) > 1 else 1
-    g2 = grid[2] if len(grid) > 2 else 1
-    stats["direct"] += 1
-    run(grid[0], g1, g2, _current_stream(key[0]), function, packed, None, None, None, *args, *tail)
+    key = None
+    if cache is not None and _fast_path_possible(kernel, grid):
+        # one comprehension, no call per argument: this key is most of a direct launch's host time
+        key = (_current_device(), tuple([(a.dtype, a.data_ptr() % 16 == 0) if type(a) in _TENSORS else a
+                                         for a in args]), tuple(kwargs.items()))
+        try:
+            entry = cache.get(key)
+        except TypeError:  # an unhashable argument or keyword value: Triton's path
+            entry = key = None
+        if entry is not None:
+            run, function, packed, tail = entry
+            stats["direct"] += 1
+            run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
+                _current_stream(key[0]), function, packed, None, None, None, *args, *tail)
+            return
+    stats["jit"] += 1
+    compiled = kernel[grid](*args, **kwargs)
+    if cache is None and _fast_path_possible(kernel, grid):  # the first launch of this kernel
+        cache = _CACHES.setdefault(id(kernel), {})
+        key = (_current_device(), tuple([(a.dtype, a.data_ptr() % 16 == 0) if type(a) in _TENSORS else a
+                                         for a in args]), tuple(kwargs.items()))
+    if key is not None:
+        try:
+            hash(key)
+        except TypeError:
+            return
+        _remember(kernel, key, compiled, len(args), kwargs)
 
 
 def _remember(kernel: Any, key: tuple, compiled: Any, num_args: int, kwargs: dict) -> None:

@@ -66,7 +66,7 @@ def run_mode(args) -> dict:
 
     eager = args.mode == "eager"
     tiny = args.tiny
-    kw = dict(max_model_len=args.max_model_len, seed=0)
+    kw = {"max_model_len": args.max_model_len, "seed": 0}
     if not eager:
         kw["cudagraph_mode"] = args.mode
     if args.compilation_config:

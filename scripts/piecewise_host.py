@@ -38,12 +38,12 @@ from pathlib import Path
 if os.environ.get("TRITON_INTERPRET"):
     sys.exit("run without TRITON_INTERPRET: this script measures Triton's compiled-kernel launch path")
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import make_backend  # noqa: E402
-from triton.compiler.compiler import LazyDict  # noqa: E402
-from triton.runtime import jit as triton_jit  # noqa: E402
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import make_backend
+from triton.compiler.compiler import LazyDict
+from triton.runtime import jit as triton_jit
 
 COUNTS = {"replays": 0, "jit_launches": 0, "direct_launches": 0, "attention_calls": 0}
 
@@ -115,7 +115,7 @@ def patch_for_cpu() -> None:
     # the attention op's Triton branch, as on CUDA (its source with the device check removed)
     src = inspect.getsource(layer.unified_attention_impl).replace('q.device.type != "cuda"', "False")
     assert "False" in src, "the device check of unified_attention_impl moved: update this script"
-    exec(compile(src, layer.__file__, "exec"), layer.__dict__)
+    exec(compile(src, layer.__file__, "exec"), layer.__dict__)  # noqa: S102 - our own source, patched
     try:  # the direct launches of kernels/launch.py (absent in older trees)
         from minivllm.kernels import launch
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
     from minivllm.attention.metadata import set_forward_context
     from minivllm.config import CUDAGraphMode
 
-    model, ib, kv_caches, fn, backend, padded, max_blocks = build(args.batch, args.context)
+    _model, ib, kv_caches, fn, backend, padded, max_blocks = build(args.batch, args.context)
     sched = decode_batch(args.batch, args.context, max_blocks)
 
     def step() -> None:

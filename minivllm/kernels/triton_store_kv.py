@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from minivllm.kernels.launch import cdiv, launch, next_power_of_2
+from minivllm.kernels.launch import launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
 

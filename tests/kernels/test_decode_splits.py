@@ -6,7 +6,7 @@ import torch
 
 from minivllm.kernels.triton_decode import choose_num_splits
 
-H200 = dict(device=torch.device("cuda"), num_sms=132)
+H200 = {"device": torch.device("cuda"), "num_sms": 132}
 
 
 def test_batch_64_long_contexts_get_a_few_splits():

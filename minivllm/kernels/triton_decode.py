@@ -189,6 +189,28 @@ def check_paged_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     return (q if q.stride(-1) == 1 else q.contiguous()), block_size, Hkv
 
 
+@functools.lru_cache(maxsize=1024)
+def _decode_plan(S: int, H: int, Hkv: int, D: int, block_size: int, max_blocks: int, kv_dtype: torch.dtype,
+                 device: torch.device, use_pdl: bool, prefetch_metadata: bool,
+                 num_splits: int | None) -> tuple[int, dict, dict | None]:
+    """(splits, the decode kernel's constexprs and options, the merge kernel's): they depend on shapes and
+    launch choices only, so they are worked out once per batch shape, not for each of a step's 28 layers
+    (an eager or PIECEWISE step launches attention from Python, where this host time adds up)."""
+    if num_splits is None:
+        num_splits = choose_num_splits(S, Hkv, max_blocks * block_size, device)
+    tile_n, num_warps = decode_tile_config(D, kv_dtype)
+    group = H // Hkv
+    decode_kw = dict(GROUP=group, GROUP_PAD=max(16, next_power_of_2(group)), HEAD_DIM=D, BLOCK_SIZE=block_size,
+                     TILE_N=tile_n, NUM_SPLITS=num_splits,
+                     PRECISION="ieee" if kv_dtype == torch.float32 else "tf32",  # exact fp32 dot; bf16 ignores it
+                     PREFETCH_METADATA=prefetch_metadata, num_warps=num_warps, num_stages=2,
+                     **launch_options(device, use_pdl))
+    splits_pad = next_power_of_2(num_splits)
+    merge_kw = dict(HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=splits_pad,
+                    num_warps=4 if splits_pad * D <= 4096 else 8, **launch_options(device, use_pdl))
+    return num_splits, decode_kw, merge_kw if num_splits > 1 else None
+
+
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float,
                            out: torch.Tensor | None = None, num_splits: int | None = None,
@@ -206,31 +228,17 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         out = torch.empty(S, H, D, dtype=q.dtype, device=q.device)
     if S == 0:
         return out
-    group = H // Hkv
-    max_context = block_tables.shape[1] * block_size
-    if num_splits is None:
-        num_splits = choose_num_splits(S, Hkv, max_context, q.device)
-    tile_n, num_warps = decode_tile_config(D, k_cache.dtype)
-    precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"  # exact fp32 dot; bf16/fp16 ignore it
-    if num_splits > 1:
-        part_acc = torch.empty(S, H, num_splits, D, dtype=torch.float32, device=q.device)
-        part_ml = torch.empty(S, H, num_splits, 2, dtype=torch.float32, device=q.device)
+    num_splits, decode_kw, merge_kw = _decode_plan(S, H, Hkv, D, block_size, block_tables.shape[1],
+                                                   k_cache.dtype, q.device, use_pdl, prefetch_metadata, num_splits)
+    if num_splits > 1:  # one allocation for both partials: [S, H, splits, D] accumulators, then (max, sum)
+        parts = torch.empty(S * H * num_splits * (D + 2), dtype=torch.float32, device=q.device)
+        part_acc, part_ml = parts[:S * H * num_splits * D], parts[S * H * num_splits * D:]
     else:
         part_acc = part_ml = out  # unused
     launch(_decode_kernel, (S, Hkv, num_splits),
         q, k_cache, v_cache, block_tables, seq_lens, out, part_acc, part_ml,
         scale * _LOG2E, q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-        block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        GROUP=group, GROUP_PAD=max(16, next_power_of_2(group)), HEAD_DIM=D,
-        BLOCK_SIZE=block_size, TILE_N=tile_n, NUM_SPLITS=num_splits, PRECISION=precision,
-        PREFETCH_METADATA=prefetch_metadata, num_warps=num_warps, num_stages=2,
-        **launch_options(q.device, use_pdl),
-    )
+        block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), **decode_kw)
     if num_splits > 1:
-        launch(_merge_splits_kernel, (S, H),
-            part_acc, part_ml, out, out.stride(0), out.stride(1),
-            HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=next_power_of_2(num_splits),
-            num_warps=4 if next_power_of_2(num_splits) * D <= 4096 else 8,
-            **launch_options(q.device, use_pdl),
-        )
+        launch(_merge_splits_kernel, (S, H), part_acc, part_ml, out, out.stride(0), out.stride(1), **merge_kw)
     return out

@@ -32,7 +32,7 @@ except ImportError:  # no Triton (or a Triton without knobs): every launch takes
     _knobs, JITFunction = None, ()
 
 _MAX_ENTRIES = 512  # per kernel: exact integer values may vary (token counts); a full table is emptied
-_CACHES: dict[int, dict[tuple, tuple]] = {}
+_CACHES: dict[int, tuple[Any, dict[tuple, tuple]]] = {}  # id(kernel) -> (kernel, key -> launch entry)
 _TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})  # by exact type: isinstance is slower
 # (a tensor of another type, e.g. a subclass, is keyed by identity: correct, only not reused)
 _current_device = torch.cuda.current_device
@@ -50,7 +50,11 @@ def _fast_path_possible(kernel: Any, grid: Any) -> bool:
 def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
     """`kernel[grid](*args, **kwargs)`: positional arguments are the kernel's runtime arguments, in order;
     keywords its constexprs and launch options (num_warps, num_stages, launch_pdl)."""
-    cache = _CACHES.get(id(kernel))  # by id: a JITFunction's own hash is slow (it hashes its source)
+    # by id, as a JITFunction's own hash is slow (it hashes its source); the table holds the kernel too, so a
+    # new kernel at a freed one's address (a reloaded module) is never handed the old one's compiled code
+    owner, cache = _CACHES.get(id(kernel), (None, None))
+    if owner is not kernel:
+        cache = None
     key = None
     if cache is not None and _fast_path_possible(kernel, grid):
         # one comprehension, no call per argument: this key is most of a direct launch's host time
@@ -69,7 +73,7 @@ def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> Non
     stats["jit"] += 1
     compiled = kernel[grid](*args, **kwargs)
     if cache is None and _fast_path_possible(kernel, grid):  # the first launch of this kernel
-        cache = _CACHES.setdefault(id(kernel), {})
+        _CACHES[id(kernel)] = (kernel, {})
         key = (_current_device(), tuple([(a.dtype, a.data_ptr() % 16 == 0) if type(a) in _TENSORS else a
                                          for a in args]), tuple(kwargs.items()))
     if key is not None:
@@ -97,7 +101,7 @@ def _remember(kernel: Any, key: tuple, compiled: Any, num_args: int, kwargs: dic
             tail.append(p.default)
         else:
             return  # a missing argument: Triton's path raised already, never reached
-    cache = _CACHES.setdefault(id(kernel), {})  # kernels are module globals: their ids stay theirs
+    cache = _CACHES[id(kernel)][1]
     if len(cache) >= _MAX_ENTRIES:
         cache.clear()
     cache[key] = (run, function, packed, tuple(tail))

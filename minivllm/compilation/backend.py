@@ -3,7 +3,9 @@
 This is what vLLM does: trace the WHOLE forward once (Dynamo, fullgraph), then split the FX graph at every
 `minivllm::unified_attention` node. Each piece is compiled by Inductor (compilation/piecewise.py) and, with
 PIECEWISE graphs on, wrapped in a CUDAGraphWrapper (compilation/cuda_graph.py); attention stays eager
-between them, so one set of graphs serves prefill, decode and mixed batches. The traced graph and compiled
+between them, so one set of graphs serves prefill, decode and mixed batches. The split graph then calls its
+pieces and attention ops as plain callables (piecewise.call_directly): a PIECEWISE step is host time between
+replays, and module calls and the dispatcher's round trip were most of it. The traced graph and compiled
 pieces are saved so a warm start skips Dynamo (compilation/graph_cache.py).
 
 Dynamo keeps every backend it was given for the life of the process, so this object holds the model only

@@ -17,9 +17,10 @@ cuLaunchKernel, a few us each on the GPU machine).
 
     PYTHONPATH=$PWD python scripts/piecewise_host.py --batch 1 --steps 200 --json /tmp/host.json
 
-Prints and writes: wall and CPU (process) us per step, each the fastest of 5 blocks of steps (a shared CPU
-makes wall time noisy; CPU time counts only this process), Python function calls per step (cProfile), piece replays, attention
-calls, and Triton launches per step by path (JIT path vs direct), and the top functions by own time.
+Prints and writes: wall and CPU (process) us per step, each the fastest of 5 blocks of steps (a shared
+CPU makes wall time noisy; CPU time counts only this process), Python function calls per step (cProfile),
+piece replays, attention calls, Triton launches per step by path (JIT path vs direct), and the top
+functions by own time.
 """
 
 from __future__ import annotations

@@ -573,10 +573,10 @@ def test_native_add_and_rms_norm_round_once_in_bf16():
     hf = norm.weight * (sf * torch.rsqrt(sf.pow(2).mean(-1, keepdim=True) + eps)).bfloat16()
     assert (hf.float() - ref.float()).abs().gt(0).float().mean().item() > 5 * (1 - exact)
     # without a residual, and the op's fallback without Triton: the same one rounding
-    assert torch.equal(norm.forward_native(x), elementwise_ops_native(x, norm.weight, eps))
+    assert torch.equal(norm.forward_native(x), _rms_norm_native_checked(x, norm.weight, eps))
 
 
-def elementwise_ops_native(x, weight, eps):
+def _rms_norm_native_checked(x, weight, eps):
     from minivllm.kernels.elementwise_ops import rms_norm_native
 
     xf = x.float()

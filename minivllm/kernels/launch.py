@@ -47,6 +47,16 @@ def _fast_path_possible(kernel: Any, grid: Any) -> bool:
             and not torch.compiler.is_compiling())
 
 
+def _key(args: tuple, kwargs: dict) -> tuple:
+    """One comprehension, no call per argument: this key is most of a direct launch's host time. Ints (most
+    arguments) by value; other non-tensors with their type too (True == 1 and 1.0 == 1 in Python, while
+    Triton compiles a bool, an int and a float argument differently); keywords by value."""
+    return (_current_device(),
+            tuple([(a.dtype, a.data_ptr() % 16 == 0) if type(a) in _TENSORS else a if type(a) is int
+                   else (type(a), a) for a in args]),
+            tuple(kwargs.items()))
+
+
 def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
     """`kernel[grid](*args, **kwargs)`: positional arguments are the kernel's runtime arguments, in order;
     keywords its constexprs and launch options (num_warps, num_stages, launch_pdl)."""
@@ -57,9 +67,7 @@ def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> Non
         cache = None
     key = None
     if cache is not None and _fast_path_possible(kernel, grid):
-        # one comprehension, no call per argument: this key is most of a direct launch's host time
-        key = (_current_device(), tuple([(a.dtype, a.data_ptr() % 16 == 0) if type(a) in _TENSORS else a
-                                         for a in args]), tuple(kwargs.items()))
+        key = _key(args, kwargs)
         try:
             entry = cache.get(key)
         except TypeError:  # an unhashable argument or keyword value: Triton's path
@@ -74,8 +82,7 @@ def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> Non
     compiled = kernel[grid](*args, **kwargs)
     if cache is None and _fast_path_possible(kernel, grid):  # the first launch of this kernel
         _CACHES[id(kernel)] = (kernel, {})
-        key = (_current_device(), tuple([(a.dtype, a.data_ptr() % 16 == 0) if type(a) in _TENSORS else a
-                                         for a in args]), tuple(kwargs.items()))
+        key = _key(args, kwargs)
     if key is not None:
         try:
             hash(key)

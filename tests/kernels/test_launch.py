@@ -50,14 +50,19 @@ def test_second_launch_of_a_specialization_skips_the_jit_path(fake):
     assert direct_calls == [(4, 1, 1, 1234, "fn-handle", "packed", None, None, None, x, y, 64, 0.5, 16, True)]
 
 
-@pytest.mark.parametrize("change", ["int", "alignment", "dtype", "constexpr", "option"])
+@pytest.mark.parametrize("change", ["int", "alignment", "dtype", "constexpr", "option", "bool", "float"])
 def test_a_call_triton_would_specialize_differently_takes_the_jit_path(fake, change):
     kernel, jit_calls, direct_calls = fake
     buf = torch.zeros(80)
     x, y = buf[:64], torch.zeros(64)
-    L.launch(kernel, (4, 2), x, y, 64, 0.5, BLOCK=16, num_warps=4)
-    args, kw = [x, y, 64, 0.5], {"BLOCK": 16, "num_warps": 4}
-    if change == "int":
+    first = [x, y, 1 if change == "bool" else 64, 64 if change == "float" else 0.5]
+    L.launch(kernel, (4, 2), *first, BLOCK=16, num_warps=4)
+    args, kw = list(first), {"BLOCK": 16, "num_warps": 4}
+    if change == "bool":
+        args[2] = True  # == 1 in Python, another type for Triton
+    elif change == "float":
+        args[3] = 64.0  # == 64 in Python: an fp32 argument for Triton where the int was an i32
+    elif change == "int":
         args[2] = 65  # another value: Triton specializes on divisibility by 16 (and 1)
     elif change == "alignment":
         args[0] = buf[1:65]  # 4 bytes past a 16-byte boundary

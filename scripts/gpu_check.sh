@@ -12,6 +12,10 @@
 #   labs            every lab's recorder (`python -m minivllm_labs.record all`, into $RES/<gpu-slug>/), then
 #                   every notebook end to end (labs-gpu)
 #   device-kit      the labs' GPU toggles, record all's device measurement, `minivllm demo`'s table and footnote
+#   modes           one process per graph mode (eager, PIECEWISE, FULL_DECODE_ONLY, FULL_AND_PIECEWISE, FULL;
+#                   MODES="..." picks): TPOT at batch 1 and 64, a 512-token prefill, greedy tokens vs eager
+#                   in bf16 (scripts/modes_check.py); the comparison in $OUT/modes.json; MODES_PROFILE=1 adds
+#                   `bench profile --host` of a PIECEWISE batch-1 step
 #   all             the six above (two lanes on a two-GPU machine)
 #   full            vLLM's FULL mode (graphs of any batch, the unified attention kernel): its GPU tests, and the
 #                   512-token prefill (TTFT at batch 1) under eager, PIECEWISE and FULL in one run
@@ -113,6 +117,20 @@ full() {
 padding_kernels() {
   TAILN=10 step padding_kernels 180 $PY scripts/maint/padding_kernels.py --model "$CK" --sizes 5,8 \
     --json "$RES/padding_kernels.json"
+}
+modes() {  # MODES="eager PIECEWISE" runs only those (eager first: the others' tokens are compared with it)
+  local m
+  for m in ${MODES:-eager PIECEWISE FULL_DECODE_ONLY FULL_AND_PIECEWISE FULL}; do
+    TAILN=6 step "modes_$m" "${MODES_CAP_S:-75}" $PY scripts/modes_check.py --model "$CK" --mode "$m" \
+      --json "$RES/modes_$m.json"
+  done
+  TAILN=80 step modes_compare 30 $PY scripts/modes_check.py --compare "$RES/modes_eager.json" "$RES"/modes_*.json \
+    --json "$RES/modes.json"
+  cp "$RES/modes.json" "$OUT/modes.json" 2>/dev/null
+  # MODES_PROFILE=1: where one PIECEWISE decode step's host time goes (cProfile) next to its kernels
+  [ "${MODES_PROFILE:-0}" = 1 ] && TAILN=40 step modes_profile 90 $BENCH profile --model "$CK" --max-model-len 512 \
+    --batch-sizes 1 --modes PIECEWISE --steps 8 --host --json "$RES/profile_piecewise.json"
+  return 0
 }
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks
   # every lab's recorder in its own process, into $RES/<gpu-slug>/ (h200 on the reference machine: copy those
@@ -223,6 +241,7 @@ for stage in $STAGES; do
     kernels) kernels ;;
     compile) compile ;;
     full) full ;;
+    modes) modes ;;
     labs) labs ;;
     lab02-padding-kernels) padding_kernels ;;
     device-kit) device_kit ;;

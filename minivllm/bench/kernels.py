@@ -12,7 +12,8 @@ do_bench times a call from the host: when the launcher's Python (argument bindin
 split-KV) takes longer than the flush before it, the GPU waits for the host and the time is the host's.
 So each decode row also has `ms_graph`, the same call captured in a CUDA graph and replayed (as the
 engine runs it), and `host_us`, the launcher's CPU time per call: `ms` above `ms_graph` by about
-host_us means the row measured the host.
+host_us means the row measured the host. The prefill and GEMV tables are timed from graph replay only
+(their `*_ms`), with the launchers' CPU time per call in their own `*_host_us` columns.
 
 Run: python -m minivllm.bench.kernels [--out results.json]
 """
@@ -171,9 +172,10 @@ def bench_prefill(sweep: bool = False) -> list[dict]:
         err = _rel_err(out, ref)
         assert err <= 2e-2, f"prefill batch={batch} len={length}: rel err {err:.2e} vs SDPA"
         flops = 2 * 2 * batch * HEADS * length * length * HEAD_DIM / 2  # QK^T and PV, causal half
-        t_ms, s_ms = _ms(triton_fn), _ms(sdpa_fn)
+        t_ms, s_ms = _ms_graph(triton_fn), _ms_graph(sdpa_fn)  # the kernels, replayed (see run_gemv_bench)
         row = {"batch": batch, "seq_len": length, "triton_ms": t_ms, "triton_tflops": flops / t_ms / 1e9,
-               "sdpa_ms": s_ms, "sdpa_tflops": flops / s_ms / 1e9, "speed_vs_sdpa": s_ms / t_ms, "rel_err": err}
+               "sdpa_ms": s_ms, "sdpa_tflops": flops / s_ms / 1e9, "speed_vs_sdpa": s_ms / t_ms, "rel_err": err,
+               "timer": "graph replay", "triton_host_us": _host_us(triton_fn), "sdpa_host_us": _host_us(sdpa_fn)}
         if sweep:  # the same shapes under other tile configs, timed in this run against the same SDPA time
             row["sweep"] = []
             for cfg in PREFILL_SWEEP:
@@ -184,7 +186,7 @@ def bench_prefill(sweep: bool = False) -> list[dict]:
                     out.fill_(float("nan"))
                     fn()
                     e = _rel_err(out, ref)
-                    ms = _ms(fn) if e <= 2e-2 else None
+                    ms = _ms_graph(fn) if e <= 2e-2 else None
                     row["sweep"].append({"config": list(cfg), "ms": ms, "rel_err": e,
                                          "speed_vs_sdpa": s_ms / ms if ms else None})
                 except Exception as exc:  # e.g. out of shared memory for this tile shape
@@ -223,18 +225,25 @@ def run_gemv_bench(out_json: str | None = None, rows: tuple[int, ...] = (1, 2, 4
                 ref_fn = lambda x=x, w=w: F.linear(x, w)  # noqa: E731
                 tri_fn = lambda x=x, w=w: gemv(x, w)  # noqa: E731
             err = _rel_err(tri_fn(), ref_fn())
-            t_ms, c_ms = _ms(tri_fn), _ms(ref_fn)
+            # the kernels' time: replayed from a CUDA graph, as the engine runs them (timed from the host, a
+            # Python launcher's own CPU time would be counted: 62 us for Triton's qkv_proj at M=1 against a
+            # ~14 us kernel); the launchers' CPU time is its own column
+            t_ms, c_ms = _ms_graph(tri_fn), _ms_graph(ref_fn)
             gb = w.numel() * w.element_size() / 1e9
             out.append({"name": name + (" (+silu_mul)" if fused else ""), "N": N, "K": K, "M": M,
                         "triton_ms": t_ms, "cublas_ms": c_ms, "triton_GBps": gb / t_ms * 1e3,
-                        "cublas_GBps": gb / c_ms * 1e3, "speedup": c_ms / t_ms, "rel_err": err})
+                        "cublas_GBps": gb / c_ms * 1e3, "speedup": c_ms / t_ms, "rel_err": err,
+                        "timer": "graph replay", "triton_host_us": _host_us(tri_fn),
+                        "cublas_host_us": _host_us(ref_fn)})
     result = {"provenance": _provenance(), "copy_GBps": copy_gbps, "gemv": out}
-    print(f"device copy bandwidth: {copy_gbps:8.1f} GB/s\n")
+    print(f"device copy bandwidth: {copy_gbps:8.1f} GB/s; kernel times replayed from CUDA graphs, host us = "
+          f"the launcher's CPU time per call\n")
     print(f"{'matmul':<24}{'M':>3}{'triton us':>11}{'GB/s':>8}{'cuBLAS us':>11}{'GB/s':>8}{'speedup':>9}"
-          f"{'rel err':>9}")
+          f"{'rel err':>9}{'host us T':>11}{'host us C':>11}")
     for r in out:
         print(f"{r['name']:<24}{r['M']:>3}{r['triton_ms'] * 1e3:>11.2f}{r['triton_GBps']:>8.0f}"
-              f"{r['cublas_ms'] * 1e3:>11.2f}{r['cublas_GBps']:>8.0f}{r['speedup']:>9.2f}{r['rel_err']:>9.1e}")
+              f"{r['cublas_ms'] * 1e3:>11.2f}{r['cublas_GBps']:>8.0f}{r['speedup']:>9.2f}{r['rel_err']:>9.1e}"
+              f"{r['triton_host_us']:>11.1f}{r['cublas_host_us']:>11.1f}")
     if out_json:
         Path(out_json).write_text(json.dumps(result, indent=2))
         print(f"wrote {out_json}")
@@ -273,10 +282,11 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, s
               f"{r['frac_of_copy']:>9.1%}{r['ms_graph']:>10.4f}{r['frac_of_copy_graph']:>9.1%}"
               f"{r['host_us']:>9.1f}")
     print(f"\n{'prefill':<8}{'batch':>6}{'len':>7}{'triton ms':>11}{'TFLOP/s':>9}{'sdpa ms':>9}{'TFLOP/s':>9}"
-          f"{'ratio':>7}")
+          f"{'ratio':>7}{'host us T':>11}{'host us S':>11}   (kernel times replayed from CUDA graphs)")
     for r in result["prefill"]:
         print(f"{'':<8}{r['batch']:>6}{r['seq_len']:>7}{r['triton_ms']:>11.3f}{r['triton_tflops']:>9.1f}"
-              f"{r['sdpa_ms']:>9.3f}{r['sdpa_tflops']:>9.1f}{r['speed_vs_sdpa']:>7.2f}")
+              f"{r['sdpa_ms']:>9.3f}{r['sdpa_tflops']:>9.1f}{r['speed_vs_sdpa']:>7.2f}"
+              f"{r['triton_host_us']:>11.1f}{r['sdpa_host_us']:>11.1f}")
         for sw in r.get("sweep", []):
             print(f"{'':<8}{'':>6}{'':>7}  {str(sw['config']):<28} "
                   + (f"{sw['ms']:.3f} ms  {sw['speed_vs_sdpa']:.2f}x" if sw.get("ms") else

@@ -3,7 +3,9 @@
 This is what vLLM does: trace the WHOLE forward once (Dynamo, fullgraph), then split the FX graph at every
 `minivllm::unified_attention` node. Each piece is compiled by Inductor (compilation/piecewise.py) and, with
 PIECEWISE graphs on, wrapped in a CUDAGraphWrapper (compilation/cuda_graph.py); attention stays eager
-between them, so one set of graphs serves prefill, decode and mixed batches. The traced graph and compiled
+between them, so one set of graphs serves prefill, decode and mixed batches. The split graph then calls its
+pieces and attention ops as plain callables (piecewise.call_directly): a PIECEWISE step is host time between
+replays, and module calls and the dispatcher's round trip were most of it. The traced graph and compiled
 pieces are saved so a warm start skips Dynamo (compilation/graph_cache.py).
 
 Dynamo keeps every backend it was given for the life of the process, so this object holds the model only
@@ -25,6 +27,7 @@ from minivllm.compilation.cuda_graph import CUDAGraphWrapper, released as _relea
 from minivllm.compilation.piecewise import (
     CallableModule,
     SizeDispatch,
+    call_directly,
     concrete,
     first_output,
     piece_structure_key,
@@ -75,6 +78,8 @@ class SplitBackend:
             split_gm = ref()
             for name, _ in list(split_gm.named_children()) if split_gm is not None else []:
                 setattr(split_gm, name, CallableModule(_released))
+            for name in getattr(split_gm, "direct_calls", []):  # the pieces call_directly made plain callables
+                setattr(split_gm, name, _released)
         self._split_gms.clear()
         self.wrappers.clear()
         self.artifacts.clear()
@@ -156,6 +161,9 @@ class SplitBackend:
                 wrapper = CUDAGraphWrapper(getattr(split_gm, node.target), CUDAGraphMode.PIECEWISE, f"piece {i}")
                 self.wrappers.append(wrapper)
                 setattr(split_gm, node.target, CallableModule(wrapper))
+        from minivllm.attention.layer import unified_attention, unified_attention_impl
+
+        split_gm.direct_calls = call_directly(split_gm, unified_attention.op, unified_attention_impl)
 
     def _cacheable_inputs(self, gm: fx.GraphModule, example_inputs: list) -> list[list] | None:
         """graph_cache's description of the graph's inputs, or None where the graph cannot be cached (not a

@@ -49,8 +49,12 @@ def weak_ref(x: Any) -> Any:
 @dataclass
 class CapturedGraph:
     graph: torch.cuda.CUDAGraph
-    input_ptrs: list[int | None]
+    input_ptrs: list[int | None]  # None: not checked (not a tensor, or a parameter, which never moves)
     output: Any  # weak views (weak_ref) of what the captured call returned
+
+    def __post_init__(self) -> None:
+        # what a replay checks: a piece has ~10 inputs, most of them weights; each check is a data_ptr() call
+        self.checked = tuple((i, p) for i, p in enumerate(self.input_ptrs) if p is not None)
 
 
 class CUDAGraphWrapper:
@@ -71,8 +75,8 @@ class CUDAGraphWrapper:
         entry = self.graphs.get(n)
         if entry is None:
             return self._capture(n, args) if ctx.capturing else self.runnable(*args)
-        for i, (a, p) in enumerate(zip(args, entry.input_ptrs)):
-            if p is not None and a.data_ptr() != p:
+        for i, p in entry.checked:
+            if args[i].data_ptr() != p:
                 raise RuntimeError(f"CUDA graph {self.name} (size {n}): input {i} moved since capture")
         entry.graph.replay()
         return entry.output
@@ -82,7 +86,8 @@ class CUDAGraphWrapper:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             out = self.runnable(*args)
-        ptrs = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
+        ptrs = [a.data_ptr() if isinstance(a, torch.Tensor) and not isinstance(a, torch.nn.Parameter) else None
+                for a in args]
         weak = tuple(weak_ref(o) for o in out) if isinstance(out, (tuple, list)) else weak_ref(out)
         self.graphs[n] = CapturedGraph(graph, ptrs, weak)
         return out

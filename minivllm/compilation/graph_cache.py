@@ -116,11 +116,14 @@ def forward_from_graph(graph_fn: Callable, specs: list[list], model: torch.nn.Mo
     """The model's forward(*args) as a direct call of the (split) graph, inputs gathered as specs say."""
     tensors = dict(model.named_parameters(remove_duplicate=False))
     tensors.update(model.named_buffers(remove_duplicate=False))
-    fixed = {i: tensors[s[1]] for i, s in enumerate(specs) if s[0] == "param"}
+    # the parameters' places are filled once; a call fills in only its arguments and the token count
+    template = [tensors[s[1]] if s[0] == "param" else None for s in specs]
+    per_call = [(i, s[1], s[2] if s[0] == "size" else None) for i, s in enumerate(specs) if s[0] != "param"]
 
     def forward(*args):
-        inputs = [fixed[i] if s[0] == "param" else args[s[1]] if s[0] == "arg" else args[s[1]].shape[s[2]]
-                  for i, s in enumerate(specs)]
+        inputs = template.copy()
+        for i, arg, dim in per_call:
+            inputs[i] = args[arg] if dim is None else args[arg].shape[dim]
         out = graph_fn(*inputs)
         return out[0] if isinstance(out, (tuple, list)) else out
 

@@ -94,6 +94,7 @@ def _compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCo
         if fn is None:
             trace_once = TraceOnceBackend(backend or c.backend, options if not split else {}, model)
             fn = _traced_forward(model, trace_once)
+    loaded = fn if info.get("dynamo_skipped") else None  # a saved graph: nothing for Dynamo to trace
     fn = _with_constant_floats(fn)
     try:
         warm_up(fn)
@@ -107,6 +108,8 @@ def _compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCo
             backend.wrappers.clear()
             fn = _with_constant_floats(_traced_forward(model, backend))
         warm_up(fn)
+    if loaded is not None and info.get("dynamo_skipped"):
+        fn = loaded  # called every step: without the config patch around it (it only matters to a trace)
     if trace_once is not None and trace_once.direct is not None:
         fn = trace_once.direct  # traced once: from now on the graph is called without Dynamo's guards
         info["guards_dropped"] = True

@@ -28,6 +28,49 @@ class CallableModule(torch.nn.Module):
 
 
 
+def call_directly(split_gm: fx.GraphModule, attention_op: Callable, attention_impl: Callable) -> list[str]:
+    """Make the split graph call its pieces and attention ops as plain Python callables; returns their names.
+
+    Why: the split graph's code calls `self.submod_N(...)` ~57 times a step (29 pieces, 28 attention calls).
+    As submodules, each call pays nn.Module.__call__, and each attention call also the GraphModule's call
+    wrapper and the torch dispatcher's round trip into the op's Python kernel; a PIECEWISE step has nothing
+    else to do between its graph replays, so that is its host time. A piece becomes the callable it wraps
+    (compiled code or a CUDAGraphWrapper); an attention submodule that is exactly one call of
+    `attention_op` becomes a call of `attention_impl` (the op's kernel) with the same arguments."""
+    names = []
+    for name, sub in list(split_gm.named_children()):
+        if isinstance(sub, CallableModule):
+            fn = sub.fn
+        elif isinstance(sub, fx.GraphModule):
+            fn = _direct_op_call(sub, attention_op, attention_impl) or sub.forward
+        else:
+            continue
+        del split_gm._modules[name]
+        setattr(split_gm, name, fn)
+        names.append(name)
+    return names
+
+
+def _direct_op_call(sub: fx.GraphModule, op: Callable, impl: Callable) -> Callable | None:
+    """sub's one call of `op` as a call of `impl`, or None where sub is anything else."""
+    nodes = list(sub.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    calls = [n for n in nodes if n.op not in ("placeholder", "output")]
+    output = nodes[-1]
+    if (len(calls) != 1 or calls[0].target is not op or calls[0].kwargs or output.op != "output"
+            or output.args != ((),)):
+        return None
+    spec = [(True, placeholders.index(a)) if isinstance(a, fx.Node) else (False, a) for a in calls[0].args]
+    if any(isinstance(a, fx.Node) and a not in placeholders for a in calls[0].args):
+        return None
+
+    def call(*inputs):
+        impl(*[inputs[v] if is_input else v for is_input, v in spec])
+        return ()
+
+    return call
+
+
 def first_output(fn: Callable) -> Callable:
     return lambda *args: fn(*args)[0]
 

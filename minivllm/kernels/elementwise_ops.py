@@ -136,9 +136,10 @@ def add_rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: to
                                 use_pdl=use_pdl)
     if _triton_ok(x):
         normed, new_residual = fused_add_rms_norm(x, residual, norm_weight, eps, use_pdl)
-    else:
-        new_residual = x + residual
-        normed = rms_norm_native(new_residual, norm_weight, eps)
+    else:  # the norm reads the unrounded sum, as the kernels do
+        xf = x.float() + residual.float()
+        new_residual = xf.to(torch.promote_types(x.dtype, residual.dtype))
+        normed = rms_norm_fp32(xf, norm_weight, eps).to(torch.promote_types(new_residual.dtype, norm_weight.dtype))
     return F.linear(normed, weight, bias), new_residual
 
 
@@ -155,10 +156,19 @@ def _triton_ok(x: torch.Tensor) -> bool:
 
 
 def rms_norm_native(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm in plain PyTorch, as Hugging Face rounds it (the row is cast back to x's dtype before the
-    weight multiply): RMSNorm.forward_native and the ops' fallbacks without Triton."""
-    xf = x.float()
-    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    """RMSNorm in plain PyTorch: RMSNorm.forward_native and the ops' fallbacks without Triton.
+
+    Everything in fp32 and one cast back at the end, as the Triton kernels do. Why not Hugging Face's
+    roundings (the normalised row cast to x's dtype before the weight multiply): Inductor fuses these ops
+    and keeps the intermediate in fp32 (it drops casts it does not need, torch._inductor.config
+    emulate_precision_casts is off), so a compiled forward would round differently from its own eager
+    version; in bf16 that made greedy tokens diverge. With one cast there is no intermediate to drop."""
+    return rms_norm_fp32(x.float(), weight, eps).to(torch.promote_types(x.dtype, weight.dtype))
+
+
+def rms_norm_fp32(xf: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """weight * rmsnorm(xf) in fp32, xf already fp32 (the fused add's unrounded sum, or x.float())."""
+    return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
 
 
 def silu_and_mul_native(x: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,9 @@ Triton is imported lazily, so this module (and the "torch" backend) works on mac
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import types
 from typing import TYPE_CHECKING
 
 import torch
@@ -25,6 +27,18 @@ if TYPE_CHECKING:
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 BACKENDS = ("torch", "triton")
+
+
+@functools.cache
+def _triton() -> types.SimpleNamespace:
+    """The Triton launchers, imported on first use (an import statement per call costs ~1 us of host time,
+    and an eager PIECEWISE step makes ~60 of these calls)."""
+    from minivllm.kernels.triton_decode import paged_decode_attention
+    from minivllm.kernels.triton_prefill import paged_prefill_attention
+    from minivllm.kernels.triton_store_kv import store_kvcache
+
+    return types.SimpleNamespace(store_kvcache=store_kvcache, paged_decode_attention=paged_decode_attention,
+                                 paged_prefill_attention=paged_prefill_attention)
 
 
 def _check_backend(backend: str) -> None:
@@ -45,9 +59,7 @@ def store_kvcache(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
     if backend == "torch":
         torch_ref.store_kvcache_ref(key, value, k_cache, v_cache, slot_mapping)
         return
-    from minivllm.kernels.triton_store_kv import store_kvcache as launch
-
-    launch(key, value, k_cache, v_cache, slot_mapping, use_pdl=use_pdl)
+    _triton().store_kvcache(key, value, k_cache, v_cache, slot_mapping, use_pdl=use_pdl)
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
@@ -68,9 +80,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             lens = lens if lens is not None else meta.seq_lens.tolist()
             res = torch_ref.paged_prefill_attention_ref(q, k_cache, v_cache, meta.block_tables, qsl, lens, scale)
         return res if out is None else out.copy_(res)
-    from minivllm.kernels.triton_decode import paged_decode_attention
-    from minivllm.kernels.triton_prefill import paged_prefill_attention
-
+    kernels = _triton()
     if meta.unified:  # one launch whose grid depends on the token count only (FULL graphs of any batch)
         from minivllm.kernels.triton_unified_attention import unified_paged_attention_op
 
@@ -80,9 +90,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
                                    out, scale)
         return out
     if meta.decode_only:
-        return paged_decode_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale, out=out,
+        return kernels.paged_decode_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale, out=out,
                                       use_pdl=use_pdl, prefetch_metadata=prefetch_metadata)
     if out is not None and meta.query_start_loc_cpu is not None and meta.query_start_loc_cpu[-1] < q.shape[0]:
         out[meta.query_start_loc_cpu[-1]:].zero_()  # padding tokens of a padded mixed batch
-    return paged_prefill_attention(q, k_cache, v_cache, meta.block_tables, meta.query_start_loc,
+    return kernels.paged_prefill_attention(q, k_cache, v_cache, meta.block_tables, meta.query_start_loc,
                                    meta.seq_lens, meta.max_query_len, scale, out=out)

@@ -11,6 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.launch import cdiv, launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
 
@@ -39,8 +40,8 @@ def silu_and_mul(x: torch.Tensor, use_pdl: bool = False) -> torch.Tensor:
     T = x2.shape[0]
     if T == 0 or I == 0:
         return out
-    block = min(1024, triton.next_power_of_2(I))
-    _silu_and_mul_kernel[(T, triton.cdiv(I, block))](x2, out, x2.stride(0), I, BLOCK=block,
+    block = min(1024, next_power_of_2(I))
+    launch(_silu_and_mul_kernel, (T, cdiv(I, block)), x2, out, x2.stride(0), I, BLOCK=block,
                                                      num_warps=4 if block >= 512 else 2,
                                                      **launch_options(x.device, use_pdl))
     return out

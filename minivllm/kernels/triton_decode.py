@@ -15,20 +15,29 @@ kernel is organised around reading the cache as few times as possible and keepin
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.launch import cdiv, launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
 _LOG2E = 1.4426950408889634
 _MIN_TOKENS_PER_SPLIT = 128  # below this, the merge costs more than the parallelism gains
 _MAX_SPLITS = 64
-# Programs wanted per SM before the context is split. Measured on the H200 (bench kernels --sweep-decode):
-# 8 per SM (more splits) was slower at every engine shape, e.g. batch 64 x 2048 tokens 80.8% of the copy
-# bandwidth vs 89.8% unsplit, batch 64 x 256 tokens 34 vs 31 us; 2 per SM splits only small batches.
+# Programs wanted per SM before the context is split to fill the GPU (few sequences). Measured on the H200
+# (bench kernels --sweep-decode): 8 per SM everywhere was slower at short contexts (batch 64 x 256 tokens
+# 34 vs 31 us); 2 per SM splits only small batches.
 _PROGRAMS_PER_SM = 2
+# Once (sequence, kv head) programs fill the GPU, long contexts are still split into enough programs for
+# ~this many per SM, each at least _MIN_TOKENS_PER_WAVE_SPLIT tokens: one wave of long programs leaves
+# SMs idle at its tail. H200, batch 64 x 2048 tokens (512 programs on 132 SMs): 1 split read 71.7% of the
+# copy bandwidth, 3 splits 86.0% (issue 26, `bench kernels --sweep-decode`).
+_PROGRAMS_PER_SM_LONG = 8
+_MIN_TOKENS_PER_WAVE_SPLIT = 512
 
 
 fix_interpreter_for_numpy_2_4()
@@ -132,18 +141,31 @@ def _merge_splits_kernel(part_acc_ptr, part_ml_ptr, out_ptr, out_stride_s, out_s
 
 def _num_sms(device: torch.device) -> int:
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
     return 8  # interpreter: keep the grid small
 
 
-def choose_num_splits(num_seqs: int, num_kv_heads: int, max_context: int, device: torch.device) -> int:
-    """Split the context only when (seq, kv head) programs alone cannot fill the GPU. Shapes only."""
+@functools.cache
+def _cuda_sms(index: int) -> int:
+    """Looked up once per device: every decode launch asks."""
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def choose_num_splits(num_seqs: int, num_kv_heads: int, max_context: int, device: torch.device,
+                      num_sms: int | None = None) -> int:
+    """KV splits per (sequence, kv head), from occupancy; shapes only (CUDA graphs), never seq_lens' values.
+
+    Few programs (num_seqs x num_kv_heads < 2 per SM): split until the GPU is filled, at least 128 tokens
+    a split. Enough programs but long contexts: split into ~8 programs per SM, at least 512 tokens a split,
+    so the last wave does not leave SMs idle. num_sms: the device's SM count (default: looked up)."""
     programs = num_seqs * num_kv_heads
-    target = _PROGRAMS_PER_SM * _num_sms(device)
-    if programs >= target:
-        return 1
-    by_occupancy = triton.cdiv(target, programs)
-    by_length = max(1, max_context // _MIN_TOKENS_PER_SPLIT)
+    sms = num_sms if num_sms is not None else _num_sms(device)
+    if programs < _PROGRAMS_PER_SM * sms:
+        by_occupancy = cdiv(_PROGRAMS_PER_SM * sms, programs)
+        by_length = max(1, max_context // _MIN_TOKENS_PER_SPLIT)
+    else:
+        by_occupancy = cdiv(_PROGRAMS_PER_SM_LONG * sms, programs)
+        by_length = max(1, max_context // _MIN_TOKENS_PER_WAVE_SPLIT)
     return max(1, min(by_occupancy, by_length, _MAX_SPLITS))
 
 
@@ -167,6 +189,28 @@ def check_paged_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     return (q if q.stride(-1) == 1 else q.contiguous()), block_size, Hkv
 
 
+@functools.lru_cache(maxsize=1024)
+def _decode_plan(S: int, H: int, Hkv: int, D: int, block_size: int, max_blocks: int, kv_dtype: torch.dtype,
+                 device: torch.device, use_pdl: bool, prefetch_metadata: bool,
+                 num_splits: int | None) -> tuple[int, dict, dict | None]:
+    """(splits, the decode kernel's constexprs and options, the merge kernel's): they depend on shapes and
+    launch choices only, so they are worked out once per batch shape, not for each of a step's 28 layers
+    (an eager or PIECEWISE step launches attention from Python, where this host time adds up)."""
+    if num_splits is None:
+        num_splits = choose_num_splits(S, Hkv, max_blocks * block_size, device)
+    tile_n, num_warps = decode_tile_config(D, kv_dtype)
+    group = H // Hkv
+    decode_kw = dict(GROUP=group, GROUP_PAD=max(16, next_power_of_2(group)), HEAD_DIM=D, BLOCK_SIZE=block_size,
+                     TILE_N=tile_n, NUM_SPLITS=num_splits,
+                     PRECISION="ieee" if kv_dtype == torch.float32 else "tf32",  # exact fp32 dot; bf16 ignores it
+                     PREFETCH_METADATA=prefetch_metadata, num_warps=num_warps, num_stages=2,
+                     **launch_options(device, use_pdl))
+    splits_pad = next_power_of_2(num_splits)
+    merge_kw = dict(HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=splits_pad,
+                    num_warps=4 if splits_pad * D <= 4096 else 8, **launch_options(device, use_pdl))
+    return num_splits, decode_kw, merge_kw if num_splits > 1 else None
+
+
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float,
                            out: torch.Tensor | None = None, num_splits: int | None = None,
@@ -184,31 +228,17 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         out = torch.empty(S, H, D, dtype=q.dtype, device=q.device)
     if S == 0:
         return out
-    group = H // Hkv
-    max_context = block_tables.shape[1] * block_size
-    if num_splits is None:
-        num_splits = choose_num_splits(S, Hkv, max_context, q.device)
-    tile_n, num_warps = decode_tile_config(D, k_cache.dtype)
-    precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"  # exact fp32 dot; bf16/fp16 ignore it
-    if num_splits > 1:
-        part_acc = torch.empty(S, H, num_splits, D, dtype=torch.float32, device=q.device)
-        part_ml = torch.empty(S, H, num_splits, 2, dtype=torch.float32, device=q.device)
+    num_splits, decode_kw, merge_kw = _decode_plan(S, H, Hkv, D, block_size, block_tables.shape[1],
+                                                   k_cache.dtype, q.device, use_pdl, prefetch_metadata, num_splits)
+    if num_splits > 1:  # one allocation for both partials: [S, H, splits, D] accumulators, then (max, sum)
+        parts = torch.empty(S * H * num_splits * (D + 2), dtype=torch.float32, device=q.device)
+        part_acc, part_ml = parts[:S * H * num_splits * D], parts[S * H * num_splits * D:]
     else:
         part_acc = part_ml = out  # unused
-    _decode_kernel[(S, Hkv, num_splits)](
+    launch(_decode_kernel, (S, Hkv, num_splits),
         q, k_cache, v_cache, block_tables, seq_lens, out, part_acc, part_ml,
         scale * _LOG2E, q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-        block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=D,
-        BLOCK_SIZE=block_size, TILE_N=tile_n, NUM_SPLITS=num_splits, PRECISION=precision,
-        PREFETCH_METADATA=prefetch_metadata, num_warps=num_warps, num_stages=2,
-        **launch_options(q.device, use_pdl),
-    )
+        block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), **decode_kw)
     if num_splits > 1:
-        _merge_splits_kernel[(S, H)](
-            part_acc, part_ml, out, out.stride(0), out.stride(1),
-            HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits),
-            num_warps=4 if triton.next_power_of_2(num_splits) * D <= 4096 else 8,
-            **launch_options(q.device, use_pdl),
-        )
+        launch(_merge_splits_kernel, (S, H), part_acc, part_ml, out, out.stride(0), out.stride(1), **merge_kw)
     return out

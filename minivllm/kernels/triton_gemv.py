@@ -15,8 +15,9 @@ With HAS_NORM the kernel applies RMSNorm to x while loading it (a prologue: ever
 whole row, 2 KB for a 1024-wide model, to get its rms), and with ADD_RESIDUAL it first adds the residual
 stream to x, as vLLM's fused_add_rms_norm does; program 0 also writes x + residual out (the new residual
 stream). So "residual add + RMSNorm, then qkv_proj (or gate_up_proj)" is one kernel instead of two: two
-launches fewer per decoder layer (custom op "gemv_norm"). Roundings follow the separate kernels: the sum
-is rounded to the input dtype, and the normalised row before and after the weight multiply.
+launches fewer per decoder layer (custom op "gemv_norm"). Roundings follow the separate kernels: the new
+residual stream is the rounded sum, the norm reads the unrounded one, and the normalised row is rounded
+once, after the weight multiply (the RMSNorm kernel's output).
 
 Block sizes are autotuned per (N, K, M) on the GPU it runs on (a few configs, short benchmarks, the first
 time each shape is seen, which is the warm-up before CUDA-graph capture). The winners are kept in Triton's
@@ -36,6 +37,7 @@ import triton
 import triton.language as tl
 
 from minivllm.kernels import gemv_configs
+from minivllm.kernels.launch import cdiv, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
 
@@ -72,11 +74,10 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
         kk = tl.arange(0, K_PAD)
         row_mask = m_ok[:, None] & (kk < K)[None, :]
         xx = tl.load(x_rows + kk[None, :], mask=row_mask, other=0.0).to(tl.float32)
-        if ADD_RESIDUAL:  # x + residual, rounded like the separate kernel's; program 0 writes it out
-            xx = (xx + tl.load(r_rows + kk[None, :], mask=row_mask, other=0.0).to(tl.float32)).to(dtype)
+        if ADD_RESIDUAL:  # x + residual, unrounded for the norm; program 0 writes it out, rounded
+            xx = xx + tl.load(r_rows + kk[None, :], mask=row_mask, other=0.0).to(tl.float32)
             if tl.program_id(0) == 0:
-                tl.store(res_out_ptr + m[:, None] * K + kk[None, :], xx, mask=row_mask)
-            xx = xx.to(tl.float32)
+                tl.store(res_out_ptr + m[:, None] * K + kk[None, :], xx.to(dtype), mask=row_mask)
         rstd = tl.rsqrt(tl.sum(xx * xx, axis=1) / K + eps)
     acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
     for k0 in range(0, K, BLOCK_K):
@@ -90,10 +91,9 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
             x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
         if HAS_NORM:  # (residual add +) RMSNorm, rounded like the separate kernel's output
             if ADD_RESIDUAL:
-                x = (x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)).to(dtype)
-                x = x.to(tl.float32)
+                x = x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
             nw = tl.load(nw_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
-            x = (nw[None, :] * (x * rstd[:, None]).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
+            x = (nw[None, :] * (x * rstd[:, None])).to(dtype).to(tl.float32)
         acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
     if HAS_BIAS:
         acc += tl.load(b_ptr + n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
@@ -180,12 +180,12 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
             norm_weight if norm_weight is not None else weight, residual if residual is not None else x,
             res_out if res_out is not None else out, M, N, K, x.stride(0), weight.stride(0), out.stride(0),
             residual.stride(0) if residual is not None else 0, eps)
-    meta = dict(M_PAD=triton.next_power_of_2(M), HAS_BIAS=bias is not None, SILU_MUL=silu_mul,
+    meta = dict(M_PAD=next_power_of_2(M), HAS_BIAS=bias is not None, SILU_MUL=silu_mul,
                 HAS_NORM=norm_weight is not None, ADD_RESIDUAL=residual is not None,
-                K_PAD=triton.next_power_of_2(K) if norm_weight is not None else 1)
+                K_PAD=next_power_of_2(K) if norm_weight is not None else 1)
     kernel = _kernel()
     if kernel is None:  # interpreter: one small config
-        _gemv_kernel[(triton.cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
+        _gemv_kernel[(cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
     else:
-        kernel[lambda c: (triton.cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device, use_pdl))
+        kernel[lambda c: (cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device, use_pdl))
     return out if residual is None else (out, res_out)

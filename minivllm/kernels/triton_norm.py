@@ -4,10 +4,9 @@ Why: in a CUDA-graph decode step every kernel costs ~2 us however little it does
 (add, cast, pow, mean, add, rsqrt, mul, cast, mul) is a string of them. Here one program normalises ROWS
 rows at once: it reads x (and the residual) once, writes the new residual and the normed output once.
 
-Numerics follow RMSNorm.forward_native exactly, roundings included: the residual sum is rounded to the
-input dtype (as `x + residual` is), the statistics are fp32, the normalised row is cast to the input dtype
-*before* the weight multiply (as Hugging Face does), and that multiply is done in fp32 and rounded once
-(which is what PyTorch does for a bf16 * bf16 multiply).
+Numerics follow RMSNorm.forward_native: everything in fp32, each output cast back once. The new residual
+stream is the sum rounded to its dtype; the norm reads the unrounded sum, and the weight multiply is in
+fp32 before the one rounding of the output (elementwise_ops.rms_norm_native says why no intermediate cast).
 
 Layout: rows are addressed as (t, h) with strides, so a [T, H, D] view of a column slice of the fused qkv
 output (Qwen3's q_norm/k_norm input) is read in place; only the last dim must be contiguous. Outputs are
@@ -20,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.launch import cdiv, launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
 
@@ -39,11 +39,12 @@ def _rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr,
     if HAS_RESIDUAL:
         r = tl.load(res_ptr + (t * res_stride_t + h * res_stride_h)[:, None] + cols[None, :], mask=mask,
                     other=0.0)
-        x = (x.to(tl.float32) + r.to(tl.float32)).to(res_out_ptr.dtype.element_ty)  # rounded like x + residual
-        tl.store(res_out_ptr + out_off, x, mask=mask)
-    xf = x.to(tl.float32)
+        xf = x.to(tl.float32) + r.to(tl.float32)  # the norm reads the unrounded sum
+        tl.store(res_out_ptr + out_off, xf.to(res_out_ptr.dtype.element_ty), mask=mask)
+    else:
+        xf = x.to(tl.float32)
     rstd = tl.rsqrt(tl.sum(xf * xf, axis=1) / N + eps)
-    y = (xf * rstd[:, None]).to(x.dtype).to(tl.float32)  # cast before the weight multiply, as HF does
+    y = xf * rstd[:, None]
     w = tl.load(w_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
     tl.store(out_ptr + out_off, (w[None, :] * y).to(out_ptr.dtype.element_ty), mask=mask)
 
@@ -83,9 +84,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
             rr, r_heads, rs_t, rs_h = _as_rows(residual.contiguous().view(-1, N))
     else:
         rr, rs_t, rs_h = xr, 0, 0  # unused (HAS_RESIDUAL=False)
-    block_n = triton.next_power_of_2(N)
+    block_n = next_power_of_2(N)
     rows = max(1, min(16, 2048 // block_n))  # several short rows (head_dim norms) per program
-    _rms_norm_kernel[(triton.cdiv(n_rows, rows),)](
+    launch(_rms_norm_kernel, (cdiv(n_rows, rows),),
         xr, rr, weight, out, res_out if res_out is not None else out,
         n_rows, n_heads, xs_t, xs_h, rs_t, rs_h, eps,
         N=N, BLOCK_N=block_n, ROWS=rows, HAS_RESIDUAL=residual is not None,

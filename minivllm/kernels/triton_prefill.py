@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.launch import cdiv, launch, next_power_of_2
 from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs
 
 fix_interpreter_for_numpy_2_4()
@@ -169,12 +170,12 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     if T == 0 or S == 0 or max_query_len <= 0:
         return out
     group = H // Hkv
-    group_pad = triton.next_power_of_2(group)
+    group_pad = next_power_of_2(group)
     block_m, block_n, num_warps, num_stages, k_rows = (
         tile_config or prefill_tile_config(max_query_len, group_pad, D, q.dtype))
     precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"
-    grid = (S, triton.cdiv(max_query_len, block_m // group_pad), Hkv)
-    _prefill_kernel[grid](
+    grid = (S, cdiv(max_query_len, block_m // group_pad), Hkv)
+    launch(_prefill_kernel, grid,
         q, k_cache, v_cache, out, block_tables, query_start_loc, seq_lens, scale * _LOG2E,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),

@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.launch import launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
 
@@ -30,12 +31,12 @@ def _rotate_heads(src, dst, cos, sin, w_ptr, eps, H: tl.constexpr, H_PAD: tl.con
     dtype = dst.dtype.element_ty
     x1 = tl.load(src + off, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(src + off + HALF, mask=mask, other=0.0).to(tl.float32)
-    if NORM:  # RMSNorm over each head's 2*HALF values, rounded like the RMSNorm kernel's output
+    if NORM:  # RMSNorm over each head's 2*HALF values, rounded once like the RMSNorm kernel's output
         rstd = tl.rsqrt((tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / (2 * HALF) + eps)[:, None]
         w1 = tl.load(w_ptr + d, mask=d < HALF, other=0.0).to(tl.float32)
         w2 = tl.load(w_ptr + HALF + d, mask=d < HALF, other=0.0).to(tl.float32)
-        x1 = (w1 * (x1 * rstd).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
-        x2 = (w2 * (x2 * rstd).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
+        x1 = (w1 * (x1 * rstd)).to(dtype).to(tl.float32)
+        x2 = (w2 * (x2 * rstd)).to(dtype).to(tl.float32)
     y1 = (x1 * cos - x2 * sin).to(dtype)
     y2 = (x2 * cos + x1 * sin).to(dtype)
     tl.store(dst + off, y1, mask=mask)
@@ -79,11 +80,11 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, 
     norm = q_weight is not None
     if norm:
         assert k_weight is not None and q_weight.numel() == k_weight.numel() == head_dim
-    _rotary_kernel[(T,)](
+    launch(_rotary_kernel, (T,),
         positions, q2, k2, cache, q_out, k_out, q2.stride(0), k2.stride(0), cache.stride(0),
         q_weight if norm else cache, k_weight if norm else cache, eps,
-        HQ=hq, HK=hk, HQ_PAD=triton.next_power_of_2(hq), HK_PAD=triton.next_power_of_2(hk),
-        HALF=half, HALF_PAD=triton.next_power_of_2(half), NORM=norm,
+        HQ=hq, HK=hk, HQ_PAD=next_power_of_2(hq), HK_PAD=next_power_of_2(hk),
+        HALF=half, HALF_PAD=next_power_of_2(half), NORM=norm,
         num_warps=4, **launch_options(q.device, use_pdl),
     )
     return q_out, k_out

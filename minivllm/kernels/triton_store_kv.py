@@ -10,10 +10,13 @@ are contiguous at offset slot * Hkv * D; the slot number alone locates them.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
+from minivllm.kernels.launch import launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
 
@@ -56,10 +59,12 @@ def store_kvcache(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
     if value.stride(-1) != 1:
         value = value.contiguous()
     slots = slot_mapping if slot_mapping.dtype == torch.int64 else slot_mapping.long()
-    _store_kv_kernel[(T,)](
-        key, value, k_cache, v_cache, slots,
-        key.stride(0), key.stride(1), value.stride(0), value.stride(1),
-        NUM_KV_HEADS=Hkv, HEAD_DIM=D,
-        HEADS_PAD=triton.next_power_of_2(Hkv), DIM_PAD=triton.next_power_of_2(D),
-        num_warps=4, **launch_options(key.device, use_pdl),
-    )
+    launch(_store_kv_kernel, (T,), key, value, k_cache, v_cache, slots,
+           key.stride(0), key.stride(1), value.stride(0), value.stride(1), **_constexprs(Hkv, D, key.device, use_pdl))
+
+
+@functools.lru_cache(maxsize=64)
+def _constexprs(num_kv_heads: int, head_dim: int, device: torch.device, use_pdl: bool) -> dict:
+    """The kernel's constexprs and launch options: once per shape, not once per layer and step."""
+    return dict(NUM_KV_HEADS=num_kv_heads, HEAD_DIM=head_dim, HEADS_PAD=next_power_of_2(num_kv_heads),
+                DIM_PAD=next_power_of_2(head_dim), num_warps=4, **launch_options(device, use_pdl))

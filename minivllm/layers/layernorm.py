@@ -18,11 +18,15 @@ class RMSNorm(CustomOp):
         self.weight = nn.Parameter(torch.ones(hidden_size))
 
     def forward_native(self, x: torch.Tensor, residual: torch.Tensor | None = None):
-        if residual is not None:
-            x = x + residual
-            residual = x
-        out = elementwise_ops.rms_norm_native(x, self.weight, self.eps)
-        return out if residual is None else (out, residual)
+        """(x + residual, then) RMSNorm in fp32, each output cast back once: the new residual stream is
+        the rounded sum, the norm reads the unrounded one, as the Triton kernels do (elementwise_ops
+        rms_norm_native says why one cast)."""
+        if residual is None:
+            return elementwise_ops.rms_norm_native(x, self.weight, self.eps)
+        dtype = torch.promote_types(x.dtype, residual.dtype)
+        xf = x.float() + residual.float()
+        out = elementwise_ops.rms_norm_fp32(xf, self.weight, self.eps)
+        return out.to(torch.promote_types(dtype, self.weight.dtype)), xf.to(dtype)
 
     def forward_custom(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         """One Triton kernel (norm, or residual add + norm) instead of ~10 PyTorch ops."""

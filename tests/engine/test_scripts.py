@@ -72,3 +72,24 @@ def test_probe_and_bench_kernels_share_one_graph_replay_timer():
     assert gpu_ms.__code__.co_code == timing.gpu_ms.__code__.co_code
     assert graph_replay_ms.__code__.co_code == timing.graph_replay_ms.__code__.co_code
     assert kernels._ms is timing.gpu_ms and kernels._ms_graph is timing.graph_replay_ms
+
+
+def test_gpu_check_parses_and_modes_check_runs_on_a_cpu(tmp_path):
+    """gpu_check.sh's `modes` stage: the script parses, and scripts/modes_check.py (one process per mode on
+    the GPU) measures and compares with eager on a tiny checkpoint here (--tiny: seconds, not a measurement)."""
+    subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu_check.sh")], check=True)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import modes_check
+
+    from tests.helpers import tiny_checkpoint
+
+    ckpt = str(tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path)))
+    for mode in ("eager", "PIECEWISE"):
+        res = modes_check.main(["--model", ckpt, "--mode", mode, "--tiny", "--max-model-len", "128",
+                                "--json", str(tmp_path / f"modes_{mode}.json")])
+        assert set(res["tpot_ms"]) == {"1", "4"} and set(res["prefill_ms"]) == {"16"} and len(res["tokens"]) == 6
+    cmp = modes_check.main(["--compare", str(tmp_path / "modes_eager.json"), str(tmp_path / "modes_eager.json"),
+                            str(tmp_path / "modes_PIECEWISE.json"), "--json", str(tmp_path / "modes.json")])
+    pw = cmp["modes"]["PIECEWISE"]
+    assert list(cmp["modes"]) == ["PIECEWISE"] and pw["cudagraph_mode"] == "NONE"  # a CPU has no graphs
+    assert pw["equal_to_eager"] == pw["prompts"] == 6 and pw["diverged_within_4"] == 0

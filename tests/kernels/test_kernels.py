@@ -124,6 +124,36 @@ def test_paged_decode_launch_choices_change_no_result(num_splits):
     assert rel_err(outs[1], paged_decode_attention_ref(q, k_cache, v_cache, bt, sl, d ** -0.5)) <= TOL[torch.float32]
 
 
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_second_launch_of_a_shape_is_direct_and_correct(num_splits):
+    """kernels/launch.py: the first launch of a shape goes through Triton's JIT path, the next ones call the
+    compiled kernel directly (on CUDA; the interpreter always takes Triton's path). Both are checked against
+    the reference, with new data each time, and the KV store between them: a wrong argument order or a
+    stale constexpr in the direct launch would show here."""
+    from minivllm.kernels import launch
+
+    h, hkv, d, block_size = LAYOUTS[1]
+    seq_lens = [CTX, 1, 0, 3 * block_size + 2]
+    num_blocks = num_blocks_for(seq_lens, block_size)
+    bt = shuffled_block_tables(seq_lens, block_size, num_blocks, seed=3)
+    sl = torch.tensor(seq_lens, dtype=torch.int32, device=DEVICE)
+    direct0 = launch.stats["direct"]
+    for seed in (1, 2, 3):
+        k_cache, v_cache = make_cache(num_blocks, block_size, hkv, d, torch.float32, seed=seed)
+        k_ref, v_ref = k_cache.clone(), v_cache.clone()
+        kv = torch.randn(2, len(seq_lens), hkv, d, generator=torch.Generator().manual_seed(seed)).to(DEVICE)
+        slots = torch.tensor([5, block_size + 1, -1, 2 * block_size], device=DEVICE)
+        store_kvcache(kv[0], kv[1], k_cache, v_cache, slots)
+        store_kvcache_ref(kv[0], kv[1], k_ref, v_ref, slots)
+        assert torch.equal(k_cache, k_ref) and torch.equal(v_cache, v_ref)
+        q = torch.randn(len(seq_lens), h, d, generator=torch.Generator().manual_seed(seed)).to(DEVICE)
+        out = torch.full_like(q, float("nan"))
+        paged_decode_attention(q, k_cache, v_cache, bt, sl, d ** -0.5, out=out, num_splits=num_splits)
+        assert rel_err(out, paged_decode_attention_ref(q, k_cache, v_cache, bt, sl, d ** -0.5)) <= TOL[torch.float32]
+    if CUDA:  # store + decode (+ merge) per round; rounds 2 and 3 direct
+        assert launch.stats["direct"] - direct0 >= 2 * (2 + (num_splits > 1))
+
+
 def test_num_splits_depends_on_shapes_only():
     dev = torch.device(DEVICE)
     assert choose_num_splits(1, 8, 8192, dev) > 1  # one long sequence: split it

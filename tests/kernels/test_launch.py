@@ -1,0 +1,96 @@
+"""kernels/launch.py: a kept compiled kernel is launched directly only for calls Triton would compile the same.
+
+The driver launch needs a GPU, so Triton's JIT path is replaced by a fake that records what it was asked and
+returns a fake compiled kernel; the test checks which path each call takes and the exact arguments the
+direct launch hands the launcher (runtime arguments, then the constexprs in signature order).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+import triton.language as tl
+from triton.runtime.jit import JITFunction
+
+from minivllm.kernels import launch as L
+
+
+def _kernel_src(x_ptr, y_ptr, n, scale, BLOCK: tl.constexpr, EVEN: tl.constexpr = True):
+    pass
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    kernel = JITFunction(_kernel_src)  # what @triton.jit makes off the interpreter; never compiled here
+    jit_calls, direct_calls = [], []
+    compiled = SimpleNamespace(function="fn-handle", packed_metadata="packed",
+                               run=lambda *a: direct_calls.append(a))
+
+    def jit_run(*args, grid, warmup, **kwargs):
+        jit_calls.append((grid, args, kwargs))
+        return compiled
+
+    monkeypatch.setattr(kernel, "run", jit_run)
+    monkeypatch.setattr(L, "_current_device", lambda: 0)
+    monkeypatch.setattr(L, "_current_stream", lambda device: 1234)
+    L.clear()
+    yield kernel, jit_calls, direct_calls
+    L.clear()
+
+
+def test_second_launch_of_a_specialization_skips_the_jit_path(fake):
+    kernel, jit_calls, direct_calls = fake
+    x, y = torch.zeros(64), torch.zeros(64)
+    L.launch(kernel, (4,), x, y, 64, 0.5, BLOCK=16, num_warps=4)
+    assert len(jit_calls) == 1 and not direct_calls
+    L.launch(kernel, (4,), x, y, 64, 0.5, BLOCK=16, num_warps=4)
+    assert len(jit_calls) == 1
+    assert direct_calls == [(4, 1, 1, 1234, "fn-handle", "packed", None, None, None, x, y, 64, 0.5, 16, True)]
+
+
+@pytest.mark.parametrize("change", ["int", "alignment", "dtype", "constexpr", "option", "bool", "float"])
+def test_a_call_triton_would_specialize_differently_takes_the_jit_path(fake, change):
+    kernel, jit_calls, direct_calls = fake
+    buf = torch.zeros(80)
+    x, y = buf[:64], torch.zeros(64)
+    first = [x, y, 1 if change == "bool" else 64, 64 if change == "float" else 0.5]
+    L.launch(kernel, (4, 2), *first, BLOCK=16, num_warps=4)
+    args, kw = list(first), {"BLOCK": 16, "num_warps": 4}
+    if change == "bool":
+        args[2] = True  # == 1 in Python, another type for Triton
+    elif change == "float":
+        args[3] = 64.0  # == 64 in Python: an fp32 argument for Triton where the int was an i32
+    elif change == "int":
+        args[2] = 65  # another value: Triton specializes on divisibility by 16 (and 1)
+    elif change == "alignment":
+        args[0] = buf[1:65]  # 4 bytes past a 16-byte boundary
+    elif change == "dtype":
+        args[1] = torch.zeros(64, dtype=torch.float16)
+    elif change == "constexpr":
+        kw["BLOCK"] = 32
+    else:
+        kw["num_warps"] = 8
+    L.launch(kernel, (4, 2), *args, **kw)
+    assert len(jit_calls) == 2 and not direct_calls
+
+
+def test_jit_path_kept_under_launch_hooks_and_for_grid_callables(fake):
+    from triton import knobs
+
+    kernel, jit_calls, direct_calls = fake
+    x = torch.zeros(64)
+    L.launch(kernel, (1,), x, x, 64, 0.5, BLOCK=16)
+    def hook(metadata):  # what a profiler (Proton) installs
+        return None
+
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        L.launch(kernel, (1,), x, x, 64, 0.5, BLOCK=16)
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    L.launch(kernel, lambda meta: (1,), x, x, 64, 0.5, BLOCK=16)
+    assert len(jit_calls) == 3 and not direct_calls
+    L.launch(kernel, (1,), x, x, 64, 0.5, BLOCK=16)
+    assert len(direct_calls) == 1

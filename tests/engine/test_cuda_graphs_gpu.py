@@ -129,10 +129,11 @@ def test_full_mode_matches_eager_with_prefill_mixed_and_decode_steps(dtype):
     A workload of prompts longer than the token budget (chunked prefill), requests joining as others finish
     (steps mixing prefill chunks with decodes) and decodes: every step replays a FULL graph, none runs
     eagerly or piecewise, and the greedy tokens are eager's, in bf16 and fp32."""
-    prompts = random_prompts(5000, [150, 90, 5, 12, 40, 200, 7, 3, 60, 25], seed=7)
     common = dict(model=_default_model(), max_model_len=512, max_num_seqs=4, max_num_batched_tokens=64,
                   dtype=dtype, seed=0, gpu_memory_utilization=0.3)
     eager = LLM(**common, enforce_eager=True)
+    vocab = min(eager.engine.model_config.vocab_size, 5000)  # the embedded model has 512 tokens
+    prompts = random_prompts(vocab, [150, 90, 5, 12, 40, 200, 7, 3, 60, 25], seed=7)
     ref = _run(eager, prompts)
     eager.shutdown()
     llm = LLM(**common, cudagraph_mode="FULL", cudagraph_capture_sizes=[1, 2, 4, 8, 16, 32, 64])

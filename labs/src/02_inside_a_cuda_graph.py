@@ -282,14 +282,17 @@ if rec:
 # work per layer adds up to more than the whole GPU step, so the step waits on the CPU as an eager one does. vLLM
 # reports PIECEWISE much closer to FULL, because its attention call costs less on the host than this engine's (README,
 # "Where minivllm differs from vLLM", the PIECEWISE speed row). The default FULL_AND_PIECEWISE takes the FULL path
-# for every pure-decode step, which is why its decode TPOT equals FULL's.
+# for every pure-decode step, which is why its decode TPOT equals FULL's. Since this record, the engine launches a
+# compiled Triton kernel without Triton's Python launch path and calls the pieces directly: a PIECEWISE decode step
+# now takes about a third of the time recorded here, still about 3x a full graph's (the README row gives both runs).
 
 # %% [markdown] tags=["lang-zh"]
 # **为什么这里 PIECEWISE 的 decode 比 FULL 慢这么多。** PIECEWISE 的一个 decode 步要重放 29 段分段图，并在段与段之间从 Python
 # launch 28 次 attention，每次都是一个注册的自定义算子，再 launch Triton kernel。每层的这些主机开销加起来超过了整个 GPU 步，
 # 所以这一步和 eager 一样在等 CPU。vLLM 报告的 PIECEWISE 与 FULL 接近得多，因为它的 attention 调用在主机侧的开销比本引擎小
 # （见 README 的 "Where minivllm differs from vLLM" 中 PIECEWISE speed 一行）。默认的 FULL_AND_PIECEWISE 对每个纯 decode 步都走
-# FULL，所以它的 decode TPOT 与 FULL 相同。
+# FULL，所以它的 decode TPOT 与 FULL 相同。这次记录之后，引擎对已编译的 Triton kernel 绕过了 Triton 的 Python launch 路径，
+# 并直接调用各个分段：现在 PIECEWISE 的一个 decode 步约为这里记录值的三分之一，但仍约是整图的 3 倍（两次测量都在 README 那一行）。
 
 # %% tags=["nbval-ignore-output"] id="02-devices"
 # Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here

@@ -39,31 +39,36 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 EMBEDDED_PLOTLYJS = re.compile(r"<script[^>]*data-minivllm-plotlyjs[^>]*>.*?</script>", re.DOTALL)
 
 
-def static_outputs(nb: dict, name: str) -> list[str]:
+def static_outputs(nb: dict, name: str, labs: list[str] | None = None) -> list[str]:
     """Make every stored output drawable in a static page; return what cannot be (the build fails on it).
 
-    A plotly figure stored only as plotly's JSON mime type (plotly's default renderer) gets the text/html
-    that plotly's "notebook" renderer would have stored: a div and a Plotly.newPlot call, plotly.js served by
-    the book. plotly.js embedded in an output (the labs' show() embeds it once per notebook, for nbconvert
-    HTML) is dropped: the book loads one copy from _static on the pages that plot. A widget output needs a static text/html form next to it (the labs' quizzes have one);
-    without one the page would show `VBox(...)`, so it is reported."""
-    import plotly.io as pio
+    Every plotly figure is drawn again from its stored JSON by the labs' own helper (minivllm_labs.plots:
+    finish + figure_html), so the book shows the current figure style (legend below, fixed colours, both
+    languages, the modebar without its network buttons) whatever plots.py wrote when the notebook was built;
+    plotly.js is served once by the book, not embedded. Links from an output to another lab's notebook
+    (`07_claims.ipynb`) go to that lab's page. A widget output needs a static text/html form next to it (the
+    labs' quizzes have one); without one the page would show `VBox(...)`, so it is reported."""
+    import plotly.graph_objects as go
+    from minivllm_labs import plots
 
-    problems = []
+    notebooks = re.compile(r"\b(" + "|".join(map(re.escape, labs or [name])) + r")\.ipynb\b")
+    problems, n_plot = [], 0
     for i, cell in enumerate(nb["cells"]):
         for out in cell.get("outputs", []):
             data = out.get("data", {})
-            if "text/html" in data:  # plotly.js embedded by the labs' show(): the book serves its own copy
-                text = "".join(data["text/html"])
-                data["text/html"] = EMBEDDED_PLOTLYJS.sub("", text)
-            if PLOTLY_JSON in data and "text/html" not in data:
-                fig = pio.from_json(json.dumps(data[PLOTLY_JSON]), skip_invalid=True)
-                data["text/html"] = pio.to_html(fig, include_plotlyjs=False, full_html=False,
-                                                div_id=f"{name}-cell{i}-plot")
+            if PLOTLY_JSON in data:
+                n_plot += 1
+                fig = go.Figure(data[PLOTLY_JSON], skip_invalid=True)
+                data["text/html"] = plots.figure_html(plots.finish(fig), f"{name}-plot{n_plot}")
+            for mime in ("text/html", "text/markdown"):
+                if mime in data:
+                    text = "".join(data[mime])
+                    text = EMBEDDED_PLOTLYJS.sub("", text)
+                    data[mime] = notebooks.sub(r"\1.html" if mime == "text/html" else r"\1.ipynb", text)
             if WIDGET in data and "text/html" not in data:
                 cid = cell.get("id", f"#{i}")
-                problems.append(f"labs/{name}.ipynb cell {cid}: a widget output with no static text/html form "
-                                f"(shows as {''.join(data.get('text/plain', ''))[:40]!r})")
+                problems.append(f"labs/{name}.ipynb cell {cid}: a widget output with no static text/html "
+                                f"form (shows as {''.join(data.get('text/plain', ''))[:40]!r})")
             if "text/html" in data:  # MyST-NB parses every mime type of a bundle and warns on these two
                 data.pop(PLOTLY_JSON, None)
                 data.pop(WIDGET, None)
@@ -88,9 +93,10 @@ def copy_labs() -> list[str]:
     dest = BOOK / "labs"
     dest.mkdir(exist_ok=True)
     names, problems = [], []
+    stems = [p.stem for p in lab_notebooks()]
     for nb_path in lab_notebooks():
         nb = json.loads(nb_path.read_text())
-        problems += static_outputs(nb, nb_path.stem)
+        problems += static_outputs(nb, nb_path.stem, stems)
         mark_language_cells(nb)
         write_if_changed(dest / nb_path.name, json.dumps(nb, ensure_ascii=False, indent=1))
         names.append(nb_path.stem)

@@ -25,6 +25,8 @@
     document.documentElement.setAttribute("data-lang", lang);
     document.documentElement.setAttribute("lang", lang === "zh" ? "zh-CN" : "en");
     try { localStorage.setItem(KEY, lang); } catch (e) { /* private mode: the choice lasts this page */ }
+    if (window.mvPlotLang && window.Plotly) { window.mvPlotLang(lang); }  /* plot titles, axes, legends */
+    if (typeof searchWords === "function") { searchWords(lang); }
     var buttons = document.querySelectorAll("#lang-switch button");
     for (var i = 0; i < buttons.length; i++) {
       buttons[i].setAttribute("aria-pressed", buttons[i].getAttribute("data-lang") === lang ? "true" : "false");
@@ -106,7 +108,52 @@
     walk(article);
   }
 
+  /* The theme's own words (sphinx-book-theme writes them in English): each gets a Chinese twin that lang.css
+   * shows in 中文 mode; Sphinx's search messages are looked up through Documentation.gettext. */
+  var THEME = {
+    "previous": "上一页", "next": "下一页", "Contents": "本页内容", "On this page": "本页内容",
+    "Back to top": "回到顶部", "Skip to main content": "跳到正文", "Search": "搜索", "Search Results": "搜索结果",
+    "Print to PDF": "打印为 PDF", "Toggle navigation": "切换导航", "By minivllm": "作者 minivllm"
+  };
+  var SEARCH = {
+    "Searching": "正在搜索", "Search Results": "搜索结果", "Preparing search...": "正在准备搜索……",
+    "Search finished, found ${resultCount} page(s) matching the search query.":
+      "搜索完成，找到 ${resultCount} 个匹配的页面。",
+    "Your search did not match any documents. Please make sure that all words are spelled correctly and that you've selected enough categories.":
+      "没有找到匹配的页面。请检查拼写。",
+    "Hide Search Matches": "隐藏搜索结果高亮", "search this documentation": "搜索本书"
+  };
+  function translateTheme() {
+    var sel = ".prev-next-subtitle, .onthispage, .page-toc .tocsection, #pst-back-to-top, .skip-link, " +
+              ".search-button__default-text, #search-results h2, .bd-search .form-control, .bd-sidebar-secondary .onthispage";
+    var els = document.querySelectorAll(sel);
+    for (var i = 0; i < els.length; i++) {
+      var el = els[i];
+      for (var n = el.firstChild; n; n = n.nextSibling) {
+        var key = n.nodeType === 3 ? n.nodeValue.trim() : "";
+        if (!key || !THEME[key]) { continue; }
+        var span = document.createElement("span");
+        span.className = "lang-split";
+        span.innerHTML = '<span class="lang-en"></span><span class="lang-zh" lang="zh"></span>';
+        span.firstChild.textContent = key;
+        span.lastChild.textContent = THEME[key];
+        el.replaceChild(span, n);
+        n = span;
+      }
+      if (el.placeholder && el.placeholder.indexOf("搜索") < 0) { el.placeholder = "Search · 搜索"; }
+    }
+    searchWords(current());
+  }
+  function searchWords(lang) {  /* doctools' gettext reads Documentation.TRANSLATIONS at each call */
+    if (!SEARCH || !window.Documentation || !Documentation.TRANSLATIONS) { return; }
+    Object.keys(SEARCH).forEach(function (k) {
+      if (lang === "zh") { Documentation.TRANSLATIONS[k] = SEARCH[k]; } else { delete Documentation.TRANSLATIONS[k]; }
+    });
+  }
+
   window.minivllmSetLang = setLang;
-  document.addEventListener("DOMContentLoaded", function () { classNotebookCells(); splitTitles(); addSwitch(); });
-  window.addEventListener("load", splitTitles);  /* the theme fills some navigation after DOMContentLoaded */
+  document.addEventListener("DOMContentLoaded", function () {
+    classNotebookCells(); splitTitles(); translateTheme(); addSwitch();
+  });
+  window.addEventListener("load", function () { splitTitles(); translateTheme(); });  /* the theme fills some navigation after DOMContentLoaded */
 })();

@@ -33,7 +33,9 @@ def plot_floors(phys: dict):
     series = {m: [phys["floors_ms"][m][g] for g in gpus] for m in MODEL_PARAMS}
     series["article: LLaMA-2-13B on A100, 9 ms"] = [A100_TEST["tpot_ms"] if g == "A100-80GB" else None for g in gpus]
     return figure(gpus, series, kind="bar", log_y=True, y_title="ms per output token (batch 1, bf16)",
-                  title="TPOT floor = weight bytes / memory bandwidth")
+                  title="TPOT floor = weight bytes / memory bandwidth",
+                  zh={"title": "TPOT 下限 = 权重字节数 / 显存带宽", "y": "每个输出 token 的毫秒数（batch 1，bf16）",
+                      "names": {"article: LLaMA-2-13B on A100, 9 ms": "文章：A100 上的 LLaMA-2-13B，9 ms"}})
 
 
 def floors_table(phys: dict) -> str:

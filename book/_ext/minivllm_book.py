@@ -75,7 +75,14 @@ def lab_role(name, rawtext, text, lineno, inliner, options=None, content=None):
         return [nodes.inline(rawtext, "", nodes.emphasis("", f"Lab {lab} (in preparation)", classes=["lang-en"]),
                              nodes.emphasis("", f"实验 {lab}（编写中）", classes=["lang-zh"]))], []
     title = titles.get(lab) or f"Lab {lab}"
-    return [_ref(inliner, lineno, rawtext, docs[lab], "", [nodes.inline(title, title)])], []
+    parts = title.split(" · ")
+    zh = [p for p in parts[1:] if re.search(f"[{_CJK}]", p)]
+    if not zh:
+        return [_ref(inliner, lineno, rawtext, docs[lab], "", [nodes.inline(title, title)])], []
+    en = " · ".join(p for p in parts if p not in zh)
+    zh_title = " · ".join([parts[0], *zh]).replace("Lab ", "实验 ", 1)
+    return [_ref(inliner, lineno, rawtext, docs[lab], "", [nodes.inline(en, en, classes=["lang-en"]),
+                                                           nodes.inline(zh_title, zh_title, classes=["lang-zh"])])], []
 
 
 _REC = re.compile(r"^(?P<file>[\w.-]+\.json):(?P<path>[^*:]+)(?:\*(?P<scale>[\d.e+-]+))?(?::(?P<fmt>[^:]+))?$")

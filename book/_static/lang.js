@@ -49,7 +49,48 @@
     return { en: en.join(" · "), zh: zh.join(" · ") };
   }
 
+  /* A heading with markup inside ("Startup fails with <code>x</code>: which flag first? · 启动报 <code>x</code>，…"):
+   * the nodes before the " · " that starts the Chinese half go into the English span, the rest into the Chinese
+   * one (the heading's # link stays outside both). */
+  function splitMixed(el) {
+    var kids = Array.prototype.slice.call(el.childNodes), tail = [];
+    while (kids.length && kids[kids.length - 1].nodeType === 1 && kids[kids.length - 1].classList.contains("headerlink")) {
+      tail.unshift(kids.pop());
+    }
+    var after = function (i) { return kids.slice(i + 1).map(function (k) { return k.textContent; }).join(""); };
+    for (var i = 0; i < kids.length; i++) {
+      if (kids[i].nodeType !== 3) { continue; }
+      var text = kids[i].nodeValue, at = text.indexOf(" · ");
+      while (at >= 0) {
+        var left = kids.slice(0, i).map(function (k) { return k.textContent; }).join("") + text.slice(0, at);
+        if (!CJK.test(left) && CJK.test(text.slice(at + 3) + after(i))) {
+          var span = document.createElement("span"), en = document.createElement("span"), zh = document.createElement("span");
+          span.className = "lang-split"; en.className = "lang-en"; zh.className = "lang-zh";
+          kids.slice(0, i).forEach(function (k) { en.appendChild(k); });
+          en.appendChild(document.createTextNode(text.slice(0, at)));
+          zh.appendChild(document.createTextNode(text.slice(at + 3)));
+          el.removeChild(kids[i]);
+          kids.slice(i + 1).forEach(function (k) { zh.appendChild(k); });
+          span.appendChild(en); span.appendChild(zh);
+          el.insertBefore(span, el.firstChild);
+          return true;
+        }
+        at = text.indexOf(" · ", at + 3);
+      }
+    }
+    return false;
+  }
+
   function splitTitles() {
+    var mixed = document.querySelectorAll("article h1, article h2, article h3, article h4, article summary");
+    for (var m = 0; m < mixed.length; m++) {
+      var el = mixed[m];
+      if (el.querySelector(".lang-split, .lang-en, .lang-zh") || el.textContent.indexOf(" · ") < 0) { continue; }
+      var plain = Array.prototype.every.call(el.childNodes, function (k) {
+        return k.nodeType === 3 || k.classList.contains("headerlink");
+      });
+      if (!plain || el.tagName === "SUMMARY") { splitMixed(el); }
+    }
     var sel = "article h1, article h2, article h3, nav a, .toc-entry a, .caption-text, .logo__title, " +
               ".prev-next-title";
     var els = document.querySelectorAll(sel);

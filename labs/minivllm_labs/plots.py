@@ -244,7 +244,7 @@ _EMBED = """<script data-minivllm-plotlyjs="{version}">(function () {{
 # plain-table fallback), shows the page's language (layout.meta.mv_i18n, html[data-lang]) and follows the
 # book's switch (window.mvPlotLang), and grows the figure when the plot area would be shorter than
 # MIN_PLOT_HEIGHT (a narrow screen's legend rows and tick labels take the height first).
-_DRAW = """<div id="{div_id}" class="plotly-graph-div minivllm-plot" style="min-height:{height}px; width:100%;">{fallback}</div>
+_DRAW = r"""<div id="{div_id}" class="plotly-graph-div minivllm-plot" style="min-height:{height}px; width:100%;">{fallback}</div>
 <script type="text/javascript">(function () {{
   if (!window.mvPlotLang) {{
     window.mvPlotLang = function (lang, gd) {{

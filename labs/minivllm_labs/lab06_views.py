@@ -18,6 +18,8 @@ def plot_block_table(res: dict):
     """One row per step; each logical block of the request drawn as a cell labelled with its physical id."""
     import plotly.graph_objects as go
 
+    from minivllm_labs.plots import bilingual
+
     tr = res["trace"]
     xs, ys, text = [], [], []
     for i, row in enumerate(tr["steps"]):
@@ -32,11 +34,10 @@ def plot_block_table(res: dict):
     fig.update_layout(title=f"One request's block table, step by step (block size {tr['block_size']}, "
                             f"prompt {tr['prompt_len']} tokens, {tr['new_tokens']} new)",
                       xaxis_title="logical block (position in the block table)", yaxis_title="engine step",
-                      template="plotly_white", height=420, margin=dict(l=60, r=20, t=60, b=50))
+                      template="plotly_white", height=max(420, 140 + 28 * len(tr["steps"])),
+                      margin=dict(l=60, r=20, t=60, b=50))
     fig.update_yaxes(autorange="reversed", dtick=1)
     fig.update_xaxes(dtick=1)
-    from minivllm_labs.plots import bilingual
-
     return bilingual(fig, title=f"一个请求的 block table，逐步变化（block 大小 {tr['block_size']}，prompt "
                                 f"{tr['prompt_len']} 个 token，新生成 {tr['new_tokens']} 个）",
                      x="逻辑 block（在 block table 中的位置）", y="引擎步")

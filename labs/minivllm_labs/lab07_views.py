@@ -92,9 +92,14 @@ def _value(r: dict) -> str:
 
 def claims_markdown(claims) -> str:
     """A lab's "Summary of verdicts" table (Markdown): claim, verdict, the number, its file and key."""
-    lines = ["| claim | verdict | number | evidence |", "|---|---|---|---|"]
+    def both(en: str, zh: str) -> str:  # one cell in both languages: the book's switch shows one of them
+        en, zh = html.escape(en).replace("|", "\\|"), html.escape(zh or "").replace("|", "\\|")
+        return f'<span class="lang-en">{en}</span><span class="lang-zh" lang="zh">{zh}</span>' if zh else en
+
+    lines = ["| claim · 说法 | verdict · 结论 | number · 数字 | evidence · 证据 |", "|---|---|---|---|"]
     for r in rows(list(claims)):
-        lines.append(f"| {r['claim_en']} | **{r['verdict']}** | {_value(r)} | `{r['evidence']}` |")
+        value = _value(r) if r["recorded"] else both("not recorded yet", "尚未录制")
+        lines.append(f"| {both(r['claim_en'], r['claim_zh'])} | **{r['verdict']}** | {value} | `{r['evidence']}` |")
     return "\n".join(lines)
 
 

@@ -280,9 +280,11 @@ _DRAW = r"""<div id="{div_id}" class="plotly-graph-div minivllm-plot" style="min
               lines[lines.length - 1] += tok;
               used += units(tok);
             }});
+          // plotly centres a title's extra lines on its anchor: move it down by half of them, keep the gap
           var text = lines.join("<br>"), top = gd.__mvTop + 20 * (lines.length - 1);
+          var y = 1 - (8 + 10 * (lines.length - 1)) / full.height;
           if (text !== title || top !== full.margin.t) {{
-            Plotly.relayout(gd, {{"title.text": text, "margin.t": top}});
+            Plotly.relayout(gd, {{"title.text": text, "margin.t": top, "title.y": y}});
             return;
           }}
         }}

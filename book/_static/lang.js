@@ -63,7 +63,8 @@
       var text = kids[i].nodeValue, at = text.indexOf(" · ");
       while (at >= 0) {
         var left = kids.slice(0, i).map(function (k) { return k.textContent; }).join("") + text.slice(0, at);
-        if (!CJK.test(left) && CJK.test(text.slice(at + 3) + after(i))) {
+        var right = text.slice(at + 3) + after(i), zhFirst = CJK.test(left) && !CJK.test(right);
+        if ((!CJK.test(left) && CJK.test(right)) || zhFirst) {
           var span = document.createElement("span"), en = document.createElement("span"), zh = document.createElement("span");
           span.className = "lang-split"; en.className = "lang-en"; zh.className = "lang-zh";
           kids.slice(0, i).forEach(function (k) { en.appendChild(k); });
@@ -71,6 +72,8 @@
           zh.appendChild(document.createTextNode(text.slice(at + 3)));
           el.removeChild(kids[i]);
           kids.slice(i + 1).forEach(function (k) { zh.appendChild(k); });
+          if (zhFirst) { var t = en.className; en.className = zh.className; zh.className = t; }
+          else { number(en, zh); }
           span.appendChild(en); span.appendChild(zh);
           el.insertBefore(span, el.firstChild);
           return true;
@@ -81,8 +84,15 @@
     return false;
   }
 
+  /* "1. English · 中文": the Chinese half gets the question's number too */
+  function number(en, zh) {
+    var m = /^\s*(\d+\.\s)/.exec(en.textContent);
+    if (m && !/^\s*\d/.test(zh.textContent)) { zh.insertBefore(document.createTextNode(m[1]), zh.firstChild); }
+  }
+
   function splitTitles() {
-    var mixed = document.querySelectorAll("article h1, article h2, article h3, article h4, article summary");
+    var mixed = document.querySelectorAll("article h1, article h2, article h3, article h4, article summary, " +
+                                          ".toc-entry a, nav a");
     for (var m = 0; m < mixed.length; m++) {
       var el = mixed[m];
       if (el.querySelector(".lang-split, .lang-en, .lang-zh") || el.textContent.indexOf(" · ") < 0) { continue; }
@@ -104,6 +114,7 @@
         span.className = "lang-split";
         var en = document.createElement("span"); en.className = "lang-en"; en.textContent = parts.en;
         var zh = document.createElement("span"); zh.className = "lang-zh"; zh.textContent = parts.zh;
+        number(en, zh);
         span.appendChild(en); span.appendChild(zh);
         el.replaceChild(span, n);
         n = span;
@@ -192,9 +203,21 @@
     });
   }
 
+  /* "On this page" of a lab lists its English and its Chinese headings: each link takes its heading's language */
+  function classToc() {
+    var links = document.querySelectorAll(".bd-toc a[href^='#'], .page-toc a[href^='#']");
+    for (var i = 0; i < links.length; i++) {
+      var a = links[i], id = decodeURIComponent(a.getAttribute("href").slice(1));
+      var t = id && document.getElementById(id);
+      var h = t && (t.matches("h1, h2, h3, h4") ? t : t.querySelector("h1, h2, h3, h4"));
+      var l = h && h.closest(".lang-en, .lang-zh");
+      if (l) { a.classList.add(l.classList.contains("lang-en") ? "lang-en" : "lang-zh"); }
+    }
+  }
+
   window.minivllmSetLang = setLang;
   document.addEventListener("DOMContentLoaded", function () {
-    classNotebookCells(); splitTitles(); translateTheme(); addSwitch();
+    classNotebookCells(); classToc(); splitTitles(); translateTheme(); addSwitch();
   });
   window.addEventListener("load", function () { splitTitles(); translateTheme(); });  /* the theme fills some navigation after DOMContentLoaded */
 })();

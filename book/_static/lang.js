@@ -197,7 +197,7 @@
     searchWords(current());
   }
   function searchWords(lang) {  /* doctools' gettext reads Documentation.TRANSLATIONS at each call */
-    if (!SEARCH || !window.Documentation || !Documentation.TRANSLATIONS) { return; }
+    if (!SEARCH || typeof Documentation === "undefined" || !Documentation.TRANSLATIONS) { return; }  /* a const of doctools.js */
     Object.keys(SEARCH).forEach(function (k) {
       if (lang === "zh") { Documentation.TRANSLATIONS[k] = SEARCH[k]; } else { delete Documentation.TRANSLATIONS[k]; }
     });
@@ -219,5 +219,26 @@
   document.addEventListener("DOMContentLoaded", function () {
     classNotebookCells(); classToc(); splitTitles(); translateTheme(); addSwitch();
   });
-  window.addEventListener("load", function () { splitTitles(); translateTheme(); });  /* the theme fills some navigation after DOMContentLoaded */
+  window.addEventListener("load", function () {
+    splitTitles(); translateTheme();
+    var results = document.getElementById("search-results");  /* filled by searchtools.js after load */
+    if (results && window.MutationObserver) {
+      new MutationObserver(function () { splitLinks(results); }).observe(results, {childList: true, subtree: true});
+    }
+  });
+  function splitLinks(root) {  /* "Title · 标题" links in the search results, one language shown */
+    var links = root.querySelectorAll("a");
+    for (var i = 0; i < links.length; i++) {
+      var n = links[i].firstChild;
+      if (!n || n.nodeType !== 3 || links[i].querySelector(".lang-split")) { continue; }
+      var parts = splitTitle(n.nodeValue.trim());
+      if (!parts) { continue; }
+      var span = document.createElement("span"), en = document.createElement("span"), zh = document.createElement("span");
+      span.className = "lang-split"; en.className = "lang-en"; zh.className = "lang-zh";
+      en.textContent = parts.en; zh.textContent = parts.zh;
+      number(en, zh);
+      span.appendChild(en); span.appendChild(zh);
+      links[i].replaceChild(span, n);
+    }
+  }  /* the theme fills some navigation after DOMContentLoaded */
 })();

@@ -160,6 +160,8 @@ def finish(fig: go.Figure, zh: dict | None = None) -> go.Figure:
     fig.update_layout(template="plotly_white")
     if isinstance(lay.title.text, str):
         fig.update_layout(title=dict(x=0.01, xanchor="left", y=0.98, yanchor="top", font=dict(size=16)))
+    for m in lay.updatemenus:  # a row of buttons overflows a phone's width: one dropdown at the left instead
+        m.update(type="dropdown", direction="down", x=0, xanchor="left", y=1.02, yanchor="bottom")
     named = [t for t in fig.data if t.name]
     fig.update_layout(showlegend=len(named) > 1 or (menu and bool(named)),
                       legend=dict(orientation="h", x=0, xanchor="left", y=0, yanchor="bottom", yref="container",

@@ -257,6 +257,23 @@ def test_lab_plots_draw_and_quizzes_answer(html, server, browser):
         if path == labs[0] and plots:
             divs.first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "lab_plot.png"))
+        menus = page.locator(".js-plotly-plot:has(g.updatemenu-header-group)")
+        if menus.count():  # a menu that shows one series keeps its legend, its colour and the plot's size
+            gd = menus.first
+            gd.scroll_into_view_if_needed()
+            colour = gd.evaluate("g => g._fullData[1].marker.color")
+            box = gd.locator("g.updatemenu-header-group rect.updatemenu-item-rect").first.bounding_box()
+            page.mouse.click(box["x"] + 10, box["y"] + box["height"] / 2)  # open the menu as a reader does
+            item = gd.locator("g.updatemenu-dropdown-button").nth(2).locator("rect").bounding_box()
+            page.mouse.click(item["x"] + 10, item["y"] + item["height"] / 2)  # its second series, alone
+            page.wait_for_timeout(300)
+            shown = gd.evaluate("g => ({visible: g._fullData.map(t => t.visible), legend: g._fullLayout.showlegend, "
+                                "colour: g._fullData[1].marker.color, h: g._fullLayout._size.h, "
+                                "items: g.querySelectorAll('.legend .traces').length})")
+            assert shown["visible"][1] is True and shown["visible"].count(True) == 1, f"{path}: {shown}"
+            assert shown["legend"] and shown["items"] >= 1, f"{path}: the legend went with one series shown"
+            assert shown["colour"] == colour, f"{path}: the series changed colour when shown alone"
+            assert shown["h"] >= MIN_PLOT[1280][1], f"{path}: plot area {shown['h']} px with one series"
         roots = page.locator(".mv-quiz")
         assert roots.count() == quizzes, f"{path}: {roots.count()} quizzes on the page, the notebook has {quizzes}"
         for i in range(roots.count()):

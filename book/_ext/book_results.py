@@ -64,7 +64,8 @@ TOPICS = [
     ("latency", "Engine latency: graphs, compile, startup · 引擎延迟：CUDA Graph、编译、启动",
      "TPOT by batch size and over time, compile modes with graphs, what bounds batch 1, async scheduling, the "
      "graph pool, cold and warm starts.",
-     "各 batch 大小及历次提交的 TPOT、编译模式与 CUDA Graph 的组合、batch 1 的瓶颈、异步调度、图显存池、冷启动与热启动。"),
+     "各 batch 大小及历次提交的 TPOT、编译模式与 CUDA Graph 的组合、batch 1 的瓶颈、异步调度、图显存池、"
+     "冷启动与热启动。"),
     ("throughput", "Offline throughput · 离线吞吐",
      "The nano-vllm workload: tokens per second, correctness of the batched run, where a decode step goes.",
      "nano-vllm 负载：每秒 token 数、批量运行的正确性、一步解码的时间分布。"),

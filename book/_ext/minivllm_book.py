@@ -228,7 +228,9 @@ class BookSearch(sphinx_search.SearchLanguage):
     js_splitter_code = """
 function splitQuery(query) {
   var out = [];
-  (query.match(/[\\u3400-\\u4dbf\\u4e00-\\u9fff\\uf900-\\ufaff]+|(?:(?![\\u3400-\\u4dbf\\u4e00-\\u9fff\\uf900-\\ufaff])[\\p{L}\\p{N}_])+/gu) || []).forEach(function (w) {
+  var cjk = "\\u3400-\\u4dbf\\u4e00-\\u9fff\\uf900-\\ufaff";
+  var words = new RegExp("[" + cjk + "]+|(?:(?![" + cjk + "])[\\\\p{L}\\\\p{N}_])+", "gu");
+  (query.match(words) || []).forEach(function (w) {
     if (!/^[\\u3400-\\u9fff\\uf900-\\ufaff]/.test(w)) { out.push(w); return; }
     if (w.length === 1) { out.push(w); return; }
     for (var i = 0; i + 1 < w.length; i++) { out.push(w.slice(i, i + 2)); }

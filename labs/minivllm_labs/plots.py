@@ -246,7 +246,8 @@ _EMBED = """<script data-minivllm-plotlyjs="{version}">(function () {{
 # plain-table fallback), shows the page's language (layout.meta.mv_i18n, html[data-lang]) and follows the
 # book's switch (window.mvPlotLang), and grows the figure when the plot area would be shorter than
 # MIN_PLOT_HEIGHT (a narrow screen's legend rows and tick labels take the height first).
-_DRAW = r"""<div id="{div_id}" class="plotly-graph-div minivllm-plot" style="min-height:{height}px; width:100%;">{fallback}</div>
+_DRAW = r"""<div id="{div_id}" class="plotly-graph-div minivllm-plot"
+ style="min-height:{height}px; width:100%;">{fallback}</div>
 <script type="text/javascript">(function () {{
   if (!window.mvPlotLang) {{
     window.mvPlotLang = function (lang, gd) {{
@@ -275,7 +276,8 @@ _DRAW = r"""<div id="{div_id}" class="plotly-graph-div minivllm-plot" style="min
           if (gd.__mvTop === undefined) {{ gd.__mvTop = full.margin.t; }}
           var room = Math.max(24, Math.floor((full.width - 24) / 8.5)), lines = [""], used = 0;
           var units = function (t) {{ return t.replace(/[\u3000-\u9fff\uff00-\uffef]/g, "xx").length; }};
-          (title.replace(/<br>/g, " ").match(/[\u3000-\u9fff\uff00-\uffef]|\s+|[^\s\u3000-\u9fff\uff00-\uffef]+/g) || [])
+          var tokens = /[\u3000-\u9fff\uff00-\uffef]|\s+|[^\s\u3000-\u9fff\uff00-\uffef]+/g;
+          (title.replace(/<br>/g, " ").match(tokens) || [])
             .forEach(function (tok) {{
               if (used + units(tok) > room && used > 0) {{ lines.push(""); used = 0; }}
               if (used === 0 && /^\s+$/.test(tok)) {{ return; }}

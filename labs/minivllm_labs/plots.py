@@ -160,6 +160,9 @@ def finish(fig: go.Figure, zh: dict | None = None) -> go.Figure:
     fig.update_layout(template="plotly_white")
     if isinstance(lay.title.text, str):
         fig.update_layout(title=dict(x=0.01, xanchor="left", y=0.98, yanchor="top", font=dict(size=16)))
+    for t in fig.data:  # long category labels on two or three lines (a figure stored before figure() did it)
+        if t.type == "bar" and t.x is not None and all(isinstance(v, str) for v in t.x):
+            t.x = [wrap_label(v) for v in t.x]
     for m in lay.updatemenus:  # a row of buttons overflows a phone's width: one dropdown at the left instead
         m.update(type="dropdown", direction="down", x=0, xanchor="left", y=1.02, yanchor="bottom")
     named = [t for t in fig.data if t.name]
@@ -265,8 +268,10 @@ _DRAW = r"""<div id="{div_id}" class="plotly-graph-div minivllm-plot"
   var draw = function () {{
     var gd = document.getElementById("{div_id}");
     gd.innerHTML = "";
-    gd.style.height = "{height}px";
-    Plotly.newPlot(gd, {data}, {layout}, {config}).then(function () {{
+    var layout = {layout};  // a narrow screen stacks the legend and the tick labels: start taller
+    if (gd.clientWidth && gd.clientWidth < 600) {{ layout.height = Math.round({height} * 1.25); }}
+    gd.style.height = (layout.height || {height}) + "px";
+    Plotly.newPlot(gd, {data}, layout, {config}).then(function () {{
       var lang = document.documentElement.getAttribute("data-lang");
       if (lang && lang !== "en") {{ window.mvPlotLang(lang, gd); }}
       var fit = function () {{

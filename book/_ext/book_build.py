@@ -10,6 +10,7 @@ with no static form), a broken link or a missing record key each leaves a hole i
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -44,6 +45,8 @@ def build(clean: bool = False) -> Path:
     if warnings:  # an output MyST-NB skipped, a broken link, a bad record key: each is a hole in a page
         raise SystemExit(f"book build: {len(warnings)} warning(s), listed above; log: "
                          f"{BOOK / '_build' / 'build.log'}")
+    for own in (BOOK / "_static").iterdir():  # an incremental build keeps the old copy of an edited lang.js
+        shutil.copyfile(own, html / "_static" / own.name)
     print(f"book built in {time.time() - t0:.0f} s: {html / 'index.html'}")
     return html
 

@@ -40,6 +40,7 @@ _SCRIPT = """<script>(function () {
 def devices_html(lab: str) -> str:
     """The block of one lab ("lab01"): selector, figure, tables, verdicts; every device named."""
     from minivllm_labs import devices
+    from minivllm_labs.lab01_views import VERDICT_ZH
     from minivllm_labs.plots import figure_html
 
     recs = devices.device_records(lab)
@@ -82,8 +83,11 @@ def devices_html(lab: str) -> str:
                     + (f' &rarr; {v["verdict"]}' if v["verdict"] else "") + "</td>"
                     for gpu, v in r["devices"].items())
                 flag = ' <span class="differs">differs · 不同</span>' if r["differs"] else ""
-                body.append(f"<tr><td>{html.escape(r['claim'])}</td><td>{r['verdict']}{flag}</td>{cells}</tr>")
-            out.append("<table><thead><tr><th>claim</th><th>verdict</th>" + head + "</tr></thead><tbody>"
+                claim = (f'<span class="lang-en">{html.escape(r["claim"])}</span>'
+                         f'<span class="lang-zh" lang="zh">{html.escape(r["claim_zh"])}</span>')
+                verdict = f'{r["verdict"]} <span class="lang-zh" lang="zh">{VERDICT_ZH.get(r["verdict"], "")}</span>'
+                body.append(f"<tr><td>{claim}</td><td>{verdict}{flag}</td>{cells}</tr>")
+            out.append("<table><thead><tr><th>claim · 论断</th><th>verdict · 结论</th>" + head + "</tr></thead><tbody>"
                        + "".join(body) + "</tbody></table>")
     out.append(_SCRIPT % {"id": block})
     out.append("</div>")

@@ -5,7 +5,8 @@
   behaves the same on every file system.
 - book/_toc.yml: the handbook pages, then one entry per lab notebook found, the results page and the engine
   source pages. Generated, so a lab that is not written yet is simply absent instead of breaking the build.
-- book/results.md: the recorded H200 results, one row per figure (book_results.py).
+- book/results.md and book/results/<topic>.md: the recorded H200 results, one page per topic, one row per
+  figure (book_results.py).
 - book/code/**: the engine's source as pages (book_codepages.py), so links into the code work offline.
 - book/_extra/vendor/plotly.min.js: plotly.js from the installed plotly package (never a CDN).
 """
@@ -41,35 +42,58 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 EMBEDDED_PLOTLYJS = re.compile(r"<script[^>]*data-minivllm-plotlyjs[^>]*>.*?</script>", re.DOTALL)
 
 
-def static_outputs(nb: dict, name: str) -> list[str]:
+def static_outputs(nb: dict, name: str, labs: list[str] | None = None) -> list[str]:
     """Make every stored output drawable in a static page; return what cannot be (the build fails on it).
 
-    A plotly figure stored only as plotly's JSON mime type (plotly's default renderer) gets the text/html
-    that plotly's "notebook" renderer would have stored: a div and a Plotly.newPlot call, plotly.js served by
-    the book. plotly.js embedded in an output (the labs' show() embeds it once per notebook, for nbconvert
-    HTML) is dropped: the book loads one copy from _static on the pages that plot. A widget output needs a static text/html form next to it (the labs' quizzes have one);
-    without one the page would show `VBox(...)`, so it is reported."""
-    import plotly.io as pio
+    Every plotly figure is drawn again from its stored JSON by the labs' own helper (minivllm_labs.plots:
+    finish + figure_html), so the book shows the current figure style (legend below, fixed colours, both
+    languages, the modebar without its network buttons) whatever plots.py wrote when the notebook was built;
+    plotly.js is served once by the book, not embedded. Links from an output to another lab's notebook
+    (`07_claims.ipynb`) go to that lab's page. A widget output needs a static text/html form next to it (the
+    labs' quizzes have one); without one the page would show `VBox(...)`, so it is reported."""
+    import plotly.graph_objects as go
+    from minivllm_labs import plots
 
-    problems = []
+    notebooks = re.compile(r"\b(" + "|".join(map(re.escape, labs or [name])) + r")\.ipynb\b")
+    problems, n_plot = [], 0
     for i, cell in enumerate(nb["cells"]):
         for out in cell.get("outputs", []):
             data = out.get("data", {})
-            if "text/html" in data:  # plotly.js embedded by the labs' show(): the book serves its own copy
-                text = "".join(data["text/html"])
-                data["text/html"] = EMBEDDED_PLOTLYJS.sub("", text)
-            if PLOTLY_JSON in data and "text/html" not in data:
-                fig = pio.from_json(json.dumps(data[PLOTLY_JSON]), skip_invalid=True)
-                data["text/html"] = pio.to_html(fig, include_plotlyjs=False, full_html=False,
-                                                div_id=f"{name}-cell{i}-plot")
+            if PLOTLY_JSON in data:
+                n_plot += 1
+                fig = go.Figure(data[PLOTLY_JSON], skip_invalid=True)
+                data["text/html"] = plots.figure_html(plots.finish(fig), f"{name}-plot{n_plot}")
+            for mime in ("text/html", "text/markdown"):
+                if mime in data:
+                    text = "".join(data[mime])
+                    text = EMBEDDED_PLOTLYJS.sub("", text)
+                    data[mime] = notebooks.sub(r"\1.html" if mime == "text/html" else r"\1.ipynb", text)
             if WIDGET in data and "text/html" not in data:
                 cid = cell.get("id", f"#{i}")
-                problems.append(f"labs/{name}.ipynb cell {cid}: a widget output with no static text/html form "
-                                f"(shows as {''.join(data.get('text/plain', ''))[:40]!r})")
+                problems.append(f"labs/{name}.ipynb cell {cid}: a widget output with no static text/html "
+                                f"form (shows as {''.join(data.get('text/plain', ''))[:40]!r})")
             if "text/html" in data:  # MyST-NB parses every mime type of a bundle and warns on these two
                 data.pop(PLOTLY_JSON, None)
                 data.pop(WIDGET, None)
     return problems
+
+
+#: The handbook's section numbers the labs cite (the chapter they were written against is "chapter 03"): each
+#: becomes a link to the page that holds that section now; the table is also on how_to_use_the_labs.md.
+SECTIONS = {"1.1": "what_graphs_remove", "1.2": "what_graphs_remove", "1.3": "what_graphs_remove",
+            "1.4": "graphs_in_the_engine", "2": "torch_compile", "3": "startup_and_cache",
+            "4.5": "when_to_turn_off", "4.6": "when_to_turn_off"}
+_SECTION = re.compile(r"(?<![\[\w/])§(\d(?:\.\d)?)(?![\d\]])")
+
+
+def link_sections(src: str) -> str:
+    """"§4.6" in a lab's markdown -> a link to the handbook page of that section (numbers it does not know
+    stay text). Code spans are left alone."""
+    parts = re.split(r"(`[^`]*`)", src)
+    for i in range(0, len(parts), 2):
+        parts[i] = _SECTION.sub(lambda m: f"[§{m.group(1)}](../handbook/{SECTIONS[m.group(1)]}.md)"
+                                if m.group(1) in SECTIONS else m.group(0), parts[i])
+    return "".join(parts)
 
 
 def mark_language_cells(nb: dict) -> None:
@@ -79,9 +103,12 @@ def mark_language_cells(nb: dict) -> None:
     for cell in nb["cells"]:
         tags = cell.get("metadata", {}).get("tags", [])
         lang = next((t.removeprefix("lang-") for t in tags if t in ("lang-en", "lang-zh")), None)
-        if cell["cell_type"] != "markdown" or lang is None:
+        if cell["cell_type"] != "markdown":
             continue
-        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        src = link_sections("".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"])
+        cell["source"] = src
+        if lang is None:
+            continue
         cell["source"] = (f'<div class="lang-cell-start" data-lang="{lang}"></div>\n\n{src}\n\n'
                           '<div class="lang-cell-end"></div>')
 
@@ -90,9 +117,10 @@ def copy_labs() -> list[str]:
     dest = BOOK / "labs"
     dest.mkdir(exist_ok=True)
     names, problems = [], []
+    stems = [p.stem for p in lab_notebooks()]
     for nb_path in lab_notebooks():
         nb = json.loads(nb_path.read_text())
-        problems += static_outputs(nb, nb_path.stem)
+        problems += static_outputs(nb, nb_path.stem, stems)
         mark_language_cells(nb)
         devices.add_devices_cell(nb, nb_path.stem)  # every recorded GPU beside the H200 (book_devices.py)
         write_if_changed(dest / nb_path.name, json.dumps(nb, ensure_ascii=False, indent=1))
@@ -104,10 +132,25 @@ def copy_labs() -> list[str]:
             stale.unlink()
     readme = ROOT / "labs" / "README.md"  # the lab standard: how every lab is written
     if readme.exists():
-        write_if_changed(dest / "README.md", readme.read_text())
+        write_if_changed(dest / "README.md", contributors_page(readme.read_text()))
     elif (dest / "README.md").exists():
         (dest / "README.md").unlink()
     return names
+
+
+def contributors_page(text: str) -> str:
+    """labs/README.md (the lab standard, written in English for who writes a lab) as the book's contributors'
+    page: a bilingual title, a Chinese summary for the 中文 reader, the standard itself in the English view."""
+    lines = text.splitlines()
+    body = "\n".join(lines[1:] if lines and lines[0].startswith("# ") else lines)
+    return "\n".join([
+        "# For contributors: the lab standard · 贡献者：实验编写规范", "",
+        ":::{container} lang-zh",
+        ("本页是编写和修改实验时遵循的规范（单元格的顺序、自测题的规则、图与结果文件的要求、测试），面向贡献者，"
+         "以英文书写：切换到 **EN** 阅读全文。学习者请看[如何使用这些实验](../how_to_use_the_labs.md)。"),
+        ":::", "", "::::{container} lang-en",
+        "Readers: [How to use the labs](../how_to_use_the_labs.md) is the learner's page.", "",
+        body.replace("\n# ", "\n## "), "::::", ""])
 
 
 def copy_plotly_js() -> None:
@@ -122,19 +165,20 @@ def copy_plotly_js() -> None:
         shutil.copyfile(src, dest)
 
 
-def write_toc(labs: list[str], code_docs: list[str]) -> None:
+def write_toc(labs: list[str], code_docs: list[str], results_topics: list[str]) -> None:
     lines = ["# Generated by book/_ext/book_prepare.py: edit HANDBOOK there, not this file.",
              "format: jb-book", "root: intro", "parts:",
              "  - caption: Handbook · 手册", "    chapters:"]
     lines += [f"      - file: handbook/{name}" for name in HANDBOOK]
-    lines += ["  - caption: Labs · 实验", "    chapters:"]
-    if (BOOK / "labs" / "README.md").exists():
-        lines.append("      - file: labs/README")
+    lines += ["  - caption: Labs · 实验", "    chapters:", "      - file: how_to_use_the_labs"]
     lines += [f"      - file: labs/{name}" for name in labs] or ["      - file: labs_missing"]
-    lines += ["  - caption: Results · 测量结果", "    chapters:", "      - file: results",
-              "  - caption: Engine source · 引擎源码", "    chapters:", "      - file: code/index",
+    lines += ["  - caption: Results · 测量结果", "    chapters:", "      - file: results", "        sections:"]
+    lines += [f"          - file: results/{topic}" for topic in results_topics]
+    lines += ["  - caption: Engine source · 引擎源码", "    chapters:", "      - file: code/index",
               "        sections:"]
     lines += [f"          - file: {doc}" for doc in code_docs]
+    if (BOOK / "labs" / "README.md").exists():  # the lab standard: for who writes a lab, not who reads one
+        lines += ["  - caption: Contributors · 贡献者", "    chapters:", "      - file: labs/README"]
     write_if_changed(BOOK / "_toc.yml", "\n".join(lines) + "\n")
 
 
@@ -153,11 +197,18 @@ def prepare() -> None:
     labs = copy_labs()
     copy_plotly_js()
     code_docs = codepages.write_pages(ROOT, BOOK / "code")
-    write_if_changed(BOOK / "results.md", results.page(ROOT))
+    pages = results.pages(ROOT)
+    write_if_changed(BOOK / "results.md", pages.pop("index"))
+    (BOOK / "results").mkdir(exist_ok=True)
+    for topic, text in pages.items():
+        write_if_changed(BOOK / "results" / f"{topic}.md", text)
+    for stale in (BOOK / "results").glob("*.md"):
+        if stale.stem not in pages:
+            stale.unlink()
     write_if_changed(BOOK / "_labs.json", json.dumps(lab_titles(labs), ensure_ascii=False, indent=1))
     if not labs:
         write_if_changed(BOOK / "labs_missing.md", "# Labs · 实验\n\nNo lab notebook found in labs/.\n")
-    write_toc(labs, code_docs)
+    write_toc(labs, code_docs, list(pages))
 
 
 

@@ -81,7 +81,55 @@ def _summary(provs: list[dict]) -> str:
                                  "commit " + (", ".join(uniq("commit")) or "?"), date] if x)
 
 
-def page(root: Path) -> str:
+#: The results pages, one per topic: (file stem, title, what it holds in English, in Chinese), and which
+#: rows of assets/results/h200/index.yaml (a row's `topic:`) each holds.
+TOPICS = [
+    ("latency", "Engine latency: graphs, compile, startup · 引擎延迟：CUDA Graph、编译、启动",
+     ("TPOT by batch size and over time, compile modes with graphs, what bounds batch 1, async scheduling, the "
+      "graph pool, cold and warm starts."),
+     ("各 batch 大小及历次提交的 TPOT、编译模式与 CUDA Graph 的组合、batch 1 的瓶颈、异步调度、图显存池、"
+      "冷启动与热启动。")),
+    ("throughput", "Offline throughput · 离线吞吐",
+     "The nano-vllm workload: tokens per second, correctness of the batched run, where a decode step goes.",
+     "nano-vllm 负载：每秒 token 数、批量运行的正确性、一步解码的时间分布。"),
+    ("attention", "Attention kernels · Attention 内核",
+     "Decode and prefill attention against the copy bandwidth and SDPA, split-KV, the kernel's history.",
+     "解码与预填充 attention 对比显存拷贝带宽和 SDPA、split-KV、内核的历史变化。"),
+    ("fused_kernels", "GEMV and fused kernels · GEMV 与融合内核",
+     ("Triton GEMV against cuBLAS, its tiles and autotuning, 算子融合 (RMSNorm + RoPE, RoPE + KV store, "
+     "residual + norm), programmatic dependent launch."),
+      "Triton GEMV 对比 cuBLAS、tile 与自动调优、算子融合（RMSNorm + RoPE、RoPE + KV 写入、残差 + norm）、PDL。"),
+    ("checks", "Tests, A/B runs and the labs · 测试、A/B 对比与实验",
+     "The GPU tests, the labs executed on the GPU, this tree against the commit before a restructure, Lab 01.",
+     "GPU 测试、在 GPU 上完整执行的实验、本版本与重构前提交的对比、实验 01。"),
+]
+
+
+def _intro() -> list[str]:
+    return [":::{container} lang-en",
+            ("Every figure the handbook and the labs quote, measured on one NVIDIA H200 (random Qwen3-0.6B-shaped "
+             "bf16 checkpoint unless a row says otherwise). Each row names the files it is read from, their "
+             "provenance (GPU, torch, commit, date, as stored in the file) and the command that reproduces it. "
+             "The whole set is re-run with `MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash "
+             "scripts/gpu_check.sh all`; a checkpoint of the same shape is made by `python -m "
+             "minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 /tmp/ckpt/qwen3-0.6b`. "
+             "Defaults unless said: `cudagraph_mode=FULL_AND_PIECEWISE`, compile level 0, async scheduling on; "
+             "\"GPU ms\" is a step's span on the GPU clock. The rows themselves are written in English: they "
+             "quote commits, file keys and commands."),
+            ":::", "",
+            ":::{container} lang-zh",
+            ("手册和实验引用的每个数字都在这里，均在一块 NVIDIA H200 上测得（除非该行另有说明，模型为随机权重、"
+             "Qwen3-0.6B 形状的 bf16 检查点）。每行列出数据文件、文件自带的来源信息（GPU、torch 版本、commit、"
+             "日期）以及复现命令。整套测量用 `MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash "
+             "scripts/gpu_check.sh all` 重跑；同形状的检查点用 `python -m minivllm.tools.make_random_checkpoint "
+             "--shape qwen3-0.6b --dtype bfloat16 /tmp/ckpt/qwen3-0.6b` 生成。默认配置："
+             "`cudagraph_mode=FULL_AND_PIECEWISE`、编译 level 0、异步调度开启；“GPU ms”指一步在 GPU 时钟上的跨度。"
+             "各行正文用英文书写：其中引用的是 commit、文件中的键和命令。"),
+            ":::", ""]
+
+
+def pages(root: Path) -> dict[str, str]:
+    """{"index": the results page (topics, then every results file with its provenance), topic: its page}."""
     folder = root / REFERENCE
     index = load_index(folder)
     rows = index["rows"]
@@ -89,55 +137,56 @@ def page(root: Path) -> str:
     prov = {name: provenance_of(d) for name, d in data.items()}
     in_archive = {e["file"] for e in index.get("archive") or []}
     what = {e["file"]: e["what"] for e in (index.get("files") or []) + (index.get("archive") or [])}
-    out = ["# Recorded results · 测量结果", "",
-           ":::{container} lang-en",
-           ("Every figure the handbook and the labs quote, measured on one NVIDIA H200 (random Qwen3-0.6B-shaped "
-           "bf16 checkpoint unless a row says otherwise). Each row names the files it is read from, their "
-           "provenance (GPU, torch, commit, date, as stored in the file) and the command that reproduces it. "
-           "The whole set is re-run with `MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash "
-           "scripts/gpu_check.sh all`; a checkpoint of the same shape is made by `python -m "
-           "minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 /tmp/ckpt/qwen3-0.6b`. "
-           "Defaults unless said: `cudagraph_mode=FULL_AND_PIECEWISE`, compile level 0, async scheduling on; "
-           "\"GPU ms\" is a step's span on the GPU clock."),
-           ":::", "",
-           ":::{container} lang-zh",
-           ("手册和实验引用的每个数字都在这里，均在一块 NVIDIA H200 上测得（除非该行另有说明，模型为随机权重、"
-           "Qwen3-0.6B 形状的 bf16 检查点）。每行列出数据文件、文件自带的来源信息（GPU、torch 版本、commit、日期）"
-           "以及复现命令。整套测量用 `MINIVLLM_GIT_COMMIT=$(git rev-parse --short HEAD) bash scripts/gpu_check.sh "
-           "all` 重跑。默认配置：`cudagraph_mode=FULL_AND_PIECEWISE`、编译 level 0、异步调度开启。"),
-           ":::", "",
-           "```{list-table}", ":header-rows: 1", ":widths: 20 45 35", ":class: results-table", "",
-           "* - what · 测的是什么", "  - result · 结果",
-           "  - files, provenance, command · 文件、来源、复现命令"]
-    named = set()
+    topics = {t[0] for t in TOPICS}
+    named: set[str] = set()
+    by_topic: dict[str, list[str]] = {t[0]: [] for t in TOPICS}
     for i, row in enumerate(rows, 1):
+        where = f"assets/results/h200/{INDEX} row {i} ({row['what'][:40]}...)"
         names = row.get("files") or []
         missing = [n for n in names if n not in prov]
         if missing:
-            raise SystemExit(f"assets/results/h200/index.yaml row {i} ({row['what'][:40]}...): no such file {missing}")
+            raise SystemExit(f"{where}: no such file {missing}")
+        if row.get("topic") not in topics:
+            raise SystemExit(f"{where}: topic {row.get('topic')!r} is not one of {sorted(topics)}")
         named.update(names)
         provs = [prov[n] for n in names]
-        links = ", ".join(f"[{n}](#{file_id(n)})" for n in names)
+        links = ", ".join(f"{{ref}}`{n} <{file_id(n)}>`" for n in names)
         command = row.get("command") or (provs[0]["command"] if provs else "")
-        out += [f"* - ({file_id('row-' + str(i))})=", f"    **{i}.** {_cell(row['what'])}",
-                f"  - {_cell(row['result'])}",
-                f"  - {links}<br>{_cell(_summary(provs)) if provs else ''}<br>*{_cell(row.get('source', ''))}*"
-                + (f"<br>`{_cell(command)}`" if command and command not in row.get("source", "") else "")]
-    out += ["```", "", "## Every results file · 全部数据文件", "",
-            ":::{container} lang-en",
-            (f"From `assets/results/h200/{INDEX}`. A file marked *archive* is a member of `{ARCHIVE}`: an "
-            "experiment that decided something, kept with its provenance in one file."),
-            ":::", "", ":::{container} lang-zh",
-            (f"来自 `assets/results/h200/{INDEX}`。标为 *archive* 的是 `{ARCHIVE}` 中的一项：做出过某个决定的实验，"
-            "连同其来源信息合存于一个文件。"),
-            ":::", "",
-            "```{list-table}", ":header-rows: 1", ":widths: 20 28 8 8 10 26", ":class: results-files", "",
-            "* - file", "  - what", "  - GPU", "  - torch", "  - commit, date", "  - recorded command"]
+        by_topic[row["topic"]] += [
+            f"* - ({file_id('row-' + str(i))})=", f"    **{i}.** {_cell(row['what'])}",
+            f"  - {_cell(row['result'])}",
+            f"  - {links}<br>{_cell(_summary(provs)) if provs else ''}<br>*{_cell(row.get('source', ''))}*"
+            + (f"<br>`{_cell(command)}`" if command and command not in row.get("source", "") else "")]
+    out = {}
+    for stem, title, en, zh in TOPICS:
+        out[stem] = "\n".join([f"# {title}", "", f"[{en}]{{.lang-en}}[{zh}]{{.lang-zh}}", "",
+                               "```{list-table}", ":header-rows: 1", ":widths: 20 45 35", ":class: results-table", "",
+                               "* - what · 测的是什么", "  - result · 结果",
+                               "  - files, provenance, command · 文件、来源、复现命令", *by_topic[stem], "```", ""])
+    page = ["# Recorded results · 测量结果", "", *_intro(), "## By topic · 按主题", ""]
+    page += [f"- [{title}](results/{stem}.md): [{en}]{{.lang-en}}[{zh}]{{.lang-zh}}"
+             for stem, title, en, zh in TOPICS]
+    page += ["", "## Every results file · 全部数据文件", "",
+             ":::{container} lang-en",
+             (f"From `assets/results/h200/{INDEX}`. A file marked *archive* is a member of `{ARCHIVE}`: an "
+              "experiment that decided something, kept with its provenance in one file."),
+             ":::", "", ":::{container} lang-zh",
+             (f"来自 `assets/results/h200/{INDEX}`。标为 *archive* 的是 `{ARCHIVE}` 中的一项：做出过某个决定的实验，"
+              "连同其来源信息合存于一个文件。"),
+             ":::", "",
+             "```{list-table}", ":header-rows: 1", ":widths: 20 28 8 8 10 26", ":class: results-files", "",
+             "* - file · 文件", "  - what · 内容", "  - GPU", "  - torch", "  - commit, date · 日期",
+             "  - recorded command · 录制命令"]
     for name in sorted(prov):
         p = prov[name]
         tag = (" (archive)" if name in in_archive else "") + ("" if name in named else " (no row)")
-        out += [f"* - ({file_id(name)})=", f"    `{name}`{tag}", f"  - {_cell(what.get(name, ''))}",
-                f"  - {p['gpu']}", f"  - {p['torch']}", f"  - {p['commit']} {p['date']}",
-                f"  - `{_cell(p['command'])}`" if p["command"] else "  - "]
-    out += ["```", ""]
-    return "\n".join(out)
+        page += [f"* - ({file_id(name)})=", f"    `{name}`{tag}", f"  - {_cell(what.get(name, ''))}",
+                 f"  - {p['gpu']}", f"  - {p['torch']}", f"  - {p['commit']} {p['date']}",
+                 f"  - `{_cell(p['command'])}`" if p["command"] else "  - "]
+    page += ["```", ""]
+    return {"index": "\n".join(page), **out}
+
+
+def page(root: Path) -> str:
+    """The results page itself: the topics, then every results file (the topic pages are in pages())."""
+    return pages(root)["index"]

@@ -5,6 +5,9 @@
 - {rec}`lab01.json:launch_overhead.eager_us_per_op:.1f` is a recorded number, read when the book is built.
 - {lab}`03` links to Lab 03's page when labs/03_*.ipynb exists, and says "in preparation" when it does not
   (labs are written in parallel; a missing one must not break the book).
+- BookSearch: the search index in both languages; Chinese, written without spaces, is indexed as overlapping
+  two-character words and the reader's query is split the same way in the browser, so "编译" finds every page
+  that holds it, inside any longer run of Chinese.
 - The labs' plain relative links `[x](../minivllm/worker/graph_capture.py)` and
   `[f](../assets/results/h200/lab01.json)` point outside the book; a post-transform rewrites them to the
   source page and to the file's row on the results page before MyST would report them missing.
@@ -19,8 +22,10 @@ from pathlib import Path
 import book_codepages as codepages
 import book_results as results
 from docutils import nodes
+from sphinx import search as sphinx_search
 from sphinx.addnodes import pending_xref
 from sphinx.application import Sphinx
+from sphinx.search.en import english_stopwords, js_porter_stemmer
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
@@ -70,7 +75,14 @@ def lab_role(name, rawtext, text, lineno, inliner, options=None, content=None):
         return [nodes.inline(rawtext, "", nodes.emphasis("", f"Lab {lab} (in preparation)", classes=["lang-en"]),
                              nodes.emphasis("", f"实验 {lab}（编写中）", classes=["lang-zh"]))], []
     title = titles.get(lab) or f"Lab {lab}"
-    return [_ref(inliner, lineno, rawtext, docs[lab], "", [nodes.inline(title, title)])], []
+    parts = title.split(" · ")
+    zh = [p for p in parts[1:] if re.search(f"[{_CJK}]", p)]
+    if not zh:
+        return [_ref(inliner, lineno, rawtext, docs[lab], "", [nodes.inline(title, title)])], []
+    en = " · ".join(p for p in parts if p not in zh)
+    zh_title = " · ".join([parts[0], *zh]).replace("Lab ", "实验 ", 1)
+    return [_ref(inliner, lineno, rawtext, docs[lab], "", [nodes.inline(en, en, classes=["lang-en"]),
+                                                           nodes.inline(zh_title, zh_title, classes=["lang-zh"])])], []
 
 
 _REC = re.compile(r"^(?P<file>[\w.-]+\.json):(?P<path>[^*:]+)(?:\*(?P<scale>[\d.e+-]+))?(?::(?P<fmt>[^:]+))?$")
@@ -191,7 +203,62 @@ def page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, d
         context["body"] = tags + body
 
 
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+
+
+def cjk_words(run: str) -> list[str]:
+    """A run of Chinese characters as the words the index holds: its overlapping pairs (one character alone
+    stays itself). The browser splits a query with the same rule (BookSearch.js_splitter_code)."""
+    return [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+
+
+class BookSearch(sphinx_search.SearchLanguage):
+    """English words stemmed as Sphinx's English search does, Chinese as overlapping character pairs.
+
+    Why not Sphinx's own "zh" language: without jieba installed it indexes no Chinese at all, and with jieba
+    a query is matched against jieba's words only, so a term jieba splits differently finds nothing; a
+    bigram index needs no dictionary and matches any Chinese substring of two or more characters."""
+
+    lang = "zh"
+    language_name = "English and Chinese"
+    stopwords = english_stopwords
+    js_stemmer_code = js_porter_stemmer
+    _words = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+")
+    _cjk = re.compile(rf"^[{_CJK}]")
+    js_splitter_code = """
+function splitQuery(query) {
+  var out = [];
+  var cjk = "\\u3400-\\u4dbf\\u4e00-\\u9fff\\uf900-\\ufaff";
+  var words = new RegExp("[" + cjk + "]+|(?:(?![" + cjk + "])[\\\\p{L}\\\\p{N}_])+", "gu");
+  (query.match(words) || []).forEach(function (w) {
+    if (!/^[\\u3400-\\u9fff\\uf900-\\ufaff]/.test(w)) { out.push(w); return; }
+    if (w.length === 1) { out.push(w); return; }
+    for (var i = 0; i + 1 < w.length; i++) { out.push(w.slice(i, i + 2)); }
+  });
+  return out;
+}
+"""
+
+    def init(self, options: dict[str, str]) -> None:
+        import snowballstemmer
+
+        self.stemmer = snowballstemmer.stemmer("english")
+
+    def split(self, input: str) -> list[str]:
+        out = []
+        for w in self._words.findall(input):
+            out += cjk_words(w) if self._cjk.match(w) else [w]
+        return out
+
+    def word_filter(self, word: str) -> bool:
+        return len(word) > 1 or bool(self._cjk.match(word))
+
+    def stem(self, word: str) -> str:
+        return word if self._cjk.match(word) else self.stemmer.stemWord(word.lower())
+
+
 def setup(app: Sphinx) -> dict:
+    sphinx_search.languages["zh"] = BookSearch
     app.connect("html-page-context", page_scripts)
     app.add_role("src", src_role)
     app.add_role("lab", lab_role)

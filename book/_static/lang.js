@@ -25,6 +25,8 @@
     document.documentElement.setAttribute("data-lang", lang);
     document.documentElement.setAttribute("lang", lang === "zh" ? "zh-CN" : "en");
     try { localStorage.setItem(KEY, lang); } catch (e) { /* private mode: the choice lasts this page */ }
+    if (window.mvPlotLang && window.Plotly) { window.mvPlotLang(lang); }  /* plot titles, axes, legends */
+    if (typeof searchWords === "function") { searchWords(lang); }
     var buttons = document.querySelectorAll("#lang-switch button");
     for (var i = 0; i < buttons.length; i++) {
       buttons[i].setAttribute("aria-pressed", buttons[i].getAttribute("data-lang") === lang ? "true" : "false");
@@ -47,7 +49,58 @@
     return { en: en.join(" · "), zh: zh.join(" · ") };
   }
 
+  /* A heading with markup inside ("Startup fails with <code>x</code>: which flag first? · 启动报 <code>x</code>，…"):
+   * the nodes before the " · " that starts the Chinese half go into the English span, the rest into the Chinese
+   * one (the heading's # link stays outside both). */
+  function splitMixed(el) {
+    var kids = Array.prototype.slice.call(el.childNodes), tail = [];
+    while (kids.length && kids[kids.length - 1].nodeType === 1 && kids[kids.length - 1].classList.contains("headerlink")) {
+      tail.unshift(kids.pop());
+    }
+    var after = function (i) { return kids.slice(i + 1).map(function (k) { return k.textContent; }).join(""); };
+    for (var i = 0; i < kids.length; i++) {
+      if (kids[i].nodeType !== 3) { continue; }
+      var text = kids[i].nodeValue, at = text.indexOf(" · ");
+      while (at >= 0) {
+        var left = kids.slice(0, i).map(function (k) { return k.textContent; }).join("") + text.slice(0, at);
+        var right = text.slice(at + 3) + after(i), zhFirst = CJK.test(left) && !CJK.test(right);
+        if ((!CJK.test(left) && CJK.test(right)) || zhFirst) {
+          var span = document.createElement("span"), en = document.createElement("span"), zh = document.createElement("span");
+          span.className = "lang-split"; en.className = "lang-en"; zh.className = "lang-zh";
+          kids.slice(0, i).forEach(function (k) { en.appendChild(k); });
+          en.appendChild(document.createTextNode(text.slice(0, at)));
+          zh.appendChild(document.createTextNode(text.slice(at + 3)));
+          el.removeChild(kids[i]);
+          kids.slice(i + 1).forEach(function (k) { zh.appendChild(k); });
+          if (zhFirst) { var t = en.className; en.className = zh.className; zh.className = t; }
+          else { number(en, zh); }
+          span.appendChild(en); span.appendChild(zh);
+          el.insertBefore(span, el.firstChild);
+          return true;
+        }
+        at = text.indexOf(" · ", at + 3);
+      }
+    }
+    return false;
+  }
+
+  /* "1. English · 中文": the Chinese half gets the question's number too */
+  function number(en, zh) {
+    var m = /^\s*(\d+\.\s)/.exec(en.textContent);
+    if (m && !/^\s*\d/.test(zh.textContent)) { zh.insertBefore(document.createTextNode(m[1]), zh.firstChild); }
+  }
+
   function splitTitles() {
+    var mixed = document.querySelectorAll("article h1, article h2, article h3, article h4, article summary, " +
+                                          ".toc-entry a, nav a");
+    for (var m = 0; m < mixed.length; m++) {
+      var el = mixed[m];
+      if (el.querySelector(".lang-split, .lang-en, .lang-zh") || el.textContent.indexOf(" · ") < 0) { continue; }
+      var plain = Array.prototype.every.call(el.childNodes, function (k) {
+        return k.nodeType === 3 || k.classList.contains("headerlink");
+      });
+      if (!plain || el.tagName === "SUMMARY") { splitMixed(el); }
+    }
     var sel = "article h1, article h2, article h3, nav a, .toc-entry a, .caption-text, .logo__title, " +
               ".prev-next-title";
     var els = document.querySelectorAll(sel);
@@ -61,6 +114,7 @@
         span.className = "lang-split";
         var en = document.createElement("span"); en.className = "lang-en"; en.textContent = parts.en;
         var zh = document.createElement("span"); zh.className = "lang-zh"; zh.textContent = parts.zh;
+        number(en, zh);
         span.appendChild(en); span.appendChild(zh);
         el.replaceChild(span, n);
         n = span;
@@ -106,7 +160,85 @@
     walk(article);
   }
 
+  /* The theme's own words (sphinx-book-theme writes them in English): each gets a Chinese twin that lang.css
+   * shows in 中文 mode; Sphinx's search messages are looked up through Documentation.gettext. */
+  var THEME = {
+    "previous": "上一页", "next": "下一页", "Contents": "本页内容", "On this page": "本页内容",
+    "Back to top": "回到顶部", "Skip to main content": "跳到正文", "Search": "搜索", "Search Results": "搜索结果",
+    "Print to PDF": "打印为 PDF", "Toggle navigation": "切换导航", "By minivllm": "作者 minivllm"
+  };
+  var SEARCH = {
+    "Searching": "正在搜索", "Search Results": "搜索结果", "Preparing search...": "正在准备搜索……",
+    "Search finished, found ${resultCount} page(s) matching the search query.":
+      "搜索完成，找到 ${resultCount} 个匹配的页面。",
+    "Your search did not match any documents. Please make sure that all words are spelled correctly and that you've selected enough categories.":
+      "没有找到匹配的页面。请检查拼写。",
+    "Hide Search Matches": "隐藏搜索结果高亮", "search this documentation": "搜索本书"
+  };
+  function translateTheme() {
+    var sel = ".prev-next-subtitle, .onthispage, .page-toc .tocsection, #pst-back-to-top, .skip-link, " +
+              ".search-button__default-text, #search-results h2, .bd-search .form-control, .bd-sidebar-secondary .onthispage";
+    var els = document.querySelectorAll(sel);
+    for (var i = 0; i < els.length; i++) {
+      var el = els[i];
+      for (var n = el.firstChild; n; n = n.nextSibling) {
+        var key = n.nodeType === 3 ? n.nodeValue.trim() : "";
+        if (!key || !THEME[key]) { continue; }
+        var span = document.createElement("span");
+        span.className = "lang-split";
+        span.innerHTML = '<span class="lang-en"></span><span class="lang-zh" lang="zh"></span>';
+        span.firstChild.textContent = key;
+        span.lastChild.textContent = THEME[key];
+        el.replaceChild(span, n);
+        n = span;
+      }
+      if (el.placeholder && el.placeholder.indexOf("搜索") < 0) { el.placeholder = "Search · 搜索"; }
+    }
+    searchWords(current());
+  }
+  function searchWords(lang) {  /* doctools' gettext reads Documentation.TRANSLATIONS at each call */
+    if (!SEARCH || typeof Documentation === "undefined" || !Documentation.TRANSLATIONS) { return; }  /* a const of doctools.js */
+    Object.keys(SEARCH).forEach(function (k) {
+      if (lang === "zh") { Documentation.TRANSLATIONS[k] = SEARCH[k]; } else { delete Documentation.TRANSLATIONS[k]; }
+    });
+  }
+
+  /* "On this page" of a lab lists its English and its Chinese headings: each link takes its heading's language */
+  function classToc() {
+    var links = document.querySelectorAll(".bd-toc a[href^='#'], .page-toc a[href^='#']");
+    for (var i = 0; i < links.length; i++) {
+      var a = links[i], id = decodeURIComponent(a.getAttribute("href").slice(1));
+      var t = id && document.getElementById(id);
+      var h = t && (t.matches("h1, h2, h3, h4") ? t : t.querySelector("h1, h2, h3, h4"));
+      var l = h && h.closest(".lang-en, .lang-zh");
+      if (l) { a.classList.add(l.classList.contains("lang-en") ? "lang-en" : "lang-zh"); }
+    }
+  }
+
   window.minivllmSetLang = setLang;
-  document.addEventListener("DOMContentLoaded", function () { classNotebookCells(); splitTitles(); addSwitch(); });
-  window.addEventListener("load", splitTitles);  /* the theme fills some navigation after DOMContentLoaded */
+  document.addEventListener("DOMContentLoaded", function () {
+    classNotebookCells(); classToc(); splitTitles(); translateTheme(); addSwitch();
+  });
+  window.addEventListener("load", function () {
+    splitTitles(); translateTheme();
+    var results = document.getElementById("search-results");  /* filled by searchtools.js after load */
+    if (results && window.MutationObserver) {
+      new MutationObserver(function () { splitLinks(results); }).observe(results, {childList: true, subtree: true});
+    }
+  });
+  function splitLinks(root) {  /* "Title · 标题" links in the search results, one language shown */
+    var links = root.querySelectorAll("a");
+    for (var i = 0; i < links.length; i++) {
+      var n = links[i].firstChild;
+      if (!n || n.nodeType !== 3 || links[i].querySelector(".lang-split")) { continue; }
+      var parts = splitTitle(n.nodeValue.trim());
+      if (!parts) { continue; }
+      var span = document.createElement("span"), en = document.createElement("span"), zh = document.createElement("span");
+      span.className = "lang-split"; en.className = "lang-en"; zh.className = "lang-zh";
+      en.textContent = parts.en; zh.textContent = parts.zh;
+      number(en, zh);
+      span.appendChild(en); span.appendChild(zh);
+      links[i].replaceChild(span, n);
+    }
+  }  /* the theme fills some navigation after DOMContentLoaded */
 })();

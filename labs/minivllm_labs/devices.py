@@ -201,7 +201,7 @@ def verdict_rows(lab: str, recs: dict[str, dict]) -> list[dict]:
             verdict = c.rule(value) if (c.rule and value is not None) else None
             per[device_name(rec)] = {"value": value, "verdict": verdict}
         differs = any(v["verdict"] not in (None, c.verdict) for v in per.values())
-        out.append({"id": c.cid, "claim": c.claim_en, "verdict": c.verdict, "devices": per, "differs": differs})
+        out.append({"id": c.cid, "claim": c.claim_en, "claim_zh": c.claim_zh, "verdict": c.verdict, "devices": per, "differs": differs})
     return out
 
 

@@ -36,7 +36,9 @@ def plot_launch(res: dict):
             "engine Triton kernel, eager": lo.get("triton_us_per_op")}
     bars = {k: v for k, v in bars.items() if v is not None}
     return figure(list(bars), {f"us per op ({lo['device']})": list(bars.values())}, kind="bar",
-                  y_title="microseconds per op", title=f"{lo['n_ops']} tiny ops: cost per op")
+                  y_title="microseconds per op", title=f"{lo['n_ops']} tiny ops: cost per op",
+                  zh={"title": f"{lo['n_ops']} 个小算子：每个算子的开销", "y": "每个算子的微秒数",
+                      "names": {f"us per op ({lo['device']})": f"每个算子的微秒数（{lo['device']}）"}})
 
 
 def launch_table(res: dict) -> str:
@@ -95,8 +97,12 @@ def plot_bound(res: dict):
     names = {"enqueue_ms": "CPU: enqueue eager step", "gpu_ms": "GPU: run its kernels",
              "eager_ms": "eager step (wall)", "graph_ms": "graph replay (wall)"}
     series = {label: b[k] for k, label in names.items() if k in b}
+    zh_names = {"CPU: enqueue eager step": "CPU：提交一步 eager 的算子", "GPU: run its kernels": "GPU：执行这些 kernel",
+                "eager step (wall)": "eager 一步（墙钟）", "graph replay (wall)": "CUDA Graph 重放（墙钟）"}
     return figure(b["batch"], series, log_x=True, log_y=True, x_title="decode batch size", y_title="ms",
-                  title=f"One decode forward, {b['device']}: where the time goes")
+                  title=f"One decode forward, {b['device']}: where the time goes",
+                  zh={"title": f"一次解码前向（{b['device']}）：时间花在哪里", "x": "解码 batch 大小", "y": "毫秒",
+                      "names": zh_names})
 
 
 def bound_table(res: dict) -> str:
@@ -156,7 +162,9 @@ def plot_tpot(res: dict):
     t = res["tpot"]
     series = {m: t[f"{m}_ms"] for m in ("eager", "graphs") if f"{m}_ms" in t}
     return figure([f"batch {b}" for b in t["batch"]], series, kind="bar", toggle=True,
-                  y_title="ms per output token", title=f"Engine TPOT ({t['new_tokens']} new tokens)")
+                  y_title="ms per output token", title=f"Engine TPOT ({t['new_tokens']} new tokens)",
+                  zh={"title": f"引擎 TPOT（生成 {t['new_tokens']} 个 token）", "y": "每个输出 token 的毫秒数",
+                      "names": {"graphs": "CUDA Graph"}})
 
 
 def tpot_table(res: dict) -> str:

@@ -128,7 +128,9 @@ def plot_padding(res: dict):
     series = {"several sizes": [_get(p, "tpot_several", b, "median") for b in batches],
               "one graph of size 256": [_get(p, "tpot_largest_only", b, "median") for b in batches]}
     return figure([f"batch {b}" for b in batches], series, kind="bar", toggle=True, y_title="TPOT (ms)",
-                  title="Padding to a captured size: several sizes vs the largest only")
+                  title="Padding to a captured size: several sizes vs the largest only",
+                  zh={"title": "padding 到已捕获的尺寸：多个尺寸 vs 只捕获最大尺寸", "y": "TPOT（毫秒）",
+                      "names": {"several sizes": "多个尺寸", "one graph of size 256": "只有一张 256 的图"}})
 
 
 # ---- d) pools --------------------------------------------------------------------------------------------
@@ -153,7 +155,10 @@ def plot_pool(res: dict):
     return figure(sizes, {"shared pool (growth per graph)": [p["shared"]["per_graph_mib"][s] for s in sizes],
                           "separate pools": [p["separate"]["per_graph_mib"][s] for s in sizes]},
                   kind="bar", toggle=True, x_title="graph (batch size)", y_title="MiB",
-                  title="Graph pool memory per captured size")
+                  title="Graph pool memory per captured size",
+                  zh={"title": "每个捕获尺寸占用的图显存池", "x": "图（batch 大小）", "y": "MiB",
+                      "names": {"shared pool (growth per graph)": "共享显存池（每张图的增量）",
+                                "separate pools": "各自独立的显存池"}})
 
 
 # ---- f) modes --------------------------------------------------------------------------------------------
@@ -192,8 +197,11 @@ def plot_modes(res: dict):
               "TPOT batch 8": [_get(m, n, "decode", "8", "tpot_ms", "median") for n in names],
               "TTFT 128 tokens": [_get(m, n, "prefill_short", "ttft_ms", "median") for n in names],
               f"TTFT {m['long_prompt']} tokens": [_get(m, n, "prefill_long", "ttft_ms", "median") for n in names]}
+    zh_names = {"TPOT batch 1": "TPOT batch 1", "TPOT batch 8": "TPOT batch 8", "TTFT 128 tokens": "TTFT 128 个 token",
+                f"TTFT {m['long_prompt']} tokens": f"TTFT {m['long_prompt']} 个 token"}
     return figure(names, series, kind="bar", toggle=True, log_y=True, y_title="ms",
-                  title="CUDA graph modes on the engine")
+                  title="CUDA graph modes on the engine",
+                  zh={"title": "引擎上的各种 CUDA Graph 模式", "y": "毫秒", "names": zh_names})
 
 
 def show_code(fn) -> None:

@@ -107,7 +107,8 @@ def plot_levels(res: dict):
     batches = sorted({b for r in cfg.values() for b in r["tpot_ms"]}, key=int)
     series = {f"batch {b}": [_get(r, "tpot_ms", b, "median") for r in cfg.values()] for b in batches}
     return figure(list(cfg), series, kind="bar", toggle=True, log_y=True, y_title="TPOT (ms)",
-                  title="Compile levels, with and without CUDA graphs")
+                  title="Compile levels, with and without CUDA graphs",
+                  zh={"title": "各编译级别，开与不开 CUDA Graph", "y": "TPOT（毫秒）"})
 
 
 def grid_table(res: dict | None) -> str:
@@ -131,7 +132,8 @@ def plot_grid(res: dict):
     corners = ["eager", "graphs", "compile", "both"]
     series = {build: [_get(cfg, names[c], "tpot_ms", "1", "median") for c in corners] for build, names in grid.items()}
     return figure(corners, series, kind="bar", toggle=True, log_y=True, y_title="TPOT batch 1 (ms)",
-                  title="Interview question 1: graphs, compile, both - on two builds")
+                  title="Interview question 1: graphs, compile, both - on two builds",
+                  zh={"title": "面试题 1：CUDA Graph、编译、两者都开——两个构建上的对比", "y": "TPOT batch 1（毫秒）"})
 
 
 # ---- d) scopes -----------------------------------------------------------------------------------------

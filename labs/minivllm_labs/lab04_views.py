@@ -42,8 +42,10 @@ def plot_phases(res: dict):
 
     ph = res["phases"]
     series = {f"{m} ({v['total_s']} s total)": [v["phases_s"][p] for p in PHASES] for m, v in ph.items()}
+    zh_names = {f"{m} ({v['total_s']} s total)": f"{m}（共 {v['total_s']} 秒）" for m, v in ph.items()}
     return figure(list(PHASES), series, kind="bar", toggle=True, y_title="seconds",
-                  title="Engine startup, phase by phase")
+                  title="Engine startup, phase by phase",
+                  zh={"title": "引擎启动，逐阶段", "y": "秒", "names": zh_names})
 
 
 def plot_cold_warm(res: dict):
@@ -53,8 +55,13 @@ def plot_cold_warm(res: dict):
     series = {f"cold ({c['cold']['total_s']} s)": [c["cold"]["phases_s"][p] for p in PHASES],
               f"warm, {'new' if c.get('new_process') else 'same'} process ({c['warm']['total_s']} s)":
               [c["warm"]["phases_s"][p] for p in PHASES]}
+    cold, warm = list(series)
+    proc = "新进程" if c.get("new_process") else "同一进程"
     return figure(list(PHASES), series, kind="bar", y_title="seconds",
-                  title=f"Level {c['level']}: cold vs warm start (warm = {c['warm_over_cold']}x cold)")
+                  title=f"Level {c['level']}: cold vs warm start (warm = {c['warm_over_cold']}x cold)",
+                  zh={"title": f"Level {c['level']}：冷启动 vs 热启动（热 = 冷的 {c['warm_over_cold']} 倍）", "y": "秒",
+                      "names": {cold: f"冷启动（{c['cold']['total_s']} 秒）",
+                                warm: f"热启动，{proc}（{c['warm']['total_s']} 秒）"}})
 
 
 # ---- tables ----------------------------------------------------------------------------------------------

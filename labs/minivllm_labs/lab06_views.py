@@ -18,6 +18,8 @@ def plot_block_table(res: dict):
     """One row per step; each logical block of the request drawn as a cell labelled with its physical id."""
     import plotly.graph_objects as go
 
+    from minivllm_labs.plots import bilingual
+
     tr = res["trace"]
     xs, ys, text = [], [], []
     for i, row in enumerate(tr["steps"]):
@@ -32,10 +34,13 @@ def plot_block_table(res: dict):
     fig.update_layout(title=f"One request's block table, step by step (block size {tr['block_size']}, "
                             f"prompt {tr['prompt_len']} tokens, {tr['new_tokens']} new)",
                       xaxis_title="logical block (position in the block table)", yaxis_title="engine step",
-                      template="plotly_white", height=420, margin=dict(l=60, r=20, t=60, b=50))
+                      template="plotly_white", height=max(420, 140 + 28 * len(tr["steps"])),
+                      margin=dict(l=60, r=20, t=60, b=50))
     fig.update_yaxes(autorange="reversed", dtick=1)
     fig.update_xaxes(dtick=1)
-    return fig
+    return bilingual(fig, title=f"一个请求的 block table，逐步变化（block 大小 {tr['block_size']}，prompt "
+                                f"{tr['prompt_len']} 个 token，新生成 {tr['new_tokens']} 个）",
+                     x="逻辑 block（在 block table 中的位置）", y="引擎步")
 
 
 def plot_fragmentation(res: dict):
@@ -44,7 +49,10 @@ def plot_fragmentation(res: dict):
     rows = res["fragmentation"]["rows"]
     return figure([str(r["block_size"]) for r in rows], {"slots allocated but empty (%)": [r["waste_pct"] for r in rows]},
                   kind="bar", x_title="block size (tokens)", y_title="% of allocated KV slots unused",
-                  title=f"Internal fragmentation, standard workload ({res['fragmentation']['num_seqs']} requests)")
+                  title=f"Internal fragmentation, standard workload ({res['fragmentation']['num_seqs']} requests)",
+                  zh={"title": f"内部碎片，标准负载（{res['fragmentation']['num_seqs']} 个请求）",
+                      "x": "block 大小（token）", "y": "已分配 KV 槽位中空闲的百分比",
+                      "names": {"slots allocated but empty (%)": "已分配但空闲的槽位（%）"}})
 
 
 def _label(r: dict) -> str:
@@ -52,17 +60,35 @@ def _label(r: dict) -> str:
 
 
 def plot_sweep(res: dict):
-    """Throughput and TTFT / TPOT percentiles per scheduler setting; buttons show one series at a time."""
-    from minivllm_labs.plots import figure
+    """Throughput (tok/s), TTFT and TPOT percentiles (ms) per scheduler setting: three panels, one quantity
+    and one unit on each axis (TPOT is a hundredth of TTFT: on one axis its bars would not show)."""
+    from plotly.subplots import make_subplots
+
+    from minivllm_labs.plots import PALETTE, bilingual, finish, wrap_label
 
     rows = res["workload"]["rows"]
-    series = {"output tok/s": [r["output_tok_s"] for r in rows]}
-    for k in ("ttft_ms", "tpot_ms"):
-        for p in ("p50", "p99"):
-            series[f"{k.split('_')[0].upper()} {p} (ms)"] = [r[k][p] for r in rows]
+    x = [wrap_label(_label(r)) for r in rows]
     n = res["workload"]["spec"]["num_requests"]
-    return figure([_label(r) for r in rows], series, kind="bar", toggle=True, y_title="value (see legend)",
-                  title=f"{n} requests: throughput and latency per scheduler setting")
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    fig.add_bar(x=x, y=[r["output_tok_s"] for r in rows], name="output tok/s", marker_color=PALETTE[0],
+                row=1, col=1)
+    names_zh = {"output tok/s": "输出 tok/s"}
+    for row, k in ((2, "ttft_ms"), (3, "tpot_ms")):
+        for j, p in enumerate(("p50", "p99")):
+            name = f"{k.split('_')[0].upper()} {p}"
+            names_zh[name] = name
+            fig.add_bar(x=x, y=[r[k][p] for r in rows], name=name, marker_color=PALETTE[1 + 2 * (row - 2) + j],
+                        row=row, col=1)
+    fig.update_yaxes(title_text="output tok/s", row=1, col=1)
+    fig.update_yaxes(title_text="TTFT (ms)", row=2, col=1)
+    fig.update_yaxes(title_text="TPOT (ms)", row=3, col=1)
+    fig.update_xaxes(type="category")
+    fig.update_layout(title=f"{n} requests: throughput and latency per scheduler setting", barmode="group",
+                      height=720)
+    bilingual(fig, title=f"{n} 个请求：各调度配置下的吞吐与延迟", names=names_zh,
+              layout={"yaxis.title.text": "输出 tok/s", "yaxis2.title.text": "TTFT（毫秒）",
+                      "yaxis3.title.text": "TPOT（毫秒）"})
+    return finish(fig)
 
 
 def plot_chunked(res: dict):
@@ -72,9 +98,13 @@ def plot_chunked(res: dict):
     steps = max(len(r["step_tokens"]) for r in runs)
     series = {("chunked prefill, budget " if r["chunked"] else "no chunking, budget ") + str(r["budget"]):
               r["step_tokens"] + [None] * (steps - len(r["step_tokens"])) for r in runs}
+    zh_names = {n: n.replace("chunked prefill, budget ", "分块预填充，预算 ").replace("no chunking, budget ",
+                                                                                  "不分块，预算 ") for n in series}
     return figure(list(range(1, steps + 1)), series, toggle=True, x_title="engine step",
                   y_title="tokens in the step",
-                  title=f"A {runs[0]['long_len']}-token prompt arrives while 3 requests decode")
+                  title=f"A {runs[0]['long_len']}-token prompt arrives while 3 requests decode",
+                  zh={"title": f"3 个请求解码时，来了一个 {runs[0]['long_len']} token 的 prompt", "x": "引擎步",
+                      "y": "这一步的 token 数", "names": zh_names})
 
 
 # ---- tables -------------------------------------------------------------------------------------------

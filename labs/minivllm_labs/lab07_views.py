@@ -38,7 +38,9 @@ def _floors_figure(columns: dict[str, float]):
     series = {m: [round(tpot_floor_ms(p, columns[g]), 3) for g in gpus] for m, p in MODEL_PARAMS.items()}
     series["article: LLaMA-2-13B on A100, 9 ms"] = [A100_TEST["tpot_ms"] if g == "A100-80GB" else None for g in gpus]
     return figure(gpus, series, kind="bar", log_y=True, y_title="ms per output token (batch 1, bf16)",
-                  title="TPOT floor = weight bytes / memory bandwidth")
+                  title="TPOT floor = weight bytes / memory bandwidth",
+                  zh={"title": "TPOT 下限 = 权重字节数 / 显存带宽", "y": "每个输出 token 的毫秒数（batch 1，bf16）",
+                      "names": {"article: LLaMA-2-13B on A100, 9 ms": "文章：A100 上的 LLaMA-2-13B，9 ms"}})
 
 
 def plot_floors(phys: dict, device: str = "recorded device"):
@@ -111,9 +113,14 @@ def _value(r: dict) -> str:
 
 def claims_markdown(claims) -> str:
     """A lab's "Summary of verdicts" table (Markdown): claim, verdict, the number, its file and key."""
-    lines = ["| claim | verdict | number | evidence |", "|---|---|---|---|"]
+    def both(en: str, zh: str) -> str:  # one cell in both languages: the book's switch shows one of them
+        en, zh = html.escape(en).replace("|", "\\|"), html.escape(zh or "").replace("|", "\\|")
+        return f'<span class="lang-en">{en}</span><span class="lang-zh" lang="zh">{zh}</span>' if zh else en
+
+    lines = ["| claim · 说法 | verdict · 结论 | number · 数字 | evidence · 证据 |", "|---|---|---|---|"]
     for r in rows(list(claims)):
-        lines.append(f"| {r['claim_en']} | **{r['verdict']}** | {_value(r)} | `{r['evidence']}` |")
+        value = _value(r) if r["recorded"] else both("not recorded yet", "尚未录制")
+        lines.append(f"| {both(r['claim_en'], r['claim_zh'])} | **{r['verdict']}** | {value} | `{r['evidence']}` |")
     return "\n".join(lines)
 
 

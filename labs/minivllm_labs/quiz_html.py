@@ -46,7 +46,21 @@ def _bi(en: str, zh: str, tag: str = "span") -> str:
     return out
 
 
+_MEASURED = [(re.compile(r"\bMeasured on (?:the )?([^:\n]+?)(:|\n|$)", re.M),
+              lambda m: f"在 {m.group(1)} 上测得{'：' if m.group(2) == ':' else m.group(2)}"),
+             (re.compile(r"\bMeasured here\b"), "在本机测得"), (re.compile(r"\bnot recorded yet\b"), "尚未录制")]
+
+
+def zh_measured(text: str) -> str:
+    """The evidence lines' English lead-ins ("Measured on NVIDIA H200:") in the Chinese feedback, in Chinese;
+    the numbers and keys that follow are shared by both languages."""
+    for pattern, repl in _MEASURED:
+        text = pattern.sub(repl, text)
+    return text
+
+
 def _feedback(en: str, zh: str, color: str) -> str:
+    zh = zh_measured(zh)
     style = _FEEDBACK.format(color)
     return (f'<div class="mv-quiz-feedback lang-en" style="{style}">{html.escape(en)}</div>'
             f'<div class="mv-quiz-feedback lang-zh" lang="zh" style="{style}">{html.escape(zh)}</div>')

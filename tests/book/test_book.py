@@ -1,10 +1,13 @@
 """The built book in a real browser: headless Chromium (Debian's `chromium`) driven by playwright.
 
-What a reader would notice, checked on the pages the build wrote: every plot has drawn (plotly made its SVG),
-every quiz answers a click with feedback, the EN/ZH switch shows one language and remembers it, the Mermaid
-flowchart and the search work, no request leaves localhost and no page logs a console error. The book is
-built first when it is missing or older than its sources (CI runs `make test` only). Screenshots of three
-pages go to book/_build/screenshots/ for a person to look at.
+What a reader would notice, checked on the pages the build wrote, at 1280 and 390 px, in English and in
+Chinese: every plot has drawn with a plot area of a readable size (a legend or long labels once squeezed it to
+64 px), no English prose shows in 中文 mode outside code, every quiz answers a click with feedback, the EN/ZH
+switch shows one language and remembers it, the Mermaid flowchart and the search (Chinese too) work, no request
+leaves localhost and no page logs a console error. Without a browser: no internal link is broken and no
+markdown table is left as raw text. One lab exported by nbconvert, with no book and no _static folder beside
+it, draws its plots and shows its quizzes. The book is built first when it is missing or older than its
+sources (CI runs `make test` only). Screenshots go to book/_build/screenshots/ for a person to look at.
 
 Chromium must be installed (.ci/run installs it); this test fails, never skips, without it: a skipped
 browser test would let a blank plot ship.
@@ -16,11 +19,13 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 import threading
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pytest
 
@@ -40,6 +45,7 @@ def _sources() -> list[Path]:
     globs = [BOOK.glob("*.md"), BOOK.glob("*.yml"), BOOK.glob("*.yaml"), (BOOK / "handbook").glob("*.md"),
              (BOOK / "_ext").glob("*.py"), (BOOK / "_static").glob("*.*"), (ROOT / "labs").glob("*.ipynb"),
              (ROOT / "assets" / "results").rglob("*.json"), (ROOT / "minivllm").rglob("*.py")]
+    globs.append((ROOT / "labs" / "minivllm_labs").glob("*.py"))
     return [p for g in globs for p in g if p.name not in ("_toc.yml", "results.md")]
 
 
@@ -93,8 +99,11 @@ def browser():
 class Page:
     """A browser page that refuses and records every request off localhost, and records console errors."""
 
-    def __init__(self, browser, base: str) -> None:
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+    def __init__(self, browser, base: str, width: int = 1280, lang: str | None = None) -> None:
+        self.context = browser.new_context(viewport={"width": width, "height": 900})
+        if lang:  # the reader's stored choice, read by lang.js before the page is drawn
+            self.context.add_init_script(f"try {{ localStorage.setItem('minivllm-book-lang', '{lang}'); }} "
+                                         "catch (e) {}")
         self.page = self.context.new_page()
         self.base, self.outside, self.errors = base, [], []
         self.context.route("**/*", self._route)
@@ -109,9 +118,10 @@ class Page:
             self.outside.append(route.request.url)
             route.abort()
 
-    def open(self, path: str) -> Page:
+    def open(self, path: str, idle: bool = True) -> Page:
         self.page.goto(f"{self.base}/{path}", wait_until="load")
-        self.page.wait_for_load_state("networkidle")
+        if idle:
+            self.page.wait_for_load_state("networkidle")
         return self
 
     def check_clean(self, what: str) -> None:
@@ -138,14 +148,100 @@ def _expected_outputs(lab_html: str) -> tuple[int, int]:
     return plots, quizzes
 
 
-def test_every_page_offline_without_console_errors(html, server, browser):
-    pages = ["index.html", "intro.html", "results.html", "code/index.html",
-             "code/minivllm/worker/graph_capture.html"] + [f"handbook/{n}.html" for n in HANDBOOK] + lab_pages(html)
-    for path in pages:
+def reader_pages(html: Path) -> list[str]:
+    """Every page a reader reaches from the sidebar, but the engine's source pages (one stands for them all)."""
+    pages = ["index.html", "intro.html", "how_to_use_the_labs.html", "results.html", "code/index.html",
+             "code/minivllm/worker/graph_capture.html", "labs/README.html"]
+    pages += sorted(f"results/{p.name}" for p in (html / "results").glob("*.html"))
+    pages += [f"handbook/{n}.html" for n in HANDBOOK] + lab_pages(html)
+    return pages
+
+
+def site_files(html: Path) -> list[Path]:
+    return [p for p in html.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts]
+
+
+def test_no_broken_link_and_no_raw_table(html):
+    """Every internal href / src of every page names a file the build wrote; no `| a | b |` paragraph (a
+    markdown table the renderer did not parse)."""
+    link = re.compile(r'(?:href|src)="([^"#?]*)(?:[#?][^"]*)?"')
+    broken, raw = [], []
+    for page in site_files(html):
+        text = page.read_text(encoding="utf-8")
+        text = re.sub(r"<script\b.*?</script>", "", text, flags=re.DOTALL)  # URLs built by scripts at run time
+        for m in link.finditer(text):
+            url = m.group(1)
+            if not url or re.match(r"^[a-z]+:", url):
+                continue
+            if not (page.parent / unquote(url)).resolve().exists():
+                broken.append(f"{page.relative_to(html)} -> {url}")
+        raw += [f"{page.relative_to(html)}: {p[:60]}" for p in re.findall(r"<p>([^<]*\|\s*-{3}[^<]*)</p>", text)]
+    assert not broken, f"{len(broken)} broken internal links: {broken[:8]}"
+    assert not raw, f"markdown tables shown as text: {raw[:5]}"
+
+
+#: Checked in the page: each plot's drawn plot area (plotly's _fullLayout._size) and title; in 中文 mode, the
+#: visible blocks of prose that hold no Chinese at all (code, numbers and names are not prose).
+_PAGE_FACTS = """() => {
+  const plots = Array.from(document.querySelectorAll(".js-plotly-plot")).map(g => ({
+    id: g.id, w: g._fullLayout._size.w, h: g._fullLayout._size.h,
+    title: (g._fullLayout.title && g._fullLayout.title.text) || "", i18n: !!(g.layout.meta && g.layout.meta.mv_i18n)}));
+  const cjk = /[\u3400-\u9fff]/;
+  const english = [];
+  document.querySelectorAll("article p, article li, article h1, article h2, article h3, article summary, " +
+                            "article td, article th, .prev-next-area, .bd-sidebar-secondary").forEach(el => {
+    if (!el.offsetParent || el.closest("pre, code, .highlight, .results-table, .results-files, .mermaid, " +
+                                       ".plotly-graph-div, .lab08-mock, [data-lang-neutral]")) { return; }
+    const clone = el.cloneNode(true);
+    clone.querySelectorAll("code, pre, .lang-en, .headerlink, a.reference.internal code").forEach(c => c.remove());
+    const text = clone.innerText || clone.textContent || "";
+    const words = (text.match(/[A-Za-z][A-Za-z'-]{2,}/g) || []).length;
+    if (!cjk.test(text) && words >= 6) { english.push(text.trim().slice(0, 80)); }
+  });
+  return {plots, english};
+}"""
+MIN_PLOT = {1280: (300, 200), 390: (150, 180)}  # least plot-area width, height in px at each page width
+
+
+def _check_page(p: Page, path: str, width: int, lang: str) -> list[str]:
+    """What a reader of `path` sees wrong in `lang` at `width` px (plots too small, English prose in 中文)."""
+    facts = p.page.evaluate(_PAGE_FACTS)
+    problems = []
+    min_w, min_h = MIN_PLOT[width]
+    for f in facts["plots"]:
+        if f["w"] < min_w or f["h"] < min_h:
+            problems.append(f"{path} ({lang}): plot {f['title'][:40]!r} drawn {f['w']:.0f} x {f['h']:.0f} px")
+        if lang == "zh" and f["i18n"] and not re.search(r"[\u3400-\u9fff]", f["title"]):
+            problems.append(f"{path}: plot title {f['title'][:40]!r} in English in 中文 mode")
+    if lang == "zh":
+        problems += [f"{path}: English prose in 中文 mode: {t!r}" for t in dict.fromkeys(facts["english"])]
+    if path in ("index.html", "labs/01_why_cuda_graphs.html", "labs/06_paged_kv_and_batching.html"):
+        p.page.screenshot(path=str(SHOTS / f"{Path(path).stem}-{width}-{lang}.png"), full_page=width == 390)
+    return problems
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_page_at_both_widths_in_both_languages(html, server, browser, width):
+    """Each page is loaded once per width, read in English, switched to 中文 (as a reader does) and read again."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    p = Page(browser, server, width=width, lang="en")
+    problems = []
+    for path in reader_pages(html):
         assert (html / path).exists(), f"{path} was not built"
-        p = Page(browser, server).open(path)
-        p.check_clean(path)
-        p.close()
+        p.open(path, idle=False)
+        if path == "index.html":  # a meta refresh to intro.html: read the page it lands on, not the one it leaves
+            p.page.wait_for_url("**/intro.html", wait_until="load")
+        divs = p.page.locator(".plotly-graph-div")
+        for i in range(divs.count()):
+            divs.nth(i).locator("svg.main-svg").first.wait_for(state="attached", timeout=20000)
+        p.page.wait_for_timeout(150 if divs.count() else 0)  # the plots' own resize after their first draw
+        problems += _check_page(p, path, width, "en")
+        p.page.evaluate("window.minivllmSetLang('zh')")
+        p.page.wait_for_timeout(150 if divs.count() else 0)  # plots relaid out in Chinese
+        problems += _check_page(p, path, width, "zh")
+        p.check_clean(f"{path} at {width} px")
+    p.close()
+    assert not problems, f"{len(problems)} problems at {width} px:\n  " + "\n  ".join(problems[:30])
 
 
 def test_lab_plots_draw_and_quizzes_answer(html, server, browser):
@@ -163,6 +259,23 @@ def test_lab_plots_draw_and_quizzes_answer(html, server, browser):
         if path == labs[0] and plots:
             divs.first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "lab_plot.png"))
+        menus = page.locator(".js-plotly-plot:has(g.updatemenu-header-group)")
+        if menus.count():  # a menu that shows one series keeps its legend, its colour and the plot's size
+            gd = menus.first
+            gd.scroll_into_view_if_needed()
+            colour = gd.evaluate("g => g._fullData[1].marker.color")
+            box = gd.locator("g.updatemenu-header-group rect.updatemenu-item-rect").first.bounding_box()
+            page.mouse.click(box["x"] + 10, box["y"] + box["height"] / 2)  # open the menu as a reader does
+            item = gd.locator("g.updatemenu-dropdown-button").nth(2).locator("rect").bounding_box()
+            page.mouse.click(item["x"] + 10, item["y"] + item["height"] / 2)  # its second series, alone
+            page.wait_for_timeout(300)
+            shown = gd.evaluate("g => ({visible: g._fullData.map(t => t.visible), legend: g._fullLayout.showlegend, "
+                                "colour: g._fullData[1].marker.color, h: g._fullLayout._size.h, "
+                                "items: g.querySelectorAll('.legend .traces').length})")
+            assert shown["visible"][1] is True and shown["visible"].count(True) == 1, f"{path}: {shown}"
+            assert shown["legend"] and shown["items"] >= 1, f"{path}: the legend went with one series shown"
+            assert shown["colour"] == colour, f"{path}: the series changed colour when shown alone"
+            assert shown["h"] >= MIN_PLOT[1280][1], f"{path}: plot area {shown['h']} px with one series"
         roots = page.locator(".mv-quiz")
         assert roots.count() == quizzes, f"{path}: {roots.count()} quizzes on the page, the notebook has {quizzes}"
         for i in range(roots.count()):
@@ -188,20 +301,20 @@ def test_lab_plots_draw_and_quizzes_answer(html, server, browser):
 def test_language_switch_shows_one_language_and_remembers(html, server, browser):
     p = Page(browser, server).open("handbook/what_graphs_remove.html")
     page = p.page
-    en, zh = page.locator(".lang-en").first, page.locator(".lang-zh").first
+    en, zh = page.locator("article .lang-en").first, page.locator("article .lang-zh").first
     assert en.is_visible() and not zh.is_visible(), "English must show first"
     page.locator('#lang-switch button[data-lang="zh"]').click()
     assert zh.is_visible() and not en.is_visible(), "the switch did not show the Chinese text"
     assert page.locator("article h1 .lang-zh").is_visible(), "the title did not switch"
     page.reload()
-    assert page.locator(".lang-zh").first.is_visible(), "the choice was not remembered"
+    assert page.locator("article .lang-zh").first.is_visible(), "the choice was not remembered"
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "handbook_zh.png"))
-    for lab in lab_pages(html):  # notebook cells tagged lang-en / lang-zh follow the same switch
-        p.open(lab)
-        zh_p, en_p = page.locator("article p.lang-zh"), page.locator("article p.lang-en")
-        assert zh_p.count() and en_p.count(), f"{lab}: no prose marked by language"
-        assert zh_p.first.is_visible() and not en_p.first.is_visible(), f"{lab}: English prose shows in 中文 mode"
+    lab = lab_pages(html)[0]  # notebook cells tagged lang-en / lang-zh follow the same switch (every page's
+    p.open(lab)               # prose in 中文 mode: test_every_page_at_both_widths_in_both_languages)
+    zh_p, en_p = page.locator("article p.lang-zh"), page.locator("article p.lang-en")
+    assert zh_p.count() and en_p.count(), f"{lab}: no prose marked by language"
+    assert zh_p.first.is_visible() and not en_p.first.is_visible(), f"{lab}: English prose shows in 中文 mode"
     p.open("handbook/what_graphs_remove.html")
     page.locator('#lang-switch button[data-lang="en"]').click()
     assert en.is_visible() and not zh.is_visible()
@@ -218,5 +331,50 @@ def test_mermaid_flowchart_and_search_work_offline(html, server, browser):
     p.open("search.html?q=PIECEWISE")
     p.page.locator("#search-results li").first.wait_for(timeout=15000)
     assert p.page.locator("#search-results li").count() >= 3
+    holding = [f for f in site_files(html) if f.parts[-2] in ("handbook", "labs")
+               and "编译" in re.sub(r"<[^>]+>", "", f.read_text(encoding="utf-8").split('id="main-content"')[-1])]
+    p.open("search.html?q=编译")
+    p.page.locator("#search-results li").first.wait_for(timeout=15000)
+    p.page.wait_for_function("() => !document.querySelector('#search-results').classList.contains('searching') && "
+                             "document.querySelector('#search-results p.search-summary') !== null", timeout=15000)
+    found = p.page.locator("#search-results li").count()
+    assert found >= len(holding), f"'编译' found {found} pages, {len(holding)} handbook and lab pages hold it"
     p.check_clean("mermaid + search")
     p.close()
+
+
+def test_an_exported_notebook_draws_without_the_book(tmp_path, browser):
+    """`jupyter nbconvert --to html` of a lab, opened as a file with no _static folder and no network: every
+    plot draws (plotly.js travels inside the notebook once) and every quiz shows its question and options."""
+    lab = min((ROOT / "labs").glob("01_*.ipynb"))
+    nbconvert = Path(sys.executable).with_name("jupyter-nbconvert")
+    cmd = [str(nbconvert) if nbconvert.exists() else "jupyter-nbconvert", "--to", "html", "--output-dir",
+           str(tmp_path), str(lab)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    page_file = tmp_path / (lab.stem + ".html")
+    assert not (tmp_path / "_static").exists()
+    nb = json.loads(lab.read_text())
+    plots = sum("".join(o.get("data", {}).get("text/html", "")).count("Plotly.newPlot(")
+                for c in nb["cells"] for o in c.get("outputs", []))
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    template = []  # nbconvert's own template names require.js and MathJax on a CDN: refused, nothing else
+    context.route("**/*", lambda route: route.continue_() if urlparse(route.request.url).scheme in
+                  ("file", "data", "blob", "about") else (template.append(route.request.url), route.abort()))
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(page_file.as_uri(), wait_until="load")
+    divs = page.locator(".plotly-graph-div")
+    assert plots and divs.count() == plots, f"{divs.count()} plot divs, the notebook stores {plots}"
+    for i in range(divs.count()):
+        divs.nth(i).locator("svg.main-svg").first.wait_for(state="attached", timeout=30000)
+    quizzes = page.locator(".mv-quiz")
+    assert quizzes.count(), "no quiz in the exported page"
+    for i in range(quizzes.count()):
+        assert quizzes.nth(i).locator("p b").first.inner_text().strip(), "a quiz without its question"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    divs.first.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "exported_notebook.png"))
+    assert all(("require" in u or "mathjax" in u.lower()) for u in template), f"requests: {template[:5]}"
+    assert not errors, f"script errors in the exported page: {errors[:5]}"
+    context.close()

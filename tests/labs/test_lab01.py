@@ -116,7 +116,7 @@ def test_tables_and_figures_render():
     for fig in (lab01.plot_launch(GPU_RESULTS), lab01.plot_bound(GPU_RESULTS), lab01.plot_tpot(GPU_RESULTS)):
         assert type(fig) is go.Figure
     assert list(lab01.plot_launch(GPU_RESULTS).data[0].x) == ["eager ATen op", "in a CUDA graph",
-                                                              "engine Triton kernel, eager"]
+                                                              "engine Triton<br>kernel, eager"]
     assert [t.name for t in lab01.plot_bound(GPU_RESULTS).data] == [
         "CPU: enqueue eager step", "GPU: run its kernels", "eager step (wall)", "graph replay (wall)"]
     assert len(lab01.plot_tpot(GPU_RESULTS).layout.updatemenus[0].buttons) == 3  # all / eager / graphs

@@ -208,12 +208,15 @@ def test_show_stores_html_that_draws_offline_and_the_plotly_json(monkeypatch, tm
     fig = plots.figure([1, 2], {"a": [1.0, 2.0]}, title="T")
     plots.show(fig)
     plots.show(fig)
-    for out in shown:
+    for k, out in enumerate(shown):
         assert plots.PLOTLY_MIME in out and out["text/plain"] == "<plotly figure: T>"
         page = out["text/html"]
-        assert "Plotly.newPlot" in page and "http" not in page and "require" not in page  # no CDN, no require.js
-        assert len(page) < 100_000  # plotly.js is loaded from _static/, not copied into every notebook
-        assert '"_static/plotly.min.js"' in page and '"../_static/plotly.min.js"' in page
+        assert "Plotly.newPlot" in page and "http" not in page and "require(" not in page  # no CDN, no require.js
+        assert "<table>" in page  # the data as text, for a viewer that runs no script
+        # plotly.js travels once per notebook (the kernel's first figure), gzip + base64, never from _static/
+        assert ("data-minivllm-plotlyjs" in page) == (k == 0) and "_static" not in page
+        assert (len(page) > 1_000_000) == (k == 0) and len(page) < 2_500_000
+        assert "sendDataToCloud" in page  # the modebar's "Share chart" removed
     ids = [re.search(r'id="(mv-plot-[^"]+)"', o["text/html"]).group(1) for o in shown]
     assert ids[0] != ids[1]
     path = plots.install_plotlyjs(tmp_path / "_static")
@@ -224,6 +227,7 @@ def test_show_stores_html_that_draws_offline_and_the_plotly_json(monkeypatch, tm
 
 def test_figure_helper():
     pytest.importorskip("plotly")
+    from minivllm_labs import plots
     from minivllm_labs.plots import figure, log_ticks
 
     fig = figure([1, 2], {"a": [1.234567, None], "b": [3.0, 4.0]}, toggle=True, log_x=True)
@@ -232,7 +236,16 @@ def test_figure_helper():
     assert list(fig.layout.updatemenus[0].buttons[2].args[0]["visible"]) == [False, True]
     menu = fig.layout.updatemenus[0]  # buttons between the title (top-left) and the plot: never over the title
     assert menu.yanchor == "bottom" and menu.y > 1 and fig.layout.title.yanchor == "top"
-    assert fig.layout.margin.t >= 100
+    assert fig.layout.margin.t >= 90
+    # one colour per series whichever the menu shows; the legend below the plot, kept with one series shown
+    assert [t.line.color for t in fig.data] == plots.PALETTE[:2] and fig.layout.showlegend
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.yref == "container"
+    fig = figure(["a long category label here"], {"a": [1.0]}, kind="bar", title="T",
+                 zh={"title": "标题", "y": "毫秒", "names": {"a": "甲"}})
+    assert fig.data[0].x[0] == "a long category<br>label here"
+    i18n = fig.layout.meta["mv_i18n"]
+    assert i18n["zh"]["layout"]["title.text"] == "标题" and i18n["en"]["layout"]["title.text"] == "T"
+    assert i18n["zh"]["names"] == ["甲"]
     with pytest.raises(ValueError, match="kind"):
         figure([1], {"a": [1]}, kind="pie")
     assert log_ticks([20, 50]) == [10.0, 20.0, 50.0, 100.0]

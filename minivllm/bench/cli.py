@@ -64,18 +64,6 @@ def add_parsers(sub) -> None:
     pr.add_argument("--json", default=None)
     pr.set_defaults(func=_run("profile"))
 
-    gt = sub.add_parser("gemv-tune", help="the Triton GEMV's block sizes ranked by TPOT inside the FULL graph "
-                        "(CUDA); --save ships them for this GPU model")
-    EngineArgs.add_cli_args(gt)
-    gt.add_argument("--batch-sizes", default="1,2", help="decode batch sizes whose GEMV shapes are tuned (1-2)")
-    gt.add_argument("--input-len", type=int, default=128)
-    gt.add_argument("--output-len", type=int, default=128, help="new tokens per timed generate")
-    gt.add_argument("--ab-repeats", type=int, default=5, help="runs per set in the final autotuner-vs-tuned A/B")
-    gt.add_argument("--save", action="store_true",
-                    help="write the faster set to minivllm/kernels/configs/gemv/<GPU name>.json")
-    gt.add_argument("--json", default=None)
-    gt.set_defaults(func=_run("gemv_tune"))
-
     k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
     k.add_argument("--json", default=None)
     k.add_argument("--sweep-prefill", action="store_true", help="also time other prefill tile configs")

@@ -98,7 +98,7 @@ throughput() {
     --check-correctness --json "$RES/throughput.json"
 }
 kernels() {
-  TAILN=60 step kernels 150 $BENCH kernels --sweep-decode --json "$RES/kernels.json"
+  TAILN=60 step kernels 150 $BENCH kernels --json "$RES/kernels.json"
   TAILN=30 step kernels_gemv 60 $BENCH kernels --gemv --json "$RES/kernels_gemv.json"
 }
 compile() {

@@ -66,12 +66,10 @@ def add_parsers(sub) -> None:
 
     k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
     k.add_argument("--json", default=None)
-    k.add_argument("--sweep-prefill", action="store_true", help="also time other prefill tile configs")
-    k.add_argument("--sweep-decode", action="store_true", help="also time every split-KV count on engine shapes")
     k.add_argument("--gemv", action="store_true", help="only the Triton GEMV vs cuBLAS on the decode matmuls")
     k.set_defaults(func=lambda a: (importlib.import_module("minivllm.bench.kernels").run_gemv_bench(a.json)
                                    if a.gemv else importlib.import_module("minivllm.bench.kernels")
-                                   .run_kernel_bench(a.json, a.sweep_prefill, a.sweep_decode), 0)[1])
+                                   .run_kernel_bench(a.json), 0)[1])
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

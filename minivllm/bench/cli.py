@@ -60,7 +60,6 @@ def add_parsers(sub) -> None:
     pr.add_argument("--context", type=int, default=256, help="prompt tokens per request before decoding")
     pr.add_argument("--steps", type=int, default=8, help="decode steps profiled (4x as many are timed)")
     pr.add_argument("--modes", default="eager,FULL", help="as in bench latency, e.g. eager,FULL,FULL@L2")
-    pr.add_argument("--host", action="store_true", help="also profile the host side (cProfile) of the steps")
     pr.add_argument("--json", default=None)
     pr.set_defaults(func=_run("profile"))
 

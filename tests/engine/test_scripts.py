@@ -109,3 +109,19 @@ def test_gpu_check_parses_and_modes_check_runs_on_a_cpu(tmp_path):
     pw = cmp["modes"]["PIECEWISE"]
     assert list(cmp["modes"]) == ["PIECEWISE"] and pw["cudagraph_mode"] == "NONE"  # a CPU has no graphs
     assert pw["equal_to_eager"] == pw["prompts"] == 6 and pw["diverged_within_4"] == 0
+
+
+def test_host_profile_counts_each_step_of_the_embedded_model(tmp_path):
+    """scripts/maint/host_profile.py (gpu_check's MODES_PROFILE) on a CPU: every profiled step runs the model
+    once, and the JSON names the functions with their per-step times."""
+    pytest.importorskip("torch")
+    import host_profile
+
+    out = tmp_path / "host.json"
+    result = host_profile.run(host_profile.parse_args(["--mode", "eager", "--steps", "2", "--context", "8",
+                                                       "--json", str(out)]))
+    host = json.loads(out.read_text())["host"]
+    assert result["batch"] == 1 and host["step_ms_under_cprofile"] > 0
+    steps = [r for r in host["top_cum"] if r["function"].endswith(":step")]
+    assert steps and all(r["calls_per_step"] >= 1 for r in steps)
+    assert all(r["own_us"] <= r["cum_us"] + 1e-6 for r in host["top_own"])

@@ -46,14 +46,6 @@ def add_parsers(sub) -> None:
     st.add_argument("--json", default=None)
     st.set_defaults(func=_run("startup"))
 
-    be = sub.add_parser("backends", help="Triton vs PyTorch attention: same greedy tokens end to end?")
-    be.add_argument("--model", default=None)
-    be.add_argument("--dtype", default="auto")
-    be.add_argument("--num-prompts", type=int, default=16)
-    be.add_argument("--num-tokens", type=int, default=32)
-    be.add_argument("--json", default=None)
-    be.set_defaults(func=_run("backends"))
-
     pr = sub.add_parser("profile", help="one decode step's GPU time per kernel category vs its floors")
     EngineArgs.add_cli_args(pr)
     pr.add_argument("--batch-sizes", default="1,64")

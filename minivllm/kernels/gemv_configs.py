@@ -12,7 +12,8 @@ shapes, another GPU).
     MINIVLLM_GEMV_CONFIGS unset        this GPU's shipped file, if there is one; autotune what it lacks
     MINIVLLM_GEMV_CONFIGS=autotune     autotune every shape (shipped files ignored)
     MINIVLLM_GEMV_CONFIGS=file.json    that file: a `bench latency` JSON (its modes' "gemv_configs"), a
-                                       `scripts/maint/gemv_tune.py` JSON, {"gemv_configs": {...}}, or {shape: config}
+                                       scripts/maint/gemv_tune.py JSON, {"gemv_configs": {...}}, or
+                                       {shape: config}
 
 A shape is named by the autotuner's key (N, K, rows padded, fused SiLU-and-mul / norm), not by dtype: the
 shipped H200 file was tuned in bf16, and an fp32 run of the same shapes uses it too (valid, maybe slower).

@@ -15,7 +15,7 @@
 #   modes           one process per graph mode (eager, PIECEWISE, FULL_DECODE_ONLY, FULL_AND_PIECEWISE, FULL;
 #                   MODES="..." picks): TPOT at batch 1 and 64, a 512-token prefill, greedy tokens vs eager
 #                   in bf16 (scripts/modes_check.py); the comparison in $OUT/modes.json; MODES_PROFILE=1 adds
-#                   `bench profile --host` of a PIECEWISE batch-1 step
+#                   scripts/maint/host_profile.py of a PIECEWISE batch-1 step (cProfile)
 #   all             the six above (two lanes on a two-GPU machine)
 #   full            vLLM's FULL mode (graphs of any batch, the unified attention kernel): its GPU tests, and the
 #                   512-token prefill (TTFT at batch 1) under eager, PIECEWISE and FULL in one run
@@ -98,7 +98,7 @@ throughput() {
     --check-correctness --json "$RES/throughput.json"
 }
 kernels() {
-  TAILN=60 step kernels 150 $BENCH kernels --sweep-decode --json "$RES/kernels.json"
+  TAILN=60 step kernels 150 $BENCH kernels --json "$RES/kernels.json"
   TAILN=30 step kernels_gemv 60 $BENCH kernels --gemv --json "$RES/kernels_gemv.json"
 }
 compile() {
@@ -127,9 +127,9 @@ modes() {  # MODES="eager PIECEWISE" runs only those (eager first: the others' t
   TAILN=80 step modes_compare 30 $PY scripts/modes_check.py --compare "$RES/modes_eager.json" "$RES"/modes_*.json \
     --json "$RES/modes.json"
   cp "$RES/modes.json" "$OUT/modes.json" 2>/dev/null
-  # MODES_PROFILE=1: where one PIECEWISE decode step's host time goes (cProfile) next to its kernels
-  [ "${MODES_PROFILE:-0}" = 1 ] && TAILN=40 step modes_profile 90 $BENCH profile --model "$CK" --max-model-len 512 \
-    --batch-sizes 1 --modes PIECEWISE --steps 8 --host --json "$RES/profile_piecewise.json"
+  # MODES_PROFILE=1: where one PIECEWISE decode step's host time goes (cProfile)
+  [ "${MODES_PROFILE:-0}" = 1 ] && TAILN=40 step modes_profile 90 $PY scripts/maint/host_profile.py --model "$CK" \
+    --max-model-len 512 --batch-size 1 --mode PIECEWISE --steps 8 --json "$RES/profile_piecewise.json"
   return 0
 }
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks

@@ -46,44 +46,21 @@ def add_parsers(sub) -> None:
     st.add_argument("--json", default=None)
     st.set_defaults(func=_run("startup"))
 
-    be = sub.add_parser("backends", help="Triton vs PyTorch attention: same greedy tokens end to end?")
-    be.add_argument("--model", default=None)
-    be.add_argument("--dtype", default="auto")
-    be.add_argument("--num-prompts", type=int, default=16)
-    be.add_argument("--num-tokens", type=int, default=32)
-    be.add_argument("--json", default=None)
-    be.set_defaults(func=_run("backends"))
-
     pr = sub.add_parser("profile", help="one decode step's GPU time per kernel category vs its floors")
     EngineArgs.add_cli_args(pr)
     pr.add_argument("--batch-sizes", default="1,64")
     pr.add_argument("--context", type=int, default=256, help="prompt tokens per request before decoding")
     pr.add_argument("--steps", type=int, default=8, help="decode steps profiled (4x as many are timed)")
     pr.add_argument("--modes", default="eager,FULL", help="as in bench latency, e.g. eager,FULL,FULL@L2")
-    pr.add_argument("--host", action="store_true", help="also profile the host side (cProfile) of the steps")
     pr.add_argument("--json", default=None)
     pr.set_defaults(func=_run("profile"))
 
-    gt = sub.add_parser("gemv-tune", help="the Triton GEMV's block sizes ranked by TPOT inside the FULL graph "
-                        "(CUDA); --save ships them for this GPU model")
-    EngineArgs.add_cli_args(gt)
-    gt.add_argument("--batch-sizes", default="1,2", help="decode batch sizes whose GEMV shapes are tuned (1-2)")
-    gt.add_argument("--input-len", type=int, default=128)
-    gt.add_argument("--output-len", type=int, default=128, help="new tokens per timed generate")
-    gt.add_argument("--ab-repeats", type=int, default=5, help="runs per set in the final autotuner-vs-tuned A/B")
-    gt.add_argument("--save", action="store_true",
-                    help="write the faster set to minivllm/kernels/configs/gemv/<GPU name>.json")
-    gt.add_argument("--json", default=None)
-    gt.set_defaults(func=_run("gemv_tune"))
-
     k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
     k.add_argument("--json", default=None)
-    k.add_argument("--sweep-prefill", action="store_true", help="also time other prefill tile configs")
-    k.add_argument("--sweep-decode", action="store_true", help="also time every split-KV count on engine shapes")
     k.add_argument("--gemv", action="store_true", help="only the Triton GEMV vs cuBLAS on the decode matmuls")
     k.set_defaults(func=lambda a: (importlib.import_module("minivllm.bench.kernels").run_gemv_bench(a.json)
                                    if a.gemv else importlib.import_module("minivllm.bench.kernels")
-                                   .run_kernel_bench(a.json, a.sweep_prefill, a.sweep_decode), 0)[1])
+                                   .run_kernel_bench(a.json), 0)[1])
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -15,29 +15,24 @@ engine runs it), and `host_us`, the launcher's CPU time per call: `ms` above `ms
 host_us means the row measured the host. The prefill and GEMV tables are timed from graph replay only
 (their `*_ms`), with the launchers' CPU time per call in their own `*_host_us` columns.
 
-Run: python -m minivllm.bench.kernels [--out results.json]
+Run: minivllm bench kernels [--gemv] [--json results.json]. The tile and split sweeps that chose the
+kernels' configs are scripts/maint/attention_sweep.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
-import sys
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from minivllm.bench.timing import gpu_ms, graph_replay_ms
-import torch.nn.functional as F
 
 # Qwen3-0.6B attention layout
 HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE, DTYPE = 16, 8, 128, 16, torch.bfloat16
 DECODE_CASES = [(64, 2048), (1, 2048), (1, 8192), (8, 2048), (8, 8192)]  # (batch, context)
-# --sweep-decode: every split count on the shapes the engine's decode steps have (latency bench contexts
-# ~256-384 tokens in a 512-token max_model_len; the throughput workload's batch ~128 at ~1k tokens)
-DECODE_SWEEP = [(1, 512), (8, 512), (64, 256), (64, 512), (64, 2048), (128, 1024), (256, 512)]
-SWEEP_SPLITS = (1, 2, 3, 4, 8, 16)
 PREFILL_CASES = [(8, 1024), (1, 4096)]  # (prompts, tokens each)
 
 
@@ -92,14 +87,14 @@ def copy_bandwidth_gbps() -> float:
     return 2 * src.numel() / ms / 1e6
 
 
-def bench_decode(copy_gbps: float, sweep: bool = False) -> list[dict]:
+def bench_decode(copy_gbps: float, cases=DECODE_CASES, extra_splits: tuple[int, ...] = ()) -> list[dict]:
+    """Each (batch, context) case at the split count the engine picks, at 1 split, and at `extra_splits`."""
     from minivllm.kernels.torch_ref import paged_decode_attention_ref
     from minivllm.kernels.triton_decode import choose_num_splits, paged_decode_attention
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows = []
-    cases = [(b, c, False) for b, c in DECODE_CASES] + ([(b, c, True) for b, c in DECODE_SWEEP] if sweep else [])
-    for batch, context, swept in cases:
+    for batch, context in cases:
         k_cache, v_cache, block_tables = _paged(batch, context, gen)
         seq_lens = torch.full((batch,), context, dtype=torch.int32, device="cuda")
         q = torch.randn(batch, HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
@@ -109,89 +104,74 @@ def bench_decode(copy_gbps: float, sweep: bool = False) -> list[dict]:
         ref = paged_decode_attention_ref(q, k_cache, v_cache, block_tables, seq_lens, scale)
         elem = q.element_size()
         nbytes = 2 * batch * context * KV_HEADS * HEAD_DIM * elem + 2 * q.numel() * elem
-        for splits in sorted({1, auto} | (set(SWEEP_SPLITS) if swept else set())):
-            paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale, out=out,
-                                   num_splits=splits)
+        for n in sorted({1, auto, *extra_splits}):
+            paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale, out=out, num_splits=n)
             err = _rel_err(out, ref)
-            assert err <= 1e-2, f"decode batch={batch} ctx={context} splits={splits}: rel err {err:.2e}"
-            def fn(splits=splits):
+            assert err <= 1e-2, f"decode batch={batch} ctx={context} splits={n}: rel err {err:.2e}"
+
+            def fn(splits=n):
                 paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale, out=out,
                                        num_splits=splits)
 
             ms, ms_graph, host_us = _ms(fn), _ms_graph(fn), _host_us(fn)
             gbps = nbytes / ms / 1e6
-            rows.append({"batch": batch, "context": context, "num_splits": splits, "auto": splits == auto,
+            rows.append({"batch": batch, "context": context, "num_splits": n, "auto": n == auto,
                          "ms": ms, "GBps": gbps, "frac_of_copy": gbps / copy_gbps, "rel_err": err,
-                         "sweep": swept, "ms_graph": ms_graph, "frac_of_copy_graph": nbytes / ms_graph / 1e6
+                         "ms_graph": ms_graph, "frac_of_copy_graph": nbytes / ms_graph / 1e6
                          / copy_gbps, "host_us": host_us})
     return rows
 
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages, K_ROWS) tried by --sweep-prefill; the first is the default
-# (128-row tiles with 8 warps and 2-3 stages were slower in a wider sweep).
-PREFILL_SWEEP = [(64, 64, 4, 2, True), (64, 64, 4, 3, True), (64, 64, 4, 1, True), (64, 32, 4, 2, True),
-                 (64, 128, 4, 2, True), (64, 64, 4, 2, False), (128, 64, 4, 2, True), (128, 128, 8, 2, True),
-                 (128, 64, 8, 2, False)]
-
-
-def bench_prefill(sweep: bool = False) -> list[dict]:
+def prefill_case(batch: int, length: int, gen: torch.Generator):
+    """One prefill shape's inputs in a paged cache: (run, sdpa, out), where run(tile_config=None) writes the
+    Triton kernel's result to out and sdpa() returns PyTorch's on the same (unpaged, GQA-expanded) inputs."""
     from minivllm.kernels.triton_prefill import paged_prefill_attention
     from minivllm.kernels.triton_store_kv import store_kvcache
 
+    k_cache, v_cache, block_tables = _paged(batch, length, gen)
+    T = batch * length
+    q = torch.randn(T, HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
+    k = torch.randn(T, KV_HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
+    v = torch.randn(T, KV_HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
+    pos = torch.arange(length, device="cuda")
+    slots = (block_tables.long()[:, pos // BLOCK_SIZE] * BLOCK_SIZE + pos % BLOCK_SIZE).reshape(-1)
+    store_kvcache(k, v, k_cache, v_cache, slots)
+    query_start = torch.arange(0, T + 1, length, dtype=torch.int32, device="cuda")
+    seq_lens = torch.full((batch,), length, dtype=torch.int32, device="cuda")
+    scale = HEAD_DIM ** -0.5
+    out = torch.empty_like(q)
+
+    def dense(x: torch.Tensor) -> torch.Tensor:  # [T, h, D] -> [B, H, L, D], GQA expanded
+        x = x.view(batch, length, -1, HEAD_DIM)
+        return x.repeat_interleave(HEADS // x.shape[2], 2).transpose(1, 2).contiguous()
+
+    qd, kd, vd = dense(q), dense(k), dense(v)
+
+    def run(tile_config=None):
+        paged_prefill_attention(q, k_cache, v_cache, block_tables, query_start, seq_lens, length, scale,
+                                out=out, tile_config=tile_config)
+
+    def sdpa():
+        return F.scaled_dot_product_attention(qd, kd, vd, is_causal=True, scale=scale)
+
+    return run, sdpa, out
+
+
+def bench_prefill() -> list[dict]:
     gen = torch.Generator(device="cuda").manual_seed(1)
     rows = []
     for batch, length in PREFILL_CASES:
-        k_cache, v_cache, block_tables = _paged(batch, length, gen)
-        T = batch * length
-        q = torch.randn(T, HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
-        k = torch.randn(T, KV_HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
-        v = torch.randn(T, KV_HEADS, HEAD_DIM, generator=gen, device="cuda", dtype=DTYPE)
-        pos = torch.arange(length, device="cuda")
-        slots = (block_tables.long()[:, pos // BLOCK_SIZE] * BLOCK_SIZE + pos % BLOCK_SIZE).reshape(-1)
-        store_kvcache(k, v, k_cache, v_cache, slots)
-        query_start = torch.arange(0, T + 1, length, dtype=torch.int32, device="cuda")
-        seq_lens = torch.full((batch,), length, dtype=torch.int32, device="cuda")
-        scale = HEAD_DIM ** -0.5
-        out = torch.empty_like(q)
-
-        def dense(x: torch.Tensor, heads: int) -> torch.Tensor:  # [T, h, D] -> [B, H, L, D], GQA expanded
-            x = x.view(batch, length, -1, HEAD_DIM)
-            return x.repeat_interleave(heads // x.shape[2], 2).transpose(1, 2).contiguous()
-
-        qd, kd, vd = dense(q, HEADS), dense(k, HEADS), dense(v, HEADS)
-
-        def triton_fn():
-            paged_prefill_attention(q, k_cache, v_cache, block_tables, query_start, seq_lens, length, scale,
-                                    out=out)
-
-        def sdpa_fn():
-            return F.scaled_dot_product_attention(qd, kd, vd, is_causal=True, scale=scale)
-
+        triton_fn, sdpa_fn, out = prefill_case(batch, length, gen)
         triton_fn()
-        ref = sdpa_fn().transpose(1, 2).reshape(T, HEADS, HEAD_DIM)
+        ref = sdpa_fn().transpose(1, 2).reshape(batch * length, HEADS, HEAD_DIM)
         err = _rel_err(out, ref)
         assert err <= 2e-2, f"prefill batch={batch} len={length}: rel err {err:.2e} vs SDPA"
         flops = 2 * 2 * batch * HEADS * length * length * HEAD_DIM / 2  # QK^T and PV, causal half
         t_ms, s_ms = _ms_graph(triton_fn), _ms_graph(sdpa_fn)  # the kernels, replayed (see run_gemv_bench)
-        row = {"batch": batch, "seq_len": length, "triton_ms": t_ms, "triton_tflops": flops / t_ms / 1e9,
-               "sdpa_ms": s_ms, "sdpa_tflops": flops / s_ms / 1e9, "speed_vs_sdpa": s_ms / t_ms, "rel_err": err,
-               "timer": "graph replay", "triton_host_us": _host_us(triton_fn), "sdpa_host_us": _host_us(sdpa_fn)}
-        if sweep:  # the same shapes under other tile configs, timed in this run against the same SDPA time
-            row["sweep"] = []
-            for cfg in PREFILL_SWEEP:
-                def fn(cfg=cfg):
-                    paged_prefill_attention(q, k_cache, v_cache, block_tables, query_start, seq_lens, length,
-                                            scale, out=out, tile_config=cfg)
-                try:
-                    out.fill_(float("nan"))
-                    fn()
-                    e = _rel_err(out, ref)
-                    ms = _ms_graph(fn) if e <= 2e-2 else None
-                    row["sweep"].append({"config": list(cfg), "ms": ms, "rel_err": e,
-                                         "speed_vs_sdpa": s_ms / ms if ms else None})
-                except Exception as exc:  # e.g. out of shared memory for this tile shape
-                    row["sweep"].append({"config": list(cfg), "error": f"{type(exc).__name__}: {exc}"[:200]})
-        rows.append(row)
+        rows.append({"batch": batch, "seq_len": length, "triton_ms": t_ms, "triton_tflops": flops / t_ms / 1e9,
+                     "sdpa_ms": s_ms, "sdpa_tflops": flops / s_ms / 1e9, "speed_vs_sdpa": s_ms / t_ms,
+                     "rel_err": err, "timer": "graph replay", "triton_host_us": _host_us(triton_fn),
+                     "sdpa_host_us": _host_us(sdpa_fn)})
     return rows
 
 
@@ -203,8 +183,6 @@ GEMV_SHAPES = {"qkv_proj": (4096, 1024), "o_proj": (1024, 2048), "gate_up_proj":
 def run_gemv_bench(out_json: str | None = None, rows: tuple[int, ...] = (1, 2, 4, 8)) -> dict:
     """The Triton GEMV (autotuned) against cuBLAS (F.linear) on the decode shapes: ms and achieved GB/s
     (weight bytes read / time). Also the down projection with SiLU-and-mul fused vs kernel + cuBLAS."""
-    import torch.nn.functional as F
-
     from minivllm.kernels.triton_activation import silu_and_mul
     from minivllm.kernels.triton_gemv import gemv
 
@@ -250,7 +228,7 @@ def run_gemv_bench(out_json: str | None = None, rows: tuple[int, ...] = (1, 2, 4
     return result
 
 
-def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, sweep_decode: bool = False) -> dict:
+def run_kernel_bench(out_json: str | None = None) -> dict:
     """Benchmark copy bandwidth, decode and prefill attention; print a table, optionally write JSON."""
     if not torch.cuda.is_available():
         raise SystemExit("minivllm.bench.kernels: no CUDA GPU found; these benchmarks only make sense on a "
@@ -260,10 +238,9 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, s
                          "dtype": str(DTYPE)}}
     copy_gbps = copy_bandwidth_gbps()
     result["copy_GBps"] = copy_gbps
-    result["decode"] = bench_decode(copy_gbps, sweep_decode)
-    result["prefill"] = bench_prefill(sweep_prefill)
-    main_row = next(r for r in result["decode"] if r["batch"] == 64 and r["context"] == 2048 and r["auto"]
-                    and not r["sweep"])
+    result["decode"] = bench_decode(copy_gbps)
+    result["prefill"] = bench_prefill()
+    main_row = next(r for r in result["decode"] if r["batch"] == 64 and r["context"] == 2048 and r["auto"])
     result["headline"] = {
         "decode_b64_ctx2048_frac_of_copy": main_row["frac_of_copy"],
         "decode_b64_ctx2048_frac_of_copy_graph": main_row["frac_of_copy_graph"],
@@ -277,7 +254,6 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, s
           f"{'graph ms':>10}{'of copy':>9}{'host us':>9}")
     for r in result["decode"]:
         tag = "auto" if r["auto"] else ""
-        tag = ("sweep " if r["sweep"] else "") + tag
         print(f"{tag:<12}{r['batch']:>6}{r['context']:>7}{r['num_splits']:>8}{r['ms']:>9.4f}{r['GBps']:>9.1f}"
               f"{r['frac_of_copy']:>9.1%}{r['ms_graph']:>10.4f}{r['frac_of_copy_graph']:>9.1%}"
               f"{r['host_us']:>9.1f}")
@@ -287,10 +263,6 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, s
         print(f"{'':<8}{r['batch']:>6}{r['seq_len']:>7}{r['triton_ms']:>11.3f}{r['triton_tflops']:>9.1f}"
               f"{r['sdpa_ms']:>9.3f}{r['sdpa_tflops']:>9.1f}{r['speed_vs_sdpa']:>7.2f}"
               f"{r['triton_host_us']:>11.1f}{r['sdpa_host_us']:>11.1f}")
-        for sw in r.get("sweep", []):
-            print(f"{'':<8}{'':>6}{'':>7}  {str(sw['config']):<28} "
-                  + (f"{sw['ms']:.3f} ms  {sw['speed_vs_sdpa']:.2f}x" if sw.get("ms") else
-                     sw.get("error", f"rel err {sw.get('rel_err')}")[:60]))
     h = result["headline"]
     print(f"\ndecode, batch 64 x 2048 tokens: {h['decode_b64_ctx2048_frac_of_copy']:.1%} of the copy bandwidth "
           f"({h['decode_b64_ctx2048_frac_of_copy_graph']:.1%} replayed from a CUDA graph); prefill vs SDPA in "
@@ -300,14 +272,3 @@ def run_kernel_bench(out_json: str | None = None, sweep_prefill: bool = False, s
         print(f"wrote {out_json}")
     return result
 
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=None, help="write the results as JSON here")
-    parser.add_argument("--sweep-prefill", action="store_true", help="also time other prefill tile configs")
-    a = parser.parse_args(argv)
-    run_kernel_bench(a.out, a.sweep_prefill)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -9,7 +9,8 @@ to both floors, so a learner sees which one binds and which fusion would pay.
 
 CUPTI reports the kernels inside a CUDA-graph replay one by one, so graph modes are profiled as they run.
 Step wall time is measured without the profiler (it slows the CPU side). On a CPU there are no kernels:
-the bench still reports step time and the byte floor.
+the bench still reports step time and the byte floor. The host side of a step (cProfile, per function) is
+scripts/maint/host_profile.py.
 
     minivllm bench profile --model .ckpt/qwen3-0.6b --batch-sizes 1,64 --modes eager,FULL --json profile.json
 """
@@ -121,35 +122,7 @@ def copy_bandwidth_gbps() -> float | None:
     return measure()
 
 
-def host_profile(engine, steps: int, top: int = 25) -> dict:
-    """Where the CPU's time goes in `steps` decode steps (cProfile): per function, its own time and its
-    time with callees, per step. At batch 1 a step is bound by the host when this sum exceeds the GPU's
-    time, so this is the profile that shows what a graph mode still leaves on the CPU."""
-    import cProfile
-    import pstats
-
-    sync()
-    prof = cProfile.Profile()
-    t0 = time.perf_counter()
-    prof.enable()
-    for _ in range(steps):
-        engine.step()
-    prof.disable()
-    sync()
-    wall = (time.perf_counter() - t0) / steps
-    stats = pstats.Stats(prof).stats
-    rows = []
-    for (file, line, func), (cc, nc, tt, ct, _callers) in stats.items():
-        where = f"{file.rsplit('/', 2)[-2:][-1] if '/' in file else file}:{line}:{func}"
-        rows.append({"function": where, "calls_per_step": nc / steps, "own_us": tt / steps * 1e6,
-                     "cum_us": ct / steps * 1e6})
-    rows.sort(key=lambda r: -r["own_us"])
-    return {"step_ms_under_cprofile": wall * 1e3, "top_own": rows[:top],
-            "top_cum": sorted(rows, key=lambda r: -r["cum_us"])[:top]}
-
-
-def profile_decode(llm, batch: int, context: int, steps: int, high: int, copy_gbps: float | None,
-                   host: bool = False) -> dict:
+def profile_decode(llm, batch: int, context: int, steps: int, high: int, copy_gbps: float | None) -> dict:
     """Start `batch` requests with `context`-token prompts, reach steady decode, time `4 * steps` steps
     without the profiler, then profile `steps` more; the requests then run to their end."""
     from torch.profiler import ProfilerActivity, profile
@@ -173,8 +146,7 @@ def profile_decode(llm, batch: int, context: int, steps: int, high: int, copy_gb
         for _ in range(steps):
             engine.step()
         sync()
-    res_host = host_profile(engine, steps) if host else None
-    all_decode = llm.model_runner.step_stats["decode_steps"] - decode0 == n_timed + steps + (steps if host else 0)
+    all_decode = llm.model_runner.step_stats["decode_steps"] - decode0 == n_timed + steps
     while engine.has_unfinished_requests():
         engine.step()
     kernels = [(e.name, e.time_range.start, e.time_range.elapsed_us()) for e in prof.events()
@@ -182,8 +154,6 @@ def profile_decode(llm, batch: int, context: int, steps: int, high: int, copy_gb
     res = {"batch": batch, "context": context, "steps": steps, "step_wall_ms": wall_ms,
            "all_steps_decode": all_decode, "floor": byte_floor(llm, batch, context + n_timed, copy_gbps)}
     res.update(summarize(kernels, steps) if kernels else {})
-    if res_host is not None:
-        res["host"] = res_host
     return res
 
 
@@ -204,8 +174,7 @@ def main(args) -> dict:
                               max_model_len=max_len)
         for b in batch_sizes:
             bar.set_description(f"profile: {mode} batch {b}")
-            run = {"mode": mode, **profile_decode(llm, b, args.context, args.steps, high, bw,
-                                                  host=getattr(args, "host", False))}
+            run = {"mode": mode, **profile_decode(llm, b, args.context, args.steps, high, bw)}
             result["runs"].append(run)
             _print_run(run, bw)
             bar.update()
@@ -222,11 +191,6 @@ def _print_run(run: dict, bw: float | None) -> None:
             f"wall; reads {fl['weight_mb']:.0f} MB weights + {fl['kv_mb']:.0f} MB KV")
     if bw:
         head += f" = {fl['bytes_ms']:.3f} ms at {bw:.0f} GB/s"
-    if run.get("host"):
-        h = run["host"]
-        print_table(f"host time per step ({h['step_ms_under_cprofile']:.3f} ms/step under cProfile)",
-                    ["function (own time)", "calls/step", "own us/step", "cum us/step"],
-                    [[r["function"][-60:], r["calls_per_step"], r["own_us"], r["cum_us"]] for r in h["top_own"][:15]])
     if not run.get("categories"):
         print("\n" + head + " (no GPU kernels to break down on this device)")
         return

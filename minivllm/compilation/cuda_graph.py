@@ -94,7 +94,7 @@ class CUDAGraphWrapper:
 
     def drop(self, n: int) -> None:
         """Forget the graph of size n (before capturing it again: a graph keeps the kernels it was captured
-        with, so `bench gemv-tune` re-captures after changing a kernel's block sizes)."""
+        with, so `scripts/maint/gemv_tune.py` re-captures after changing a kernel's block sizes)."""
         self.graphs.pop(n, None)
 
     def clear(self) -> None:

@@ -4,15 +4,16 @@ MINIVLLM_GEMV_CONFIGS, or Triton's autotuner.
 Why: the autotuner times each config alone, after an L2 flush. Inside a CUDA graph with programmatic
 dependent launch the ranking differs, and fresh autotunes pick differently among near-tied configs: on the
 H200, batch-1 TPOT followed the pick from 0.977 to 1.066 ms over 12 fresh autotunes.
-`minivllm bench gemv-tune` ranks the configs by the
-decode step's TPOT inside the FULL graph instead and can save the winners to configs/gemv/<GPU name>.json
-next to this file, as vLLM ships tuned fused-MoE configs per device. The engine then uses them for the shapes
-listed there and autotunes the rest (another model's shapes, another GPU).
+scripts/maint/gemv_tune.py ranks the configs by the decode step's TPOT inside the FULL graph instead and
+can save the winners to configs/gemv/<GPU name>.json next to this file, as vLLM ships tuned fused-MoE configs
+per device. The engine then uses them for the shapes listed there and autotunes the rest (another model's
+shapes, another GPU).
 
     MINIVLLM_GEMV_CONFIGS unset        this GPU's shipped file, if there is one; autotune what it lacks
     MINIVLLM_GEMV_CONFIGS=autotune     autotune every shape (shipped files ignored)
     MINIVLLM_GEMV_CONFIGS=file.json    that file: a `bench latency` JSON (its modes' "gemv_configs"), a
-                                       `bench gemv-tune` JSON, {"gemv_configs": {...}}, or {shape: config}
+                                       scripts/maint/gemv_tune.py JSON, {"gemv_configs": {...}}, or
+                                       {shape: config}
 
 A shape is named by the autotuner's key (N, K, rows padded, fused SiLU-and-mul / norm), not by dtype: the
 shipped H200 file was tuned in bf16, and an fp32 run of the same shapes uses it too (valid, maybe slower).
@@ -89,7 +90,7 @@ def source() -> str:
     return _source
 
 
-def set_pins(pins: dict[str, dict] | None, label: str = "bench gemv-tune") -> None:
+def set_pins(pins: dict[str, dict] | None, label: str = "scripts/maint/gemv_tune.py") -> None:
     """Replace the pins for this process (the tuner's lever); None: re-read the environment next time."""
     global _pins, _source
     _pins, _source = (None, AUTOTUNE) if pins is None else (dict(pins), label)

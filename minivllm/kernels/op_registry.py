@@ -3,7 +3,7 @@
 
 Why not `torch.library.custom_op`: its Python wrapper checks, for every call, the arguments against the
 schema, the aliasing of the outputs and the autograd state, before it reaches the kernel. Measured on the
-H200 (`minivllm bench profile --host`, PIECEWISE, Qwen3-0.6B shape, batch 1): that wrapper took about
+H200 (scripts/maint/host_profile.py, PIECEWISE, Qwen3-0.6B shape, batch 1): that wrapper took about
 300 us of host time per attention call, 28 calls a step, while the kernels it launched took 4 us. A
 PIECEWISE graph runs the attention op eagerly between its pieces, and eager mode runs every op this way,
 so that overhead was most of their step time. Defining the schema and the kernel directly on a

@@ -29,13 +29,13 @@ _LOG2E = 1.4426950408889634
 _MIN_TOKENS_PER_SPLIT = 128  # below this, the merge costs more than the parallelism gains
 _MAX_SPLITS = 64
 # Programs wanted per SM before the context is split to fill the GPU (few sequences). Measured on the H200
-# (bench kernels --sweep-decode): 8 per SM everywhere was slower at short contexts (batch 64 x 256 tokens
+# (scripts/maint/attention_sweep.py --decode): 8 per SM everywhere was slower at short contexts (batch 64 x 256 tokens
 # 34 vs 31 us); 2 per SM splits only small batches.
 _PROGRAMS_PER_SM = 2
 # Once (sequence, kv head) programs fill the GPU, long contexts are still split into enough programs for
 # ~this many per SM, each at least _MIN_TOKENS_PER_WAVE_SPLIT tokens: one wave of long programs leaves
 # SMs idle at its tail. H200, batch 64 x 2048 tokens (512 programs on 132 SMs): 1 split read 71.7% of the
-# copy bandwidth, 3 splits 86.0% (issue 26, `bench kernels --sweep-decode`).
+# copy bandwidth, 3 splits 86.0% (issue 26, scripts/maint/attention_sweep.py --decode).
 _PROGRAMS_PER_SM_LONG = 8
 _MIN_TOKENS_PER_WAVE_SPLIT = 512
 

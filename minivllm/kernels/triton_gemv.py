@@ -24,8 +24,8 @@ time each shape is seen, which is the warm-up before CUDA-graph capture). The wi
 cache directory (cache_results), so a warm start does not tune again. Under TRITON_INTERPRET=1 a fixed
 small config runs instead. Each config is timed alone, not inside the graph, so near-ties are picked
 differently from one fresh autotune to the next, and batch-1 TPOT follows the pick (H200: 0.977-1.066 ms).
-So shapes listed in a tuned file shipped for the GPU (ranked inside the graph by `bench gemv-tune`) skip
-the autotuner; see gemv_configs.py. Benchmarks record the picks either way.
+So shapes listed in a tuned file shipped for the GPU (ranked inside the graph by scripts/maint/gemv_tune.py)
+skip the autotuner; see gemv_configs.py. Benchmarks record the picks either way.
 """
 
 from __future__ import annotations
@@ -145,7 +145,8 @@ def autotuned_configs() -> dict[str, dict]:
 
 def forget_picks() -> None:
     """Drop this process's picks, so the next launch of each shape resolves its config again (through the
-    pins of gemv_configs, else the autotuner and its disk cache). `bench gemv-tune` does it between trials."""
+    pins of gemv_configs, else the autotuner and its disk cache). scripts/maint/gemv_tune.py does it between
+    trials."""
     if _autotuned is not None:
         _autotuned.cache.clear()
 

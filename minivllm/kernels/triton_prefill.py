@@ -35,7 +35,8 @@ def _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base, kv_str
     """Fold keys [n0, n0 + BLOCK_N) into the running softmax state of the BLOCK_M query rows.
 
     K_ROWS: load the K tile as [BLOCK_N, D] rows (like V) and transpose it in registers, instead of
-    loading it as [D, BLOCK_N] directly; which one is faster is measured (`bench kernels --sweep-prefill`)."""
+    loading it as [D, BLOCK_N] directly; which one is faster is measured
+    (scripts/maint/attention_sweep.py --prefill)."""
     n = n0 + tl.arange(0, BLOCK_N)
     d = tl.arange(0, HEAD_DIM)
     if MASKED:
@@ -131,11 +132,11 @@ def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,
                         dtype: torch.dtype) -> tuple[int, int, int, int, bool]:
     """(BLOCK_M, BLOCK_N, num_warps, num_stages, K_ROWS), chosen by measurement on the H200.
 
-    Long prompts: 64x64 tiles, 4 warps, 2 stages, K loaded as rows. Two sweeps on the H200 (`bench kernels
-    --sweep-prefill`, 22 configs) found it the fastest for both 8x1024 and 1x4096: 0.66x / 0.62x of SDPA,
-    against 0.55x / 0.51x for a 128x64, 8-warp tile with K loaded as columns. Short queries
-    (decode rows, small chunks) get small tiles so the padding rows do not multiply the work. fp32 and
-    D=256 tiles are smaller to fit registers.
+    Long prompts: 64x64 tiles, 4 warps, 2 stages, K loaded as rows. Two sweeps on the H200
+    (scripts/maint/attention_sweep.py --prefill, 22 configs) found it the fastest for both 8x1024 and
+    1x4096: 0.66x / 0.62x of SDPA, against 0.55x / 0.51x for a 128x64, 8-warp tile with K loaded as
+    columns. Short queries (decode rows, small chunks) get small tiles so the padding rows do not multiply
+    the work. fp32 and D=256 tiles are smaller to fit registers.
     """
     rows = max_query_len * group_pad
     k_rows = False

@@ -70,7 +70,7 @@ def test_dispatcher_pads_to_the_nearest_captured_size():
 
     import pytest
 
-    from minivllm.bench.gemv_tune import recapture_full
+    from minivllm.worker.graph_capture import recapture_full
 
     runner = SimpleNamespace(cudagraph_dispatcher=d, full_step=None, graph_pool=None)
     with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):  # nothing to re-capture with

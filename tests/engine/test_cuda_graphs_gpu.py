@@ -270,11 +270,11 @@ def test_batch_one_replays_a_size_one_full_graph_unless_compiled(level, full_siz
 
 
 def test_pinned_gemv_configs_and_a_recaptured_graph_keep_the_tokens():
-    """`bench gemv-tune`'s lever: pin every GEMV shape to a config the autotuner did not pick, re-capture the
+    """`scripts/maint/gemv_tune.py`'s lever: pin every GEMV shape to a config the autotuner did not pick, re-capture the
     size-1 FULL graph, and the pinned configs are what runs, with the same greedy tokens (fp32: a different
     K split only moves the last bits). Re-capturing a size that was never captured is a clear error."""
-    from minivllm.bench.gemv_tune import recapture_full
     from minivllm.kernels import gemv_configs, triton_gemv
+    from minivllm.worker.graph_capture import recapture_full
 
     gemv_configs.set_pins({}, label="autotune")
     triton_gemv.forget_picks()  # earlier tests' shapes (other models) out of the way

@@ -4,7 +4,7 @@ A cycle is read from the source (ast), not from Python's import machinery: every
 `from x import y` of either package is an edge, at a module's top level or inside a function (a lazy import is
 how a cycle is usually hidden), and so is `importlib.import_module("pkg.mod")`; an f-string name such as
 `import_module(f"pkg.{name}")` is an edge to every module of pkg with a plain name (letters and underscores,
-digits at the end: `latency`, `gemv_tune`, `lab07`), the names such a loader is given; a module that shows
+digits at the end: `latency`, `profile`, `lab07`), the names such a loader is given; a module that shows
 a whole registry (`lab07_views`) is named otherwise. Files have no line cap: each has one job, and a cycle is the sign that two
 files share one, or that one file has two.
 """

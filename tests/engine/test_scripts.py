@@ -74,6 +74,22 @@ def test_probe_and_bench_kernels_share_one_graph_replay_timer():
     assert kernels._ms is timing.gpu_ms and kernels._ms_graph is timing.graph_replay_ms
 
 
+def test_attention_sweep_reuses_bench_kernels_and_needs_a_gpu():
+    """scripts/maint/attention_sweep.py times the split and tile sweeps with bench kernels' cases and timers;
+    the sweeps' first configs are the ones the engine runs (the default tile, the split count it picks)."""
+    torch = pytest.importorskip("torch")
+    import attention_sweep
+
+    from minivllm.kernels.triton_prefill import prefill_tile_config
+
+    assert attention_sweep.PREFILL_SWEEP[0] == prefill_tile_config(4096, 2, 128, torch.bfloat16)
+    assert 1 in attention_sweep.SWEEP_SPLITS
+    if torch.cuda.is_available():
+        pytest.skip("has a GPU")
+    with pytest.raises(SystemExit, match="needs a CUDA GPU"):
+        attention_sweep.main(["--decode", "--prefill"])
+
+
 def test_gpu_check_parses_and_modes_check_runs_on_a_cpu(tmp_path):
     """gpu_check.sh's `modes` stage: the script parses, and scripts/modes_check.py (one process per mode on
     the GPU) measures and compares with eager on a tiny checkpoint here (--tiny: seconds, not a measurement)."""
@@ -93,3 +109,19 @@ def test_gpu_check_parses_and_modes_check_runs_on_a_cpu(tmp_path):
     pw = cmp["modes"]["PIECEWISE"]
     assert list(cmp["modes"]) == ["PIECEWISE"] and pw["cudagraph_mode"] == "NONE"  # a CPU has no graphs
     assert pw["equal_to_eager"] == pw["prompts"] == 6 and pw["diverged_within_4"] == 0
+
+
+def test_host_profile_counts_each_step_of_the_embedded_model(tmp_path):
+    """scripts/maint/host_profile.py (gpu_check's MODES_PROFILE) on a CPU: every profiled step runs the model
+    once, and the JSON names the functions with their per-step times."""
+    pytest.importorskip("torch")
+    import host_profile
+
+    out = tmp_path / "host.json"
+    result = host_profile.run(host_profile.parse_args(["--mode", "eager", "--steps", "2", "--context", "8",
+                                                       "--json", str(out)]))
+    host = json.loads(out.read_text())["host"]
+    assert result["batch"] == 1 and host["step_ms_under_cprofile"] > 0
+    steps = [r for r in host["top_cum"] if r["function"].endswith(":step")]
+    assert steps and all(r["calls_per_step"] >= 1 for r in steps)
+    assert all(r["own_us"] <= r["cum_us"] + 1e-6 for r in host["top_own"])

@@ -1,17 +1,23 @@
-"""The GEMV's block-size sources (shipped per GPU, MINIVLLM_GEMV_CONFIGS, autotune) and `bench gemv-tune`'s
-search, on a CPU: the file lookup with a faked GPU name, the coordinate descent against a synthetic TPOT."""
+"""The GEMV's block-size sources (shipped per GPU, MINIVLLM_GEMV_CONFIGS, autotune) and the search of
+scripts/maint/gemv_tune.py, on a CPU: the file lookup with a faked GPU name, the coordinate descent against a
+synthetic TPOT."""
 
 from __future__ import annotations
 
 import json
 import random
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from minivllm.bench import gemv_tune
-from minivllm.bench.cli import parse_args
 from minivllm.kernels import gemv_configs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "maint"))
+
+import gemv_tune  # noqa: E402
+from gemv_tune import parse_args  # noqa: E402
 
 A = {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 2}
 B = {"BLOCK_N": 4, "BLOCK_K": 2048, "num_warps": 8, "num_stages": 2}
@@ -141,12 +147,12 @@ def test_interleaved_ab_alternates_the_sets():
 
 
 def test_gemv_tune_cli_needs_a_gpu():
-    args = parse_args(["gemv-tune", "--model", "unused", "--save"])
+    args = parse_args(["--model", "unused", "--save"])
     assert args.batch_sizes == "1,2" and args.save and args.ab_repeats == 5
     if torch.cuda.is_available():
         pytest.skip("has a GPU")
     with pytest.raises(SystemExit, match="needs a CUDA GPU"):
-        gemv_tune.main(args)
+        gemv_tune.tune(args)
 
 
 def test_gemv_tune_main_writes_its_record_and_ships_the_faster_set(fake_gpu, tmp_path, monkeypatch):
@@ -163,8 +169,8 @@ def test_gemv_tune_main_writes_its_record_and_ships_the_faster_set(fake_gpu, tmp
     monkeypatch.setattr(triton_gemv, "_configs", lambda: [_Cfg(A), _Cfg(B), _Cfg(C)])
     monkeypatch.setattr(gemv_tune, "_engine_measure", lambda llm, i, o: _synthetic(costs)[0])
     out = tmp_path / "tune.json"
-    args = parse_args(["gemv-tune", "--save", "--ab-repeats", "2", "--json", str(out)])
-    result = gemv_tune.main(args)
+    args = parse_args(["--save", "--ab-repeats", "2", "--json", str(out)])
+    result = gemv_tune.tune(args)
     rec = json.loads(out.read_text())
     assert rec["autotune_configs"]["N=4096 K=1024 M_PAD=1 norm"] == A
     assert rec["tuned_configs"]["N=4096 K=1024 M_PAD=1 norm"] == B and rec["kept"] == "tuned"
@@ -174,13 +180,13 @@ def test_gemv_tune_main_writes_its_record_and_ships_the_faster_set(fake_gpu, tmp
     assert gemv_configs.read_config_file(shipped) == rec["tuned_configs"]  # the first --save made the file
     other_model = {"N=2048 K=2048 M_PAD=1": C}  # tuned earlier for another model: kept by the next --save
     shipped.write_text(json.dumps({"gemv_configs": {**other_model, "N=4096 K=1024 M_PAD=1 norm": C}}))
-    result = gemv_tune.main(args)
+    result = gemv_tune.tune(args)
     rec = json.loads(out.read_text())
     assert result["saved_to"] == str(shipped)
     assert gemv_configs.read_config_file(shipped) == {**other_model, **rec["tuned_configs"]}
     assert gemv_configs.pinned_configs() == {**other_model, **rec["tuned_configs"]}  # pins reset: file re-read
     with pytest.raises(ValueError, match="GEMV runs batches of 1..2 rows"):
-        gemv_tune.main(parse_args(["gemv-tune", "--model", "unused", "--batch-sizes", "1,4"]))
+        gemv_tune.tune(parse_args(["--model", "unused", "--batch-sizes", "1,4"]))
 
 
 class _Cfg:

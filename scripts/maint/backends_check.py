@@ -8,11 +8,17 @@ report gives where each pair first diverges (late and rare: rounding; early or e
 To tell the two apart, every divergence is re-scored in fp32 with transformers on the common prefix: the
 logit gap between the two tokens the backends chose. A gap far below bf16's resolution of a logit (about
 2^-8 of its size) means the reference itself cannot separate them: a near-tie, not a bug.
+
+    python scripts/maint/backends_check.py [--model DIR] [--dtype bfloat16] [--json backends.json]
+
+A check run when an attention kernel changes (its H200 record: assets/results/h200/backends.json), not part
+of the engine; tests/engine/test_bench.py runs it on a CPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
 
@@ -73,11 +79,15 @@ def _score_divergences(model: str, prompts: list[dict], runs: dict, rows: list[d
     del hf
 
 
-if __name__ == "__main__":
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default=None)
-    p.add_argument("--dtype", default="bfloat16" if torch.cuda.is_available() else "float32")
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=None, help="a checkpoint directory (default: the embedded model)")
+    p.add_argument("--dtype", default="auto")
     p.add_argument("--num-prompts", type=int, default=16)
     p.add_argument("--num-tokens", type=int, default=32)
     p.add_argument("--json", default=None)
-    main(p.parse_args())
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main(parse_args(sys.argv[1:]))

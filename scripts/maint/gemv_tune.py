@@ -1,4 +1,4 @@
-"""`minivllm bench gemv-tune`: choose the Triton GEMV's block sizes by the decode step's TPOT inside the FULL
+"""Choose the Triton GEMV's block sizes by the decode step's TPOT inside the FULL
 CUDA graph, and optionally ship them for this GPU model.
 
 Why: Triton's autotuner times each config of each shape alone, after flushing L2. In a decode step the GEMVs
@@ -11,22 +11,26 @@ one is kept. It ends with an interleaved A/B of the autotuner's picks against th
 writes the faster set to minivllm/kernels/configs/gemv/<GPU>.json, which the engine then uses on that GPU
 model for these shapes (kernels/gemv_configs.py), as vLLM ships tuned fused-MoE configs per device.
 
-    minivllm bench gemv-tune --model .ckpt/qwen3-0.6b --json gemv_tune.json [--save]
+    python scripts/maint/gemv_tune.py --model .ckpt/qwen3-0.6b --json gemv_tune.json [--save]
+
+A maintenance tool, not part of the engine: it runs when a GPU model or the GEMV's configs change, and what
+it finds ships as data (minivllm/kernels/configs/gemv/).
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
+import sys
 from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
 
 from minivllm.bench.common import int_list, model_dir, print_table, provenance, random_prompts, write_json
-from minivllm.config import CUDAGraphMode
+from minivllm.engine_args import EngineArgs
 from minivllm.sampling_params import SamplingParams
-from minivllm.worker.graph_capture import capture_graphs
-from minivllm.worker.model_runner import ModelRunner
+from minivllm.worker.graph_capture import recapture_full
 
 Measure = Callable[[dict, int], float]  # (pins {shape: config}, batch) -> TPOT in ms
 
@@ -77,18 +81,6 @@ def interleaved_ab(sets: dict[str, dict], batches: list[int], measure: Measure, 
     return out
 
 
-def recapture_full(runner: ModelRunner, n: int) -> None:
-    """Capture the FULL graph of batch size n again, replacing the old one (its pool memory is reused).
-    This bench does it after changing a kernel's block sizes: a graph keeps the kernels it was captured with."""
-    d, step = runner.cudagraph_dispatcher, runner.full_step
-    if d is None or step is None or n not in d.full_sizes:
-        raise ValueError(f"no FULL CUDA graph of batch size {n} to re-capture (captured: "
-                         f"{sorted(d.full_sizes) if d is not None else []})")
-    step.drop(n)
-    torch.cuda.synchronize()
-    capture_graphs(runner, CUDAGraphMode.FULL, [n], step, [step], runner.graph_pool)
-
-
 def _engine_measure(llm, input_len: int, output_len: int) -> Measure:
     """A Measure on a live engine: set the pins, re-capture the batch's FULL graph, time one generate."""
     from minivllm.kernels import gemv_configs, triton_gemv
@@ -109,9 +101,9 @@ def _engine_measure(llm, input_len: int, output_len: int) -> Measure:
     return measure
 
 
-def main(args) -> dict:
+def tune(args: argparse.Namespace) -> dict:
     if not torch.cuda.is_available():
-        raise SystemExit("bench gemv-tune needs a CUDA GPU: the Triton GEMV is tuned and used only there "
+        raise SystemExit("gemv_tune needs a CUDA GPU: the Triton GEMV is tuned and used only there "
                          "(on a CPU the decode linears run in PyTorch)")
     from minivllm.bench.latency import engine_for_mode
     from minivllm.kernels import gemv_configs, triton_gemv
@@ -162,8 +154,8 @@ def main(args) -> dict:
         kept = gemv_configs.read_config_file(target) if target.exists() else {}
         write_json(str(target), {"gemv_configs": dict(sorted({**kept, **result["gemv_configs"]}.items())),
                                  "provenance": {
-            **result["provenance"], "note": f"{faster} picks of `bench gemv-tune` (median TPOT ms per batch: "
-                                            f"{result['median_tpot_ms']})"}})
+            **result["provenance"], "note": f"{faster} picks of scripts/maint/gemv_tune.py (median TPOT ms per "
+                                            f"batch: {result['median_tpot_ms']})"}})
         result["saved_to"] = str(target)
         print(f"kept the {faster} picks: {target}")
     write_json(args.json, result)
@@ -172,3 +164,20 @@ def main(args) -> dict:
 
 def _cfg(c: dict) -> str:
     return f"N{c['BLOCK_N']} K{c['BLOCK_K']} w{c['num_warps']} s{c['num_stages']}"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    EngineArgs.add_cli_args(parser)
+    parser.add_argument("--batch-sizes", default="1,2", help="decode batch sizes whose GEMV shapes are tuned (1-2)")
+    parser.add_argument("--input-len", type=int, default=128)
+    parser.add_argument("--output-len", type=int, default=128, help="new tokens per timed generate")
+    parser.add_argument("--ab-repeats", type=int, default=5, help="runs per set in the final autotuner-vs-tuned A/B")
+    parser.add_argument("--save", action="store_true",
+                        help="write the faster set to minivllm/kernels/configs/gemv/<GPU name>.json")
+    parser.add_argument("--json", default=None)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    tune(parse_args(sys.argv[1:]))

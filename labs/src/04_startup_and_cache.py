@@ -344,14 +344,14 @@ print(lab.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))
 # %% [markdown] tags=["lang-en"]
 # **In the engine:** startup in order in [worker/worker.py](../minivllm/worker/worker.py) `Worker.start`; the timed
 # phases in [worker/startup.py](../minivllm/worker/startup.py)
-# `StartupReport.phase`; Dynamo vs Inductor timers in [compilation/backend.py](../minivllm/compilation/backend.py)
-# `_split_dynamo_inductor`; the cache key, manifest and rebuild in
+# `StartupReport.phase`; Dynamo vs Inductor timers in [compilation/report.py](../minivllm/compilation/report.py)
+# `split_dynamo_inductor`; the cache key, manifest and rebuild in
 # [compilation/cache.py](../minivllm/compilation/cache.py) `cache_key`, `CompileCache.open`; the saved graph that
 # lets a warm start skip Dynamo in [compilation/graph_cache.py](../minivllm/compilation/graph_cache.py).
 
 # %% [markdown] tags=["lang-zh"]
 # **引擎代码：** 启动顺序见 [worker/worker.py](../minivllm/worker/worker.py) 的 `Worker.start`；计时的阶段见
 # [worker/startup.py](../minivllm/worker/startup.py) 的 `StartupReport.phase`；Dynamo 与 Inductor 的拆分计时见
-# [compilation/backend.py](../minivllm/compilation/backend.py) 的 `_split_dynamo_inductor`；缓存 key、清单和重建见
+# [compilation/report.py](../minivllm/compilation/report.py) 的 `split_dynamo_inductor`；缓存 key、清单和重建见
 # [compilation/cache.py](../minivllm/compilation/cache.py) 的 `cache_key`、`CompileCache.open`；让热启动跳过 Dynamo 的图缓存见
 # [compilation/graph_cache.py](../minivllm/compilation/graph_cache.py)。

@@ -278,7 +278,7 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 # %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
 #
-# **1.** Which of `block_size=32`, `max_num_seqs=4`, `compilation_config={"level": 3, "custom_ops": ["all"]}`
+# **1.** Which of `block_size=32`, `max_num_seqs=4`, `compilation_config={"mode": 3, "custom_ops": ["all"]}`
 # miss the cache entry made above? Predict, then start each with `lab04.start(model, ...)` and read
 # `llm.startup_report().compile["cache_warm"]`.
 # *Hint:* read `cache_key` in [compilation/cache.py](../minivllm/compilation/cache.py).
@@ -303,7 +303,7 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 动手试试
 #
-# **1.** `block_size=32`、`max_num_seqs=4`、`compilation_config={"level": 3, "custom_ops": ["all"]}` 里哪些会让上面
+# **1.** `block_size=32`、`max_num_seqs=4`、`compilation_config={"mode": 3, "custom_ops": ["all"]}` 里哪些会让上面
 # 建好的缓存条目不命中？先预测，再用 `lab04.start(model, ...)` 逐个启动，看 `llm.startup_report().compile["cache_warm"]`。
 # *提示：* 读 [compilation/cache.py](../minivllm/compilation/cache.py) 里的 `cache_key`。
 #
@@ -322,9 +322,10 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 # </details>
 
 # %% tags=["nbval-ignore-output"]
-# Exercise 1: add the other two settings to the tuple and run (each start says whether it hit the cache)
+# Exercise 1: add the other two settings to the tuple and run (each start says whether it hit the cache).
+# A setting's own compilation_config replaces the default one below instead of being passed twice.
 for extra in ({"max_num_seqs": 4},):
-    llm = lab.start(model, compilation_config={"level": LEVEL}, **extra)
+    llm = lab.start(model, **{"compilation_config": {"mode": LEVEL}, **extra})
     print(extra, "cache_warm:", llm.startup_report().compile.get("cache_warm"))
     llm.shutdown()
 

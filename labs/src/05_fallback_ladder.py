@@ -239,9 +239,11 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
 #
-# **1.** Plant the compile fault under `{"mode": 1, "backend": "eager", "allow_graph_breaks": True}` (stock
-# `torch.compile` without `fullgraph`: vLLM has no such option and compiles every mode with `fullgraph=True`, so
-# there the fault is a startup error). Does startup fail? What does `llm.compile_report()` say? *Hint:* without `fullgraph`, Dynamo
+# **1.** Plant the compile fault under `{"mode": 1, "backend": "eager", "allow_graph_breaks": True,
+# "cudagraph_mode": "NONE"}` (stock `torch.compile` without `fullgraph`: vLLM has no such option and compiles
+# every mode with `fullgraph=True`, so there the fault is a startup error). Graphs stay off so that the exercise
+# asks one thing, what Dynamo does: the fault's `if` reads a tensor's value on the host, which a CUDA graph
+# capture forbids, so on a GPU a capture would fail first (it did on the H200, at size 256). Does startup fail? What does `llm.compile_report()` say? *Hint:* without `fullgraph`, Dynamo
 # may split the graph where it cannot trace.
 #
 # <details><summary>Solution · 参考答案</summary>
@@ -267,7 +269,10 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 动手试试
 #
-# **1.** 把编译故障放到 `{"mode": 1, "backend": "eager", "allow_graph_breaks": True}`（原生 `torch.compile`，不开 `fullgraph`；vLLM 没有这个选项，所有模式都用 `fullgraph=True`，故障在启动时报错）下。启动会失败吗？
+# **1.** 把编译故障放到 `{"mode": 1, "backend": "eager", "allow_graph_breaks": True, "cudagraph_mode": "NONE"}`
+# （原生 `torch.compile`，不开 `fullgraph`；vLLM 没有这个选项，所有模式都用 `fullgraph=True`，故障在启动时报错）下。
+# 关掉 CUDA Graph，让这道题只问一件事：Dynamo 怎么处理。故障里的 `if` 要在主机上读张量的值，CUDA Graph 捕获时不允许，
+# 所以在 GPU 上会先是捕获失败（H200 上在 size 256 就失败了）。启动会失败吗？
 # `llm.compile_report()` 说了什么？*提示：* 没有 `fullgraph` 时，Dynamo 遇到 trace 不了的地方可以把图断开。
 #
 # <details><summary>Solution · 参考答案</summary>
@@ -288,11 +293,13 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # </details>
 
 # %% tags=["nbval-ignore-output"]
-# Exercise 1: run it (a Dynamo-only compile, a few seconds)
+# Exercise 1: run it (a Dynamo-only compile, a few seconds; no CUDA graphs, whose capture the fault's host read
+# would break on a GPU)
 from minivllm import SamplingParams
 
 with lab.inject("untraceable"):
-    llm = lab.start(model, compilation_config={"mode": 1, "backend": "eager", "allow_graph_breaks": True})
+    llm = lab.start(model, compilation_config={"mode": 1, "backend": "eager", "allow_graph_breaks": True,
+                                                "cudagraph_mode": "NONE"})
     keys = ("graphs_traced_at_startup", "graph_breaks", "recompiles_at_runtime")
     print("at startup:       ", {k: v for k, v in llm.compile_report().items() if k in keys})
     llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=4), use_tqdm=False)

@@ -276,6 +276,31 @@ lab.quiz(lab.Q4, rec or here)
 lab.quiz(lab.Q_LEVEL0, rec or here)
 
 # %% [markdown] tags=["lang-en"]
+# <details><summary>Model answers to the self-test · 自检参考答案</summary>
+#
+# **lab04.q4.** Compile happens once at startup for a symbolic batch, so warm-up requests trigger nothing; keep the
+# compile cache ($VLLM_CACHE_ROOT/torch_compile_cache in vLLM, MINIVLLM_CACHE_DIR here) so a restart is warm;
+# enforce_eager only where startup matters more than TPOT.
+#
+# **lab04.q_level0.** Partly: in vLLM the key is mode, and mode 0 runs no torch.compile (no Dynamo), so
+# FULL_AND_PIECEWISE is downgraded to FULL_DECODE_ONLY: decode keeps FULL graphs, prefill runs eagerly; this engine
+# does the same.
+#
+# </details>
+
+# %% [markdown] tags=["lang-zh"]
+# <details><summary>自检参考答案 · Model answers</summary>
+#
+# **lab04.q4.** 编译在启动时按符号化 batch 做一次，warmup 请求触发不了什么；保留编译缓存（vLLM 是
+# $VLLM_CACHE_ROOT/torch_compile_cache，这里是 MINIVLLM_CACHE_DIR）让重启变成热启动；只有启动比 TPOT
+# 更要紧时才 enforce_eager。
+#
+# **lab04.q_level0.** 部分对：vLLM 里 key 叫 mode，mode 0 不跑 torch.compile（没有 Dynamo），所以
+# FULL_AND_PIECEWISE 降级为 FULL_DECODE_ONLY：decode 保留 FULL 图，预填充走 eager；本引擎也是如此。
+#
+# </details>
+
+# %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
 #
 # **1.** Which of `block_size=32`, `max_num_seqs=4`, `compilation_config={"mode": 3, "custom_ops": ["all"]}`
@@ -338,6 +363,23 @@ for extra in ({"max_num_seqs": 4},):
 
 # %% [markdown] tags=["lang-zh"]
 # §3 和面试题 4 的每条说法、结论、决定结论的那个数字以及它所在的结果文件（`lab04.json` 的数字在 H200 上跑过记录器后出现）。
+
+# %% [markdown] tags=["lang-en"]
+# **Verdict.** The handbook's startup budget is partly right: its phases are the real ones, but their sizes are not.
+# The profile run is a single forward of well under a second, not 10 s; torch.compile traces once for a symbolic batch
+# size, not once per size, and a warm cache skips most of it; graph capture does take seconds. The cache variable it
+# names, VLLM_TORCH_COMPILE_CACHE_DIR, does not exist in vLLM (the cache lives under VLLM_CACHE_ROOT). Mode (level) 0
+# turns compile off and in vLLM keeps decode graphs only (FULL_DECODE_ONLY); warm-up requests trigger no compile;
+# --enforce-eager starts fastest and runs slowest.
+
+# %% [markdown] tags=["lang-zh"]
+# **结论。** 手册的启动耗时部分正确：阶段是对的，各阶段的量级不对。profile run
+# 只是一次不到一秒的前向，不是 10 s；torch.compile 对符号化的 batch size 只 trace
+# 一次，而不是每个尺寸一次，编译缓存命中时大部分都省掉；CUDA Graph 捕获确实要几秒。它提到的缓存变量
+# VLLM_TORCH_COMPILE_CACHE_DIR 在 vLLM 里不存在（编译缓存在
+# VLLM_CACHE_ROOT 下）。mode（level）0 关掉 compile，在 vLLM 里只保留
+# decode 的图（FULL_DECODE_ONLY）；预热请求不会触发编译；--enforce-eager
+# 启动最快、运行最慢。
 
 # %% tags=["nbval-check-output"]
 print(lab.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))

@@ -237,6 +237,27 @@ lab.quiz(lab.Q3, rec or here)
 lab.quiz(lab.Q_SILENT, rec or here)
 
 # %% [markdown] tags=["lang-en"]
+# <details><summary>Model answers to the self-test · 自检参考答案</summary>
+#
+# **lab05.q3.** --enforce-eager (cudagraph_mode NONE) first; it starts, so the graph is the culprit; then look for a
+# host sync in the forward or capture fewer sizes.
+#
+# **lab05.q_silent.** Verify against eager, turn the optimizations off to confirm, then bisect in fp32 at a small
+# batch.
+#
+# </details>
+
+# %% [markdown] tags=["lang-zh"]
+# <details><summary>自检参考答案 · Model answers</summary>
+#
+# **lab05.q3.** 先 --enforce-eager（cudagraph_mode NONE）；能启动就说明是图的问题；再找 forward 里的
+# host 同步，或少捕获几个 size。
+#
+# **lab05.q_silent.** 先和 eager 对比（verify），关掉优化确认，再用 fp32、小 batch 二分定位。
+#
+# </details>
+
+# %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
 #
 # **1.** Plant the compile fault under `{"mode": 1, "backend": "eager", "allow_graph_breaks": True,
@@ -315,6 +336,23 @@ with lab.inject("untraceable"):
 
 # %% [markdown] tags=["lang-zh"]
 # §4.6 的每条判断技巧和 §4.5 的每一行、结论、决定结论的数字和结果文件（`lab05.json` 的数字在 H200 上跑过记录器后出现）。
+
+# %% [markdown] tags=["lang-en"]
+# **Verdict.** The handbook's diagnosis rules hold for compile faults and silent numerics errors (a Dynamo error names
+# compile; a silent wrong answer is reproduced against --enforce-eager), but its graph rule misses the commonest
+# capture failure: a host sync in a capture reports "operation not permitted when stream is capturing", not a
+# cudaGraphExec error. Turning graphs off frees the graph reserve, a few hundred MB that goes to the KV cache, not the
+# article's 10-15% of memory. With a symbolic batch dimension new shapes recompile nothing, and an unregistered op
+# does not fall back to eager sections in vLLM: its fullgraph compile fails at startup.
+
+# %% [markdown] tags=["lang-zh"]
+# **结论。** 手册的判断技巧对编译故障和无声的数值错误成立（Dynamo 报错指向 compile；无声的错误用
+# --enforce-eager 对比复现），但它的图规则漏掉了最常见的捕获失败：捕获中的主机同步报的是
+# "operation not permitted when stream is
+# capturing"，而不是cudaGraphExec 错误。关掉 CUDA Graph 释放的是图预留的几百
+# MB，它们归 KV Cache，而不是文章说的 10-15% 显存。batch
+# 维是符号化的时候，新形状不会触发重编译；未注册的算子在 vLLM 里也不会回退到 eager 区段：fullgraph
+# 编译在启动时就报错。
 
 # %% tags=["nbval-check-output"]
 print(lab04.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))

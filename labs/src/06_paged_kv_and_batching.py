@@ -348,6 +348,8 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # **练习 2.** 让抢占更严重：`lab06.preemption(model, num_blocks=4, new_tokens=8)`。token 还一致吗？为什么 4 个 8 槽的块
 # 也能跑 20 个 token 的请求？
 #
+# *提示：* 一个请求最长时需要 ceil(20 / 8) = 3 个块。
+#
 # <details><summary>Solution · 参考答案</summary>
 #
 # CPU（fp32）上一致：重算式抢占保留 token，重算的 K/V 与原来相同。GPU 上 bf16 重算的 K/V 可能因舍入不同而翻转近似

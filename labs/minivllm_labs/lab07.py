@@ -49,7 +49,8 @@ class Row:
 CHECKLIST = (
     Row("handbook", "a kernel launch costs 5-10 us", "lab01", ("lab01.launch-cost",)),
     Row("handbook", "an 80-layer model launches 1000+ kernels", "lab01", ("lab01.kernel-count",)),
-    Row("handbook", "25-50% of a 20 ms step is launch overhead", "lab01", ("lab01.overhead-share", "lab01.graph-replay")),
+    Row("handbook", "25-50% of a 20 ms step is launch overhead", "lab01",
+        ("lab01.overhead-share", "lab01.graph-replay")),
     Row("handbook", "graph limits: fixed addresses, no branches, no allocation", "lab02",
         ("lab02.fixed-address", "lab02.branch", "lab02.alloc")),
     Row("handbook", "captures 1, 2, 4, 8, ..., max", "lab02", ("lab02.sizes",)),

@@ -1,4 +1,5 @@
-"""Every code link in every lab names a file and a definition that exist (one shared check, tests/labs/code_links.py)."""
+"""Every code link in every lab names a file and a definition that exist (one shared check for all labs:
+tests/labs/code_links.py)."""
 
 import pytest
 

@@ -92,11 +92,13 @@ def lab_model(shape: str | None = None) -> str:
 
 
 def describe_model(path: str) -> str:
-    """A stable description of a model directory (no temporary path): name or 'random weights', shape."""
-    if Path(path).resolve() == Path(DEFAULT_MODEL).resolve():
-        return "minivllm-tiny (embedded)"
+    """A stable description of a model directory (no temporary path): name or 'random weights', shape (its layer
+    count included: Lab 03's first exercise counts traces per layer)."""
     cfg = json.loads((Path(path) / "config.json").read_text())
-    name = "random weights" if Path(path).name.startswith("minivllm-lab-") else Path(path).name
+    if Path(path).resolve() == Path(DEFAULT_MODEL).resolve():
+        name = "minivllm-tiny (embedded)"
+    else:
+        name = "random weights" if Path(path).name.startswith("minivllm-lab-") else Path(path).name
     arch = (cfg.get("architectures") or ["?"])[0]
     return (f"{name}: {arch}, {cfg.get('num_hidden_layers')} layers, hidden {cfg.get('hidden_size')}, "
             f"{cfg.get('torch_dtype') or cfg.get('dtype')}")

@@ -18,10 +18,13 @@ from minivllm_labs.lab07 import (
     BANDWIDTH,
     CHECKLIST,
     MODEL_PARAMS,
+    NOT_MEASURED,
     SOURCE_JUDGED,
     evidence_value,
+    is_verbatim,
     row_of,
     tpot_floor_ms,
+    unit_of,
 )
 from minivllm_labs.lab_info import SEEDS, Claim
 
@@ -85,8 +88,10 @@ def rows(claims: list[Claim] | None = None, root: Path = REPO_ROOT) -> list[dict
                     "verdict": c.verdict, "summary": c.summary, "summary_zh": c.summary_zh,
                     "value": round_floats(value) if status == "ok" else None, "recorded": status == "ok",
                     "evidence": f"{c.evidence_file}:{c.evidence_key}", "lab": c.lab,
-                    "notebook": notebooks.get(c.lab, ""),
-                    "row": r.title if r else ""})
+                    "notebook": notebooks.get(c.lab, ""), "unit": unit_of(c.evidence_key),
+                    "kind": NOT_MEASURED.get(c.evidence_key, ("measured", ""))[0],
+                    "kind_note": NOT_MEASURED.get(c.evidence_key, ("", ""))[1],
+                    "verbatim": is_verbatim(c), "row": r.title if r else ""})
     return out
 
 
@@ -96,7 +101,7 @@ def coverage(claims: list[Claim] | None = None) -> list[dict]:
     claims = all_claims() if claims is None else claims
     out = []
     for r in CHECKLIST:
-        labs = sorted({c.lab for c in claims if row_of(c) is r})
+        labs = sorted({c.lab for c in claims if c.cid in r.claims})
         judged = SOURCE_JUDGED.get(r.title)
         out.append({"seed": r.seed, "row": r.title, "expected": r.lab, "covered_by": labs,
                     "status": "judged from sources: " + judged[0] if judged else
@@ -105,10 +110,22 @@ def coverage(claims: list[Claim] | None = None) -> list[dict]:
 
 
 def _value(r: dict) -> str:
+    """The number with its unit, and what it is when it is not a measurement (a constant, or arithmetic)."""
     if not r["recorded"]:
         return "not recorded yet"
-    return html.escape(json.dumps(r["value"], ensure_ascii=False)) if not isinstance(r["value"], str) \
-        else html.escape(r["value"])
+    v = r["value"]
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    if r.get("unit") and not isinstance(v, (bool, str)):
+        text += " " + r["unit"]
+    if r.get("kind", "measured") != "measured":
+        text += f" ({r['kind']}, not measured: {r['kind_note']})"
+    return html.escape(text)
+
+
+def _claim_zh(r: dict) -> str:
+    """The seed's words marked 原文 only when they are verbatim; a paraphrase says so."""
+    label = {True: "原文：", False: "转述 · paraphrase："}.get(r.get("verbatim"), "")
+    return label + r["claim_zh"]
 
 
 def claims_markdown(claims) -> str:
@@ -163,13 +180,13 @@ def claims_html(table: list[dict]) -> str:
         lab = f'<a href="{r["notebook"]}">{r["lab"]}</a>' if r["notebook"] else r["lab"]
         body.append(
             f'<tr data-seed="{r["seed"]}" data-verdict="{r["verdict"]}"><td>{r["seed"]}</td>'
-            f'<td>{html.escape(r["claim_zh"])}<br><i>{html.escape(r["claim_en"])}</i></td>'
+            f'<td>{html.escape(_claim_zh(r))}<br><i>{html.escape(r["claim_en"])}</i></td>'
             f'<td><b>{r["verdict"]}</b></td><td>{_value(r)}</td>'
             f'<td>{html.escape(r["summary"])}<br>{html.escape(r["summary_zh"])}</td>'
             f'<td><code>{html.escape(r["evidence"])}</code></td><td>{lab}</td></tr>')
     verdicts = ("right", "partly", "wrong", "unverifiable")
     return (f'<div id="lab07-claims">{opts("seed", SEEDS)} {opts("verdict", verdicts)} <span class="count"></span>'
-            '<table><thead><tr><th>seed</th><th>claim · 原文</th><th>verdict</th><th>number</th>'
+            '<table><thead><tr><th>seed</th><th>claim · 说法</th><th>verdict</th><th>number</th>'
             '<th>what was measured · 测量</th><th>evidence</th><th>lab</th></tr></thead><tbody>'
             + "".join(body) + "</tbody></table></div>" + _FILTER_JS)
 
@@ -183,3 +200,78 @@ def show_claims(table: list[dict]) -> None:
 def coverage_table(cov: list[dict]) -> str:
     return "\n".join(f"{c['seed']:<9} {c['row']:<64} {', '.join(c['covered_by']) or '-':<12} {c['status']}"
                      for c in cov)
+
+
+# ---- claimed against measured ---------------------------------------------------------------------------
+def _pct_less(d: dict, slow: str, fast: str) -> float:
+    from minivllm_labs.lab_info import resolve_key
+
+    return 100 * (1 - resolve_key(d, fast) / resolve_key(d, slow))
+
+
+#: Claims whose seed states a number and whose record holds the same quantity: (claim id, what is compared
+#: and its unit, the seed's number, the record file, how to read the measured number from it). A range in the
+#: seed is shown by its middle ("5-10 us" as 7.5); "a few seconds" by its low end, 2 s.
+VERSUS = (
+    ("lab01.launch-cost", "launch cost of one op, µs", 7.5, "lab01.json",
+     lambda d: d["launch_overhead"]["eager_us_per_op"]),
+    ("lab01.kernel-count", "kernels per forward of 80 layers", 1000, "lab01.json",
+     lambda d: 80 * d["census"]["kernels_per_layer"]),
+    ("lab02.pool", "memory of the graphs, MiB (article: 10 graphs; measured: 35)", 1.5e9 / 2**20,
+     "compile_vs_graphs.json", lambda d: d["modes"]["FULL"]["graph_pool_mib"]),
+    ("handbook.weight_loading", "loading the weights, s", 2.0, "startup.json",
+     lambda d: d["cold"]["phases_s"]["load_weights"]),
+    ("lab04.profile", "profile run, s", 10.0, "startup.json", lambda d: d["cold"]["phases_s"]["profile_run"]),
+    ("lab04.total", "startup in total, s", 60.0, "startup.json", lambda d: d["cold"]["phases_s"]["total"]),
+    ("lab05.oom_article", "memory --enforce-eager frees, % of the GPU", 12.5, "lab05.json",
+     lambda d: 100 * d["oom"]["freed_fraction_of_gpu"]),
+    ("article.sources_gtc2023_vllm040", "graph speed-up of TPOT at batch 1, x", 1.8, "latency.json",
+     lambda d: d["rows"][0]["tpot_s"] / d["rows"][9]["tpot_s"]),
+    ("article.gains_at_batch_8", "TPOT saved by graphs at batch 8, %", 20.0, "latency.json",
+     lambda d: _pct_less(d, "rows.3.tpot_s", "rows.12.tpot_s")),
+    ("article.gains_by_gpu_generation", "TPOT saved by graphs at batch 1 on Hopper, %", 50.0, "latency.json",
+     lambda d: _pct_less(d, "rows.0.tpot_s", "rows.9.tpot_s")),
+    ("article.graphs_same_results", "requests with identical tokens, of 16", 16, "lab06.json",
+     lambda d: d["graphs"]["same_tokens"]),
+    ("article.a100_13b_tpot", "13B TPOT on an A100, ms (measured: the computed floor)", 9.0, "lab07.json",
+     lambda d: d["physics"]["a100_13b"]["floor_ms"]),
+    ("article.a100_13b_requests_per_s", "13B requests/s at batch 1 (measured: computed from its TTFT, TPOT)",
+     15.8, "lab07.json", lambda d: d["physics"]["a100_req_s_ceiling"]),
+)
+
+
+def versus(root: Path = REPO_ROOT, results: str = "assets/results/h200") -> list[dict]:
+    """One row per claim of VERSUS whose record exists: its label, the seed's number and the measured one."""
+    out = []
+    for cid, label, claimed, name, read in VERSUS:
+        p = root / results / name
+        if p.exists():
+            out.append({"id": cid, "label": label, "claimed": claimed,
+                        "measured": round_floats(read(json.loads(p.read_text())), 4)})
+    return out
+
+
+def plot_versus(points: list[dict]):
+    """Claimed (x) against measured (y), log-log, one mark per claim; on the diagonal the seed was right."""
+    from minivllm_labs.plots import figure
+
+    xs = sorted({p["claimed"] for p in points})
+    series = {f"{p['id']}: {p['label']}": [p["measured"] if x == p["claimed"] else None for x in xs]
+              for p in points}
+    series["measured = claimed"] = list(xs)
+    fig = figure(xs, series, log_x=True, log_y=True, x_title="the seed's number", y_title="measured on the H200",
+                 title="Claimed against measured, one mark per claim (units in the legend)")
+    for tr in fig.data[:-1]:
+        tr.mode = "markers"
+        tr.marker.size = 11
+    fig.data[-1].mode = "lines"
+    fig.data[-1].line.dash = "dot"
+    fig.update_layout(height=520, legend=dict(font=dict(size=10)))
+    return fig
+
+
+def versus_table(points: list[dict]) -> str:
+    width = max((len(p["label"]) for p in points), default=10)
+    lines = [f"{'claim':<36} {'what, unit':<{width}} {'claimed':>10} {'measured':>10}"]
+    lines += [f"{p['id']:<36} {p['label']:<{width}} {p['claimed']:>10.4g} {p['measured']:>10.4g}" for p in points]
+    return "\n".join(lines)

@@ -322,7 +322,59 @@ if lab.gpu_only("The live cudagraph_mode toggle"):
     display(lab.mode_toggle(lab.model("qwen3-0.6b")))
 
 # %% [markdown]
-# ## 8. Try it yourself · 动手练习
+# ## 8. Self-test · 自检
+
+# %% [markdown] tags=["lang-en"]
+# Pick an answer: the feedback gives our model answer and the numbers measured above (recorded GPU results
+# when present, else yours). Without widgets:
+# `from minivllm_labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`.
+
+# %% [markdown] tags=["lang-zh"]
+# 选一个答案：反馈会给出参考答案和上面测到的数字（有 GPU 记录用记录，否则用你的）。没有 widget 时：
+# `from minivllm_labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`。
+
+# %% tags=["nbval-ignore-output"]
+for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
+    lab.quiz(q, rec or here)
+
+# %% [markdown] tags=["lang-en"]
+# <details><summary>Model answers to the self-test · 自检参考答案</summary>
+#
+# **lab02.q1.** One graph of the largest size works but every step computes its padded rows; several sizes bound the
+# padding at a small startup cost
+#
+# **lab02.q2.** Yes, piecewise (attention outside) when the step has at most max capture size tokens; longer prefills
+# run eagerly
+#
+# **lab02.q3.** Three different samples: PyTorch advances the generator offset at each replay
+#
+# **lab02.q4.** Little: at batch 5-8 a decode step is bound by the latency of its chain of kernels (a replay takes
+# 0.9-1.2 ms, reading the weights about 0.3 ms), not by its rows, so the size-8 replay costs about what size 5 does;
+# padded rows are computed and discarded
+#
+# **lab02.q5.** Only the host sync (.item()) fails; allocation works from the private pool; branch and rebinding give
+# silently wrong results
+#
+# </details>
+
+# %% [markdown] tags=["lang-zh"]
+# <details><summary>自检参考答案 · Model answers</summary>
+#
+# **lab02.q1.** 只捕获最大 size 也能用，但每步都要算 padding 出来的行；多档 size 用很小的启动代价限制了 padding。
+#
+# **lab02.q2.** 会：token 数不超过最大捕获尺寸时走分段图（attention 在图外）；更长的预填充走 eager。
+#
+# **lab02.q3.** 三个不同的样本：每次重放 PyTorch 都推进生成器的 offset。
+#
+# **lab02.q4.** 很小：batch 5-8 时 decode 步受一串 kernel 的延迟限制（一次重放 0.9-1.2 ms，读权重只要约 0.3
+# ms），而不是行数，所以 size 8 的重放和 size 5 差不多；padding 行被计算后丢弃。
+#
+# **lab02.q5.** 只有主机同步（.item()）会报错；分配可以（私有显存池）；分支和重新绑定会悄悄地给出错误结果。
+#
+# </details>
+
+# %% [markdown]
+# ## 9. Try it yourself · 动手练习
 
 # %% [markdown] tags=["lang-en"]
 # 1. With `max_num_seqs=8`, which sizes does the engine capture, and which FULL graph does a batch of 3 replay?
@@ -353,22 +405,6 @@ if lab.gpu_only("The live cudagraph_mode toggle"):
 #    </details>
 
 # %% [markdown]
-# ## 9. Self-test · 自检
-
-# %% [markdown] tags=["lang-en"]
-# Pick an answer: the feedback gives our model answer and the numbers measured above (recorded GPU results
-# when present, else yours). Without widgets:
-# `from minivllm_labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`.
-
-# %% [markdown] tags=["lang-zh"]
-# 选一个答案：反馈会给出参考答案和上面测到的数字（有 GPU 记录用记录，否则用你的）。没有 widget 时：
-# `from minivllm_labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`。
-
-# %% tags=["nbval-ignore-output"]
-for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
-    lab.quiz(q, rec or here)
-
-# %% [markdown]
 # ## 10. Summary of verdicts · 结论
 
 # %% [markdown] tags=["lang-en"]
@@ -378,6 +414,25 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 # %% [markdown] tags=["lang-zh"]
 # 每条说法一行：结论、决定它的数字（来自本实验的记录或所列结果文件；在 GPU 上运行
 # `python -m minivllm_labs.record lab02` 之前显示“(record)”）以及出处。
+
+# %% [markdown] tags=["lang-en"]
+# **Verdict.** The handbook's picture of a CUDA graph holds where it describes the mechanism: addresses and the kernel
+# sequence are fixed at capture (a rebound input or a host-side branch replays silently wrong), and a small batch
+# replays the next captured size, its padded rows costing next to nothing. It is wrong about allocation (a capture
+# allocates from the graph's private pool; a host sync is what fails), and partly right about the size list (vLLM's is
+# 1, 2, 4, then steps of 8) and about prefill: under FULL_AND_PIECEWISE a prefill up to the largest capture size
+# replays piecewise graphs, and only longer ones run eagerly. The article's three claims (about 150 MB per graph, one
+# graph per sequence, a frozen random seed) are wrong: the graphs share one pool, they are keyed by batch size, and
+# each replay draws new random numbers.
+
+# %% [markdown] tags=["lang-zh"]
+# **结论。** 手册对 CUDA Graph 机制的描述成立：地址和 kernel
+# 序列在捕获时固定（重新绑定输入或主机侧分支，重放会悄悄出错），小 batch 重放下一个已捕获尺寸，padding
+# 行几乎不花时间。它关于显存分配的说法是错的（捕获时从图的私有显存池分配；真正失败的是主机同步），关于尺寸列表（vLLM
+# 是 1、2、4，然后每 8 一档）和预填充的说法部分正确：FULL_AND_PIECEWISE
+# 下，不超过最大捕获尺寸的预填充重放分段图，只有更长的才走 eager。文章的三条说法（每个图约 150
+# MB、每个序列一个图、随机种子被冻结）都是错的：所有图共享一个显存池，按 batch size
+# 区分，每次重放都取新的随机数。
 
 # %% tags=["nbval-check-output"]
 print(lab.verdicts_table(rec))

@@ -237,11 +237,34 @@ lab.quiz(lab.Q3, rec or here)
 lab.quiz(lab.Q_SILENT, rec or here)
 
 # %% [markdown] tags=["lang-en"]
+# <details><summary>Model answers to the self-test · 自检参考答案</summary>
+#
+# **lab05.q3.** --enforce-eager (cudagraph_mode NONE) first; it starts, so the graph is the culprit; then look for a
+# host sync in the forward or capture fewer sizes.
+#
+# **lab05.q_silent.** Verify against eager, turn the optimizations off to confirm, then bisect in fp32 at a small
+# batch.
+#
+# </details>
+
+# %% [markdown] tags=["lang-zh"]
+# <details><summary>自检参考答案 · Model answers</summary>
+#
+# **lab05.q3.** 先 --enforce-eager（cudagraph_mode NONE）；能启动就说明是图的问题；再找 forward 里的
+# host 同步，或少捕获几个 size。
+#
+# **lab05.q_silent.** 先和 eager 对比（verify），关掉优化确认，再用 fp32、小 batch 二分定位。
+#
+# </details>
+
+# %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
 #
-# **1.** Plant the compile fault under `{"mode": 1, "backend": "eager", "allow_graph_breaks": True}` (stock
-# `torch.compile` without `fullgraph`: vLLM has no such option and compiles every mode with `fullgraph=True`, so
-# there the fault is a startup error). Does startup fail? What does `llm.compile_report()` say? *Hint:* without `fullgraph`, Dynamo
+# **1.** Plant the compile fault under `{"mode": 1, "backend": "eager", "allow_graph_breaks": True,
+# "cudagraph_mode": "NONE"}` (stock `torch.compile` without `fullgraph`: vLLM has no such option and compiles
+# every mode with `fullgraph=True`, so there the fault is a startup error). Graphs stay off so that the exercise
+# asks one thing, what Dynamo does: the fault's `if` reads a tensor's value on the host, which a CUDA graph
+# capture forbids, so on a GPU a capture would fail first (it did on the H200, at size 256). Does startup fail? What does `llm.compile_report()` say? *Hint:* without `fullgraph`, Dynamo
 # may split the graph where it cannot trace.
 #
 # <details><summary>Solution · 参考答案</summary>
@@ -267,7 +290,10 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 动手试试
 #
-# **1.** 把编译故障放到 `{"mode": 1, "backend": "eager", "allow_graph_breaks": True}`（原生 `torch.compile`，不开 `fullgraph`；vLLM 没有这个选项，所有模式都用 `fullgraph=True`，故障在启动时报错）下。启动会失败吗？
+# **1.** 把编译故障放到 `{"mode": 1, "backend": "eager", "allow_graph_breaks": True, "cudagraph_mode": "NONE"}`
+# （原生 `torch.compile`，不开 `fullgraph`；vLLM 没有这个选项，所有模式都用 `fullgraph=True`，故障在启动时报错）下。
+# 关掉 CUDA Graph，让这道题只问一件事：Dynamo 怎么处理。故障里的 `if` 要在主机上读张量的值，CUDA Graph 捕获时不允许，
+# 所以在 GPU 上会先是捕获失败（H200 上在 size 256 就失败了）。启动会失败吗？
 # `llm.compile_report()` 说了什么？*提示：* 没有 `fullgraph` 时，Dynamo 遇到 trace 不了的地方可以把图断开。
 #
 # <details><summary>Solution · 参考答案</summary>
@@ -288,11 +314,13 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # </details>
 
 # %% tags=["nbval-ignore-output"]
-# Exercise 1: run it (a Dynamo-only compile, a few seconds)
+# Exercise 1: run it (a Dynamo-only compile, a few seconds; no CUDA graphs, whose capture the fault's host read
+# would break on a GPU)
 from minivllm import SamplingParams
 
 with lab.inject("untraceable"):
-    llm = lab.start(model, compilation_config={"mode": 1, "backend": "eager", "allow_graph_breaks": True})
+    llm = lab.start(model, compilation_config={"mode": 1, "backend": "eager", "allow_graph_breaks": True,
+                                                "cudagraph_mode": "NONE"})
     keys = ("graphs_traced_at_startup", "graph_breaks", "recompiles_at_runtime")
     print("at startup:       ", {k: v for k, v in llm.compile_report().items() if k in keys})
     llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=4), use_tqdm=False)
@@ -308,6 +336,23 @@ with lab.inject("untraceable"):
 
 # %% [markdown] tags=["lang-zh"]
 # §4.6 的每条判断技巧和 §4.5 的每一行、结论、决定结论的数字和结果文件（`lab05.json` 的数字在 H200 上跑过记录器后出现）。
+
+# %% [markdown] tags=["lang-en"]
+# **Verdict.** The handbook's diagnosis rules hold for compile faults and silent numerics errors (a Dynamo error names
+# compile; a silent wrong answer is reproduced against --enforce-eager), but its graph rule misses the commonest
+# capture failure: a host sync in a capture reports "operation not permitted when stream is capturing", not a
+# cudaGraphExec error. Turning graphs off frees the graph reserve, a few hundred MB that goes to the KV cache, not the
+# article's 10-15% of memory. With a symbolic batch dimension new shapes recompile nothing, and an unregistered op
+# does not fall back to eager sections in vLLM: its fullgraph compile fails at startup.
+
+# %% [markdown] tags=["lang-zh"]
+# **结论。** 手册的判断技巧对编译故障和无声的数值错误成立（Dynamo 报错指向 compile；无声的错误用
+# --enforce-eager 对比复现），但它的图规则漏掉了最常见的捕获失败：捕获中的主机同步报的是
+# "operation not permitted when stream is
+# capturing"，而不是cudaGraphExec 错误。关掉 CUDA Graph 释放的是图预留的几百
+# MB，它们归 KV Cache，而不是文章说的 10-15% 显存。batch
+# 维是符号化的时候，新形状不会触发重编译；未注册的算子在 vLLM 里也不会回退到 eager 区段：fullgraph
+# 编译在启动时就报错。
 
 # %% tags=["nbval-check-output"]
 print(lab04.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))

@@ -258,8 +258,51 @@ if lab.gpu_only("The full standard-workload sweep"):
     print(lab.graphs_table(gpu))
     print(lab.captures_table(gpu))
 
+# %% [markdown]
+# ## 5. Self-test · 自检
+
 # %% [markdown] tags=["lang-en"]
-# ## 5. Try it yourself · 动手试试
+# Three questions on what you measured. Pick or type an answer and press *Score*; the feedback quotes the numbers
+# above (the recorded H200 ones when present, else yours). In Python: `lab08.grade_any(lab.Q_KV, "114688")`.
+
+# %% [markdown] tags=["lang-zh"]
+# 三道关于本实验测量的题。作答后点 *Score · 评分*；反馈引用上面的数字（有 H200 记录时用记录，否则用本机结果）。
+# 也可以在 Python 里评分：`lab08.grade_any(lab.Q_KV, "114688")`。
+
+# %% tags=["nbval-ignore-output"]
+from minivllm_labs import lab08_views
+
+lab08_views.show_questions(lab.QUESTIONS, rec or here)
+
+# %% [markdown] tags=["lang-en"]
+# <details><summary>Model answers to the self-test · 自检参考答案</summary>
+#
+# **lab06.q1.** 2 (K and V) x 28 layers x 8 KV heads x 128 x 2 bytes = 114,688 B = 112 KiB. GQA counts: with 16 KV
+# heads it would be twice that.
+#
+# **lab06.q2.** PagedAttention and CUDA graphs do not conflict: the block table is an input like the token ids, copied
+# every step into a buffer at a fixed address; a graph replays with whatever ids are there.
+#
+# **lab06.q3.** Preemption by recompute frees the blocks and re-queues the request at the head; its tokens are kept,
+# so on readmission one prefill rebuilds its K/V and it continues where it stopped.
+#
+# </details>
+
+# %% [markdown] tags=["lang-zh"]
+# <details><summary>自检参考答案 · Model answers</summary>
+#
+# **lab06.q1.** 2（K、V）× 28 层 × 8 个 KV 头 × 128 × 2 字节 = 114,688 B = 112 KiB。GQA 只按
+# KV 头算；若 16 个 KV 头则翻倍。
+#
+# **lab06.q2.** PagedAttention 与 CUDA Graph 并不冲突：block table 和 token id
+# 一样是输入，每步拷进固定地址的 buffer；图重放时读到的就是当前的 block id。
+#
+# **lab06.q3.** 重算式抢占：释放块、放回队首；token 保留，重新进入时一次 prefill 重建 K/V，从断点继续。
+#
+# </details>
+
+# %% [markdown] tags=["lang-en"]
+# ## 6. Try it yourself · 动手试试
 #
 # **Exercise 1.** Predict, then measure: with block size 32 instead of 8, how many blocks does the request of b)
 # hold at the end, and how many of its slots are empty? Run `lab06.block_table_trace` on an engine made with
@@ -289,7 +332,7 @@ if lab.gpu_only("The full standard-workload sweep"):
 # </details>
 
 # %% [markdown] tags=["lang-zh"]
-# ## 5. 动手试试
+# ## 6. 动手试试
 #
 # **练习 1.** 先预测再测量：block size 从 8 改成 32，b) 中的请求最后持有几个块、空几个槽位？用 `block_size=32`
 # 的引擎运行 `lab06.block_table_trace`。
@@ -305,28 +348,14 @@ if lab.gpu_only("The full standard-workload sweep"):
 # **练习 2.** 让抢占更严重：`lab06.preemption(model, num_blocks=4, new_tokens=8)`。token 还一致吗？为什么 4 个 8 槽的块
 # 也能跑 20 个 token 的请求？
 #
+# *提示：* 一个请求最长时需要 ceil(20 / 8) = 3 个块。
+#
 # <details><summary>Solution · 参考答案</summary>
 #
 # CPU（fp32）上一致：重算式抢占保留 token，重算的 K/V 与原来相同。GPU 上 bf16 重算的 K/V 可能因舍入不同而翻转近似
 # 平局（e) 的 H200 记录：3 个请求中 2 个一致）。4 个块一次只容得下一个请求，调度器几乎逐个运行，运行中的请求要新块时
 # 就抢占最新的。
 # </details>
-
-# %% [markdown]
-# ## 6. Self-test · 自检
-
-# %% [markdown] tags=["lang-en"]
-# Three questions on what you measured. Pick or type an answer and press *Score*; the feedback quotes the numbers
-# above (the recorded H200 ones when present, else yours). In Python: `lab08.grade_any(lab.Q_KV, "114688")`.
-
-# %% [markdown] tags=["lang-zh"]
-# 三道关于本实验测量的题。作答后点 *Score · 评分*；反馈引用上面的数字（有 H200 记录时用记录，否则用本机结果）。
-# 也可以在 Python 里评分：`lab08.grade_any(lab.Q_KV, "114688")`。
-
-# %% tags=["nbval-ignore-output"]
-from minivllm_labs import lab08_views
-
-lab08_views.show_questions(lab.QUESTIONS, rec or here)
 
 # %% [markdown] tags=["lang-en"]
 # ## 7. Summary of verdicts · 结论
@@ -343,6 +372,21 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # ## 7. 结论
 # 结论取自 H200 记录文件；"not recorded yet" 表示要等 GPU 上运行 `python -m minivllm_labs.record lab06` 后才有数字。
 # 两份材料的全部说法见 [Lab 07](07_claims.ipynb)。
+
+# %% [markdown] tags=["lang-en"]
+# **Verdict.** The article's account of paged KV and CUDA graphs is wrong on each mechanism it names. Block tables are
+# graph inputs copied into a persistent buffer, so FULL graphs replay in the very steps where sequences get new
+# blocks, and graphs do not lower KV utilisation. Capture sizes are batch or token counts, so the block size does not
+# change how many graphs are captured, and max_num_batched_tokens 512 does not speed up finding one (a bisect of well
+# under a microsecond). Its one right remark is that a larger block adds some internal fragmentation, small next to a
+# request's length.
+
+# %% [markdown] tags=["lang-zh"]
+# **结论。** 文章对分页 KV Cache 与 CUDA Graph 的描述，每个机制都说错了。block table
+# 是图的输入，被拷进一个常驻缓冲区，所以序列刚分到新块的那一步照样重放 FULL 图，CUDA Graph 也不会降低
+# KV 利用率。捕获尺寸是 batch 或 token 数，block size
+# 不改变捕获多少个图；max_num_batched_tokens 设成 512
+# 也不会让查找图变快（一次二分查找，远不到一微秒）。它唯一说对的是更大的块会带来一些内部碎片，但与请求长度相比很小。
 
 # %% tags=["nbval-check-output"]
 lab07_views.show_markdown(lab07_views.claims_markdown(lab.LAB_INFO.claims))

@@ -6,24 +6,29 @@
 # %% [markdown] tags=["lang-en"]
 # Two documents taught the course's starting point: the handbook chapter on CUDA graphs and torch.compile, and an
 # article on vLLM's CUDA graph optimisation (both in `../shared/seeds/`, in Chinese). They make many claims with
-# numbers. This lab puts **every measurable claim in one table**: the claim in the seed's own words and in
-# English, what was measured on this engine, the verdict (*right*, *partly*, *wrong*, *unverifiable*: no such
-# source) and the number that decides it, with the results file and key it comes from.
+# numbers. This lab puts **every measurable claim in one table**: the claim in Chinese (marked 原文 where it is
+# the seed's text verbatim, a paraphrase otherwise) and in English, what was measured on this engine, the verdict
+# (*right*, *partly*, *wrong*, *unverifiable*: no such source, or nothing here can decide it, with the reason) and
+# the number that decides it, with its unit and the results file and key it comes from. A number that is a
+# datasheet constant or arithmetic on constants says so: it is not a measurement.
 #
 # Nothing is measured twice. The rows are read at run time from the catalog
 # (`minivllm_labs.catalog.all_claims()`): each lab declares the claims it measures, so a row here links to the lab
-# that has the plot. This lab judges only what no other lab can measure: the article's hardware figures (A100,
-# V100, Pascal: **physics**, a TPOT floor of weight bytes over memory bandwidth) and sources that do not exist.
+# that has the plot. This lab judges what no single lab shows: the article's hardware figures (A100, V100,
+# Pascal: **physics**, a TPOT floor of weight bytes over memory bandwidth), sources that do not exist, and claims
+# decided by the engine's benchmark records (`latency.json`, `startup.json`) or by another lab's record.
 
 # %% [markdown] tags=["lang-zh"]
 # 课程的起点是两份材料：手册中讲 CUDA Graph 与 torch.compile 的一章，以及一篇讲 vLLM CUDA Graph 优化的文章（都在
-# `../shared/seeds/`）。它们给出了很多带数字的说法。本实验把**所有可测的说法放进一张表**：原文与英文、在本引擎上测了
-# 什么、结论（*right* 对 / *partly* 部分对 / *wrong* 错 / *unverifiable* 无从查证：来源不存在），以及决定结论的数字和
-# 它所在的结果文件与键。
+# `../shared/seeds/`）。它们给出了很多带数字的说法。本实验把**所有可测的说法放进一张表**：中文说法（逐字引自材料的标
+# "原文"，否则标"转述"）与英文、在本引擎上测了什么、结论（*right* 对 / *partly* 部分对 / *wrong* 错 / *unverifiable*
+# 无从查证：来源不存在，或这里没有能判定它的记录，并写明原因），以及决定结论的数字、单位和它所在的结果文件与键。
+# 规格书常数或由常数算出的数字会注明，不当作实测。
 #
 # 不重复测量。表格在运行时从目录（`minivllm_labs.catalog.all_claims()`）读取：每个实验声明自己测的说法，这里的每一行
-# 链接到有图的那个实验。本实验只评判别处测不了的：文章里的硬件数字（A100、V100、Pascal：用**物理**推算，即
-# "权重字节 ÷ 显存带宽" 的 TPOT 下限）以及并不存在的引用来源。
+# 链接到有图的那个实验。本实验评判单个实验看不到的：文章里的硬件数字（A100、V100、Pascal：用**物理**推算，即
+# "权重字节 ÷ 显存带宽" 的 TPOT 下限）、并不存在的引用来源，以及由引擎基准记录（`latency.json`、`startup.json`）
+# 或其他实验的记录判定的说法。
 
 # %% [markdown]
 # ## 1. Setup · 环境准备
@@ -54,14 +59,31 @@ lab.show_claims(table)
 
 # %% [markdown] tags=["lang-en"]
 # ### Coverage of claims.md · 覆盖情况
-# Every row of the research notes, with the lab that measures it. A row "not measured yet" is a gap, not a pass.
+# Every row of the research notes, with the lab that measures it, matched by claim id (each row lists the ids of
+# the claims that cover it). A row "not measured yet" is a gap, not a pass.
 
 # %% [markdown] tags=["lang-zh"]
 # ### 覆盖情况
-# 研究笔记的每一行及测它的实验。"not measured yet" 是缺口，不算通过。
+# 研究笔记的每一行及测它的实验，按说法的 id 匹配（每行列出覆盖它的说法 id）。"not measured yet" 是缺口，不算通过。
 
 # %% tags=["nbval-ignore-output"]
 print(lab.coverage_table(lab.coverage()))
+
+# %% [markdown] tags=["lang-en"]
+# ### Claimed against measured · 说法与实测
+# One mark per claim whose seed states a number and whose record holds the same quantity: the seed's number across,
+# the H200's down, both on log scales, the unit in the legend. On the dotted diagonal the seed was right; a mark far
+# from it is a claim off by that factor. Two marks are arithmetic, not measurements (the A100 rows: no A100 here).
+
+# %% [markdown] tags=["lang-zh"]
+# ### 说法与实测
+# 每条说法一个点：材料给出了数字、记录里又有同一个量的说法。横轴是材料的数字，纵轴是 H200 的实测，都取对数，单位见图例。
+# 落在虚线对角线上说明材料说对了；离对角线越远，差的倍数越大。有两个点是算出来的，不是实测（A100 那两行：这里没有 A100）。
+
+# %% tags=["nbval-check-output"]
+points = lab.versus()
+lab.show(lab.plot_versus(points))
+print(lab.versus_table(points))
 
 # %% [markdown] tags=["lang-en"]
 # ### Physics: the TPOT floor · 物理下限
@@ -104,8 +126,46 @@ here = lab.run_all("", quick=True)
 bw = here["copy_bandwidth"]["bytes_per_s"]
 print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab.tpot_floor_ms(0.596e9, bw):.2f} ms per token")
 
+# %% [markdown]
+# ## 4. Self-test · 自检
+
 # %% [markdown] tags=["lang-en"]
-# ## 4. Try it yourself · 动手试试
+# Two questions on what the records decide. Type or pick an answer: the feedback quotes the recorded numbers,
+# with their file and key. Without widgets: `from minivllm_labs import grade; print(grade(lab07.Q1, "12.75 ms")[1])`.
+
+# %% [markdown] tags=["lang-zh"]
+# 两道关于记录能判定什么的题。输入或选择答案：反馈会引用记录的数字及其文件和键。没有 widget 时：
+# `from minivllm_labs import grade; print(grade(lab07.Q1, "12.75 ms")[1])`。
+
+# %% tags=["nbval-ignore-output"]
+for q in (lab.Q1, lab.Q2):
+    lab.quiz(q, rec)
+
+# %% [markdown] tags=["lang-en"]
+# <details><summary>Model answers to the self-test · 自检参考答案</summary>
+#
+# **lab07.q1.** At batch 1 each decode step reads every weight once: 13.0e9 x 2 bytes / 2,039 GB/s = 12.75 ms,
+# computed from the datasheet, not measured. The article's 9 ms with graphs is below that floor, and so is its
+# 12 ms without.
+#
+# **lab07.q2.** About 0.3% more KV tokens (1,146,512 against 1,143,008): graphs off frees their reserve, a few
+# hundred MiB, for the KV cache; worth it for debugging, not for memory.
+#
+# </details>
+
+# %% [markdown] tags=["lang-zh"]
+# <details><summary>自检参考答案 · Model answers</summary>
+#
+# **lab07.q1.** batch 1 时每个 decode 步要把所有权重读一遍：13.0e9 × 2 字节 ÷ 2,039 GB/s = 12.75 ms，由规格书算出，
+# 不是实测。文章说开图后 9 ms，低于这个下限，不开图的 12 ms 也低于它。
+#
+# **lab07.q2.** KV token 多约 0.3%（1,146,512 对 1,143,008）：关图释放的是图预留的几百 MiB，归 KV Cache；为了调试值得，
+# 为了省显存不值得。
+#
+# </details>
+
+# %% [markdown] tags=["lang-en"]
+# ## 5. Try it yourself · 动手试试
 #
 # **Exercise.** The article says LLaMA-2-70B's TTFT drops from 128 to 112 ms with graphs (H100). Estimate the
 # *compute* floor of a 512-token prefill of a 70B model on an H100 (989 TFLOP/s dense bf16): is 112 ms possible?
@@ -123,7 +183,7 @@ print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab.tpot_fl
 # </details>
 
 # %% [markdown] tags=["lang-zh"]
-# ## 4. 动手试试
+# ## 5. 动手试试
 #
 # **练习.** 文章说 LLaMA-2-70B 的 TTFT 开图后从 128 ms 降到 112 ms（H100）。估算 70B 模型 512 token prefill 在 H100
 # （稠密 bf16 989 TFLOP/s）上的*计算*下限：112 ms 可能吗？
@@ -140,12 +200,25 @@ print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab.tpot_fl
 # </details>
 
 # %% [markdown] tags=["lang-en"]
-# ## 5. Summary of verdicts · 结论
-# The claims this lab judges itself (the rest are in the table above, each with its lab):
+# ## 6. Summary of verdicts · 结论
+#
+# **Verdict.** Of the two seeds, the handbook is mostly right about mechanisms and often wrong about sizes: two
+# of its three limits of a graph, its padding and most of its fault rules hold, while its timings (profile run, startup, weight loading
+# for a small model) and its compile-cache variable do not. The article is wrong or unverifiable almost throughout:
+# its sources do not exist, its A100 figures are below what the hardware allows, its memory figures are tens of
+# times too large, its TTFT figures cannot be checked on one H200 and its tidy percentages (20% at batch 8, 45-55% on
+# Hopper) miss a 0.6B model's 95%. Its two sound points are qualitative: graphs do not change greedy results, and
+# they gain less as the GPU gets more work per step. The claims this lab judges itself (the rest are in the table
+# above, each with its lab):
 
 # %% [markdown] tags=["lang-zh"]
-# ## 5. 结论
-# 本实验自己评判的说法（其余见上表，各自链接到对应实验）：
+# ## 6. 结论
+#
+# **结论。** 两份材料里，手册讲机制大多对，讲量级常常错：图的三条限制中的两条、padding 和大部分故障判断规则成立，而各阶段耗时（profile run、
+# 启动、小模型的权重加载）和编译缓存变量不成立。文章几乎通篇是错的或无法查证的：引用的来源不存在，A100 的数字低于硬件
+# 允许的下限，显存数字大了几十倍，TTFT 数字在一张 H200 上无法核对，整齐的百分比（batch 8 时 20%、Hopper 上 45-55%）
+# 也和 0.6B 模型的 95% 相去甚远。它说对的两点都是定性的：CUDA Graph 不改变贪心解码的结果；GPU 每步的工作越多，图的收益
+# 越小。本实验自己评判的说法（其余见上表，各自链接到对应实验）：
 
 # %% tags=["nbval-check-output"]
 lab.show_markdown(lab.claims_markdown(lab.LAB_INFO.claims))

@@ -211,11 +211,16 @@ RULES = {
 }
 #: Values in a record that are constants (a datasheet or documentation figure the recorder writes beside its
 #: measurements) or arithmetic on constants: the table says so instead of presenting them as measured.
-NOT_MEASURED = {
-    "physics.p40_compute_capability": ("constant", "NVIDIA's CUDA GPU list: the P40's compute capability"),
-    "physics.a100_13b.floor_ms": ("computed", "weight bytes / the A100's datasheet bandwidth"),
-    "physics.a100_req_s_ceiling": ("computed", "the article's own TTFT and TPOT"),
+NOT_MEASURED = {  # evidence key -> (kind, what it is, 中文)
+    "physics.p40_compute_capability": ("constant", "NVIDIA's CUDA GPU list: the P40's compute capability",
+                                       "常数，非测量：NVIDIA 的 CUDA GPU 列表中 P40 的计算能力"),
+    "physics.a100_13b.floor_ms": ("computed", "weight bytes / the A100's datasheet bandwidth",
+                                  "计算值，非测量：权重字节数 ÷ A100 规格书带宽"),
+    "physics.a100_req_s_ceiling": ("computed", "the article's own TTFT and TPOT",
+                                   "计算值，非测量：由文章自己的 TTFT 和 TPOT 算出"),
 }
+#: Units that are words, in Chinese (a number's unit in the Chinese view of a table).
+UNITS_ZH = {"requests/s": "请求/s", "(compute capability)": "（计算能力）"}
 #: The unit of each evidence key (the table prints every number with its unit).
 UNITS = {
     "_us_per_op": "µs", "_ms": "ms", "_ms.0": "ms", ".median": "ms", "floor_ms": "ms", "tpot_s": "s", "ttft_s": "s",

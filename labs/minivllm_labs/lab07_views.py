@@ -20,6 +20,7 @@ from minivllm_labs.lab07 import (
     MODEL_PARAMS,
     NOT_MEASURED,
     SOURCE_JUDGED,
+    UNITS_ZH,
     evidence_value,
     is_verbatim,
     row_of,
@@ -89,8 +90,9 @@ def rows(claims: list[Claim] | None = None, root: Path = REPO_ROOT) -> list[dict
                     "value": round_floats(value) if status == "ok" else None, "recorded": status == "ok",
                     "evidence": f"{c.evidence_file}:{c.evidence_key}", "lab": c.lab,
                     "notebook": notebooks.get(c.lab, ""), "unit": unit_of(c.evidence_key),
-                    "kind": NOT_MEASURED.get(c.evidence_key, ("measured", ""))[0],
-                    "kind_note": NOT_MEASURED.get(c.evidence_key, ("", ""))[1],
+                    "kind": NOT_MEASURED.get(c.evidence_key, ("measured", "", ""))[0],
+                    "kind_note": NOT_MEASURED.get(c.evidence_key, ("", "", ""))[1],
+                    "kind_note_zh": NOT_MEASURED.get(c.evidence_key, ("", "", ""))[2],
                     "verbatim": is_verbatim(c), "row": r.title if r else ""})
     return out
 
@@ -115,11 +117,13 @@ def _value(r: dict) -> str:
         return "not recorded yet"
     v = r["value"]
     text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-    if r.get("unit") and not isinstance(v, (bool, str)):
-        text += " " + r["unit"]
-    if r.get("kind", "measured") != "measured":
-        text += f" ({r['kind']}, not measured: {r['kind_note']})"
-    return html.escape(text)
+    unit = r.get("unit") if r.get("unit") and not isinstance(v, (bool, str)) else ""
+    if r.get("kind", "measured") == "measured":
+        return html.escape(f"{text} {unit}".strip())
+    en = f"{text} {unit}".strip() + f" ({r['kind']}, not measured: {r['kind_note']})"
+    zh = f"{text} {UNITS_ZH.get(unit, unit)}".strip() + f"（{r.get('kind_note_zh') or r['kind_note']}）"
+    return (f'<span class="lang-en">{html.escape(en)}</span>'
+            f'<span class="lang-zh" lang="zh">{html.escape(zh)}</span>')
 
 
 def _claim_zh(r: dict) -> str:

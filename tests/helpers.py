@@ -1,7 +1,8 @@
-"""Test helpers: random-weight checkpoints written once per session, and the transformers reference."""
+"""Test helpers: random-weight checkpoints made once per session, config edits, the transformers reference."""
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,6 +23,13 @@ TINY_SHAPES = {
 def tiny_checkpoint(name: str, root: str) -> Path:
     shape, overrides = TINY_SHAPES[name]
     return make_random_checkpoint(shape, Path(root) / name, dtype="float32", seed=0, **overrides)
+
+
+def edit_config(ckpt: Path, **changes) -> None:
+    """Change fields of a checkpoint's config.json in place (the tests copy a checkpoint first)."""
+    cfg = json.loads((ckpt / "config.json").read_text())
+    cfg.update(changes)
+    (ckpt / "config.json").write_text(json.dumps(cfg))
 
 
 @lru_cache(maxsize=None)

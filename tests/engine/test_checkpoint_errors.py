@@ -11,7 +11,7 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from minivllm import LLM
-from tests.helpers import tiny_checkpoint
+from tests.helpers import edit_config, tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +24,6 @@ def ckpt(src, tmp_path):
     dst = tmp_path / "m"
     shutil.copytree(src, dst)
     return dst
-
-
-def edit_config(ckpt, **changes):
-    cfg = json.loads((ckpt / "config.json").read_text())
-    cfg.update(changes)
-    (ckpt / "config.json").write_text(json.dumps(cfg))
 
 
 def load(ckpt):

@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 from minivllm import LLM, SamplingParams
 from minivllm.layers.rotary import RotaryEmbedding
 from minivllm.tools.make_random_checkpoint import make_random_checkpoint
-from tests.helpers import hf_greedy, tiny_checkpoint
+from tests.helpers import edit_config, hf_greedy, tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +27,6 @@ def ckpt(src, tmp_path):
     dst = tmp_path / "m"
     shutil.copytree(src, dst)
     return dst
-
-
-def edit_config(ckpt, **changes):
-    cfg = json.loads((ckpt / "config.json").read_text())
-    cfg.update(changes)
-    (ckpt / "config.json").write_text(json.dumps(cfg))
 
 
 def load(ckpt, **kw):

@@ -48,7 +48,7 @@ class EngineSetup:
     extra: dict = field(default_factory=dict)
 
     def compilation_config(self) -> dict:
-        cc = {"level": self.level, "backend": self.backend, "compile_scope": self.scope, **self.extra}
+        cc = {"mode": self.level, "backend": self.backend, "compile_scope": self.scope, **self.extra}
         if self.custom_ops is not None:
             cc["custom_ops"] = list(self.custom_ops)
         return cc

@@ -130,8 +130,8 @@ def _culprit(ladder: list[dict]) -> str:
 # ---- the faults ----------------------------------------------------------------------------------------
 FAULT_CONFIG = {  # the engine each fault is planted in
     "host_sync": {"cudagraph_mode": "FULL", "cudagraph_capture_sizes": [1, 2, 4, 8]},
-    "untraceable": {"compilation_config": {"level": 3}},
-    "mistraced": {"compilation_config": {"level": 2}},
+    "untraceable": {"compilation_config": {"mode": 3}},
+    "mistraced": {"compilation_config": {"mode": 2}},
 }
 
 
@@ -253,7 +253,7 @@ def kv_memory(model: str) -> dict | None:
     out = {}
     with cache_dir():
         for name, extra in (("eager", {"enforce_eager": True}), ("graphs", {}),
-                            ("level 3 + graphs", {"compilation_config": {"level": 3}})):
+                            ("level 3 + graphs", {"compilation_config": {"mode": 3}})):
             llm = LLM(**kw, **extra)
             rep = llm.startup_report()
             free, total = torch.cuda.mem_get_info()
@@ -278,7 +278,7 @@ def recompiles(model: str) -> dict:
     sp = SamplingParams(temperature=0, max_tokens=3, ignore_eos=True)
     out = {}
     for name, level in (("stock torch.compile (level 1)", 1), ("symbolic batch (level 2)", 2)):
-        llm = start(model, compilation_config={"level": level, "backend": "eager"}, cudagraph_mode="NONE")
+        llm = start(model, compilation_config={"mode": level, "backend": "eager"}, cudagraph_mode="NONE")
         for batch, length in ((1, 5), (2, 9), (3, 17), (5, 4), (7, 30)):
             llm.generate([{"prompt_token_ids": [3 + (i + j) % 200 for j in range(length)]} for i in range(batch)],
                          sp, use_tqdm=False)

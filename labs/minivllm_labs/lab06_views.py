@@ -174,15 +174,44 @@ def sweep_table(res: dict) -> str:
 
 
 def chunked_table(res: dict) -> str:
+    def runs(r):
+        rs = r.get("max_ms_runs") or [r["max_ms_with_decodes"]]
+        return f" (median of {len(rs)} runs: {', '.join(f'{x:.1f}' for x in rs)})" if len(rs) > 1 else " (one run)"
     return "\n".join(f"{'chunked' if r['chunked'] else 'not chunked':<12} budget {r['budget']:>5}: "
                      f"largest step while others decode {r['max_tokens_with_decodes']} tokens, "
-                     f"{r['max_ms_with_decodes']:.1f} ms" for r in res["chunked"])
+                     f"{r['max_ms_with_decodes']:.1f} ms" + runs(r) for r in res["chunked"])
+
+
+def chunked_verdict(res: dict | None, lang: str = "en") -> str:
+    """Did chunked prefill shorten the decoders' worst wait in this record? Computed from the runs, so the
+    sentence follows the record: a difference counts only when the runs' ranges do not overlap."""
+    rows = (res or {}).get("chunked") or []
+    ch = next((r for r in rows if r["chunked"]), None)
+    un = next((r for r in rows if not r["chunked"]), None)
+    if not ch or not un:
+        return "(not recorded yet)" if lang == "en" else "（尚未录制）"
+    a, b = ch.get("max_ms_runs") or [ch["max_ms_with_decodes"]], un.get("max_ms_runs") or [un["max_ms_with_decodes"]]
+    mode = ch.get("cudagraph_mode") or "FULL_DECODE_ONLY"
+    x, y = ch["max_ms_with_decodes"], un["max_ms_with_decodes"]
+    if max(a) < min(b):
+        en = f"shortened the decoders' worst wait from {y:.1f} to {x:.1f} ms ({y / x:.1f}x), beyond the spread"
+        zh = f"把 decode 最坏的等待从 {y:.1f} ms 缩短到 {x:.1f} ms（{y / x:.1f} 倍），超出了多次运行的波动"
+    elif min(a) > max(b):
+        en = f"made the decoders' worst wait longer: {x:.1f} ms against {y:.1f} ms unchunked, beyond the spread"
+        zh = f"反而让 decode 最坏的等待变长：{x:.1f} ms，不分块为 {y:.1f} ms，超出了多次运行的波动"
+    else:
+        en = f"left the decoders' worst wait within the spread of the runs ({x:.1f} vs {y:.1f} ms unchunked)"
+        zh = f"没有让 decode 最坏的等待超出多次运行的波动（{x:.1f} ms 对不分块的 {y:.1f} ms）"
+    n = len(a)
+    if lang == "en":
+        return (f"Chunked prefill (budget {ch['budget']}, {ch['long_len']}-token prompt, cudagraph_mode {mode}, "
+                f"{n} run{'s' if n > 1 else ''} each) {en}.")
+    return f"分块预填充（预算 {ch['budget']}，{ch['long_len']} token 的 prompt，cudagraph_mode {mode}，各跑 {n} 次）{zh}。"
 
 
 def budget_steps_text(res: dict | None) -> str:
-    """Why a small token budget cuts throughput here: the steps that carry prompt tokens, at least
-    prompt tokens / budget of them, run without a graph (full decode graphs only, in this record), and each costs
-    tens of ms (section g's eager steps) against a few ms for a graph replay."""
+    """Why a small token budget costs throughput: the prompt tokens are cut into at least
+    prompt tokens / budget steps, each of which costs more than a decode step's graph replay."""
     rows = ((res or {}).get("workload") or {}).get("rows") or []
     out = []
     for r in rows:

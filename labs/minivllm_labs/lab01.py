@@ -78,7 +78,7 @@ def make_llm(model: str, graphs: bool, max_num_seqs: int = 16, capture_sizes: li
     kw = dict(max_num_seqs=max_num_seqs, max_model_len=max_len, num_gpu_blocks_override=blocks,
               enable_prefix_caching=False)
     if graphs and _cuda():
-        kw.update(cudagraph_mode="FULL", cudagraph_capture_sizes=capture_sizes or [1, 2, 4, 8, 16])
+        kw.update(cudagraph_mode="FULL_DECODE_ONLY", cudagraph_capture_sizes=capture_sizes or [1, 2, 4, 8, 16])
     return LLM(model=model, enforce_eager=not graphs, **kw)
 
 

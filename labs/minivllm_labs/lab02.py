@@ -11,7 +11,7 @@ c) padding:        replay time of the size-1, 5, 8 and 256 graphs (median and sp
                    vLLM-style sizes vs one graph for the largest size only.
 d) pool memory:    ten sizes captured into one shared pool (largest first) vs ten separate pools.
 e) rng_in_graph:   a sampling step replayed three times.
-f) graph modes:    NONE / FULL / PIECEWISE / FULL_AND_PIECEWISE on the engine: TPOT, TTFT, which path ran
+f) graph modes:    NONE / FULL_DECODE_ONLY / FULL / PIECEWISE / FULL_AND_PIECEWISE on the engine: TPOT, TTFT, which path ran
                    each step, prefill included (interview question 3).
 
 Engine internals this lab reads (the dispatcher's graphs and counters) are touched only in this file.
@@ -40,7 +40,7 @@ from minivllm_labs.lab02_limits import (  # noqa: F401
     rng_in_graph,
 )
 
-MODES = ("NONE", "FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
+MODES = ("NONE", "FULL_DECODE_ONLY", "FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
 PAD_SIZES = [1, 2, 4, 5, 8, 16, 32, 64, 128, 256]  # 5 captured too, so "exact" and "padded" can be compared
 POOL_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 192, 256]  # ten graphs: the article's "10 graphs = 1.5 GB"
 MODE_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
@@ -78,7 +78,7 @@ def capture_size_table(seqs: tuple[int, ...] = (1, 8, 16, 64, 256, 512)) -> dict
 
 
 # ---- engines ---------------------------------------------------------------------------------------------
-def make_llm(model: str, mode: str = "FULL", sizes: list[int] | None = None, max_num_seqs: int = 16,
+def make_llm(model: str, mode: str = "FULL_DECODE_ONLY", sizes: list[int] | None = None, max_num_seqs: int = 16,
              max_len: int = 256, **kw):
     """An engine in one CUDA graph mode ("NONE" = eager). KV blocks sized from max_num_seqs, not from free
     memory, so measurements do not depend on what an earlier engine left behind."""
@@ -169,7 +169,7 @@ def padding(model: str, quick: bool = False) -> dict:
     reps = 3 if quick else 7
     res: dict = {"device": "cuda", "sizes": PAD_SIZES}
     for name, sizes in (("several", PAD_SIZES), ("largest_only", [max(PAD_SIZES)])):
-        llm = make_llm(model, "FULL", sizes, max_num_seqs=max(PAD_SIZES))
+        llm = make_llm(model, "FULL_DECODE_ONLY", sizes, max_num_seqs=max(PAD_SIZES))
         _warm(llm)
         if name == "several":
             res["replay_ms"] = replay_times(llm, repeats=reps)

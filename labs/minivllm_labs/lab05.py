@@ -129,7 +129,7 @@ def _culprit(ladder: list[dict]) -> str:
 
 # ---- the faults ----------------------------------------------------------------------------------------
 FAULT_CONFIG = {  # the engine each fault is planted in
-    "host_sync": {"cudagraph_mode": "FULL", "cudagraph_capture_sizes": [1, 2, 4, 8]},
+    "host_sync": {"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": [1, 2, 4, 8]},
     "untraceable": {"compilation_config": {"mode": 3}},
     "mistraced": {"compilation_config": {"mode": 2}},
 }

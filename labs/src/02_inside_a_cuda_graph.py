@@ -138,7 +138,7 @@ max_num_seqs, max_cudagraph_capture_size, cudagraph_capture_sizes = 16, None, No
 print(lab.capture_sizes_for(max_num_seqs, max_cudagraph_capture_size, cudagraph_capture_sizes))
 model = lab.model()
 print(lab.describe_model(model))
-llm = lab.make_llm(model, "FULL", cudagraph_capture_sizes, max_num_seqs=max_num_seqs,
+llm = lab.make_llm(model, "FULL_DECODE_ONLY", cudagraph_capture_sizes, max_num_seqs=max_num_seqs,
                      max_cudagraph_capture_size=max_cudagraph_capture_size)
 print("startup_report().cudagraph:", llm.startup_report().cudagraph)
 print("config.capture_sizes():   ", llm.config.capture_sizes())

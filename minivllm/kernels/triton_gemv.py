@@ -60,7 +60,7 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
                  stride_om, stride_rm, eps,
                  M_PAD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, HAS_NORM: tl.constexpr,
                  ADD_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, USE_PDL: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 1):
     wait_for_previous_kernel(USE_PDL)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = n < N
@@ -80,7 +80,9 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
                 tl.store(res_out_ptr + m[:, None] * K + kk[None, :], xx.to(dtype), mask=row_mask)
         rstd = tl.rsqrt(tl.sum(xx * xx, axis=1) / K + eps)
     acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    # LOOP_STAGES > 1: Triton pipelines a dot-free loop's loads (cp.async, W tiles this many steps ahead)
+    # only when the loop names its stages; a config's num_stages alone leaves them unpipelined
+    for k0 in tl.range(0, K, BLOCK_K, num_stages=LOOP_STAGES):
         k = k0 + tl.arange(0, BLOCK_K)
         k_ok = k < K
         w = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
@@ -101,16 +103,20 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
 
 
 def _configs() -> list[triton.Config]:
-    """The last six are narrow and deep: 1-4 output rows per program with the whole K (or half of it) in one
-    step, so a 1024-wide projection (o_proj, down_proj) runs 256-1024 programs that each issue all their
-    loads at once, instead of 128 programs walking K in 4-6 dependent steps. With them H200 batch-1 TPOT is
-    1.052 ms against 1.134 ms without, batch 2 1.103 against 1.176 ms (two repetitions each, same run)."""
+    """Six are narrow and deep: 1-4 output rows per program with the whole K (or half of it) in one step,
+    so a 1024-wide projection (o_proj, down_proj) runs 256-1024 programs that each issue all their loads at
+    once, instead of 128 programs walking K in 4-6 dependent steps. With them H200 batch-1 TPOT is 1.052 ms
+    against 1.134 ms without, batch 2 1.103 against 1.176 ms (two repetitions each, same run). The last ten
+    walk K with their loads pipelined LOOP_STAGES steps ahead: more bytes in flight per program."""
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
             for bn, bk, w, s in ((4, 512, 4, 3), (8, 256, 4, 3), (8, 512, 4, 3), (8, 512, 8, 3),
                                  (16, 256, 4, 3), (16, 256, 8, 4), (16, 512, 8, 3), (32, 128, 4, 4),
                                  (32, 256, 8, 3), (8, 1024, 8, 2),
                                  (1, 1024, 4, 2), (1, 2048, 4, 2), (2, 1024, 4, 2), (2, 2048, 8, 2),
-                                 (4, 1024, 4, 2), (4, 2048, 8, 2))]
+                                 (4, 1024, 4, 2), (4, 2048, 8, 2))] + [
+        triton.Config({"BLOCK_N": bn, "BLOCK_K": bk, "LOOP_STAGES": s}, num_warps=w, num_stages=s)
+        for bn, bk, w, s in ((4, 256, 4, 4), (8, 256, 4, 3), (16, 256, 4, 3), (16, 256, 8, 4), (32, 128, 4, 4),
+                             (32, 256, 8, 3), (4, 512, 4, 3), (8, 512, 8, 3), (2, 1024, 4, 3), (4, 1024, 8, 3))]
 
 
 def _short_bench(fn, quantiles=None):
@@ -185,8 +191,11 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
                 HAS_NORM=norm_weight is not None, ADD_RESIDUAL=residual is not None,
                 K_PAD=next_power_of_2(K) if norm_weight is not None else 1)
     kernel = _kernel()
-    if kernel is None:  # interpreter: one small config
-        _gemv_kernel[(cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
+    if kernel is None:  # interpreter: this shape's pinned config (tests/kernels pin each one), else a small one
+        pin = gemv_configs.pinned_configs().get(gemv_configs.shape_name(
+            N, K, meta["M_PAD"], silu_mul, norm_weight is not None), {"BLOCK_N": 16, "BLOCK_K": 64})
+        blocks = {k: v for k, v in pin.items() if k.isupper()}
+        _gemv_kernel[(cdiv(N, blocks["BLOCK_N"]),)](*args, **meta, USE_PDL=False, **blocks)
     else:
         kernel[lambda c: (cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device, use_pdl))
     return out if residual is None else (out, res_out)

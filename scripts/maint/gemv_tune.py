@@ -13,6 +13,13 @@ model for these shapes (kernels/gemv_configs.py), as vLLM ships tuned fused-MoE 
 
     python scripts/maint/gemv_tune.py --model .ckpt/qwen3-0.6b --json gemv_tune.json [--save]
 
+--start shipped starts from the configs in use today (this GPU's shipped file, the autotuner for the shapes
+it lacks) instead of fresh autotuner picks; --legacy-autotune keeps the LOOP_STAGES configs out of that
+autotune, as before they existed. The A/B then reads as before/after: the start, the tuned set, and the
+tuned set with each LOOP_STAGES pick replaced by the best plain config (whether pipelining earned its
+place), each with the step's byte floor at the copy bandwidth. `--summary A.json B.json` prints several
+runs (one per model) as one table.
+
 A maintenance tool, not part of the engine: it runs when a GPU model or the GEMV's configs change, and what
 it finds ships as data (minivllm/kernels/configs/gemv/).
 """
@@ -20,8 +27,10 @@ it finds ships as data (minivllm/kernels/configs/gemv/).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -113,7 +122,10 @@ def tune(args: argparse.Namespace) -> dict:
         raise ValueError(f"--batch-sizes: the GEMV runs batches of 1..{triton_gemv.DISPATCH_MAX_M} rows; "
                          f"got {args.batch_sizes!r}")
     path = model_dir(args)
-    gemv_configs.set_pins({}, label="autotune")  # start from what Triton's autotuner picks here
+    if args.start == "autotune":
+        gemv_configs.set_pins({}, label="autotune")  # start from what Triton's autotuner picks here
+    if args.legacy_autotune:
+        _autotune_without_loop_stages()
     llm = engine_for_mode(args, "FULL_DECODE_ONLY", cudagraph_capture_sizes=batches, max_num_seqs=max(batches),
                           max_model_len=args.input_len + args.output_len + 32)
     start = {s: c for s, c in triton_gemv.autotuned_configs().items() if rows_of(s) in batches}
@@ -122,32 +134,40 @@ def tune(args: argparse.Namespace) -> dict:
     candidates = [gemv_configs.config_dict(c) for c in triton_gemv._configs()]
     measure = _engine_measure(llm, args.input_len, args.output_len)
     finalists, repeats = 3, 2
-    total = len(start) * (len(candidates) + repeats * (finalists + 1)) + 2 * len(batches) * args.ab_repeats
+    total = len(start) * (len(candidates) + repeats * (finalists + 1)) + 3 * len(batches) * args.ab_repeats
     bar = tqdm(total=total, desc="gemv-tune")
     tuned, trials = coordinate_descent(start, candidates, measure, finalists, repeats, bar)
-    ab = interleaved_ab({"autotune": start, "tuned": tuned}, batches, measure, args.ab_repeats)
-    bar.update(2 * len(batches) * args.ab_repeats)
+    sets = {args.start: start, "tuned": tuned}
+    plain = without_loop_stages(tuned, trials)
+    if plain != tuned:
+        sets[PLAIN] = plain
+    ab = interleaved_ab(sets, batches, measure, args.ab_repeats)
+    bar.update(len(sets) * len(batches) * args.ab_repeats)
     bar.close()
     gemv_configs.set_pins(None)
 
     summary = {b: {name: statistics.median(ab[name][b]) for name in ab} for b in batches}
-    faster = "tuned" if sum(s["tuned"] for s in summary.values()) <= sum(s["autotune"] for s in summary.values()) \
-        else "autotune"
+    faster = min(sets, key=lambda name: sum(s[name] for s in summary.values()))  # a tie: the first, the start
     device = torch.cuda.get_device_name()
+    floor = _step_floor(llm, args.input_len + args.output_len // 2)
     result = {"bench": "gemv_tune", "provenance": provenance(args, path), "device": device,
               "settings": {"batch_sizes": batches, "input_len": args.input_len, "output_len": args.output_len,
-                           "ab_repeats": args.ab_repeats, "finalists": finalists, "repeats": repeats},
-              "autotune_configs": start, "tuned_configs": tuned, "trials": trials,
+                           "ab_repeats": args.ab_repeats, "finalists": finalists, "repeats": repeats,
+                           "start": args.start, "legacy_autotune": args.legacy_autotune},
+              "autotune_configs": start, "tuned_configs": tuned, "plain_configs": plain, "trials": trials,
               "ab_tpot_ms": {name: {str(b): v for b, v in per.items()} for name, per in ab.items()},
-              "median_tpot_ms": {str(b): s for b, s in summary.items()}, "kept": faster,
-              "gemv_configs": tuned if faster == "tuned" else start}
-    print_table("GEMV block sizes: the autotuner's pick vs the pick by TPOT inside the FULL graph",
-                ["shape", "autotuner", "tuned"],
-                [[s, _cfg(start[s]), _cfg(tuned[s])] for s in start])
+              "median_tpot_ms": {str(b): s for b, s in summary.items()}, "kept": faster, "floor": floor,
+              "gemv_configs": sets[faster]}
+    print_table(f"GEMV block sizes: the start ({args.start}) vs the pick by TPOT inside the FULL graph",
+                ["shape", args.start, "tuned", "tuned, no LOOP_STAGES"],
+                [[s, _cfg(start[s]), _cfg(tuned[s]), _cfg(plain[s])] for s in start])
     print_table(f"TPOT ms, median of {args.ab_repeats} interleaved runs ({args.output_len} new tokens)",
-                ["batch", "autotuner picks", "tuned picks", "autotuner / tuned"],
-                [[b, s["autotune"], s["tuned"], s["autotune"] / s["tuned"]] for b, s in summary.items()],
-                spec=".3f")
+                ["batch", *sets, f"{args.start} / tuned"],
+                [[b, *s.values(), s[args.start] / s["tuned"]] for b, s in summary.items()], spec=".3f")
+    if floor and 1 in summary:
+        print(f"batch 1: {floor['weight_mb']:.0f} MB weights + {floor['kv_mb']:.0f} MB KV at "
+              f"{floor['copy_gbps']:.0f} GB/s = {floor['bytes_ms']:.3f} ms floor; % of copy bandwidth: "
+              + ", ".join(f"{n} {floor['bytes_ms'] / t:.1%}" for n, t in summary[1].items()))
     if args.save:  # merged into this GPU's file: shapes of other models tuned before are kept
         target = gemv_configs.device_config_path(device)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -162,8 +182,70 @@ def tune(args: argparse.Namespace) -> dict:
     return result
 
 
+PLAIN = "tuned, no LOOP_STAGES"
+
+
+def without_loop_stages(tuned: dict[str, dict], trials: list[dict]) -> dict[str, dict]:
+    """The tuned set with each pipelined pick (LOOP_STAGES) replaced by that shape's fastest plain config
+    in the scan: the A/B against it says whether pipelining the loads earned its place."""
+    plain = dict(tuned)
+    for shape, cfg in tuned.items():
+        if cfg.get("LOOP_STAGES", 1) > 1:
+            scanned = [t for t in trials if t["shape"] == shape and t["round"] == "scan"
+                       and t["config"].get("LOOP_STAGES", 1) == 1]
+            plain[shape] = min(scanned, key=lambda t: t["tpot_ms"])["config"]
+    return plain
+
+
+def _autotune_without_loop_stages() -> None:
+    """The autotuner as before the LOOP_STAGES configs existed: they are pruned unless a shape is pinned to
+    one. Set before the kernel's first launch, which hands the filter to triton.autotune."""
+    from minivllm.kernels import gemv_configs, triton_gemv
+
+    assert triton_gemv._autotuned is None, "set before the GEMV's first launch"
+    pinned = gemv_configs.use_pinned
+
+    def legacy(configs: list, named_args: dict, **kwargs) -> list:
+        kept = pinned(configs, named_args, **kwargs)
+        return kept if len(kept) == 1 else [c for c in kept if "LOOP_STAGES" not in c.kwargs]
+
+    gemv_configs.use_pinned = legacy
+
+
+def _step_floor(llm, context: int) -> dict | None:
+    """Bytes of a batch-1 decode step (weights + KV at `context`) and their time at the copy bandwidth."""
+    from minivllm.bench.profile import byte_floor, copy_bandwidth_gbps
+
+    bw = copy_bandwidth_gbps()
+    return {**byte_floor(llm, 1, context, bw), "copy_gbps": bw} if bw else None
+
+
+def summarize(paths: list[str]) -> list[list]:
+    """One before/after row per tune JSON (one per model): batch-1 TPOT of each set, and the % of copy
+    bandwidth the byte floor gives it."""
+    rows = []
+    for p in paths:
+        with open(p) as f:
+            r = json.load(f)
+        med, floor = r["median_tpot_ms"].get("1"), r.get("floor") or {}
+        if med is None:
+            continue
+        start = r["settings"].get("start", "autotune")
+        bound = floor.get("bytes_ms")
+        pct = (lambda t: f"{bound / t:.1%}") if bound else (lambda t: "-")
+        n_stages = sum(c.get("LOOP_STAGES", 1) > 1 for c in r["tuned_configs"].values())
+        rows.append([Path(r["provenance"]["args"].get("model") or "default").name, f"{med[start]:.3f}", f"{med['tuned']:.3f}",
+                     f"{med[PLAIN]:.3f}" if PLAIN in med else "=tuned", f"{bound:.3f}" if bound else "-",
+                     pct(med[start]), pct(med["tuned"]), f"{n_stages}/{len(r['tuned_configs'])}", r["kept"]])
+    print_table("batch-1 TPOT ms before (start) / after (tuned), and % of copy bandwidth (byte floor / TPOT)",
+                ["model", "before", "tuned", "tuned, no LOOP_STAGES", "floor", "% before", "% tuned",
+                 "LOOP_STAGES picks", "kept"], rows)
+    return rows
+
+
 def _cfg(c: dict) -> str:
-    return f"N{c['BLOCK_N']} K{c['BLOCK_K']} w{c['num_warps']} s{c['num_stages']}"
+    return f"N{c['BLOCK_N']} K{c['BLOCK_K']} w{c['num_warps']} s{c['num_stages']}" + (
+        f" L{c['LOOP_STAGES']}" if "LOOP_STAGES" in c else "")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -175,9 +257,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ab-repeats", type=int, default=5, help="runs per set in the final autotuner-vs-tuned A/B")
     parser.add_argument("--save", action="store_true",
                         help="write the faster set to minivllm/kernels/configs/gemv/<GPU name>.json")
+    parser.add_argument("--start", choices=("autotune", "shipped"), default="autotune",
+                        help="start from fresh autotuner picks, or from the configs in use (shipped file + autotune)")
+    parser.add_argument("--legacy-autotune", action="store_true",
+                        help="the start's autotune leaves out the LOOP_STAGES configs (as before they existed)")
     parser.add_argument("--json", default=None)
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
-    tune(parse_args(sys.argv[1:]))
+    if sys.argv[1:2] == ["--summary"]:
+        summarize(sys.argv[2:])
+    else:
+        tune(parse_args(sys.argv[1:]))

@@ -22,6 +22,7 @@ from gemv_tune import parse_args  # noqa: E402
 A = {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 2}
 B = {"BLOCK_N": 4, "BLOCK_K": 2048, "num_warps": 8, "num_stages": 2}
 C = {"BLOCK_N": 1, "BLOCK_K": 2048, "num_warps": 4, "num_stages": 2}
+P = {"BLOCK_N": 8, "BLOCK_K": 256, "LOOP_STAGES": 3, "num_warps": 4, "num_stages": 3}  # loads pipelined
 
 
 @pytest.fixture
@@ -102,7 +103,7 @@ def _synthetic(costs: dict[str, dict[int, float]], noise: float = 0.0, seed: int
 
 
 def id_of(cfg: dict) -> int:
-    return [A, B, C].index(cfg)
+    return [A, B, C, P].index(cfg)
 
 
 def test_coordinate_descent_finds_each_shapes_fastest_config_in_the_step():
@@ -168,6 +169,7 @@ def test_gemv_tune_main_writes_its_record_and_ships_the_faster_set(fake_gpu, tmp
     monkeypatch.setattr(triton_gemv, "autotuned_configs", lambda: {s: A for s in costs})
     monkeypatch.setattr(triton_gemv, "_configs", lambda: [_Cfg(A), _Cfg(B), _Cfg(C)])
     monkeypatch.setattr(gemv_tune, "_engine_measure", lambda llm, i, o: _synthetic(costs)[0])
+    monkeypatch.setattr(gemv_tune, "_step_floor", lambda llm, context: None)
     out = tmp_path / "tune.json"
     args = parse_args(["--save", "--ab-repeats", "2", "--json", str(out)])
     result = gemv_tune.tune(args)
@@ -193,5 +195,54 @@ class _Cfg:
     """Stands in for triton.Config in config_dict()."""
 
     def __init__(self, d: dict) -> None:
-        self.kwargs = {k: d[k] for k in ("BLOCK_N", "BLOCK_K")}
+        self.kwargs = {k: v for k, v in d.items() if k.isupper()}
         self.num_warps, self.num_stages = d["num_warps"], d["num_stages"]
+
+
+def test_before_after_run_ab_the_start_the_tuned_set_and_the_tuned_set_without_pipelining(fake_gpu, tmp_path,
+                                                                                        monkeypatch, capsys):
+    """--start shipped: the shipped picks are the "before"; the qkv shape's fastest config is the pipelined
+    P, so the A/B has a third set where P is replaced by the best plain config of the scan (B). Here P wins
+    over B by 0.01 ms: "tuned" is kept, and --summary prints the before/after row with the byte floor."""
+    from minivllm.bench import latency
+    from minivllm.kernels import triton_gemv
+
+    qkv = "N=4096 K=1024 M_PAD=1 norm"
+    costs = {qkv: {0: 0.05, 1: 0.02, 2: 0.04, 3: 0.01}, "N=1024 K=2048 M_PAD=1": {0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0}}
+    monkeypatch.setattr(latency, "engine_for_mode", lambda args, mode, **kw: object())
+    monkeypatch.setattr(triton_gemv, "autotuned_configs", lambda: {s: A for s in costs})
+    monkeypatch.setattr(triton_gemv, "_configs", lambda: [_Cfg(c) for c in (A, B, C, P)])
+    monkeypatch.setattr(gemv_tune, "_engine_measure", lambda llm, i, o: _synthetic(costs)[0])
+    floor = {"weight_mb": 1000.0, "kv_mb": 10.0, "total_mb": 1010.0, "bytes_ms": 0.5, "copy_gbps": 2020.0}
+    monkeypatch.setattr(gemv_tune, "_step_floor", lambda llm, context: floor)
+    out = tmp_path / "tune.json"
+    rec = gemv_tune.tune(parse_args(["--start", "shipped", "--batch-sizes", "1",
+                                     "--ab-repeats", "2", "--json", str(out)]))
+    assert rec["tuned_configs"][qkv] == P and rec["plain_configs"][qkv] == B
+    assert rec["median_tpot_ms"]["1"] == {"shipped": pytest.approx(1.05), "tuned": pytest.approx(1.01),
+                                          gemv_tune.PLAIN: pytest.approx(1.02)}
+    assert rec["kept"] == "tuned" and rec["gemv_configs"][qkv] == P and rec["floor"] == floor
+    assert "% of copy bandwidth: shipped 47.6%, tuned 49.5%" in capsys.readouterr().out
+    rows = gemv_tune.summarize([str(out)])
+    name = Path(rec["provenance"]["args"]["model"] or "default").name
+    assert rows == [[name, "1.050", "1.010", "1.020", "0.500", "47.6%", "49.5%", "1/2", "tuned"]]
+
+
+def test_legacy_autotune_leaves_the_pipelined_configs_out_unless_pinned(monkeypatch):
+    from minivllm.kernels import triton_gemv
+
+    monkeypatch.setattr(triton_gemv, "_autotuned", None)
+    monkeypatch.setattr(gemv_configs, "use_pinned", gemv_configs.use_pinned)  # restored after the test
+    configs = triton_gemv._configs()
+    gemv_tune._autotune_without_loop_stages()
+    meta = dict(M_PAD=1, SILU_MUL=False, HAS_NORM=True)
+    try:
+        gemv_configs.set_pins({}, label="autotune")
+        kept = gemv_configs.use_pinned(configs, {"N": 4096, "K": 1024}, **meta)
+        assert kept and len(kept) < len(configs) and all("LOOP_STAGES" not in c.kwargs for c in kept)
+        pipelined = next(gemv_configs.config_dict(c) for c in configs if "LOOP_STAGES" in c.kwargs)
+        gemv_configs.set_pins({"N=4096 K=1024 M_PAD=1 norm": pipelined})
+        assert [gemv_configs.config_dict(c) for c in gemv_configs.use_pinned(configs, {"N": 4096, "K": 1024},
+                                                                              **meta)] == [pipelined]
+    finally:
+        gemv_configs.set_pins(None)

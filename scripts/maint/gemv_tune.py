@@ -30,6 +30,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -49,15 +50,28 @@ def rows_of(shape: str) -> int:
     return int(shape.split("M_PAD=")[1].split()[0])
 
 
+def weight_elements(shape: str) -> int:
+    """N * K of a shape name: its weight's size, which is what a GEMV's time follows at batch 1."""
+    fields = dict(f.split("=") for f in shape.split() if "=" in f)
+    return int(fields["N"]) * int(fields["K"])
+
+
 def coordinate_descent(start: dict[str, dict], candidates: list[dict], measure: Measure, finalists: int = 3,
-                       repeats: int = 2, bar=None) -> tuple[dict[str, dict], list[dict]]:
+                       repeats: int = 2, bar=None, budget_s: float | None = None,
+                       ) -> tuple[dict[str, dict], list[dict]]:
     """For each shape in turn, every candidate config is measured once with the other shapes fixed at their
     best so far; the incumbent and the `finalists` fastest are measured `repeats` more times, interleaved,
     and the lowest mean wins, the incumbent on a tie (one TPOT reading moves by about 0.5%, the size of the
-    differences sought). Returns the tuned configs and every trial."""
+    differences sought). Past `budget_s` seconds the shapes not yet started keep their start config (a trial
+    "skipped" says so): the caller orders the shapes by weight size, where the time is. Returns the tuned
+    configs and every trial."""
     best, trials = dict(start), []
-    for shape in start:
+    t0 = time.monotonic()
+    for i, shape in enumerate(start):
         batch = rows_of(shape)
+        if i and budget_s is not None and time.monotonic() - t0 > budget_s:  # the first shape always runs
+            trials.append({"shape": shape, "batch": batch, "config": best[shape], "round": "skipped"})
+            continue
         once = []
         for cfg in candidates:
             t = measure({**best, shape: cfg}, batch)
@@ -88,6 +102,73 @@ def interleaved_ab(sets: dict[str, dict], batches: list[int], measure: Measure, 
             for name, pins in sets.items():
                 out[name][b].append(measure(pins, b))
     return out
+
+
+def decode_gemv_shapes(cfg, batches: list[int]) -> dict[str, bool]:
+    """The GEMV shapes a decoder layer's decode step runs at these batch sizes (names as in the config
+    files), each with whether it has a bias: qkv_proj and gate_up_proj carry the RMSNorm and run the GEMV
+    only up to NORM_MAX_M rows (more: the norm kernel, then cuBLAS), down_proj SiLU-and-mul. `cfg` is the
+    model's ModelConfig."""
+    from minivllm.kernels import gemv_configs, triton_gemv
+
+    hidden, q, kv = cfg.hidden_size, cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+    shapes = {}
+    for m in batches:
+        projections = [(hidden, q, False, False, cfg.o_bias),
+                       (hidden, cfg.intermediate_size, True, False, cfg.mlp_bias)]
+        if m <= triton_gemv.NORM_MAX_M:
+            projections += [(q + 2 * kv, hidden, False, True, cfg.qkv_bias),
+                            (2 * cfg.intermediate_size, hidden, False, True, cfg.mlp_bias)]
+        for n, k, silu, norm, bias in projections:
+            shapes[gemv_configs.shape_name(n, k, triton_gemv.next_power_of_2(m), silu, norm)] = bias
+    return shapes
+
+
+def warm_one(job: tuple[str, bool, dict, str]) -> str:
+    """Run one (shape, config) once, so that Triton compiles it into its disk cache, and check it against
+    F.linear; the engine's re-captures then load the binary instead of compiling it one at a time. A norm
+    shape runs with and without the residual (the first layer has none). Returns "" or what went wrong."""
+    import torch.nn.functional as F
+
+    from minivllm.kernels import gemv_configs, triton_gemv
+
+    shape, bias, cfg, dtype = job
+    f = dict(x.split("=") for x in shape.split() if "=" in x)
+    n, k, m = int(f["N"]), int(f["K"]), int(f["M_PAD"])
+    silu, norm = shape.endswith(" silu_mul"), shape.endswith(" norm")
+    dev, dt = ("cuda" if torch.cuda.is_available() else "cpu"), getattr(torch, dtype)
+    g = torch.Generator(device=dev).manual_seed(0)
+    w = torch.randn(n, k, device=dev, dtype=dt, generator=g) / k ** 0.5
+    b = torch.randn(n, device=dev, dtype=dt, generator=g) if bias else None
+    x = torch.randn(m, 2 * k if silu else k, device=dev, dtype=dt, generator=g)
+    gemv_configs.set_pins({shape: cfg}, label="warm")
+    triton_gemv.forget_picks()
+    try:
+        if norm:
+            nw = torch.ones(k, device=dev, dtype=dt)
+            for r in (None, torch.randn_like(x)):
+                out = triton_gemv.gemv(x, w, b, norm_weight=nw, eps=1e-6, residual=r, use_pdl=True)
+            out, xin = out[0], out[1].float()
+            xin = (xin * torch.rsqrt(xin.pow(2).mean(-1, keepdim=True) + 1e-6)).to(dt).float()
+        else:
+            out = triton_gemv.gemv(x, w, b, silu_mul=silu, use_pdl=True)
+            xin = (F.silu(x[:, :k].float()).to(dt).float() * x[:, k:].float()) if silu else x.float()
+        ref = F.linear(xin.to(dt).float(), w.float(), None if b is None else b.float())
+        err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+        return "" if err < 2e-2 else f"{shape} {cfg}: relative error {err:.3g}"
+    except Exception as e:  # noqa: BLE001 - reported with its config, the others still run
+        return f"{shape} {cfg}: {type(e).__name__}: {e}"
+
+
+def warm(shapes: dict[str, bool], candidates: list[dict], dtype: str, workers: int) -> list[str]:
+    """warm_one for every (shape, candidate) in `workers` processes (compiling is CPU-bound and serial in
+    one process); the errors found."""
+    import concurrent.futures
+    import multiprocessing
+
+    jobs = [(s, bias, c, dtype) for s, bias in shapes.items() for c in candidates]
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return [e for e in pool.map(warm_one, jobs, chunksize=max(1, len(jobs) // (4 * workers))) if e]
 
 
 def _engine_measure(llm, input_len: int, output_len: int) -> Measure:
@@ -122,6 +203,16 @@ def tune(args: argparse.Namespace) -> dict:
         raise ValueError(f"--batch-sizes: the GEMV runs batches of 1..{triton_gemv.DISPATCH_MAX_M} rows; "
                          f"got {args.batch_sizes!r}")
     path = model_dir(args)
+    if args.warm_workers:
+        from minivllm.loader import load_model_config
+
+        cfg = load_model_config(Path(path))
+        t0 = time.monotonic()
+        errors = warm(decode_gemv_shapes(cfg, batches), [gemv_configs.config_dict(c) for c in triton_gemv._configs()],
+                      str(cfg.torch_dtype or torch.bfloat16).removeprefix("torch."), args.warm_workers)
+        print(f"warmed every GEMV config of {path} in {time.monotonic() - t0:.0f} s ({args.warm_workers} processes)")
+        if errors:
+            raise SystemExit("GEMV configs that fail against F.linear:\n" + "\n".join(errors))
     if args.start == "autotune":
         gemv_configs.set_pins({}, label="autotune")  # start from what Triton's autotuner picks here
     if args.legacy_autotune:
@@ -136,7 +227,8 @@ def tune(args: argparse.Namespace) -> dict:
     finalists, repeats = 3, 2
     total = len(start) * (len(candidates) + repeats * (finalists + 1)) + 3 * len(batches) * args.ab_repeats
     bar = tqdm(total=total, desc="gemv-tune")
-    tuned, trials = coordinate_descent(start, candidates, measure, finalists, repeats, bar)
+    start = dict(sorted(start.items(), key=lambda kv: -weight_elements(kv[0])))  # the big shapes first
+    tuned, trials = coordinate_descent(start, candidates, measure, finalists, repeats, bar, args.budget_s)
     sets = {args.start: start, "tuned": tuned}
     plain = without_loop_stages(tuned, trials)
     if plain != tuned:
@@ -225,6 +317,9 @@ def summarize(paths: list[str]) -> list[list]:
     bandwidth the byte floor gives it."""
     rows = []
     for p in paths:
+        if not Path(p).exists():  # a tune that ran out of time wrote nothing
+            print(f"{p}: missing")
+            continue
         with open(p) as f:
             r = json.load(f)
         med, floor = r["median_tpot_ms"].get("1"), r.get("floor") or {}
@@ -232,11 +327,11 @@ def summarize(paths: list[str]) -> list[list]:
             continue
         start = r["settings"].get("start", "autotune")
         bound = floor.get("bytes_ms")
-        pct = (lambda t: f"{bound / t:.1%}") if bound else (lambda t: "-")
+        pct = [f"{bound / med[n]:.1%}" if bound else "-" for n in (start, "tuned")]
         n_stages = sum(c.get("LOOP_STAGES", 1) > 1 for c in r["tuned_configs"].values())
-        rows.append([Path(r["provenance"]["args"].get("model") or "default").name, f"{med[start]:.3f}", f"{med['tuned']:.3f}",
-                     f"{med[PLAIN]:.3f}" if PLAIN in med else "=tuned", f"{bound:.3f}" if bound else "-",
-                     pct(med[start]), pct(med["tuned"]), f"{n_stages}/{len(r['tuned_configs'])}", r["kept"]])
+        rows.append([Path(r["provenance"]["args"].get("model") or "default").name, f"{med[start]:.3f}",
+                     f"{med['tuned']:.3f}", f"{med[PLAIN]:.3f}" if PLAIN in med else "=tuned",
+                     f"{bound:.3f}" if bound else "-", *pct, f"{n_stages}/{len(r['tuned_configs'])}", r["kept"]])
     print_table("batch-1 TPOT ms before (start) / after (tuned), and % of copy bandwidth (byte floor / TPOT)",
                 ["model", "before", "tuned", "tuned, no LOOP_STAGES", "floor", "% before", "% tuned",
                  "LOOP_STAGES picks", "kept"], rows)
@@ -261,6 +356,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="start from fresh autotuner picks, or from the configs in use (shipped file + autotune)")
     parser.add_argument("--legacy-autotune", action="store_true",
                         help="the start's autotune leaves out the LOOP_STAGES configs (as before they existed)")
+    parser.add_argument("--warm-workers", type=int, default=0,
+                        help="first compile and check every config of this model's shapes in this many processes")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="stop starting new shapes after this many seconds of search (the rest keep the start)")
     parser.add_argument("--json", default=None)
     return parser.parse_args(argv)
 

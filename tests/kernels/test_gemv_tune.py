@@ -215,14 +215,21 @@ def test_before_after_run_ab_the_start_the_tuned_set_and_the_tuned_set_without_p
     monkeypatch.setattr(gemv_tune, "_engine_measure", lambda llm, i, o: _synthetic(costs)[0])
     floor = {"weight_mb": 1000.0, "kv_mb": 10.0, "total_mb": 1010.0, "bytes_ms": 0.5, "copy_gbps": 2020.0}
     monkeypatch.setattr(gemv_tune, "_step_floor", lambda llm, context: floor)
+    warmed = []
+    monkeypatch.setattr(gemv_tune, "warm", lambda shapes, cands, dtype, workers: warmed.append(
+        (set(shapes), len(cands), workers)) or [])
     out = tmp_path / "tune.json"
-    rec = gemv_tune.tune(parse_args(["--start", "shipped", "--batch-sizes", "1",
-                                     "--ab-repeats", "2", "--json", str(out)]))
+    argv = ["--start", "shipped", "--batch-sizes", "1", "--ab-repeats", "2", "--warm-workers", "3", "--json", str(out)]
+    rec = gemv_tune.tune(parse_args(argv))
+    assert len(warmed) == 1 and warmed[0][1:] == (4, 3) and len(warmed[0][0]) == 4  # the tiny model's 4 shapes
     assert rec["tuned_configs"][qkv] == P and rec["plain_configs"][qkv] == B
     assert rec["median_tpot_ms"]["1"] == {"shipped": pytest.approx(1.05), "tuned": pytest.approx(1.01),
                                           gemv_tune.PLAIN: pytest.approx(1.02)}
     assert rec["kept"] == "tuned" and rec["gemv_configs"][qkv] == P and rec["floor"] == floor
     assert "% of copy bandwidth: shipped 47.6%, tuned 49.5%" in capsys.readouterr().out
+    monkeypatch.setattr(gemv_tune, "warm", lambda *a: ["N=40 K=64 M_PAD=1 {...}: relative error 0.5"])
+    with pytest.raises(SystemExit, match="fail against F.linear:\nN=40 K=64 M_PAD=1"):
+        gemv_tune.tune(parse_args(argv))
     rows = gemv_tune.summarize([str(out)])
     name = Path(rec["provenance"]["args"]["model"] or "default").name
     assert rows == [[name, "1.050", "1.010", "1.020", "0.500", "47.6%", "49.5%", "1/2", "tuned"]]
@@ -235,7 +242,7 @@ def test_legacy_autotune_leaves_the_pipelined_configs_out_unless_pinned(monkeypa
     monkeypatch.setattr(gemv_configs, "use_pinned", gemv_configs.use_pinned)  # restored after the test
     configs = triton_gemv._configs()
     gemv_tune._autotune_without_loop_stages()
-    meta = dict(M_PAD=1, SILU_MUL=False, HAS_NORM=True)
+    meta = {"M_PAD": 1, "SILU_MUL": False, "HAS_NORM": True}
     try:
         gemv_configs.set_pins({}, label="autotune")
         kept = gemv_configs.use_pinned(configs, {"N": 4096, "K": 1024}, **meta)
@@ -244,5 +251,45 @@ def test_legacy_autotune_leaves_the_pipelined_configs_out_unless_pinned(monkeypa
         gemv_configs.set_pins({"N=4096 K=1024 M_PAD=1 norm": pipelined})
         assert [gemv_configs.config_dict(c) for c in gemv_configs.use_pinned(configs, {"N": 4096, "K": 1024},
                                                                               **meta)] == [pipelined]
+    finally:
+        gemv_configs.set_pins(None)
+
+
+def test_coordinate_descent_past_its_budget_keeps_the_start_of_the_shapes_not_reached():
+    costs = {"N=4096 K=1024 M_PAD=1 norm": {0: 0.03, 1: 0.01, 2: 0.05},
+             "N=1024 K=2048 M_PAD=1": {0: 0.02, 1: 0.04, 2: 0.0}}
+    start = {s: A for s in costs}
+    tuned, trials = gemv_tune.coordinate_descent(start, [A, B, C], _synthetic(costs)[0], finalists=1, repeats=1,
+                                                 budget_s=0.0)  # the first shape always runs
+    assert tuned == {"N=4096 K=1024 M_PAD=1 norm": B, "N=1024 K=2048 M_PAD=1": A}
+    assert trials[-1] == {"shape": "N=1024 K=2048 M_PAD=1", "batch": 1, "config": A, "round": "skipped"}
+    assert gemv_tune.weight_elements("N=4096 K=1024 M_PAD=1 norm") == 4096 * 1024
+
+
+def test_decode_gemv_shapes_are_the_shipped_h200_shapes_for_qwen3_0_6b():
+    """The shapes the warm-up compiles before tuning are the ones the engine runs: for Qwen3-0.6B at batch
+    1-2, exactly the shapes of the shipped H200 file (tuned from a real engine's picks)."""
+    from minivllm.models.config import ModelConfig
+    from minivllm.tools.make_random_checkpoint import make_config
+
+    d = make_config("qwen3-0.6b", "bfloat16").to_dict()
+    cfg = ModelConfig.from_dict({**d, "architectures": ["Qwen3ForCausalLM"]})
+    shapes = gemv_tune.decode_gemv_shapes(cfg, [1, 2])
+    shipped = gemv_configs.read_config_file(gemv_configs.CONFIG_DIR / "NVIDIA_H200.json")
+    assert set(shapes) == set(shipped) and not any(shapes.values())  # Qwen3: no biases
+    d = make_config("llama-3.2-1b", "bfloat16").to_dict()
+    llama = gemv_tune.decode_gemv_shapes(ModelConfig.from_dict({**d, "architectures": ["LlamaForCausalLM"]}), [1])
+    assert set(llama) == {"N=3072 K=2048 M_PAD=1 norm", "N=2048 K=2048 M_PAD=1", "N=16384 K=2048 M_PAD=1 norm",
+                          "N=2048 K=8192 M_PAD=1 silu_mul"}
+
+
+@pytest.mark.parametrize("shape", ["N=40 K=96 M_PAD=1 norm", "N=40 K=96 M_PAD=2 silu_mul", "N=40 K=96 M_PAD=1"])
+def test_warm_one_runs_a_pinned_config_and_checks_it(shape):
+    """warm_one (the warm-up's job) runs the pinned config and compares with F.linear; on the CPU through
+    the interpreter. A config the kernel cannot run comes back as an error text, not an exception."""
+    try:
+        assert gemv_tune.warm_one((shape, True, P, "float32")) == ""
+        bad = {**P, "BLOCK_N": 3}  # not a power of 2: Triton refuses the arange
+        assert "N=40 K=96" in gemv_tune.warm_one((shape, False, bad, "float32"))
     finally:
         gemv_configs.set_pins(None)

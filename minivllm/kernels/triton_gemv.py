@@ -60,16 +60,21 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
                  stride_om, stride_rm, eps,
                  M_PAD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, HAS_NORM: tl.constexpr,
                  ADD_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, USE_PDL: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 1):
-    wait_for_previous_kernel(USE_PDL)
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 1,
+                 PREFETCH_W: tl.constexpr = 0):
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = n < N
+    w_rows = w_ptr + n.to(tl.int64)[:, None] * stride_wn
+    if PREFETCH_W:  # no kernel writes W: with PDL its first tile loads while the previous kernel drains
+        k = tl.arange(0, BLOCK_K)
+        w_first = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & (k < K)[None, :], other=0.0).to(tl.float32)
+    wait_for_previous_kernel(USE_PDL)
     m = tl.arange(0, M_PAD)
     m_ok = m < M
-    w_rows = w_ptr + n.to(tl.int64)[:, None] * stride_wn
     x_rows = x_ptr + m[:, None] * stride_xm
     r_rows = res_ptr + m[:, None] * stride_rm
     dtype = out_ptr.dtype.element_ty
+    rstd = tl.zeros([M_PAD], tl.float32)
     if HAS_NORM:  # prologue: the rms of each whole row (K_PAD >= K, one load; the rows are a few KB)
         kk = tl.arange(0, K_PAD)
         row_mask = m_ok[:, None] & (kk < K)[None, :]
@@ -80,26 +85,38 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
                 tl.store(res_out_ptr + m[:, None] * K + kk[None, :], xx.to(dtype), mask=row_mask)
         rstd = tl.rsqrt(tl.sum(xx * xx, axis=1) / K + eps)
     acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
+    if PREFETCH_W:
+        k = tl.arange(0, BLOCK_K)
+        acc = _tile_product(acc, w_first, k, k < K, x_rows, r_rows, nw_ptr, rstd, m_ok, K, dtype, SILU_MUL,
+                            HAS_NORM, ADD_RESIDUAL)
     # LOOP_STAGES > 1: Triton pipelines a dot-free loop's loads (cp.async, W tiles this many steps ahead)
     # only when the loop names its stages; a config's num_stages alone leaves them unpipelined
-    for k0 in tl.range(0, K, BLOCK_K, num_stages=LOOP_STAGES):
+    for k0 in tl.range(BLOCK_K * PREFETCH_W, K, BLOCK_K, num_stages=LOOP_STAGES):
         k = k0 + tl.arange(0, BLOCK_K)
         k_ok = k < K
         w = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
-        x_mask = m_ok[:, None] & k_ok[None, :]
-        x = tl.load(x_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
-        if SILU_MUL:  # x is [gate | up]: silu(gate) * up, rounded like the separate kernel's outputs
-            up = tl.load(x_rows + K + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
-            x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
-        if HAS_NORM:  # (residual add +) RMSNorm, rounded like the separate kernel's output
-            if ADD_RESIDUAL:
-                x = x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
-            nw = tl.load(nw_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
-            x = (nw[None, :] * (x * rstd[:, None])).to(dtype).to(tl.float32)
-        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+        acc = _tile_product(acc, w, k, k_ok, x_rows, r_rows, nw_ptr, rstd, m_ok, K, dtype, SILU_MUL, HAS_NORM,
+                            ADD_RESIDUAL)
     if HAS_BIAS:
         acc += tl.load(b_ptr + n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
     tl.store(out_ptr + m[:, None] * stride_om + n[None, :], acc.to(dtype), mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def _tile_product(acc, w, k, k_ok, x_rows, r_rows, nw_ptr, rstd, m_ok, K, dtype: tl.constexpr,
+                  SILU_MUL: tl.constexpr, HAS_NORM: tl.constexpr, ADD_RESIDUAL: tl.constexpr):
+    """acc + f(x[:, k]) @ w^T for one loaded tile of W (fp32), f: SiLU-and-mul or the RMSNorm."""
+    x_mask = m_ok[:, None] & k_ok[None, :]
+    x = tl.load(x_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
+    if SILU_MUL:  # x is [gate | up]: silu(gate) * up, rounded like the separate kernel's outputs
+        up = tl.load(x_rows + K + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
+        x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
+    if HAS_NORM:  # (residual add +) RMSNorm, rounded like the separate kernel's output
+        if ADD_RESIDUAL:
+            x = x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
+        nw = tl.load(nw_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
+        x = (nw[None, :] * (x * rstd[:, None])).to(dtype).to(tl.float32)
+    return acc + tl.sum(x[:, None, :] * w[None, :, :], axis=2)
 
 
 def _configs() -> list[triton.Config]:

@@ -17,7 +17,8 @@ model for these shapes (kernels/gemv_configs.py), as vLLM ships tuned fused-MoE 
 it lacks) instead of fresh autotuner picks; --legacy-autotune keeps the LOOP_STAGES configs out of that
 autotune, as before they existed. The A/B then reads as before/after: the start, the tuned set, and the
 tuned set with each LOOP_STAGES pick replaced by the best plain config (whether pipelining earned its
-place), each with the step's byte floor at the copy bandwidth. `--summary A.json B.json` prints several
+place), and the tuned set with PREFETCH_W (each GEMV loads its first W tile before waiting for the previous
+kernel), each with the step's byte floor at the copy bandwidth. `--summary A.json B.json` prints several
 runs (one per model) as one table.
 
 A maintenance tool, not part of the engine: it runs when a GPU model or the GEMV's configs change, and what
@@ -208,7 +209,8 @@ def tune(args: argparse.Namespace) -> dict:
 
         cfg = load_model_config(Path(path))
         t0 = time.monotonic()
-        errors = warm(decode_gemv_shapes(cfg, batches), [gemv_configs.config_dict(c) for c in triton_gemv._configs()],
+        cands = [gemv_configs.config_dict(c) for c in triton_gemv._configs()]
+        errors = warm(decode_gemv_shapes(cfg, batches), cands + [{**c, "PREFETCH_W": 1} for c in cands],
                       str(cfg.torch_dtype or torch.bfloat16).removeprefix("torch."), args.warm_workers)
         print(f"warmed every GEMV config of {path} in {time.monotonic() - t0:.0f} s ({args.warm_workers} processes)")
         if errors:
@@ -225,7 +227,7 @@ def tune(args: argparse.Namespace) -> dict:
     candidates = [gemv_configs.config_dict(c) for c in triton_gemv._configs()]
     measure = _engine_measure(llm, args.input_len, args.output_len)
     finalists, repeats = 3, 2
-    total = len(start) * (len(candidates) + repeats * (finalists + 1)) + 3 * len(batches) * args.ab_repeats
+    total = len(start) * (len(candidates) + repeats * (finalists + 1)) + 4 * len(batches) * args.ab_repeats
     bar = tqdm(total=total, desc="gemv-tune")
     start = dict(sorted(start.items(), key=lambda kv: -weight_elements(kv[0])))  # the big shapes first
     tuned, trials = coordinate_descent(start, candidates, measure, finalists, repeats, bar, args.budget_s)
@@ -233,6 +235,7 @@ def tune(args: argparse.Namespace) -> dict:
     plain = without_loop_stages(tuned, trials)
     if plain != tuned:
         sets[PLAIN] = plain
+    sets[PREFETCH] = {s: {**c, "PREFETCH_W": 1} for s, c in tuned.items()}
     ab = interleaved_ab(sets, batches, measure, args.ab_repeats)
     bar.update(len(sets) * len(batches) * args.ab_repeats)
     bar.close()
@@ -275,6 +278,7 @@ def tune(args: argparse.Namespace) -> dict:
 
 
 PLAIN = "tuned, no LOOP_STAGES"
+PREFETCH = "tuned + PREFETCH_W"
 
 
 def without_loop_stages(tuned: dict[str, dict], trials: list[dict]) -> dict[str, dict]:
@@ -327,20 +331,21 @@ def summarize(paths: list[str]) -> list[list]:
             continue
         start = r["settings"].get("start", "autotune")
         bound = floor.get("bytes_ms")
-        pct = [f"{bound / med[n]:.1%}" if bound else "-" for n in (start, "tuned")]
+        pct = [f"{bound / med[n]:.1%}" if bound and n in med else "-" for n in (start, "tuned", PREFETCH)]
         n_stages = sum(c.get("LOOP_STAGES", 1) > 1 for c in r["tuned_configs"].values())
         rows.append([Path(r["provenance"]["args"].get("model") or "default").name, f"{med[start]:.3f}",
                      f"{med['tuned']:.3f}", f"{med[PLAIN]:.3f}" if PLAIN in med else "=tuned",
+                     f"{med[PREFETCH]:.3f}" if PREFETCH in med else "-",
                      f"{bound:.3f}" if bound else "-", *pct, f"{n_stages}/{len(r['tuned_configs'])}", r["kept"]])
     print_table("batch-1 TPOT ms before (start) / after (tuned), and % of copy bandwidth (byte floor / TPOT)",
-                ["model", "before", "tuned", "tuned, no LOOP_STAGES", "floor", "% before", "% tuned",
+                ["model", "before", "tuned", PLAIN, PREFETCH, "floor", "% before", "% tuned", "% +PREFETCH_W",
                  "LOOP_STAGES picks", "kept"], rows)
     return rows
 
 
 def _cfg(c: dict) -> str:
     return f"N{c['BLOCK_N']} K{c['BLOCK_K']} w{c['num_warps']} s{c['num_stages']}" + (
-        f" L{c['LOOP_STAGES']}" if "LOOP_STAGES" in c else "")
+        f" L{c['LOOP_STAGES']}" if "LOOP_STAGES" in c else "") + (" P" if c.get("PREFETCH_W") else "")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -288,9 +288,9 @@ def _gemv_config_cases() -> list:
     from minivllm.kernels import gemv_configs, triton_gemv
 
     cfgs = [gemv_configs.config_dict(c) for c in triton_gemv._configs()]
-    if not CUDA:
-        cfgs = [c for c in cfgs if (c["BLOCK_N"], c["BLOCK_K"], c.get("LOOP_STAGES")) in
-                ((16, 256, None), (8, 256, 3), (2, 1024, 3), (1, 2048, None))]
+    few = [c for c in cfgs if (c["BLOCK_N"], c["BLOCK_K"], c.get("LOOP_STAGES")) in
+           ((16, 256, None), (8, 256, 3), (2, 1024, 3), (1, 2048, None))]
+    cfgs = (cfgs if CUDA else few) + [{**c, "PREFETCH_W": 1} for c in few]  # + the pin-only switch
     return [pytest.param(c, id="-".join(f"{k}{v}" for k, v in c.items())) for c in cfgs]
 
 

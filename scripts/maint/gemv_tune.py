@@ -161,15 +161,16 @@ def warm_one(job: tuple[str, bool, dict, str]) -> str:
         return f"{shape} {cfg}: {type(e).__name__}: {e}"
 
 
-def warm(shapes: dict[str, bool], candidates: list[dict], dtype: str, workers: int) -> list[str]:
+def warm(shapes: dict[str, bool], candidates: list[dict], dtype: str, workers: int) -> list[tuple[dict, str]]:
     """warm_one for every (shape, candidate) in `workers` processes (compiling is CPU-bound and serial in
-    one process); the errors found."""
+    one process); (config, error) of each failure."""
     import concurrent.futures
     import multiprocessing
 
     jobs = [(s, bias, c, dtype) for s, bias in shapes.items() for c in candidates]
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return [e for e in pool.map(warm_one, jobs, chunksize=max(1, len(jobs) // (4 * workers))) if e]
+        errors = pool.map(warm_one, jobs, chunksize=max(1, len(jobs) // (4 * workers)))
+        return [(job[2], e) for job, e in zip(jobs, errors) if e]
 
 
 def _engine_measure(llm, input_len: int, output_len: int) -> Measure:
@@ -199,11 +200,13 @@ def tune(args: argparse.Namespace) -> dict:
     from minivllm.bench.latency import engine_for_mode
     from minivllm.kernels import gemv_configs, triton_gemv
 
+    t_start = time.monotonic()
     batches = int_list(args.batch_sizes)
     if not batches or any(b < 1 or b > triton_gemv.DISPATCH_MAX_M for b in batches):
         raise ValueError(f"--batch-sizes: the GEMV runs batches of 1..{triton_gemv.DISPATCH_MAX_M} rows; "
                          f"got {args.batch_sizes!r}")
     path = model_dir(args)
+    failed: list[dict] = []  # configs that fail against F.linear on a shape: never tried, never shipped
     if args.warm_workers:
         from minivllm.loader import load_model_config
 
@@ -213,8 +216,9 @@ def tune(args: argparse.Namespace) -> dict:
         errors = warm(decode_gemv_shapes(cfg, batches), cands + [{**c, "PREFETCH_W": 1} for c in cands],
                       str(cfg.torch_dtype or torch.bfloat16).removeprefix("torch."), args.warm_workers)
         print(f"warmed every GEMV config of {path} in {time.monotonic() - t0:.0f} s ({args.warm_workers} processes)")
-        if errors:
-            raise SystemExit("GEMV configs that fail against F.linear:\n" + "\n".join(errors))
+        for c, e in errors:
+            print(f"FAILS against F.linear, left out: {e}")
+            failed += [c] if c not in failed else []
     if args.start == "autotune":
         gemv_configs.set_pins({}, label="autotune")  # start from what Triton's autotuner picks here
     if args.legacy_autotune:
@@ -224,18 +228,20 @@ def tune(args: argparse.Namespace) -> dict:
     start = {s: c for s, c in triton_gemv.autotuned_configs().items() if rows_of(s) in batches}
     if not start:
         raise SystemExit("no Triton GEMV ran in the FULL graphs (custom op 'gemv' off, or no GPU support)")
-    candidates = [gemv_configs.config_dict(c) for c in triton_gemv._configs()]
+    candidates = [c for c in map(gemv_configs.config_dict, triton_gemv._configs()) if c not in failed]
     measure = _engine_measure(llm, args.input_len, args.output_len)
     finalists, repeats = 3, 2
     total = len(start) * (len(candidates) + repeats * (finalists + 1)) + 4 * len(batches) * args.ab_repeats
     bar = tqdm(total=total, desc="gemv-tune")
     start = dict(sorted(start.items(), key=lambda kv: -weight_elements(kv[0])))  # the big shapes first
-    tuned, trials = coordinate_descent(start, candidates, measure, finalists, repeats, bar, args.budget_s)
+    left = None if args.budget_s is None else args.budget_s - (time.monotonic() - t_start)
+    tuned, trials = coordinate_descent(start, candidates, measure, finalists, repeats, bar, left)
     sets = {args.start: start, "tuned": tuned}
     plain = without_loop_stages(tuned, trials)
     if plain != tuned:
         sets[PLAIN] = plain
-    sets[PREFETCH] = {s: {**c, "PREFETCH_W": 1} for s, c in tuned.items()}
+    if not any(c.get("PREFETCH_W") for c in failed):
+        sets[PREFETCH] = {s: {**c, "PREFETCH_W": 1} for s, c in tuned.items()}
     ab = interleaved_ab(sets, batches, measure, args.ab_repeats)
     bar.update(len(sets) * len(batches) * args.ab_repeats)
     bar.close()
@@ -252,6 +258,7 @@ def tune(args: argparse.Namespace) -> dict:
               "autotune_configs": start, "tuned_configs": tuned, "plain_configs": plain, "trials": trials,
               "ab_tpot_ms": {name: {str(b): v for b, v in per.items()} for name, per in ab.items()},
               "median_tpot_ms": {str(b): s for b, s in summary.items()}, "kept": faster, "floor": floor,
+              "failed_configs": failed,
               "gemv_configs": sets[faster]}
     print_table(f"GEMV block sizes: the start ({args.start}) vs the pick by TPOT inside the FULL graph",
                 ["shape", args.start, "tuned", "tuned, no LOOP_STAGES"],
@@ -333,6 +340,8 @@ def summarize(paths: list[str]) -> list[list]:
         bound = floor.get("bytes_ms")
         pct = [f"{bound / med[n]:.1%}" if bound and n in med else "-" for n in (start, "tuned", PREFETCH)]
         n_stages = sum(c.get("LOOP_STAGES", 1) > 1 for c in r["tuned_configs"].values())
+        for c in r.get("failed_configs", []):
+            print(f"{p}: {c} FAILED against F.linear (left out: the kernel has a bug there)")
         rows.append([Path(r["provenance"]["args"].get("model") or "default").name, f"{med[start]:.3f}",
                      f"{med['tuned']:.3f}", f"{med[PLAIN]:.3f}" if PLAIN in med else "=tuned",
                      f"{med[PREFETCH]:.3f}" if PREFETCH in med else "-",
@@ -364,7 +373,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warm-workers", type=int, default=0,
                         help="first compile and check every config of this model's shapes in this many processes")
     parser.add_argument("--budget-s", type=float, default=None,
-                        help="stop starting new shapes after this many seconds of search (the rest keep the start)")
+                        help="no new shape's search starts after this many seconds of the run (the rest keep the start)")
     parser.add_argument("--json", default=None)
     return parser.parse_args(argv)
 

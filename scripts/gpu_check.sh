@@ -166,7 +166,7 @@ gemv_floor() {  # Llama first (the 70% goal); a tune past its budget keeps the s
   [ -d "$lk" ] || $dry $PY -m minivllm.tools.make_random_checkpoint --shape llama-3.2-1b --dtype bfloat16 "$lk"
   for m in llama:"$lk":220:165 qwen:"$CK":180:130; do  # name:checkpoint:cap_s:budget_s (no shape starts past it)
     IFS=: read -r name ck cap budget <<< "$m"  # --warm-workers: compile + check every config vs F.linear first
-    TAILN=16 $dry step "gemv_floor_$name" "$cap" $PY scripts/maint/gemv_tune.py --model "$ck" --batch-sizes "$b" \
+    TAILN=22 $dry step "gemv_floor_$name" "$cap" $PY scripts/maint/gemv_tune.py --model "$ck" --batch-sizes "$b" \
       --gpu-memory-utilization 0.5 --warm-workers 12 --start shipped --legacy-autotune --ab-repeats 3 \
       --budget-s "$budget" --save --json "$RES/gemv_floor_$name.json"
   done

@@ -373,7 +373,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warm-workers", type=int, default=0,
                         help="first compile and check every config of this model's shapes in this many processes")
     parser.add_argument("--budget-s", type=float, default=None,
-                        help="no new shape's search starts after this many seconds of the run (the rest keep the start)")
+                        help="no shape search starts after this many seconds of the run (the rest keep the start)")
     parser.add_argument("--json", default=None)
     return parser.parse_args(argv)
 

@@ -326,7 +326,7 @@ def _step_floor(llm, context: int) -> dict | None:
 def summarize(paths: list[str]) -> list[list]:
     """One before/after row per tune JSON (one per model): batch-1 TPOT of each set, and the % of copy
     bandwidth the byte floor gives it."""
-    rows = []
+    rows, shipped = [], []
     for p in paths:
         if not Path(p).exists():  # a tune that ran out of time wrote nothing
             print(f"{p}: missing")
@@ -340,6 +340,7 @@ def summarize(paths: list[str]) -> list[list]:
         bound = floor.get("bytes_ms")
         pct = [f"{bound / med[n]:.1%}" if bound and n in med else "-" for n in (start, "tuned", PREFETCH)]
         n_stages = sum(c.get("LOOP_STAGES", 1) > 1 for c in r["tuned_configs"].values())
+        shipped += r["gemv_configs"].values()
         for c in r.get("failed_configs", []):
             print(f"{p}: {c} FAILED against F.linear (left out: the kernel has a bug there)")
         rows.append([Path(r["provenance"]["args"].get("model") or "default").name, f"{med[start]:.3f}",
@@ -349,6 +350,11 @@ def summarize(paths: list[str]) -> list[list]:
     print_table("batch-1 TPOT ms before (start) / after (tuned), and % of copy bandwidth (byte floor / TPOT)",
                 ["model", "before", "tuned", PLAIN, PREFETCH, "floor", "% before", "% tuned", "% +PREFETCH_W",
                  "LOOP_STAGES picks", "kept"], rows)
+    for switch, code in (("LOOP_STAGES", "the pipelined configs in triton_gemv._configs()"),
+                         ("PREFETCH_W", "the PREFETCH_W path of _gemv_kernel and gemv_configs.PIN_ONLY")):
+        used = sum(c.get(switch, 0) > (switch == "LOOP_STAGES") for c in shipped)
+        print(f"{switch}: in {used} of the {len(shipped)} kept configs -> "
+              + (f"keep {code}" if used else f"no kept config uses it: {code} can go (measured, not faster)"))
     return rows
 
 

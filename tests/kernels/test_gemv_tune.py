@@ -238,7 +238,14 @@ def test_before_after_run_ab_the_start_the_tuned_set_and_the_tuned_set_without_p
     bad = gemv_tune.tune(parse_args(argv[:-1] + [str(tmp_path / "bad.json")]))
     assert bad["failed_configs"] == [P, {**A, "PREFETCH_W": 1}] and bad["tuned_configs"][qkv] == B
     assert gemv_tune.PREFETCH not in bad["median_tpot_ms"]["1"] and "FAILS" in capsys.readouterr().out
+    capsys.readouterr()
     rows = gemv_tune.summarize([str(out)])
+    verdict = capsys.readouterr().out
+    assert "LOOP_STAGES: in 1 of the 2 kept configs -> keep" in verdict
+    assert "PREFETCH_W: in 2 of the 2 kept configs -> keep" in verdict
+    gemv_tune.summarize([str(tmp_path / "bad.json")])  # the run where P and PREFETCH_W failed: neither kept
+    verdict = capsys.readouterr().out
+    assert "FAILED against F.linear" in verdict and verdict.count("can go (measured, not faster)") == 2
     name = Path(rec["provenance"]["args"]["model"] or "default").name
     assert rows == [[name, "1.050", "1.010", "1.020", "1.006", "0.500", "47.6%", "49.5%", "49.7%", "1/2",
                      gemv_tune.PREFETCH]]

@@ -26,6 +26,12 @@
 #                   (AB_REPS rounds, default 2; AB_LATENCY=0 or AB_THROUGHPUT=0 runs only the other half)
 #   bisect-kernels  the decode attention kernel at each commit of MINIVLLM_BISECT_COMMITS (default: every
 #                   commit that touched the decode kernel, its launcher or bench kernels since 40cba88)
+#   gemv-floor      batch-1 GEMV configs for the Llama-3.2-1B and Qwen3-0.6B shapes, chosen by TPOT inside the FULL
+#                   graph (scripts/maint/gemv_tune.py): every config compiled and checked against F.linear first,
+#                   then per model a before (today's configs) / tuned / tuned-without-LOOP_STAGES A/B with the byte
+#                   floor at the copy bandwidth; $OUT/gemv_floor/ gets NVIDIA_H200.json (the merged table, for
+#                   minivllm/kernels/configs/gemv/), both tune JSONs and summary.log (GEMV_FLOOR_BATCHES=1,2 tunes
+#                   the 2-row shapes too; GEMV_FLOOR_DRY=1 prints the commands only)
 #   prepare-trees DIR COMMIT...   (run where the git history is, not on the GPU) DIR/<commit>.tar.gz of each
 #                   commit's minivllm/, for a device that gets a copy of the tree without .git
 #
@@ -155,6 +161,23 @@ device_kit() {  # the labs' GPU-only toggle options, the device folders, the dem
     | tee "$RES/measure_device.json"
 }
 
+gemv_floor() {  # Llama first (the 70% goal); a tune past its budget keeps the start configs of the shapes left
+  local lk=/tmp/ckpt/llama-3.2-1b b=${GEMV_FLOOR_BATCHES:-1} dry=${GEMV_FLOOR_DRY:+echo} m name ck cap budget
+  [ -d "$lk" ] || $dry $PY -m minivllm.tools.make_random_checkpoint --shape llama-3.2-1b --dtype bfloat16 "$lk"
+  for m in llama:"$lk":220:165 qwen:"$CK":180:130; do  # name:checkpoint:cap_s:budget_s (no shape starts past it)
+    IFS=: read -r name ck cap budget <<< "$m"  # --warm-workers: compile + check every config vs F.linear first
+    TAILN=22 $dry step "gemv_floor_$name" "$cap" $PY scripts/maint/gemv_tune.py --model "$ck" --batch-sizes "$b" \
+      --gpu-memory-utilization 0.5 --warm-workers 12 --start shipped --legacy-autotune --ab-repeats 3 \
+      --budget-s "$budget" --save --json "$RES/gemv_floor_$name.json"
+  done
+  $dry $PY scripts/maint/gemv_tune.py --summary "$RES"/gemv_floor_llama.json "$RES"/gemv_floor_qwen.json \
+    2>&1 | tee "$RES/gemv_floor_summary.log"
+  mkdir -p "$OUT/gemv_floor"
+  cp minivllm/kernels/configs/gemv/NVIDIA_H200.json "$RES"/gemv_floor_*.json "$OUT/gemv_floor/" 2>/dev/null
+  cp "$RES/gemv_floor_summary.log" "$OUT/gemv_floor/summary.log" 2>/dev/null
+  return 0
+}
+
 # tree COMMIT: a directory holding COMMIT's minivllm/ (a git worktree, or the prepared tarball unpacked)
 tree() {
   local c=$1 dir=/tmp/minivllm_trees/$1
@@ -244,6 +267,7 @@ for stage in $STAGES; do
     modes) modes ;;
     labs) labs ;;
     lab02-padding-kernels) padding_kernels ;;
+    gemv-floor) gemv_floor ;;
     device-kit) device_kit ;;
     ab) ab ;;
     bisect-kernels) bisect_kernels ;;

@@ -60,16 +60,21 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
                  stride_om, stride_rm, eps,
                  M_PAD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, HAS_NORM: tl.constexpr,
                  ADD_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, USE_PDL: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    wait_for_previous_kernel(USE_PDL)
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 1,
+                 PREFETCH_W: tl.constexpr = 0):
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = n < N
+    w_rows = w_ptr + n.to(tl.int64)[:, None] * stride_wn
+    if PREFETCH_W:  # no kernel writes W: with PDL its first tile loads while the previous kernel drains
+        k = tl.arange(0, BLOCK_K)
+        w_first = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & (k < K)[None, :], other=0.0).to(tl.float32)
+    wait_for_previous_kernel(USE_PDL)
     m = tl.arange(0, M_PAD)
     m_ok = m < M
-    w_rows = w_ptr + n.to(tl.int64)[:, None] * stride_wn
     x_rows = x_ptr + m[:, None] * stride_xm
     r_rows = res_ptr + m[:, None] * stride_rm
     dtype = out_ptr.dtype.element_ty
+    rstd = tl.zeros([M_PAD], tl.float32)
     if HAS_NORM:  # prologue: the rms of each whole row (K_PAD >= K, one load; the rows are a few KB)
         kk = tl.arange(0, K_PAD)
         row_mask = m_ok[:, None] & (kk < K)[None, :]
@@ -80,37 +85,55 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
                 tl.store(res_out_ptr + m[:, None] * K + kk[None, :], xx.to(dtype), mask=row_mask)
         rstd = tl.rsqrt(tl.sum(xx * xx, axis=1) / K + eps)
     acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    if PREFETCH_W:
+        k = tl.arange(0, BLOCK_K)
+        acc = _tile_product(acc, w_first, k, k < K, x_rows, r_rows, nw_ptr, rstd, m_ok, K, dtype, SILU_MUL,
+                            HAS_NORM, ADD_RESIDUAL)
+    # LOOP_STAGES > 1: Triton pipelines a dot-free loop's loads (cp.async, W tiles this many steps ahead)
+    # only when the loop names its stages; a config's num_stages alone leaves them unpipelined
+    for k0 in tl.range(BLOCK_K * PREFETCH_W, K, BLOCK_K, num_stages=LOOP_STAGES):
         k = k0 + tl.arange(0, BLOCK_K)
         k_ok = k < K
         w = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
-        x_mask = m_ok[:, None] & k_ok[None, :]
-        x = tl.load(x_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
-        if SILU_MUL:  # x is [gate | up]: silu(gate) * up, rounded like the separate kernel's outputs
-            up = tl.load(x_rows + K + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
-            x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
-        if HAS_NORM:  # (residual add +) RMSNorm, rounded like the separate kernel's output
-            if ADD_RESIDUAL:
-                x = x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
-            nw = tl.load(nw_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
-            x = (nw[None, :] * (x * rstd[:, None])).to(dtype).to(tl.float32)
-        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+        acc = _tile_product(acc, w, k, k_ok, x_rows, r_rows, nw_ptr, rstd, m_ok, K, dtype, SILU_MUL, HAS_NORM,
+                            ADD_RESIDUAL)
     if HAS_BIAS:
         acc += tl.load(b_ptr + n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
     tl.store(out_ptr + m[:, None] * stride_om + n[None, :], acc.to(dtype), mask=m_ok[:, None] & n_ok[None, :])
 
 
+@triton.jit
+def _tile_product(acc, w, k, k_ok, x_rows, r_rows, nw_ptr, rstd, m_ok, K, dtype: tl.constexpr,
+                  SILU_MUL: tl.constexpr, HAS_NORM: tl.constexpr, ADD_RESIDUAL: tl.constexpr):
+    """acc + f(x[:, k]) @ w^T for one loaded tile of W (fp32), f: SiLU-and-mul or the RMSNorm."""
+    x_mask = m_ok[:, None] & k_ok[None, :]
+    x = tl.load(x_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
+    if SILU_MUL:  # x is [gate | up]: silu(gate) * up, rounded like the separate kernel's outputs
+        up = tl.load(x_rows + K + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
+        x = ((x / (1.0 + tl.exp(-x))).to(dtype).to(tl.float32) * up).to(dtype).to(tl.float32)
+    if HAS_NORM:  # (residual add +) RMSNorm, rounded like the separate kernel's output
+        if ADD_RESIDUAL:
+            x = x + tl.load(r_rows + k[None, :], mask=x_mask, other=0.0).to(tl.float32)
+        nw = tl.load(nw_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
+        x = (nw[None, :] * (x * rstd[:, None])).to(dtype).to(tl.float32)
+    return acc + tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+
+
 def _configs() -> list[triton.Config]:
-    """The last six are narrow and deep: 1-4 output rows per program with the whole K (or half of it) in one
-    step, so a 1024-wide projection (o_proj, down_proj) runs 256-1024 programs that each issue all their
-    loads at once, instead of 128 programs walking K in 4-6 dependent steps. With them H200 batch-1 TPOT is
-    1.052 ms against 1.134 ms without, batch 2 1.103 against 1.176 ms (two repetitions each, same run)."""
+    """Six are narrow and deep: 1-4 output rows per program with the whole K (or half of it) in one step,
+    so a 1024-wide projection (o_proj, down_proj) runs 256-1024 programs that each issue all their loads at
+    once, instead of 128 programs walking K in 4-6 dependent steps. With them H200 batch-1 TPOT is 1.052 ms
+    against 1.134 ms without, batch 2 1.103 against 1.176 ms (two repetitions each, same run). The last ten
+    walk K with their loads pipelined LOOP_STAGES steps ahead: more bytes in flight per program."""
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
             for bn, bk, w, s in ((4, 512, 4, 3), (8, 256, 4, 3), (8, 512, 4, 3), (8, 512, 8, 3),
                                  (16, 256, 4, 3), (16, 256, 8, 4), (16, 512, 8, 3), (32, 128, 4, 4),
                                  (32, 256, 8, 3), (8, 1024, 8, 2),
                                  (1, 1024, 4, 2), (1, 2048, 4, 2), (2, 1024, 4, 2), (2, 2048, 8, 2),
-                                 (4, 1024, 4, 2), (4, 2048, 8, 2))]
+                                 (4, 1024, 4, 2), (4, 2048, 8, 2))] + [
+        triton.Config({"BLOCK_N": bn, "BLOCK_K": bk, "LOOP_STAGES": s}, num_warps=w, num_stages=s)
+        for bn, bk, w, s in ((4, 256, 4, 4), (8, 256, 4, 3), (16, 256, 4, 3), (16, 256, 8, 4), (32, 128, 4, 4),
+                             (32, 256, 8, 3), (4, 512, 4, 3), (8, 512, 8, 3), (2, 1024, 4, 3), (4, 1024, 8, 3))]
 
 
 def _short_bench(fn, quantiles=None):
@@ -185,8 +208,11 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
                 HAS_NORM=norm_weight is not None, ADD_RESIDUAL=residual is not None,
                 K_PAD=next_power_of_2(K) if norm_weight is not None else 1)
     kernel = _kernel()
-    if kernel is None:  # interpreter: one small config
-        _gemv_kernel[(cdiv(N, 16),)](*args, **meta, USE_PDL=False, BLOCK_N=16, BLOCK_K=64)
+    if kernel is None:  # interpreter: this shape's pinned config (tests/kernels pin each one), else a small one
+        pin = gemv_configs.pinned_configs().get(gemv_configs.shape_name(
+            N, K, meta["M_PAD"], silu_mul, norm_weight is not None), {"BLOCK_N": 16, "BLOCK_K": 64})
+        blocks = {k: v for k, v in pin.items() if k.isupper()}
+        _gemv_kernel[(cdiv(N, blocks["BLOCK_N"]),)](*args, **meta, USE_PDL=False, **blocks)
     else:
         kernel[lambda c: (cdiv(N, c["BLOCK_N"]),)](*args, **meta, **launch_options(x.device, use_pdl))
     return out if residual is None else (out, res_out)

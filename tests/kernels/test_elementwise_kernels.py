@@ -282,6 +282,51 @@ def test_gemv_with_add_and_norm_equals_separate_ops(dtype, M, residual, bias):
     check(out, F.linear(normed.float(), w.float(), None if b is None else b.float()).to(dtype))
 
 
+def _gemv_config_cases() -> list:
+    """Every autotune config on a GPU; on the CPU (interpreter, slow) one per block shape family: a 16x64
+    tile walking K, a pipelined one (LOOP_STAGES), and a narrow one that takes K in one step."""
+    from minivllm.kernels import gemv_configs, triton_gemv
+
+    cfgs = [gemv_configs.config_dict(c) for c in triton_gemv._configs()]
+    few = [c for c in cfgs if (c["BLOCK_N"], c["BLOCK_K"], c.get("LOOP_STAGES")) in
+           ((16, 256, None), (8, 256, 3), (2, 1024, 3), (1, 2048, None))]
+    cfgs = (cfgs if CUDA else few) + [{**c, "PREFETCH_W": 1} for c in few]  # + the pin-only switch
+    return [pytest.param(c, id="-".join(f"{k}{v}" for k, v in c.items())) for c in cfgs]
+
+
+@pytest.mark.parametrize("cfg", _gemv_config_cases())
+def test_gemv_every_config_equals_linear(cfg, monkeypatch):
+    """Each config the tuner may ship, pinned for the shape (as a shipped file does), == the PyTorch
+    reference for the fused forms the decode step runs: plain, SiLU-and-mul, residual add + RMSNorm. N and K
+    are not multiples of the blocks, and K spans several steps of the pipelined configs."""
+    import torch.nn.functional as F
+
+    from minivllm.kernels import gemv_configs, triton_gemv
+
+    N, K = (40, 1100) if not CUDA else (3000, 2100)
+    w = randn(N, K, dtype=torch.float16, seed=1) / K ** 0.5
+    x = randn(1, 2 * K, dtype=torch.float16, seed=3)
+    r = randn(1, K, dtype=torch.float16, seed=5)
+    norm = RMSNorm(K, eps=1e-5).to(DEVICE, torch.float16)
+    norm.weight.data.copy_((1 + 0.1 * randn(K, seed=4)).to(torch.float16))
+    pins = {gemv_configs.shape_name(N, K, 1, silu, nrm): cfg for silu, nrm in ((0, 0), (1, 0), (0, 1))}
+    try:
+        gemv_configs.set_pins(pins, label="test")
+        triton_gemv.forget_picks()
+        check(triton_gemv.gemv(x[:, :K], w), F.linear(x[:, :K].float(), w.float()).half())
+        check(triton_gemv.gemv(x, w, silu_mul=True),
+              F.linear(SiluAndMul().forward_native(x).float(), w.float()).half())
+        out, res = triton_gemv.gemv(x[:, :K], w, norm_weight=norm.weight, eps=1e-5, residual=r)
+        normed, ref_res = norm.forward_native(x[:, :K], r)
+        assert torch.equal(res, ref_res)
+        check(out, F.linear(normed.float(), w.float()).half())
+        if CUDA:  # the autotuner ran this config alone (the pin prunes the others)
+            assert all(c == cfg for c in triton_gemv.autotuned_configs().values())
+    finally:
+        gemv_configs.set_pins(None)
+        triton_gemv.forget_picks()
+
+
 def test_gemv_norm_in_the_model_removes_the_norm_kernels(tmp_path, monkeypatch):
     """custom_ops "gemv_norm" (on with "all"): the decoder's hidden states equal the unfused path's (a 5-token prefill,
     which takes the fallback, then a 1-token decode, which takes the GEMVs with the residual add and the

@@ -22,6 +22,7 @@ from gemv_tune import parse_args  # noqa: E402
 A = {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 2}
 B = {"BLOCK_N": 4, "BLOCK_K": 2048, "num_warps": 8, "num_stages": 2}
 C = {"BLOCK_N": 1, "BLOCK_K": 2048, "num_warps": 4, "num_stages": 2}
+P = {"BLOCK_N": 8, "BLOCK_K": 256, "LOOP_STAGES": 3, "num_warps": 4, "num_stages": 3}  # loads pipelined
 
 
 @pytest.fixture
@@ -84,25 +85,27 @@ def test_the_shipped_h200_file_names_only_autotune_configs():
         picks = gemv_configs.read_config_file(f)
         assert picks, f
         for shape, cfg in picks.items():
-            assert cfg in known, (f.name, shape, cfg)
+            assert {k: v for k, v in cfg.items() if k not in gemv_configs.PIN_ONLY} in known, (f.name, shape, cfg)
             assert gemv_tune.rows_of(shape) in (1, 2), shape
 
 
-def _synthetic(costs: dict[str, dict[int, float]], noise: float = 0.0, seed: int = 0):
-    """TPOT = base + each shape's cost of its config (+ uniform noise), recording what was measured."""
+def _synthetic(costs: dict[str, dict[int, float]], noise: float = 0.0, seed: int = 0, prefetch_gain: float = 0.0):
+    """TPOT = base + each shape's cost of its config (+ uniform noise), recording what was measured; a config
+    with PREFETCH_W costs `prefetch_gain` less."""
     rng = random.Random(seed)
     seen = []
 
     def measure(pins: dict, batch: int) -> float:
         seen.append((dict(pins), batch))
-        t = 1.0 + sum(costs[s][id_of(c)] for s, c in pins.items() if gemv_tune.rows_of(s) == batch)
+        t = 1.0 + sum(costs[s][id_of(c)] - prefetch_gain * c.get("PREFETCH_W", 0) for s, c in pins.items()
+                      if gemv_tune.rows_of(s) == batch)
         return t + rng.uniform(-noise, noise)
 
     return measure, seen
 
 
 def id_of(cfg: dict) -> int:
-    return [A, B, C].index(cfg)
+    return [A, B, C, P].index({k: v for k, v in cfg.items() if k != "PREFETCH_W"})
 
 
 def test_coordinate_descent_finds_each_shapes_fastest_config_in_the_step():
@@ -168,13 +171,15 @@ def test_gemv_tune_main_writes_its_record_and_ships_the_faster_set(fake_gpu, tmp
     monkeypatch.setattr(triton_gemv, "autotuned_configs", lambda: {s: A for s in costs})
     monkeypatch.setattr(triton_gemv, "_configs", lambda: [_Cfg(A), _Cfg(B), _Cfg(C)])
     monkeypatch.setattr(gemv_tune, "_engine_measure", lambda llm, i, o: _synthetic(costs)[0])
+    monkeypatch.setattr(gemv_tune, "_step_floor", lambda llm, context: None)
     out = tmp_path / "tune.json"
     args = parse_args(["--save", "--ab-repeats", "2", "--json", str(out)])
     result = gemv_tune.tune(args)
     rec = json.loads(out.read_text())
     assert rec["autotune_configs"]["N=4096 K=1024 M_PAD=1 norm"] == A
     assert rec["tuned_configs"]["N=4096 K=1024 M_PAD=1 norm"] == B and rec["kept"] == "tuned"
-    assert rec["median_tpot_ms"]["1"] == {"autotune": pytest.approx(1.03), "tuned": pytest.approx(1.0)}
+    assert rec["median_tpot_ms"]["1"] == {"autotune": pytest.approx(1.03), "tuned": pytest.approx(1.0),
+                                          gemv_tune.PREFETCH: pytest.approx(1.0)}  # a tie: the plain set stays
     assert rec["device"] == "NVIDIA H200" and rec["provenance"]["command"]
     shipped = fake_gpu / "NVIDIA_H200.json"
     assert gemv_configs.read_config_file(shipped) == rec["tuned_configs"]  # the first --save made the file
@@ -193,5 +198,127 @@ class _Cfg:
     """Stands in for triton.Config in config_dict()."""
 
     def __init__(self, d: dict) -> None:
-        self.kwargs = {k: d[k] for k in ("BLOCK_N", "BLOCK_K")}
+        self.kwargs = {k: v for k, v in d.items() if k.isupper()}
         self.num_warps, self.num_stages = d["num_warps"], d["num_stages"]
+
+
+def test_before_after_run_ab_the_start_the_tuned_set_and_the_tuned_set_without_pipelining(fake_gpu, tmp_path,
+                                                                                        monkeypatch, capsys):
+    """--start shipped: the shipped picks are the "before"; the qkv shape's fastest config is the pipelined
+    P, so the A/B has a third set where P is replaced by the best plain config of the scan (B). Here P wins
+    over B by 0.01 ms: "tuned" is kept, and --summary prints the before/after row with the byte floor."""
+    from minivllm.bench import latency
+    from minivllm.kernels import triton_gemv
+
+    qkv = "N=4096 K=1024 M_PAD=1 norm"
+    costs = {qkv: {0: 0.05, 1: 0.02, 2: 0.04, 3: 0.01}, "N=1024 K=2048 M_PAD=1": {0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0}}
+    monkeypatch.setattr(latency, "engine_for_mode", lambda args, mode, **kw: object())
+    monkeypatch.setattr(triton_gemv, "autotuned_configs", lambda: {s: A for s in costs})
+    monkeypatch.setattr(triton_gemv, "_configs", lambda: [_Cfg(c) for c in (A, B, C, P)])
+    monkeypatch.setattr(gemv_tune, "_engine_measure", lambda llm, i, o: _synthetic(costs, prefetch_gain=0.002)[0])
+    floor = {"weight_mb": 1000.0, "kv_mb": 10.0, "total_mb": 1010.0, "bytes_ms": 0.5, "copy_gbps": 2020.0}
+    monkeypatch.setattr(gemv_tune, "_step_floor", lambda llm, context: floor)
+    warmed = []
+    monkeypatch.setattr(gemv_tune, "warm", lambda shapes, cands, dtype, workers: warmed.append(
+        (set(shapes), len(cands), workers)) or [])
+    out = tmp_path / "tune.json"
+    argv = ["--start", "shipped", "--batch-sizes", "1", "--ab-repeats", "2", "--warm-workers", "3", "--json", str(out)]
+    rec = gemv_tune.tune(parse_args(argv))
+    assert len(warmed) == 1 and warmed[0][1:] == (8, 3) and len(warmed[0][0]) == 4  # 4 shapes, 4 configs x PREFETCH_W
+    assert rec["tuned_configs"][qkv] == P and rec["plain_configs"][qkv] == B
+    assert rec["median_tpot_ms"]["1"] == {"shipped": pytest.approx(1.05), "tuned": pytest.approx(1.01),
+                                          gemv_tune.PLAIN: pytest.approx(1.02),
+                                          gemv_tune.PREFETCH: pytest.approx(1.006)}  # 2 shapes x 0.002
+    assert rec["kept"] == gemv_tune.PREFETCH and rec["gemv_configs"][qkv] == {**P, "PREFETCH_W": 1}
+    assert rec["floor"] == floor
+    assert "% of copy bandwidth: shipped 47.6%, tuned 49.5%" in capsys.readouterr().out
+    # a config failing against F.linear is left out of the search; a failing PREFETCH_W drops that set
+    monkeypatch.setattr(gemv_tune, "warm", lambda *a: [(P, "N=40 K=64 M_PAD=1 {...}: relative error 0.5"),
+                                                       ({**A, "PREFETCH_W": 1}, "N=40 ...: relative error 0.7")])
+    bad = gemv_tune.tune(parse_args(argv[:-1] + [str(tmp_path / "bad.json")]))
+    assert bad["failed_configs"] == [P, {**A, "PREFETCH_W": 1}] and bad["tuned_configs"][qkv] == B
+    assert gemv_tune.PREFETCH not in bad["median_tpot_ms"]["1"] and "FAILS" in capsys.readouterr().out
+    capsys.readouterr()
+    rows = gemv_tune.summarize([str(out)])
+    verdict = capsys.readouterr().out
+    assert "LOOP_STAGES: in 1 of the 2 kept configs -> keep" in verdict
+    assert "PREFETCH_W: in 2 of the 2 kept configs -> keep" in verdict
+    gemv_tune.summarize([str(tmp_path / "bad.json")])  # the run where P and PREFETCH_W failed: neither kept
+    verdict = capsys.readouterr().out
+    assert "FAILED against F.linear" in verdict and verdict.count("can go (measured, not faster)") == 2
+    name = Path(rec["provenance"]["args"]["model"] or "default").name
+    assert rows == [[name, "1.050", "1.010", "1.020", "1.006", "0.500", "47.6%", "49.5%", "49.7%", "1/2",
+                     gemv_tune.PREFETCH]]
+
+
+def test_legacy_autotune_leaves_the_pipelined_configs_out_unless_pinned(monkeypatch):
+    from minivllm.kernels import triton_gemv
+
+    monkeypatch.setattr(triton_gemv, "_autotuned", None)
+    monkeypatch.setattr(gemv_configs, "use_pinned", gemv_configs.use_pinned)  # restored after the test
+    configs = triton_gemv._configs()
+    gemv_tune._autotune_without_loop_stages()
+    meta = {"M_PAD": 1, "SILU_MUL": False, "HAS_NORM": True}
+    try:
+        gemv_configs.set_pins({}, label="autotune")
+        kept = gemv_configs.use_pinned(configs, {"N": 4096, "K": 1024}, **meta)
+        assert kept and len(kept) < len(configs) and all("LOOP_STAGES" not in c.kwargs for c in kept)
+        pipelined = next(gemv_configs.config_dict(c) for c in configs if "LOOP_STAGES" in c.kwargs)
+        gemv_configs.set_pins({"N=4096 K=1024 M_PAD=1 norm": pipelined})
+        assert [gemv_configs.config_dict(c) for c in gemv_configs.use_pinned(configs, {"N": 4096, "K": 1024},
+                                                                              **meta)] == [pipelined]
+    finally:
+        gemv_configs.set_pins(None)
+
+
+def test_coordinate_descent_past_its_budget_keeps_the_start_of_the_shapes_not_reached():
+    costs = {"N=4096 K=1024 M_PAD=1 norm": {0: 0.03, 1: 0.01, 2: 0.05},
+             "N=1024 K=2048 M_PAD=1": {0: 0.02, 1: 0.04, 2: 0.0}}
+    start = {s: A for s in costs}
+    tuned, trials = gemv_tune.coordinate_descent(start, [A, B, C], _synthetic(costs)[0], finalists=1, repeats=1,
+                                                 budget_s=0.0)  # the first shape always runs
+    assert tuned == {"N=4096 K=1024 M_PAD=1 norm": B, "N=1024 K=2048 M_PAD=1": A}
+    assert trials[-1] == {"shape": "N=1024 K=2048 M_PAD=1", "batch": 1, "config": A, "round": "skipped"}
+    assert gemv_tune.weight_elements("N=4096 K=1024 M_PAD=1 norm") == 4096 * 1024
+
+
+def test_decode_gemv_shapes_are_the_shipped_h200_shapes_for_qwen3_0_6b():
+    """The shapes the warm-up compiles before tuning are the ones the engine runs: for Qwen3-0.6B at batch
+    1-2, exactly the shapes of the shipped H200 file (tuned from a real engine's picks)."""
+    from minivllm.models.config import ModelConfig
+    from minivllm.tools.make_random_checkpoint import make_config
+
+    d = make_config("qwen3-0.6b", "bfloat16").to_dict()
+    cfg = ModelConfig.from_dict({**d, "architectures": ["Qwen3ForCausalLM"]})
+    shapes = gemv_tune.decode_gemv_shapes(cfg, [1, 2])
+    shipped = gemv_configs.read_config_file(gemv_configs.CONFIG_DIR / "NVIDIA_H200.json")
+    assert set(shapes) == set(shipped) and not any(shapes.values())  # Qwen3: no biases
+    d = make_config("llama-3.2-1b", "bfloat16").to_dict()
+    llama = gemv_tune.decode_gemv_shapes(ModelConfig.from_dict({**d, "architectures": ["LlamaForCausalLM"]}), [1])
+    assert set(llama) == {"N=3072 K=2048 M_PAD=1 norm", "N=2048 K=2048 M_PAD=1", "N=16384 K=2048 M_PAD=1 norm",
+                          "N=2048 K=8192 M_PAD=1 silu_mul"}
+
+
+@pytest.mark.parametrize("shape", ["N=40 K=96 M_PAD=1 norm", "N=40 K=96 M_PAD=2 silu_mul", "N=40 K=96 M_PAD=1"])
+def test_warm_one_runs_a_pinned_config_and_checks_it(shape):
+    """warm_one (the warm-up's job) runs the pinned config and compares with F.linear; on the CPU through
+    the interpreter. A config the kernel cannot run comes back as an error text, not an exception."""
+    try:
+        assert gemv_tune.warm_one((shape, True, P, "float32")) == ""
+        bad = {**P, "BLOCK_N": 3}  # not a power of 2: Triton refuses the arange
+        assert "N=40 K=96" in gemv_tune.warm_one((shape, False, bad, "float32"))
+    finally:
+        gemv_configs.set_pins(None)
+
+
+def test_a_pin_may_add_prefetch_to_any_autotune_config(fake_gpu):
+    """PREFETCH_W is a pin-only switch: the autotuner never tries it, a pinned config adds it to the autotune
+    config it names (a copy: the autotuner's own list is unchanged)."""
+    from minivllm.kernels import triton_gemv
+
+    configs = triton_gemv._configs()
+    base = gemv_configs.config_dict(configs[0])
+    gemv_configs.set_pins({"N=1024 K=2048 M_PAD=1": {**base, "PREFETCH_W": 1}})
+    (chosen,) = gemv_configs.use_pinned(configs, {"N": 1024, "K": 2048}, M_PAD=1, SILU_MUL=False, HAS_NORM=False)
+    assert gemv_configs.config_dict(chosen) == {**base, "PREFETCH_W": 1}
+    assert gemv_configs.config_dict(configs[0]) == base and chosen is not configs[0]

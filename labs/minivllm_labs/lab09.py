@@ -34,7 +34,8 @@ NO_PDL = ["all", "-pdl", "-decode_prefetch"]  # custom_ops without programmatic 
 
 
 def shape_of(model: str) -> str:
-    """The SHAPES name a checkpoint has (by its config), else its folder's name, or "tiny" for the lab model."""
+    """The record's key for a checkpoint: its SHAPES name without dots (evidence keys are dotted paths:
+    "llama-32-1b"), else its folder's name, or "tiny" for the lab model."""
     from minivllm import DEFAULT_MODEL
     from minivllm.tools.make_random_checkpoint import make_config
 
@@ -43,8 +44,8 @@ def shape_of(model: str) -> str:
     for shape in SHAPES:
         ref = make_config(shape).to_dict()
         if all(cfg.get(k) == ref.get(k) for k in keys):
-            return shape
-    return "tiny" if Path(model).resolve() == Path(DEFAULT_MODEL).resolve() else Path(model).name
+            return shape.replace(".", "")
+    return "tiny" if Path(model).resolve() == Path(DEFAULT_MODEL).resolve() else Path(model).name.replace(".", "")
 
 
 def copy_gbps() -> float:
@@ -123,7 +124,7 @@ def where_it_goes(rows: list[dict], gbps: float) -> dict:
     return {"span_us": span, "floor_us": floor, "excess_reading_us": reading - floor,
             "no_weight_kernels_us": sum(r["own_us"] for r in rows if not r["bytes"]),
             "gaps_us": gaps, "gap_share": gaps / span if span else 0.0,
-            "overlap_us": sum(r["overlap_us"] for r in rows), "kernels": len(rows)}
+            "overlap_us": sum(r["overlap_us"] for r in rows), "n_kernels": len(rows)}
 
 
 def measure_here(context: int = CONTEXT, batch: int = 1, model: str | None = None) -> dict:
@@ -188,8 +189,8 @@ def run_all(model: str, quick: bool = False) -> dict:
     shapes = {shape_of(model): measure_shape(model, gbps, quick)}
     if torch.cuda.is_available() and not quick:
         for shape in SHAPES:
-            if shape not in shapes:
-                shapes[shape] = measure_shape(lab_model(shape), gbps, quick)
+            if shape.replace(".", "") not in shapes:
+                shapes[shape.replace(".", "")] = measure_shape(lab_model(shape), gbps, quick)
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     peak = PEAK_BF16_FLOPS.get(gpu)
     roof = {"peak_bf16_flops": peak, "ridge_flops_per_byte": peak / (gbps * 1e9)} if peak else {}

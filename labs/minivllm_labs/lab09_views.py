@@ -12,7 +12,7 @@ from minivllm_labs.plots import show  # noqa: F401  (the labs' one display call 
 from minivllm_labs.quiz_data import load_claims, load_questions
 
 RESULTS = "assets/results/h200/lab09.json"
-NAMES = {"qwen3-0.6b": "Qwen3-0.6B", "llama-3.2-1b": "Llama-3.2-1B", "tiny": "minivllm-tiny (CPU)"}
+NAMES = {"qwen3-06b": "Qwen3-0.6B", "llama-32-1b": "Llama-3.2-1B", "tiny": "minivllm-tiny (CPU)"}
 #: The published anchor (Hazy Research, "Look Ma, No Bubbles!", 2025-05-27): share of an H100's memory
 #: bandwidth a batch-1 Llama-1B decode reaches in vLLM / SGLang (at most) and in their megakernel.
 ANCHORS = {"vLLM / SGLang (H100, at most)": 0.50, "megakernel (H100)": 0.78}
@@ -63,29 +63,32 @@ def plot_timeline(res: dict):
 
     fig = go.Figure()
     rows = [(k, s) for k, s in _shapes(res).items() if s.get("timeline")]
-    for key, s in rows:
-        ks = s["timeline"]["kernels"]
+    hover = ("%{customdata[0]} (%{customdata[1]})<br>%{x:.2f} us, %{customdata[2]:.2f} MB, %{customdata[3]:.0f}% "
+             "of bandwidth<br>idle before it: %{customdata[4]:.2f} us<extra></extra>")
+    for i, (key, s) in enumerate(rows):
         label = _name(key)
-        fig.add_trace(go.Bar(
-            y=[label] * len(ks), x=[k["own_us"] for k in ks], base=[k["start_us"] + k["overlap_us"] for k in ks],
-            orientation="h", showlegend=False, name=label,
-            marker=dict(color=[k["pct_bw"] if k["bytes"] else None for k in ks], colorscale="Viridis", cmin=0,
-                        cmax=100, line=dict(width=0.3, color="white"),
-                        colorbar=dict(title=dict(text="% of copy bandwidth · 占拷贝带宽 %", side="right"),
-                                      thickness=12)),
-            customdata=[[k["name"], k["category"], k["bytes"] / 1e6, k["pct_bw"], k["gap_us"]] for k in ks],
-            hovertemplate="%{customdata[0]} (%{customdata[1]})<br>%{x:.2f} us, %{customdata[2]:.2f} MB, "
-                          "%{customdata[3]:.0f}% of bandwidth<br>idle before it: %{customdata[4]:.2f} us"
-                          "<extra></extra>"))
+        for reads in (True, False):  # weight/KV readers coloured by % of bandwidth; the rest grey
+            ks = [k for k in s["timeline"]["kernels"] if bool(k["bytes"]) == reads]
+            marker = ({"color": [k["pct_bw"] for k in ks], "coloraxis": "coloraxis"} if reads else
+                      {"color": "#bdbdbd"})
+            fig.add_trace(go.Bar(
+                y=[label] * len(ks), x=[k["own_us"] for k in ks], base=[k["start_us"] + k["overlap_us"] for k in ks],
+                orientation="h", name="" if reads else "reads no weights", showlegend=not reads and i == 0,
+                marker={**marker, "line": {"width": 0.3, "color": "white"}}, hovertemplate=hover,
+                customdata=[[k["name"], k["category"], k["bytes"] / 1e6, k["pct_bw"], k["gap_us"]] for k in ks]))
         fig.add_trace(go.Scatter(x=[s["timeline"]["floor_us"]], y=[label], mode="markers", showlegend=False,
-                                 marker=dict(symbol="line-ns-open", size=30, color="#d62728", line=dict(width=3)),
+                                 marker={"symbol": "line-ns-open", "size": 30, "color": "#d62728",
+                                         "line": {"width": 3}},
                                  hovertemplate="byte floor: %{x:.0f} us<extra></extra>"))
+    fig.update_layout(coloraxis={"colorscale": "Viridis", "cmin": 0, "cmax": 100,
+                                 "colorbar": {"title": {"text": "% of copy bandwidth · 占拷贝带宽 %", "side": "right"},
+                                              "thickness": 12}})
     fig.update_layout(title="One decode step at batch 1, kernel by kernel (profiled graph replay; red tick: "
                             "bytes / copy bandwidth)", xaxis_title="time in the step (us)", barmode="overlay",
                       height=160 + 90 * max(len(rows), 1), template="plotly_white", bargap=0.35,
                       plot_bgcolor="#f4f4f4")
     return bilingual(fig, title="batch 1 的一个 decode 步，逐个 kernel（图重放的 profile；红色刻度：字节 ÷ 带宽）",
-                     x="步内时间（us）")
+                     x="步内时间（us）", names={"reads no weights": "不读权重"})
 
 
 def kernel_rows(res: dict, key: str, top: int = 8) -> list[dict]:
@@ -111,7 +114,7 @@ def kernel_table(res: dict | None) -> str:
         if not s.get("timeline"):
             continue
         t = s["timeline"]
-        lines.append(f"{_name(key)}: {t['kernels']} kernels in one step; bytes matched to GEMMs: "
+        lines.append(f"{_name(key)}: {t['n_kernels']} kernels in one step; bytes matched to GEMMs: "
                      f"{t['bytes_matched']} ({t['gemm_kernels']} GEMM kernels, {t['linear_weights']} weights)")
         lines.append(f"  {'kernel':<34}{'per step':>9}{'us':>9}{'us each':>9}{'MB':>9}{'% of bw':>9}{'gaps us':>9}")
         for g in kernel_rows(res, key):

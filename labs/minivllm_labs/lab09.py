@@ -31,6 +31,7 @@ SWEEP = (1, 16, 64, 128, 256, 512)  # batch sizes of the step-time sweep (captur
 SWEEP_CONTEXT = 16  # short prompts in the sweep: its step reads weights, hardly any KV
 PEAK_BF16_FLOPS = {"NVIDIA H200": 989e12}  # datasheet dense bf16 (a constant, not a measurement)
 NO_PDL = ["all", "-pdl", "-decode_prefetch"]  # custom_ops without programmatic dependent launch
+COPY = "copy / fill"  # bench/profile.py's category of the step's host-to-device input copies
 
 
 def shape_of(model: str) -> str:
@@ -95,35 +96,40 @@ def timeline(kernels: list[tuple[str, float, float]], steps: int, weights: list[
     step = ks[len(ks) - n:]
     gemms = [k for k in step if categorize(k[0]) == "gemm"]
     matched = len(gemms) == len(weights)
-    gemm_bytes = iter(b for _, b in weights)
-    t0, prev_end, rows = step[0][1], step[0][1], []
+    gemm_weights = iter(weights)
+    t0, prev_end, prev_cat, rows = step[0][1], step[0][1], "", []
     for name, start, dur in step:
         cat = categorize(name)
-        nbytes = 0
+        nbytes, weight = 0, ""
         if cat == "gemm" and matched:
-            nbytes = next(gemm_bytes)
+            weight, nbytes = next(gemm_weights)
         elif cat == "attention" and "decode" in name:
             nbytes = kv_bytes_per_layer
         end = start + dur
         own = max(end - max(start, prev_end), 0.0)
-        rows.append({"name": short_name(name, 40), "category": cat, "start_us": start - t0,
+        rows.append({"name": short_name(name, 40), "category": cat, "weight": weight.rsplit(".", 1)[-1],
+                     "start_us": start - t0,
                      "own_us": own, "gap_us": max(start - prev_end, 0.0), "overlap_us": max(prev_end - start, 0.0),
-                     "bytes": nbytes, "pct_bw": 100 * nbytes / (own * 1e-6) / (gbps * 1e9) if own and nbytes else 0.0})
-        prev_end = max(prev_end, end)
+                     "bytes": nbytes, "pct_bw": 100 * nbytes / (own * 1e-6) / (gbps * 1e9) if own and nbytes else 0.0,
+                     "host": COPY in (cat, prev_cat)})
+        prev_end, prev_cat = max(prev_end, end), cat
     return {"kernels": rows, "bytes_matched": matched, "gemm_kernels": len(gemms), "linear_weights": len(weights),
             **where_it_goes(rows, gbps)}
 
 
 def where_it_goes(rows: list[dict], gbps: float) -> dict:
     """One profiled step split into: the bytes' own time at copy bandwidth, what kernels that read weights
-    or KV take beyond it (ramps, tails, SMs left idle), kernels that read no weights, and idle gaps."""
+    or KV take beyond it (ramps, tails, SMs left idle), kernels that read no weights, idle gaps between the
+    replayed kernels, and idle around the step's host copies (the GPU waiting for the CPU's inputs).
+    gap_share: the replay's own gaps over the step (what "a graph saves the launch overhead" leaves)."""
     floor = sum(r["bytes"] for r in rows) / (gbps * 1e3)  # bytes / (GB/s) -> us
     reading = sum(r["own_us"] for r in rows if r["bytes"])
-    gaps = sum(r["gap_us"] for r in rows)
-    span = sum(r["own_us"] for r in rows) + gaps
+    gaps = sum(r["gap_us"] for r in rows if not r["host"])
+    host = sum(r["gap_us"] for r in rows if r["host"])
+    span = sum(r["own_us"] for r in rows) + gaps + host
     return {"span_us": span, "floor_us": floor, "excess_reading_us": reading - floor,
             "no_weight_kernels_us": sum(r["own_us"] for r in rows if not r["bytes"]),
-            "gaps_us": gaps, "gap_share": gaps / span if span else 0.0,
+            "gaps_us": gaps, "host_gaps_us": host, "gap_share": gaps / span if span else 0.0,
             "overlap_us": sum(r["overlap_us"] for r in rows), "n_kernels": len(rows)}
 
 

@@ -75,7 +75,8 @@ def plot_timeline(res: dict):
                 y=[label] * len(ks), x=[k["own_us"] for k in ks], base=[k["start_us"] + k["overlap_us"] for k in ks],
                 orientation="h", name="" if reads else "reads no weights", showlegend=not reads and i == 0,
                 marker={**marker, "line": {"width": 0.3, "color": "white"}}, hovertemplate=hover,
-                customdata=[[k["name"], k["category"], k["bytes"] / 1e6, k["pct_bw"], k["gap_us"]] for k in ks]))
+                customdata=[[k["name"] + (f" ({k['weight']})" if k.get("weight") else ""), k["category"],
+                         k["bytes"] / 1e6, k["pct_bw"], k["gap_us"]] for k in ks]))
         fig.add_trace(go.Scatter(x=[s["timeline"]["floor_us"]], y=[label], mode="markers", showlegend=False,
                                  marker={"symbol": "line-ns-open", "size": 30, "color": "#d62728",
                                          "line": {"width": 3}},
@@ -91,12 +92,14 @@ def plot_timeline(res: dict):
                      x="步内时间（us）", names={"reads no weights": "不读权重"})
 
 
-def kernel_rows(res: dict, key: str, top: int = 8) -> list[dict]:
-    """A model's kernels grouped by name: count, own us per step, MB, % of bandwidth (bytes / own time)."""
+def kernel_rows(res: dict, key: str, top: int = 10) -> list[dict]:
+    """A model's kernels grouped by name, GEMMs by the weight they read (qkv_proj, o_proj, ...: the small ones
+    reach the least bandwidth): count, own us per step, MB, % of bandwidth (bytes / own time), gaps before."""
     groups: dict[str, dict] = {}
     for k in _shapes(res)[key]["timeline"]["kernels"]:
-        g = groups.setdefault(k["name"], {"name": k["name"], "category": k["category"], "n": 0, "us": 0.0,
-                                          "bytes": 0, "gap_us": 0.0})
+        name = f"{k['name']} ({k['weight']})" if k.get("weight") else k["name"]
+        g = groups.setdefault(name, {"name": name, "category": k["category"], "n": 0, "us": 0.0,
+                                     "bytes": 0, "gap_us": 0.0})
         g["n"] += 1
         g["us"] += k["own_us"]
         g["bytes"] += k["bytes"]
@@ -116,10 +119,11 @@ def kernel_table(res: dict | None) -> str:
         t = s["timeline"]
         lines.append(f"{_name(key)}: {t['n_kernels']} kernels in one step; bytes matched to GEMMs: "
                      f"{t['bytes_matched']} ({t['gemm_kernels']} GEMM kernels, {t['linear_weights']} weights)")
-        lines.append(f"  {'kernel':<34}{'per step':>9}{'us':>9}{'us each':>9}{'MB':>9}{'% of bw':>9}{'gaps us':>9}")
+        lines.append(f"  {'kernel (weight it reads)':<40}{'per step':>9}{'us':>9}{'us each':>9}{'MB each':>9}"
+                     f"{'% of bw':>9}{'gaps us':>9}")
         for g in kernel_rows(res, key):
-            lines.append(f"  {g['name'][:33]:<34}{g['n']:>9}{g['us']:>9.1f}{g['us'] / g['n']:>9.2f}"
-                         f"{g['bytes'] / 1e6:>9.1f}{g['pct_bw']:>8.0f}%{g['gap_us']:>9.1f}")
+            lines.append(f"  {g['name'][:39]:<40}{g['n']:>9}{g['us']:>9.1f}{g['us'] / g['n']:>9.2f}"
+                         f"{g['bytes'] / 1e6 / g['n']:>9.2f}{g['pct_bw']:>8.0f}%{g['gap_us']:>9.1f}")
     return "\n".join(lines) or "no kernel timeline (a CPU run has no GPU kernels)"
 
 
@@ -129,7 +133,8 @@ PARTS = (("floor_us", "bytes at copy bandwidth", "字节 ÷ 拷贝带宽"),
           "读权重/KV 的 kernel 超出部分（爬升、收尾、空闲 SM）"),
          ("no_weight_kernels_us", "kernels that read no weights (norm, RoPE, KV store, sampler)",
           "不读权重的 kernel（norm、RoPE、KV 写入、采样）"),
-         ("gaps_us", "GPU idle between kernels", "kernel 之间 GPU 空闲"))
+         ("gaps_us", "GPU idle between replayed kernels", "重放的 kernel 之间 GPU 空闲"),
+         ("host_gaps_us", "GPU idle around the step's input copies", "步的输入拷贝前后 GPU 空闲"))
 
 
 def where_rows(res: dict | None) -> list[dict]:
@@ -163,12 +168,11 @@ def where_table(res: dict | None) -> str:
     rows = where_rows(res)
     if not rows:
         return "no kernel timeline (a CPU run has no GPU kernels)"
-    lines = [f"{'model':<16}" + "".join(f"{p.replace('_us', ''):>22}" for p, _, _ in PARTS)
-             + f"{'span':>8}{'PDL overlap':>13}"]
+    lines = []
     for r in rows:
-        lines.append(f"{r['model']:<16}" + "".join(f"{r[p]:>17.0f} us {100 * r[p] / r['span_us']:>2.0f}%"[-22:]
-                                                   for p, _, _ in PARTS)
-                     + f"{r['span_us']:>8.0f}{r['overlap_us']:>13.0f}")
+        lines.append(f"{r['model']}: one profiled step, {r['span_us']:,.0f} us (kernels that ran beside the previous "
+                     f"one, PDL: {r['overlap_us']:,.0f} us)")
+        lines += [f"  {en:<62}{r[p]:>8,.0f} us {100 * r[p] / r['span_us']:>5.1f}%" for p, en, _ in PARTS]
     return "\n".join(lines)
 
 

@@ -161,13 +161,13 @@ here = lab.measure_here(context=context, batch=batch)
 print(lab.floor_table(here))
 print(lab.where_table(here))
 
-# %% tags=["nbval-skip"] id="gpu-both-shapes"
-if lab.gpu_only("Profiling the Qwen3-0.6B and Llama-3.2-1B shapes"):
-    gpu = lab.run_all(lab.model("qwen3-0.6b"))  # about two minutes: both shapes, the sweep, PDL off
-    print(lab.floor_table(gpu))
+# %% tags=["nbval-skip"] id="gpu-llama-step"
+if lab.gpu_only("Profiling the Llama-3.2-1B shape"):
+    gpu = lab.measure_here(model=lab.model("llama-3.2-1b"))  # random bf16 weights; the recorder also sweeps batch
+    print(lab.floor_table(gpu))                              # sizes and turns PDL off: `record lab09`
     lab.show(lab.plot_timeline(gpu))
+    print(lab.kernel_table(gpu))
     print(lab.where_table(gpu))
-    print(lab.pdl_table(gpu))
 
 # %% [markdown]
 # ## 4. Self-test · 自检

@@ -5,7 +5,6 @@ path on the tiny model."""
 import json
 
 import pytest
-
 from minivllm_labs import lab09
 from minivllm_labs import lab09_views as views
 from minivllm_labs.common import REPO_ROOT, lab_model
@@ -43,10 +42,17 @@ def test_timeline_own_time_gaps_and_overlap(tl):
 
 
 def test_where_it_goes_adds_up(tl):
-    parts = tl["floor_us"] + tl["excess_reading_us"] + tl["no_weight_kernels_us"] + tl["gaps_us"]
-    assert parts == pytest.approx(tl["span_us"]) and tl["span_us"] == pytest.approx(34.0)
+    parts = sum(tl[p] for p, _, _ in views.PARTS)
+    assert parts == pytest.approx(tl["span_us"]) and tl["span_us"] == pytest.approx(34.0) and tl["host_gaps_us"] == 0
     assert tl["floor_us"] == pytest.approx(78000 / 4000) and tl["overlap_us"] == 1.0
     assert tl["gap_share"] == pytest.approx(tl["gaps_us"] / tl["span_us"])
+
+
+def test_gaps_around_the_host_copies_are_not_the_replays():
+    ks = [("Memcpy HtoD (Pageable -> Device)", 0.0, 1.0), ("_rms_norm_kernel", 6.0, 1.0), ("_rotary_kernel", 8.0, 1.0)]
+    t = lab09.timeline(ks, 1, [], 0, GBPS)
+    assert (t["host_gaps_us"], t["gaps_us"], t["span_us"]) == (5.0, 1.0, 9.0)
+    assert t["gap_share"] == pytest.approx(1 / 9)
 
 
 def test_gemms_get_no_bytes_when_the_counts_differ():
@@ -84,7 +90,8 @@ def test_views_on_a_record(tl):
     assert fig.layout.meta["mv_i18n"]["zh"]["layout"]["title.text"]
     where = views.plot_where(rec)
     assert len(where.data) == len(views.PARTS) and sum(t.x[0] for t in where.data) == pytest.approx(tl["span_us"])
-    assert "_gemv_kernel" in views.kernel_table(rec)
+    table = views.kernel_table(rec)
+    assert "_gemv_kernel (o)" in table and "nvjet_tst_128x64 (lm_head)" in table and "_decode_kernel" in table
     assert "+50 us" in views.pdl_table(rec)
     assert "256: " in views.sweep_table(rec) and "ridge point: 989 TFLOP/s" in views.sweep_table(rec)
     assert views.first_compute_batch(rec, "llama-32-1b") == 256
@@ -117,14 +124,16 @@ def _rec(file: str, key: str):
 
 def test_the_options_quote_the_records():
     """Every number an option's feedback states is the one its cited record holds."""
-    floor, step = _rec("profile_prefetch.json", "runs.0.floor.bytes_ms"), _rec("profile_prefetch.json", "runs.0.step_wall_ms")
+    floor = _rec("profile_prefetch.json", "runs.0.floor.bytes_ms")
+    step = _rec("profile_prefetch.json", "runs.0.step_wall_ms")
     assert round(floor, 3) == 0.289 and round(step, 3) == 0.981 and round(step / floor, 1) == 3.4
     assert round(_rec("profile_prefetch.json", "runs.0.floor.total_mb")) == 1225
     assert round(_rec("profile_prefetch.json", "copy_gbps")) == 4245
     assert _rec("profile_prefetch.json", "runs.0.kernels_per_step") == 239
     assert round(100 * _rec("kernels.json", "decode.0.frac_of_copy")) == 72
-    b = {n: _rec("latency.json", f"rows.{i}.decode_wall_ms_per_step") for n, i in ((1, 27), (2, 28), (16, 31), (256, 35))}
-    assert [_rec("latency.json", f"rows.{i}") ["batch"] for i in (27, 28, 31, 35)] == [1, 2, 16, 256]
+    rows = {1: 27, 2: 28, 16: 31, 256: 35}  # the cited rows of latency.json
+    b = {n: _rec("latency.json", f"rows.{i}.decode_wall_ms_per_step") for n, i in rows.items()}
+    assert [_rec("latency.json", f"rows.{i}")["batch"] for i in rows.values()] == list(rows)
     assert _rec("latency.json", "rows.27.system") == "FULL_AND_PIECEWISE"
     assert round(b[2] / b[1], 1) == 1.1 and round(b[16] / b[1], 1) == 1.6 and round(b[256] / b[1], 1) == 3.7
     ridge = 989e12 / _rec("lab07.json", "copy_bandwidth.bytes_per_s")

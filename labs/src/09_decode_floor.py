@@ -286,7 +286,8 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 # idle, and the GPU idles between kernels, so a graph-replayed batch-1 step stays well above its byte floor (the
 # table's *floor/step*). That remainder lives in the kernels, which only fewer, fuller kernels reduce: PDL hides
 # part of each boundary, and a megakernel without boundaries reached 78% on an H100 where vLLM and SGLang stay at
-# or under 50%. The claims, with the numbers that decide them:
+# or under 50% ([Hazy Research](https://hazyresearch.stanford.edu/blog/2025-05-27-no-bubbles)). The claims, with
+# the numbers that decide them:
 
 # %% [markdown] tags=["lang-zh"]
 # ## 6. 结论
@@ -294,8 +295,8 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 # **结论。** 手册的两句话在它们的本意上都成立，本实验展示的是它们没说的部分。CUDA Graph 确实去掉了 CPU 的逐个启动：整步一次提交。
 # 它去不掉 kernel 边界在 GPU 侧的代价：每个 kernel 仍要爬升和收尾，小 GEMV 让 SM 空闲，kernel 之间 GPU 空闲，所以图重放的
 # batch 1 一步仍明显高于它的字节下限（表中的 *floor/step*）。剩下的时间在 kernel 里，只有更少、更满的 kernel 能减少：PDL
-# 藏住了每个边界的一部分，而没有边界的 megakernel 在 H100 上做到了 78%，vLLM 和 SGLang 则在 50% 或以下。各条说法及决定
-# 结论的数字：
+# 藏住了每个边界的一部分，而没有边界的 megakernel 在 H100 上做到了 78%，vLLM 和 SGLang 则在 50% 或以下
+# （[Hazy Research](https://hazyresearch.stanford.edu/blog/2025-05-27-no-bubbles)）。各条说法及决定结论的数字：
 
 # %% tags=["nbval-check-output"]
 # every number in this table is read from the recorded results, not measured here

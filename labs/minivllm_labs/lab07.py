@@ -235,7 +235,7 @@ UNITS = {
     "recompiles", "rng.distinct": "distinct samples of 3", "steps_by_path.eager": "runs of 5",
     "steps_by_path.piecewise": "runs of 5", "same_tokens": "requests of 16", "replays_with_new_blocks": "steps",
     "block32_minus_block16": "graphs", "mnbt512_minus_8192": "graphs", "calls_while_generating": "calls",
-    "_share": "fraction of the step",
+    "_share": "fraction of the step", "kernels_per_step": "kernels per step",
 }
 
 

@@ -250,8 +250,8 @@ Q_ROOF, Q_WHY, Q_BATCH, Q_FLOOR = (QUESTIONS[f"lab09.q{i}"] for i in range(1, 5)
 
 # ---- claims (verdicts from lab09.json) ---------------------------------------------------------------------
 RULES = {
-    # "a graph removes launch overhead": right only if the replayed step leaves the GPU idle < 5% of the step
-    "lab09.graph-launch": lambda v: "right" if v < 0.05 else "partly",
+    # "a graph saves the launch overhead": it saves the CPU's launch calls; every kernel boundary still runs on the GPU
+    "lab09.graph-launch": lambda v: "partly" if v > 1 else "right",
     # "graphs only remove launch overhead, not the ops' own cost": right while the step stays far above its floor
     "lab09.graph-ops": lambda v: "right" if v < 0.8 else "partly",
 }

@@ -17,6 +17,7 @@ kernels and linear weights differ (a kernel split in two), the GEMMs get no byte
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import torch
@@ -27,6 +28,7 @@ RESULTS = "assets/results/h200/lab09.json"
 SHAPES = ("qwen3-0.6b", "llama-3.2-1b")  # minivllm.tools.make_random_checkpoint.SHAPES
 CONTEXT = 256  # prompt tokens of the profiled request (the KV it reads)
 STEPS = 8  # profiled steps (4x as many are timed without the profiler first)
+REPEATS = 5  # the batch-1 step is timed this many times (a new request each): median and [min, max]
 SWEEP = (1, 16, 64, 128, 256, 512)  # batch sizes of the step-time sweep (captured as FULL graphs)
 SWEEP_CONTEXT = 16  # short prompts in the sweep: its step reads weights, hardly any KV
 PEAK_BF16_FLOPS = {"NVIDIA H200": 989e12}  # datasheet dense bf16 (a constant, not a measurement)
@@ -162,13 +164,16 @@ def measure_shape(model: str, gbps: float, quick: bool = False, context: int = C
     runner = llm.model_runner
     with quiet_stderr():
         run = profile_decode(llm, batch, context, steps, high, gbps, keep_kernels=True)
+        walls = [run["step_wall_ms"]] + [profile_decode(llm, batch, context, steps, high, gbps)["step_wall_ms"]
+                                         for _ in range(1 if quick else REPEATS - 1)]
         sweep = [profile_decode(llm, b, SWEEP_CONTEXT, steps, high, gbps) for b in batches] if extras else []
     kernels = run.pop("kernel_list")
+    wall = statistics.median(walls)
     layers = len(getattr(runner.model.model, "layers", [])) or 1
     kv_layer = runner.kv_bytes_per_block() // runner.block_size * batch * (context + 4 * steps) // layers
     out = {"model": shape_of(model), "batch": batch, "context": context, "copy_gbps": gbps,
-           "step_wall_ms": run["step_wall_ms"], "floor": run["floor"],
-           "floor_share": run["floor"]["bytes_ms"] / run["step_wall_ms"],
+           "step_wall_ms": wall, "step_wall_ms_range": [min(walls), max(walls)], "repeats": len(walls),
+           "floor": run["floor"], "floor_share": run["floor"]["bytes_ms"] / wall,
            "kernels_per_step": run.get("kernels_per_step", 0),
            "sweep": [{"batch": s["batch"], "step_wall_ms": s["step_wall_ms"], "floor_ms": s["floor"]["bytes_ms"]}
                      for s in sweep]}
@@ -180,9 +185,11 @@ def measure_shape(model: str, gbps: float, quick: bool = False, context: int = C
     if cuda and extras:
         off = engine(model, pdl=False, context=context)
         with quiet_stderr():
-            r = profile_decode(off, batch, context, steps, high, gbps)
-        out["pdl_off"] = {k: r.get(k) for k in ("step_wall_ms", "kernel_us_per_step", "busy_us_per_step",
-                                               "idle_us_per_step", "window_us_per_step")}
+            runs = [profile_decode(off, batch, context, steps, high, gbps) for _ in range(REPEATS)]
+        walls = [r["step_wall_ms"] for r in runs]
+        out["pdl_off"] = {"step_wall_ms": statistics.median(walls), "step_wall_ms_range": [min(walls), max(walls)],
+                          **{k: runs[0].get(k) for k in ("kernel_us_per_step", "busy_us_per_step",
+                                                         "idle_us_per_step", "window_us_per_step")}}
         free_engine(off)
     return out
 

@@ -34,6 +34,7 @@ def floor_rows(res: dict | None) -> list[dict]:
     for key, s in _shapes(res).items():
         fl = s["floor"]
         rows.append({"model": _name(key), "weights_mb": fl["weight_mb"], "kv_mb": fl["kv_mb"],
+                     "step_range": s.get("step_wall_ms_range"),
                      "copy_gbps": s["copy_gbps"], "floor_ms": fl.get("bytes_ms"), "step_ms": s["step_wall_ms"],
                      "pct_of_floor": 100 * s["floor_share"], "kernels": s.get("kernels_per_step") or None})
     return rows
@@ -44,12 +45,13 @@ def floor_table(res: dict | None) -> str:
     if not rows:
         return "no measurements"
     head = (f"{'model':<22}{'weights MB':>11}{'KV MB':>8}{'copy GB/s':>11}{'floor ms':>10}{'step ms':>9}"
-            f"{'floor/step':>11}{'kernels':>9}")
+            f"{'[min, max]':>18}{'floor/step':>11}{'kernels':>9}")
     lines = [head]
     for r in rows:
         k = f"{r['kernels']:.0f}" if r["kernels"] else "-"
+        spread = f"[{r['step_range'][0]:.3f}, {r['step_range'][1]:.3f}]" if r["step_range"] else "-"
         lines.append(f"{r['model']:<22}{r['weights_mb']:>11,.0f}{r['kv_mb']:>8.1f}{r['copy_gbps']:>11,.0f}"
-                     f"{r['floor_ms']:>10.3f}{r['step_ms']:>9.3f}{r['pct_of_floor']:>10.1f}%{k:>9}")
+                     f"{r['floor_ms']:>10.3f}{r['step_ms']:>9.3f}{spread:>18}{r['pct_of_floor']:>10.1f}%{k:>9}")
     return "\n".join(lines)
 
 
@@ -184,8 +186,12 @@ def pdl_table(res: dict | None) -> str:
         if not off:
             continue
         on = s.get("profile", {})
+        diff = 1e3 * (off["step_wall_ms"] - s["step_wall_ms"])
+        lo_on, hi_on = s.get("step_wall_ms_range") or [s["step_wall_ms"]] * 2
+        lo_off, hi_off = off.get("step_wall_ms_range") or [off["step_wall_ms"]] * 2
+        noise = " (within noise: the ranges overlap)" if lo_off <= hi_on and lo_on <= hi_off else ""
         lines.append(f"{_name(key):<16} step {s['step_wall_ms']:.3f} ms with PDL, {off['step_wall_ms']:.3f} ms "
-                     f"without ({1e3 * (off['step_wall_ms'] - s['step_wall_ms']):+.0f} us); GPU idle per step "
+                     f"without ({diff:+.0f} us{noise}); GPU idle per profiled step "
                      f"{on.get('idle_us_per_step', 0):.0f} us with, {off['idle_us_per_step']:.0f} us without")
     return "\n".join(lines) or "no PDL A/B in this record (CUDA only)"
 

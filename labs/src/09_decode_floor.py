@@ -18,11 +18,12 @@
 #
 # **What is measured, and how.** For the Qwen3-0.6B and Llama-3.2-1B shapes (random bf16 weights: speed depends
 # on shapes, not values) on the H200: the copy bandwidth (a 1 GiB device-to-device copy, median of repeats); the
-# bytes a step reads (every weight once, plus the K/V of a 256-token context); the engine's step, median over 32
-# steps without the profiler, in its default mode (FULL_AND_PIECEWISE graphs, as
+# bytes a step reads (every weight once, plus the K/V of a 256-token context); the engine's step (32 consecutive
+# steps timed without the profiler, 5 times: the median and [min, max]), in its default mode (FULL_AND_PIECEWISE graphs, as
 # [vLLM's default](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)); one step kernel by
 # kernel, from a CUPTI profile of 8 graph replays (the functions of `minivllm bench profile`); the same step with
-# programmatic dependent launch off; and the step at batch 1 to 512. On a CPU the same code runs on the embedded
+# programmatic dependent launch off (5 times as well: a difference inside the ranges is noise); and the step at
+# batch 1 to 512 (one timing each). On a CPU the same code runs on the embedded
 # tiny model: the floor and the step, no kernels.
 
 # %% [markdown] tags=["lang-zh"]
@@ -37,10 +38,10 @@
 #
 # **测什么，怎么测。** 在 H200 上测 Qwen3-0.6B 和 Llama-3.2-1B 两种形状（随机 bf16 权重：速度取决于形状，与数值无关）：
 # 拷贝带宽（1 GiB 显存内拷贝，多次取中位数）；一步要读的字节（每个权重一次，加上 256 token 上下文的 K/V）；引擎一步的
-# 时间，不开 profiler 时 32 步的中位数，用默认模式（FULL_AND_PIECEWISE 图，与
+# 时间（不开 profiler 连续计时 32 步，重复 5 次：中位数与 [最小, 最大]），用默认模式（FULL_AND_PIECEWISE 图，与
 # [vLLM 的默认值](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)相同）；用 `minivllm bench profile`
-# 的函数对 8 次图重放做 CUPTI profile，得到一步的逐 kernel 时间；关掉 programmatic dependent launch（PDL）后的同一步；
-# 以及 batch 1 到 512 的一步。CPU 上同样的代码跑内置的 tiny 模型：只有下限和一步的时间，没有 kernel。
+# 的函数对 8 次图重放做 CUPTI profile，得到一步的逐 kernel 时间；关掉 programmatic dependent launch（PDL）后的同一步
+# （同样 5 次：差值落在范围内就是噪声）；以及 batch 1 到 512 的一步（各计时一次）。CPU 上同样的代码跑内置的 tiny 模型：只有下限和一步的时间，没有 kernel。
 
 # %% [markdown]
 # ## 1. Setup · 环境准备

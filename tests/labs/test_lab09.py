@@ -64,12 +64,14 @@ def test_gemms_get_no_bytes_when_the_counts_differ():
 def fake_record(tl) -> dict:
     def shape(step_ms: float, floor_ms: float) -> dict:
         return {"model": "x", "batch": 1, "context": 256, "copy_gbps": GBPS, "step_wall_ms": step_ms,
+                "step_wall_ms_range": [step_ms - 0.01, step_ms + 0.01],
                 "floor": {"weight_mb": 2471.6, "kv_mb": 9.4, "total_mb": 2481.0, "bytes_ms": floor_ms},
                 "floor_share": floor_ms / step_ms, "kernels_per_step": 10.0,
                 "sweep": [{"batch": b, "step_wall_ms": step_ms * f, "floor_ms": floor_ms}
                           for b, f in ((1, 1.0), (16, 1.1), (64, 1.3), (256, 2.0), (512, 3.5))],
                 "timeline": tl, "profile": {"idle_us_per_step": 5.0},
-                "pdl_off": {"step_wall_ms": step_ms + 0.05, "idle_us_per_step": 9.0}}
+                "pdl_off": {"step_wall_ms": step_ms + 0.05, "step_wall_ms_range": [step_ms + 0.005, step_ms + 0.06],
+                            "idle_us_per_step": 9.0}}
 
     return {"lab": "lab09", "provenance": {"gpu": "NVIDIA H200"}, "copy_gbps": GBPS, "context": 256,
             "roofline": {"peak_bf16_flops": 989e12, "ridge_flops_per_byte": 989e12 / (GBPS * 1e9)},
@@ -92,7 +94,8 @@ def test_views_on_a_record(tl):
     assert len(where.data) == len(views.PARTS) and sum(t.x[0] for t in where.data) == pytest.approx(tl["span_us"])
     table = views.kernel_table(rec)
     assert "_gemv_kernel (o)" in table and "nvjet_tst_128x64 (lm_head)" in table and "_decode_kernel" in table
-    assert "+50 us" in views.pdl_table(rec)
+    assert "+50 us (within noise" in views.pdl_table(rec)  # the ranges overlap
+    assert "[0.979, 0.999]" in views.floor_table(rec)
     assert "256: " in views.sweep_table(rec) and "ridge point: 989 TFLOP/s" in views.sweep_table(rec)
     assert views.first_compute_batch(rec, "llama-32-1b") == 256
     assert len(views.plot_sweep(rec).data) == 2
@@ -168,7 +171,9 @@ def test_run_all_quick_on_the_cpu():
     s = res["shapes"]["tiny"]
     assert s["floor"]["weight_mb"] > 0 and s["floor"]["kv_mb"] > 0 and s["step_wall_ms"] > 0
     assert s["floor_share"] == pytest.approx(s["floor"]["bytes_ms"] / s["step_wall_ms"], rel=1e-2)
-    assert [r["batch"] for r in s["sweep"]] == [1, 2] and "timeline" not in s
+    assert [r["batch"] for r in s["sweep"]] == [1, 2] and "timeline" not in s and s["repeats"] == 2
+    lo, hi = s["step_wall_ms_range"]
+    assert lo <= s["step_wall_ms"] <= hi
     assert "tiny" in views.floor_table(res)
     from minivllm import LLM
 

@@ -71,6 +71,7 @@ CHECKLIST = (
         ("lab05.rule_graph", "lab05.rule_compile", "lab05.rule_silent", "lab05.debug")),
     Row("handbook", "prefill is not graphed", "lab02", ("lab02.prefill",)),
     Row("handbook", "chunked-prefill chunks are fixed and can be captured", "lab07", ("handbook.chunk_size_fixed",)),
+    Row("handbook", "a graph saves launch overhead, not op time", "lab09", ("lab09.graph-launch", "lab09.graph-ops")),
     Row("handbook", "--enforce-eager frees a few hundred MB", "lab05", ("lab05.oom",)),
     Row("article", "GTC 2023 15-25%; vLLM v0.4.0 1.8x at batch 1", "lab07", ("article.sources_gtc2023_vllm040",)),
     Row("article", "TTFT 42->23 ms, 128->112 ms, 38->21 ms from graphs", "lab07",
@@ -234,6 +235,7 @@ UNITS = {
     "recompiles", "rng.distinct": "distinct samples of 3", "steps_by_path.eager": "runs of 5",
     "steps_by_path.piecewise": "runs of 5", "same_tokens": "requests of 16", "replays_with_new_blocks": "steps",
     "block32_minus_block16": "graphs", "mnbt512_minus_8192": "graphs", "calls_while_generating": "calls",
+    "_share": "fraction of the step", "kernels_per_step": "kernels per step",
 }
 
 

@@ -107,6 +107,10 @@ TOGGLES: dict[str, Toggle] = {
     "lab07": Toggle("lab07", "batch size (TPOT against this device's floor)", (
         Option("batch 1", batch=1), Option("batch 2", batch=2), Option("batch 4", batch=4),
         Option("FULL graphs, batch 1", {"cudagraph_mode": "FULL"}, 1, gpu_only=True)), ("tpot_ms", "floor_ms")),
+    "lab09": Toggle("lab09", "batch size (the step against this device's byte floor)", (
+        Option("batch 1", batch=1), Option("batch 4", batch=4), Option("batch 16", batch=16),
+        Option("FULL graphs, batch 1", {"cudagraph_mode": "FULL"}, 1, gpu_only=True),
+        Option("FULL graphs, batch 64", {"cudagraph_mode": "FULL"}, 64, gpu_only=True)), ("tpot_ms", "floor_ms")),
 }
 
 

@@ -122,9 +122,11 @@ def copy_bandwidth_gbps() -> float | None:
     return measure()
 
 
-def profile_decode(llm, batch: int, context: int, steps: int, high: int, copy_gbps: float | None) -> dict:
+def profile_decode(llm, batch: int, context: int, steps: int, high: int, copy_gbps: float | None,
+                   keep_kernels: bool = False) -> dict:
     """Start `batch` requests with `context`-token prompts, reach steady decode, time `4 * steps` steps
-    without the profiler, then profile `steps` more; the requests then run to their end."""
+    without the profiler, then profile `steps` more; the requests then run to their end. keep_kernels: also
+    return every kernel as (name, start_us, duration_us), for a timeline (Lab 09)."""
     from torch.profiler import ProfilerActivity, profile
 
     engine = llm.engine
@@ -154,7 +156,7 @@ def profile_decode(llm, batch: int, context: int, steps: int, high: int, copy_gb
     res = {"batch": batch, "context": context, "steps": steps, "step_wall_ms": wall_ms,
            "all_steps_decode": all_decode, "floor": byte_floor(llm, batch, context + n_timed, copy_gbps)}
     res.update(summarize(kernels, steps) if kernels else {})
-    return res
+    return {**res, "kernel_list": kernels} if keep_kernels else res
 
 
 def main(args) -> dict:

@@ -15,7 +15,7 @@ def _bars(fig) -> list:
     return [(t.name, tuple(t.x), tuple(t.y)) for t in fig.data]
 
 
-@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07"])
+@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab09"])
 def test_each_labs_toggle_redraws_its_figure(lab):
     quiet_engine_logs()
     run = toggles.ToggleRun(toggles.TOGGLES[lab], lab_model())
@@ -54,7 +54,7 @@ def test_every_lab_01_to_07_has_a_toggle_and_a_stable_line(capsys, monkeypatch):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU options need CUDA (scripts/gpu_check.sh device-kit)")
-@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07"])
+@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab09"])
 def test_each_gpu_option_runs(lab):
     quiet_engine_logs()
     run = toggles.ToggleRun(toggles.TOGGLES[lab], lab_model("qwen3-0.6b"))

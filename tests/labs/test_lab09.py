@@ -1,0 +1,188 @@
+"""Lab 09: the kernel timeline's arithmetic (own time, gaps, PDL overlap, bytes per kernel), the views on a
+record-shaped result, the graders and the numbers the options quote, the claims' rules, and the recorder's CPU
+path on the tiny model."""
+
+import json
+
+import pytest
+from minivllm_labs import lab09
+from minivllm_labs import lab09_views as views
+from minivllm_labs.common import REPO_ROOT, lab_model
+from minivllm_labs.lab_info import resolve_key
+from minivllm_labs.quiz import grade
+
+GBPS = 4.0  # GB/s: 4000 bytes per us
+WEIGHTS = [("l0.qkv", 8000), ("l0.o", 4000), ("l0.gate_up", 16000), ("l0.down", 8000), ("lm_head", 40000)]
+
+
+def synthetic_step(t0: float) -> list[tuple[str, float, float]]:
+    """One step: embedding, rms norm, qkv GEMV, rope, decode attention, o GEMV (launched early: PDL overlap),
+    gate_up, down, lm_head (cuBLAS name), sampler."""
+    return [("index_select_kernel", t0, 1.0), ("_rms_norm_kernel", t0 + 2, 1.0), ("_gemv_kernel", t0 + 3, 4.0),
+            ("_rotary_kernel", t0 + 8, 1.0), ("_decode_kernel", t0 + 9, 2.0), ("_gemv_kernel", t0 + 10, 3.0),
+            ("_gemv_kernel", t0 + 14, 5.0), ("_gemv_kernel", t0 + 19, 2.0), ("nvjet_tst_128x64", t0 + 22, 10.0),
+            ("argmax_kernel", t0 + 33, 1.0)]
+
+
+@pytest.fixture(scope="module")
+def tl():
+    kernels = synthetic_step(0.0) + synthetic_step(100.0)  # two steps: the last one is kept
+    return lab09.timeline(kernels, 2, WEIGHTS, kv_bytes_per_layer=2000, gbps=GBPS)
+
+
+def test_timeline_own_time_gaps_and_overlap(tl):
+    ks = tl["kernels"]
+    assert len(ks) == 10 and tl["bytes_matched"] and ks[0]["start_us"] == 0
+    assert [k["bytes"] for k in ks] == [0, 0, 8000, 0, 2000, 4000, 16000, 8000, 40000, 0]
+    o = ks[5]  # starts at 10 while the decode kernel runs to 11: 1 us overlap, own time 13 - 11 = 2
+    assert (o["overlap_us"], o["own_us"], o["gap_us"]) == (1.0, 2.0, 0.0)
+    assert ks[2]["gap_us"] == 0 and ks[3]["gap_us"] == 1.0  # qkv ends at 7, rope starts at 8
+    assert ks[2]["pct_bw"] == pytest.approx(100 * 8000 / 4 / 4000)  # 8000 B in 4 us at 4000 B/us: 50%
+    assert ks[8]["pct_bw"] == pytest.approx(100.0)  # 40000 B in 10 us
+
+
+def test_where_it_goes_adds_up(tl):
+    parts = sum(tl[p] for p, _, _ in views.PARTS)
+    assert parts == pytest.approx(tl["span_us"]) and tl["span_us"] == pytest.approx(34.0) and tl["host_gaps_us"] == 0
+    assert tl["floor_us"] == pytest.approx(78000 / 4000) and tl["overlap_us"] == 1.0
+    assert tl["gap_share"] == pytest.approx(tl["gaps_us"] / tl["span_us"])
+
+
+def test_gaps_around_the_host_copies_are_not_the_replays():
+    ks = [("Memcpy HtoD (Pageable -> Device)", 0.0, 1.0), ("_rms_norm_kernel", 6.0, 1.0), ("_rotary_kernel", 8.0, 1.0)]
+    t = lab09.timeline(ks, 1, [], 0, GBPS)
+    assert (t["host_gaps_us"], t["gaps_us"], t["span_us"]) == (5.0, 1.0, 9.0)
+    assert t["gap_share"] == pytest.approx(1 / 9)
+
+
+def test_gemms_get_no_bytes_when_the_counts_differ():
+    t = lab09.timeline(synthetic_step(0.0), 1, WEIGHTS[:-1], 2000, GBPS)
+    assert not t["bytes_matched"] and t["gemm_kernels"] == 5 and t["linear_weights"] == 4
+    assert sum(k["bytes"] for k in t["kernels"]) == 2000  # the attention kernel's K/V only
+
+
+def fake_record(tl) -> dict:
+    def shape(step_ms: float, floor_ms: float) -> dict:
+        return {"model": "x", "batch": 1, "context": 256, "copy_gbps": GBPS, "step_wall_ms": step_ms,
+                "step_wall_ms_range": [step_ms - 0.01, step_ms + 0.01],
+                "floor": {"weight_mb": 2471.6, "kv_mb": 9.4, "total_mb": 2481.0, "bytes_ms": floor_ms},
+                "floor_share": floor_ms / step_ms, "kernels_per_step": 10.0,
+                "sweep": [{"batch": b, "step_wall_ms": step_ms * f, "floor_ms": floor_ms}
+                          for b, f in ((1, 1.0), (16, 1.1), (64, 1.3), (256, 2.0), (512, 3.5))],
+                "timeline": tl, "profile": {"idle_us_per_step": 5.0},
+                "pdl_off": {"step_wall_ms": step_ms + 0.05, "step_wall_ms_range": [step_ms + 0.005, step_ms + 0.06],
+                            "idle_us_per_step": 9.0}}
+
+    return {"lab": "lab09", "provenance": {"gpu": "NVIDIA H200"}, "copy_gbps": GBPS, "context": 256,
+            "roofline": {"peak_bf16_flops": 989e12, "ridge_flops_per_byte": 989e12 / (GBPS * 1e9)},
+            "shapes": {"qwen3-06b": shape(0.989, 0.290), "llama-32-1b": shape(1.139, 0.587)}}
+
+
+def test_views_on_a_record(tl):
+    rec = fake_record(tl)
+    table = views.floor_table(rec)
+    assert "Llama-3.2-1B" in table and "51.5%" in table and "0.587" in table
+    fig = views.plot_timeline(rec)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len(bars) == 4 and len(bars[0].x) + len(bars[1].x) == 10 and fig.layout.coloraxis.cmax == 100
+    assert list(bars[0].x)[2] == 2.0 and list(bars[0].base)[2] == 11.0  # the o GEMV, from the previous end
+    assert list(bars[0].marker.color) == [k["pct_bw"] for k in tl["kernels"] if k["bytes"]]
+    assert bars[1].marker.color == "#bdbdbd" and bars[1].showlegend and not bars[3].showlegend
+    assert {t.y[0] for t in fig.data if t.type == "scatter"} == {"Qwen3-0.6B", "Llama-3.2-1B"}  # floor ticks
+    assert fig.layout.meta["mv_i18n"]["zh"]["layout"]["title.text"]
+    where = views.plot_where(rec)
+    assert len(where.data) == len(views.PARTS) and sum(t.x[0] for t in where.data) == pytest.approx(tl["span_us"])
+    table = views.kernel_table(rec)
+    assert "_gemv_kernel (o)" in table and "nvjet_tst_128x64 (lm_head)" in table and "_decode_kernel" in table
+    assert "+50 us (within noise" in views.pdl_table(rec)  # the ranges overlap
+    assert "[0.979, 0.999]" in views.floor_table(rec)
+    assert "256: " in views.sweep_table(rec) and "ridge point: 989 TFLOP/s" in views.sweep_table(rec)
+    assert views.first_compute_batch(rec, "llama-32-1b") == 256
+    assert len(views.plot_sweep(rec).data) == 2
+    for ev in (views.ev_floor, views.ev_where, views.ev_sweep):
+        assert ev(None) and "lab09.json" in ev(rec)
+
+
+def test_views_without_kernels():
+    cpu = {"copy_gbps": 8.0, "shapes": {"tiny": {"copy_gbps": 8.0, "step_wall_ms": 5.0, "floor_share": 0.3,
+                                                 "floor": {"weight_mb": 13.1, "kv_mb": 1.0, "bytes_ms": 1.5},
+                                                 "kernels_per_step": 0, "sweep": []}}}
+    assert "minivllm-tiny" in views.floor_table(cpu)
+    assert "CPU run" in views.kernel_table(cpu) and "CPU run" in views.where_table(cpu)
+    assert "CUDA only" in views.pdl_table(cpu) and views.sweep_table(cpu) == "no measurements"
+    assert views.floor_table(None) == "no measurements"
+
+
+def test_claim_keys_exist_in_a_record_and_rules_decide(tl):
+    rec = fake_record(tl)
+    by = {c.cid: c for c in views.CLAIMS}
+    for c in views.CLAIMS:
+        assert c.evidence_file == views.RESULTS and c.rule(resolve_key(rec, c.evidence_key)) == c.verdict, c.cid
+    assert by["lab09.graph-launch"].rule(1) == "right" and by["lab09.graph-ops"].rule(0.9) == "partly"
+
+
+def _rec(file: str, key: str):
+    return resolve_key(json.loads((REPO_ROOT / "assets/results/h200" / file).read_text()), key)
+
+
+def test_the_options_quote_the_records():
+    """Every number an option's feedback states is the one its cited record holds."""
+    floor = _rec("profile_prefetch.json", "runs.0.floor.bytes_ms")
+    step = _rec("profile_prefetch.json", "runs.0.step_wall_ms")
+    assert round(floor, 3) == 0.289 and round(step, 3) == 0.981 and round(step / floor, 1) == 3.4
+    assert round(_rec("profile_prefetch.json", "runs.0.floor.total_mb")) == 1225
+    assert round(_rec("profile_prefetch.json", "copy_gbps")) == 4245
+    assert _rec("profile_prefetch.json", "runs.0.kernels_per_step") == 239
+    assert round(100 * _rec("kernels.json", "decode.0.frac_of_copy")) == 72
+    rows = {1: 27, 2: 28, 16: 31, 256: 35}  # the cited rows of latency.json
+    b = {n: _rec("latency.json", f"rows.{i}.decode_wall_ms_per_step") for n, i in rows.items()}
+    assert [_rec("latency.json", f"rows.{i}")["batch"] for i in rows.values()] == list(rows)
+    assert _rec("latency.json", "rows.27.system") == "FULL_AND_PIECEWISE"
+    assert round(b[2] / b[1], 1) == 1.1 and round(b[16] / b[1], 1) == 1.6 and round(b[256] / b[1], 1) == 3.7
+    ridge = 989e12 / _rec("lab07.json", "copy_bandwidth.bytes_per_s")
+    assert 230 < ridge < 250  # "near 240"
+
+
+def test_graders():
+    assert grade(views.Q_ROOF, "B")[0] and not grade(views.Q_ROOF, "D")[0]
+    assert grade(views.Q_WHY, "b")[0] and grade(views.Q_BATCH, "C")[0] and not grade(views.Q_BATCH, "d")[0]
+    q = views.Q_FLOOR
+    assert grade(q, 8.03e9 * 2 / 3.0e12 * 1e3)[0] and grade(q, "5.35 ms")[0] and grade(q, "5353 us")[0]
+    assert not grade(q, "4.79 ms")[0]  # the datasheet's 3.35 TB/s is outside 5%
+    ok, text = grade(q, "5 GB")
+    assert not ok and "is a size but the answer is a time" in text
+
+
+def test_shape_of_and_weights_in_order(tmp_path):
+    from minivllm.tools.make_random_checkpoint import make_config
+
+    make_config("llama-3.2-1b").to_json_file(tmp_path / "config.json")
+    assert lab09.shape_of(str(tmp_path)) == "llama-32-1b"
+    assert lab09.shape_of(lab_model()) == "tiny"
+
+
+def test_run_all_quick_on_the_cpu():
+    """The recorder's CPU path: the floor, the step and a short sweep on the tiny model (no kernels here)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the CUDA path is recorded on the GPU")
+    res = lab09.run_all(lab_model(), quick=True)
+    s = res["shapes"]["tiny"]
+    assert s["floor"]["weight_mb"] > 0 and s["floor"]["kv_mb"] > 0 and s["step_wall_ms"] > 0
+    assert s["floor_share"] == pytest.approx(s["floor"]["bytes_ms"] / s["step_wall_ms"], rel=1e-2)
+    assert [r["batch"] for r in s["sweep"]] == [1, 2] and "timeline" not in s and s["repeats"] == 2
+    lo, hi = s["step_wall_ms_range"]
+    assert lo <= s["step_wall_ms"] <= hi
+    assert "tiny" in views.floor_table(res)
+    from minivllm import LLM
+
+    llm = LLM(lab_model(), max_model_len=128)
+    try:
+        names = [n for n, _ in lab09.weights_in_order(llm.model_runner.model)]
+    finally:
+        llm.shutdown()
+    layers = sum(n.endswith("qkv_proj") for n in names)
+    assert names[:4] == ["model.layers.0.self_attn.qkv_proj", "model.layers.0.self_attn.o_proj",
+                         "model.layers.0.mlp.gate_up_proj", "model.layers.0.mlp.down_proj"]
+    assert names[-1] == "lm_head" and len(names) == 4 * layers + 1

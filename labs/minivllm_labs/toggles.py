@@ -202,18 +202,16 @@ def measure_chunks(llm, option: Option, new_tokens: int = 6) -> dict:
     """Lab 08's questions on chunked prefill, measured: `option.batch` requests decode, and on the third step
     a LONG_PROMPT-token prompt arrives. Per step: the tokens scheduled and the long prompt's piece of them
     (its chunk). The chunks are what the budget leaves after the step's decodes, so they vary."""
-    from minivllm import SamplingParams
+    from minivllm_labs.lab06_engine import _greedy, _ids  # Lab 06's prompts, which its chunked-prefill run uses
 
     eng = llm.engine
     vocab = eng.model_config.vocab_size
-    ids = lambda n, salt: [3 + (7 * salt + 13 * j) % (vocab - 3) for j in range(n)]
-    greedy = lambda n: SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
-    shorts = [eng.add_request(eng.next_request_id(), ids(6, 40 + i), greedy(3 * new_tokens))
+    shorts = [eng.add_request(eng.next_request_id(), _ids(6, 40 + i, vocab), _greedy(3 * new_tokens))
               for i in range(option.batch)]
     long, step_tokens, chunks = None, [], []
     while eng.has_unfinished_requests():
         if len(step_tokens) == 2:
-            long = eng.add_request(eng.next_request_id(), ids(LONG_PROMPT, 99), greedy(2))
+            long = eng.add_request(eng.next_request_id(), _ids(LONG_PROMPT, 99, vocab), _greedy(2))
         before, done = eng.stats["scheduled_tokens"], long.num_computed_tokens if long else 0
         eng.step()
         step_tokens.append(eng.stats["scheduled_tokens"] - before)
@@ -331,6 +329,24 @@ def describe(lab: str) -> str:
     gpu = ", ".join(o.label for o in t.options if o.gpu_only)
     return (f"Live toggle · 实时开关 ({t.knob}): {cpu}" + (f"; on a CUDA GPU also {gpu}" if gpu else "")
             + ". Each click re-runs the engine and redraws the figure (a live kernel is needed).")
+
+
+def toggle_all(lab: str, model: str | None = None) -> ToggleRun:
+    """Every option this device runs, clicked once in order, and the figure: the toggle's result where no
+    widget can be drawn (a static page, the book). Lab 08 adds each option's chunks, EN and ZH."""
+    from minivllm_labs.common import lab_model
+    from minivllm_labs.plots import show
+
+    run = ToggleRun(TOGGLES[lab], model or lab_model())
+    try:
+        for o in run.toggle.available():
+            run.select(o.label)
+    finally:
+        run.close()
+    show(run.figure())
+    if run.toggle.chunks:
+        print("\n".join(chunk_line(r) for r in run.results.values()))
+    return run
 
 
 def toggle_widget(lab: str, model: str | None = None) -> None:

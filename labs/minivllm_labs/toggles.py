@@ -363,6 +363,7 @@ def toggle_widget(lab: str, model: str | None = None) -> None:
     except ImportError:
         print("ipywidgets is not installed: pip install ipywidgets")
         return
+    import minivllm.llm  # noqa: F401 (the engine's imports take seconds: paid by this cell, not by the first click)
     from minivllm_labs.common import lab_model
     from minivllm_labs.plots import show
 

@@ -86,6 +86,9 @@ METRIC_LABELS = {
 _CPU_ENGINE = {"max_model_len": 128, "max_num_batched_tokens": 128, "kv_cache_memory_bytes": 4 << 20}
 #: Dynamo traces, no Inductor: what a compile mode traces and splits, in seconds on a CPU (no C++ compile).
 _DYNAMO = {"backend": "eager"}
+#: Lab 08's engines keep no prefix cache: a second click on a budget would find the long prompt cached and
+#: compute only its last token, which is prefix caching's effect, not the budget's.
+_NO_CACHE = {"enable_prefix_caching": False}
 TOGGLES: dict[str, Toggle] = {
     "lab01": Toggle("lab01", "batch size (GPU: graphs off / FULL graphs)", (
         Option("batch 1", batch=1), Option("batch 2", batch=2), Option("batch 4", batch=4),
@@ -138,9 +141,10 @@ TOGGLES: dict[str, Toggle] = {
         Option("FULL graphs, batch 1", {"cudagraph_mode": "FULL"}, 1, gpu_only=True)), ("tpot_ms", "floor_ms"),
         differs="generated_tokens"),
     "lab08": Toggle("lab08", "chunked prefill's token budget (questions f1, f2)", (
-        Option("budget 32", {"max_num_batched_tokens": 32}, 3), Option("budget 64", {"max_num_batched_tokens": 64}, 3),
-        Option("not chunked", {"enable_chunked_prefill": False}, 3),
-        Option("budget 64, FULL graphs", {"max_num_batched_tokens": 64, "cudagraph_mode": "FULL"}, 3,
+        Option("budget 32", {"max_num_batched_tokens": 32, **_NO_CACHE}, 3),
+        Option("budget 64", {"max_num_batched_tokens": 64, **_NO_CACHE}, 3),
+        Option("not chunked", {"enable_chunked_prefill": False, **_NO_CACHE}, 3),
+        Option("budget 64, FULL graphs", {"max_num_batched_tokens": 64, "cudagraph_mode": "FULL", **_NO_CACHE}, 3,
                gpu_only=True)), ("max_step_tokens", "prefill_steps"), differs="max_step_tokens", chunks=True),
 }
 #: Lab 08's long prompt: it arrives while the others decode, and the budget decides how it is cut.

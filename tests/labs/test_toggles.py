@@ -28,18 +28,22 @@ def test_every_lab_has_a_toggle():
 
 @functools.cache
 def clicks(lab: str) -> tuple[dict, list[dict]]:
-    """Every CPU option of a lab clicked once, in order: (results by label, the figure's bars after each
-    click). Run once per lab for the tests below (the compile options' Dynamo traces take seconds each)."""
+    """Every CPU option of a lab clicked once, in order, then the first again (its engine is kept): (results
+    by label, the figure's bars after each click, the second click's result). Run once per lab for the tests
+    below (the compile options' Dynamo traces take seconds each)."""
     quiet_engine_logs()
     run = toggles.ToggleRun(toggles.TOGGLES[lab], lab_model())
     figs = []
+    options = run.toggle.available(cuda=False)
     try:
-        for o in run.toggle.available(cuda=False):
+        for o in options:
             run.select(o.label)
             figs.append(_bars(run.figure()))
+        results = dict(run.results)
+        again = run.select(options[0].label)
     finally:
         run.close()
-    return run.results, figs
+    return results, figs, again
 
 
 @pytest.mark.parametrize("lab", LABS)
@@ -51,7 +55,7 @@ def test_each_labs_toggle_redraws_its_figure(lab):
     options = toggle.available(cuda=False)
     assert len(options) >= 2 and all(not o.gpu_only for o in options)
     a, b = options[0].label, options[1].label
-    results, (fig1, fig2, *_) = clicks(lab)
+    results, (fig1, fig2, *_), again = clicks(lab)
     first, second = results[a], results[b]
     names = [toggles.METRIC_LABELS[m] for m in toggle.metrics]
     assert list(fig1) == names and all(list(bars) == [a] for bars in fig1.values()), fig1
@@ -61,6 +65,7 @@ def test_each_labs_toggle_redraws_its_figure(lab):
         assert second[m] is not None and second[m] >= 0 and fig2[name][b] == pytest.approx(second[m], rel=1e-3)
     key = toggle.differs
     assert first[key] != second[key], f"{lab}: {a!r} and {b!r} measured the same {key} ({first[key]})"
+    assert again[key] == first[key], f"{lab}: a second click on {a!r} (its engine kept) measured {again[key]}"
     if key in toggle.metrics:
         name = toggles.METRIC_LABELS[key]
         assert fig2[name][a] != fig2[name][b]

@@ -71,6 +71,12 @@ class Lab:
 
         toggle_widget(self.name)
 
+    def toggle_all(self) -> None:
+        """Every option of this lab's control run once, and the figure (a page without a kernel shows it)."""
+        from minivllm_labs.toggles import toggle_all
+
+        toggle_all(self.name)
+
     @staticmethod
     def progress() -> None:
         """Your score per lab and per topic across kernel restarts, and what to revisit (progress.py)."""

@@ -1,11 +1,19 @@
 """Live toggles on every device: one engine knob per lab, re-run on a click, the figure redrawn.
 
 Why: the labs' point is to flip an optimization and see what it does, and a self-study learner may have no
-GPU. Every lab gets one control whose options work on a CPU with the embedded model (batch size, custom ops,
-the attention backend, max_num_seqs, prefix caching, chunked prefill, block size) and, on a CUDA GPU, more
-options with the GPU's knobs (graph modes, capture sizes, compile mode 3). Each click builds a small engine
-with that setting, generates a few tokens for a few prompts (seconds on a CPU), and redraws a bar chart of
-every option measured so far, so the learner compares settings side by side.
+GPU. Every lab gets one control whose options work on a CPU with the embedded model (batch size, compile
+mode, the fallback ladder, max_num_seqs, prefix caching, chunked prefill and its token budget, block size)
+and, on a CUDA GPU, more options with the GPU's knobs (graph modes, capture sizes, custom ops, compile mode 3
+with Inductor). Each click builds a small engine with that setting, generates a few tokens for a few prompts,
+and redraws a bar chart of every option measured so far, so the learner compares settings side by side.
+
+What keeps a click within seconds on a CPU: the engine is built for 128 tokens (max_model_len and the token
+budget, so the startup profile run is one 128-token forward, not 8192), every engine a learner has built stays
+in the session (a second click on an option only generates), and the click runs torch on one thread (the
+tiny model's ops are too small to split, and on a busy machine a second thread waits for a core: 0.6 s
+against 3.4 s to start an engine on a loaded 2-core machine). The compile options trace with Dynamo only
+(backend "eager": no C++ compile; the traces and pieces are what they show). On a GPU one engine at a time
+is kept, as each takes its share of the GPU's memory.
 
 The callback is a package function (`ToggleRun.select`), tested without a widget; `toggle_widget(lab)` only
 wires it to ipywidgets. In a static build (MINIVLLM_LAB_STATIC, the committed notebooks) the cell prints
@@ -16,6 +24,8 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +53,8 @@ class Toggle:
     metrics: tuple[str, ...]  # keys of measure()'s result, one bar series each
     new_tokens: int = 6
     second_pass: bool = False  # measure the same prompts a second time (what prefix caching reuses)
+    differs: str = "computed_tokens"  # a count (not a time) that the first two CPU options change: the test's check
+    chunks: bool = False  # measure_chunks instead of measure: a long prompt arriving while others decode
 
     def available(self, cuda: bool | None = None) -> tuple[Option, ...]:
         """The options this device can run: every CPU option, and the GPU ones on CUDA."""
@@ -61,41 +73,63 @@ METRIC_LABELS = {
     "startup_s": "startup s (sum of phases)",
     "floor_ms": "floor ms (weight bytes / measured copy bandwidth)",
     "kv_blocks": "KV blocks",
+    "graphs_traced": "graphs Dynamo traced",
+    "pieces": "pieces (split at attention)",
+    "rungs": "fallback rungs tried",
+    "mode_run": "compile mode it runs at",
+    "max_step_tokens": "largest step, tokens",
+    "prefill_steps": "steps holding the long prompt",
 }
 
-_CPU_ENGINE = {"max_model_len": 128}
+#: On a CPU: 128 tokens per sequence and per step (the startup profile run is one forward of the step budget),
+#: and a 4 MiB KV cache (1,024 tokens of the embedded model; its block count still follows the block size).
+_CPU_ENGINE = {"max_model_len": 128, "max_num_batched_tokens": 128, "kv_cache_memory_bytes": 4 << 20}
+#: Dynamo traces, no Inductor: what a compile mode traces and splits, in seconds on a CPU (no C++ compile).
+_DYNAMO = {"backend": "eager"}
+#: Lab 08's engines keep no prefix cache: a second click on a budget would find the long prompt cached and
+#: compute only its last token, which is prefix caching's effect, not the budget's.
+_NO_CACHE = {"enable_prefix_caching": False}
 TOGGLES: dict[str, Toggle] = {
     "lab01": Toggle("lab01", "batch size (GPU: graphs off / FULL graphs)", (
         Option("batch 1", batch=1), Option("batch 2", batch=2), Option("batch 4", batch=4),
         Option("eager, batch 1", {"enforce_eager": True}, 1, gpu_only=True),
-        Option("FULL graphs, batch 1", {"cudagraph_mode": "FULL"}, 1, gpu_only=True),
-        Option("FULL graphs, batch 4", {"cudagraph_mode": "FULL"}, 4, gpu_only=True)), ("tpot_ms",)),
+        Option("decode graphs, batch 1", {"cudagraph_mode": "FULL_DECODE_ONLY"}, 1, gpu_only=True),
+        Option("decode graphs, batch 4", {"cudagraph_mode": "FULL_DECODE_ONLY"}, 4, gpu_only=True)), ("tpot_ms",),
+        differs="generated_tokens"),
     "lab02": Toggle("lab02", "max_num_seqs (GPU: capture sizes)", (
         Option("max_num_seqs 1", {"max_num_seqs": 1}, 4), Option("max_num_seqs 2", {"max_num_seqs": 2}, 4),
         Option("max_num_seqs 4", {"max_num_seqs": 4}, 4),
-        Option("capture 1,2,4,8; batch 5", {"cudagraph_mode": "FULL", "cudagraph_capture_sizes": [1, 2, 4, 8]}, 5,
+        Option("capture 1,2,4,8; batch 5",
+               {"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": [1, 2, 4, 8]}, 5,
                gpu_only=True),
-        Option("capture 8 only; batch 5", {"cudagraph_mode": "FULL", "cudagraph_capture_sizes": [8]}, 5,
-               gpu_only=True)), ("steps", "tpot_ms")),
-    "lab03": Toggle("lab03", "custom ops (GPU: compile mode 3 + graphs)", (
-        Option("custom ops all", {"compilation_config": {"mode": 0, "custom_ops": ["all"]}}),
-        Option("custom ops none", {"compilation_config": {"mode": 0, "custom_ops": ["none"]}}),
+        Option("capture 8 only; batch 5", {"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": [8]}, 5,
+               gpu_only=True)), ("steps", "tpot_ms"), differs="steps"),
+    "lab03": Toggle("lab03", "compile mode, Dynamo only (GPU: custom ops, mode 3 + graphs)", (
+        Option("mode 0 (no Dynamo)", {"compilation_config": {"mode": 0}, "cudagraph_mode": "NONE"}),
+        Option("mode 3 (split at attention)", {"compilation_config": {"mode": 3, **_DYNAMO}, "cudagraph_mode": "NONE"}),
+        Option("mode 2 (one graph)", {"compilation_config": {"mode": 2, **_DYNAMO}, "cudagraph_mode": "NONE"}),
+        Option("custom ops all", {"compilation_config": {"mode": 0, "custom_ops": ["all"]}}, gpu_only=True),
+        Option("custom ops none", {"compilation_config": {"mode": 0, "custom_ops": ["none"]}}, gpu_only=True),
         Option("mode 3 + FULL_AND_PIECEWISE", {"compilation_config": {"mode": 3},
                                                "cudagraph_mode": "FULL_AND_PIECEWISE"}, gpu_only=True),
-        Option("mode 0 + FULL", {"compilation_config": {"mode": 0}, "cudagraph_mode": "FULL"}, gpu_only=True)),
-        ("tpot_ms",)),
+        Option("mode 0 + decode graphs", {"compilation_config": {"mode": 0}, "cudagraph_mode": "FULL_DECODE_ONLY"},
+               gpu_only=True)),
+        ("tpot_ms", "graphs_traced", "pieces"), differs="pieces"),
     "lab04": Toggle("lab04", "block size (GPU: graphs off / default graphs)", (
         Option("block 8", {"block_size": 8}), Option("block 16", {"block_size": 16}),
         Option("block 32", {"block_size": 32}),
         Option("enforce_eager", {"enforce_eager": True}, gpu_only=True),
-        Option("default (mode 3, graphs)", {}, gpu_only=True)), ("startup_s", "kv_blocks")),
-    "lab05": Toggle("lab05", "attention backend (GPU: triton, unregistered at mode 1)", (
-        Option("attention auto", {"attention_backend": "auto"}),
-        Option("attention torch", {"attention_backend": "torch"}),
+        Option("default (mode 3, graphs)", {}, gpu_only=True)), ("startup_s", "kv_blocks"), differs="kv_blocks"),
+    "lab05": Toggle("lab05", "attention registered or not, mode 2, fallback auto (GPU: triton, mode 1)", (
+        Option("registered, mode 2", {"compilation_config": {"mode": 2, **_DYNAMO}, "cudagraph_mode": "NONE",
+                                      "fallback": "auto"}),
+        Option("unregistered, mode 2", {"attention_backend": "unregistered", "cudagraph_mode": "NONE",
+                                        "compilation_config": {"mode": 2, **_DYNAMO}, "fallback": "auto"}),
         Option("attention triton", {"attention_backend": "triton"}, gpu_only=True),
         Option("unregistered, mode 1", {"attention_backend": "unregistered",
                                         "compilation_config": {"mode": 1, "allow_graph_breaks": True},
-                                        "cudagraph_mode": "NONE"}, gpu_only=True)), ("tpot_ms",)),
+                                        "cudagraph_mode": "NONE"}, gpu_only=True)),
+        ("tpot_ms", "rungs", "mode_run"), differs="rungs"),
     "lab06": Toggle("lab06", "scheduler setting", (
         Option("prefix caching on", {"enable_prefix_caching": True}, 4),
         Option("prefix caching off", {"enable_prefix_caching": False}, 4),
@@ -106,12 +140,23 @@ TOGGLES: dict[str, Toggle] = {
         ("steps", "computed_tokens"), second_pass=True),
     "lab07": Toggle("lab07", "batch size (TPOT against this device's floor)", (
         Option("batch 1", batch=1), Option("batch 2", batch=2), Option("batch 4", batch=4),
-        Option("FULL graphs, batch 1", {"cudagraph_mode": "FULL"}, 1, gpu_only=True)), ("tpot_ms", "floor_ms")),
+        Option("decode graphs, batch 1", {"cudagraph_mode": "FULL_DECODE_ONLY"}, 1, gpu_only=True)),
+        ("tpot_ms", "floor_ms"),
+        differs="generated_tokens"),
+    "lab08": Toggle("lab08", "chunked prefill's token budget (questions f1, f2)", (
+        Option("budget 32", {"max_num_batched_tokens": 32, **_NO_CACHE}, 3),
+        Option("budget 64", {"max_num_batched_tokens": 64, **_NO_CACHE}, 3),
+        Option("not chunked", {"enable_chunked_prefill": False, **_NO_CACHE}, 3),
+        Option("budget 64, FULL graphs", {"max_num_batched_tokens": 64, "cudagraph_mode": "FULL", **_NO_CACHE}, 3,
+               gpu_only=True)), ("max_step_tokens", "prefill_steps"), differs="max_step_tokens", chunks=True),
     "lab09": Toggle("lab09", "batch size (the step against this device's byte floor)", (
         Option("batch 1", batch=1), Option("batch 4", batch=4), Option("batch 16", batch=16),
-        Option("FULL graphs, batch 1", {"cudagraph_mode": "FULL"}, 1, gpu_only=True),
-        Option("FULL graphs, batch 64", {"cudagraph_mode": "FULL"}, 64, gpu_only=True)), ("tpot_ms", "floor_ms")),
+        Option("decode graphs, batch 1", {"cudagraph_mode": "FULL_DECODE_ONLY"}, 1, gpu_only=True),
+        Option("decode graphs, batch 64", {"cudagraph_mode": "FULL_DECODE_ONLY"}, 64, gpu_only=True)),
+        ("tpot_ms", "floor_ms"), differs="generated_tokens"),
 }
+#: Lab 08's long prompt: it arrives while the others decode, and the budget decides how it is cut.
+LONG_PROMPT = 96
 
 
 def _median(xs: list[float]) -> float | None:
@@ -119,7 +164,7 @@ def _median(xs: list[float]) -> float | None:
 
 
 def engine_for(model: str, option: Option):
-    """A small engine with the option's settings (a short max_model_len on a CPU, so it starts in seconds)."""
+    """A small engine with the option's settings (128 tokens on a CPU, so it starts in about a second)."""
     import torch
 
     from minivllm import LLM
@@ -128,6 +173,22 @@ def engine_for(model: str, option: Option):
     if not torch.cuda.is_available():
         kwargs = {**_CPU_ENGINE, **kwargs}
     return LLM(model, **kwargs)
+
+
+def _engine_facts(llm) -> dict:
+    """What an engine is, not how fast: startup, KV blocks, the compile mode it runs at after the fallback
+    ladder, the rungs the ladder tried, and what Dynamo traced (none at mode 0, where nothing was traced; the
+    process-wide counters of the compile report would then be other engines')."""
+    mode = int(llm.config.compile_mode)
+    rep = llm.compile_report() if mode else {}
+    return {"startup_s": round(llm.report.phases.get("total", 0.0), 3), "kv_blocks": llm.report.num_gpu_blocks,
+            "mode_run": mode, "rungs": max(len(llm.fallback_report), 1),
+            "graphs_traced": rep.get("graphs_traced_at_startup") or 0, "pieces": rep.get("pieces") or 0}
+
+
+def _tpot_ms(outs) -> float | None:
+    return _median([(o.metrics.finished_time - o.metrics.first_token_time) * 1e3
+                    / max(o.metrics.num_generated_tokens - 1, 1) for o in outs])
 
 
 def measure(llm, option: Option, new_tokens: int = 6, second_pass: bool = False) -> dict:
@@ -142,14 +203,65 @@ def measure(llm, option: Option, new_tokens: int = 6, second_pass: bool = False)
     before = dict(llm.engine.stats)
     outs = llm.generate(prompts, params, use_tqdm=False)
     stats = llm.engine.stats
-    tpots = [(o.metrics.finished_time - o.metrics.first_token_time) / max(o.metrics.num_generated_tokens - 1, 1)
-             for o in outs]
     ttfts = [o.metrics.first_token_time - o.metrics.arrival_time for o in outs]
-    return {"option": option.label, "batch": option.batch,
-            "tpot_ms": _median([t * 1e3 for t in tpots]), "ttft_ms": _median([t * 1e3 for t in ttfts]),
-            "steps": stats["steps"] - before.get("steps", 0),
-            "computed_tokens": stats["scheduled_tokens"] - before.get("scheduled_tokens", 0),
-            "startup_s": round(sum(llm.report.phases.values()), 3), "kv_blocks": llm.report.num_gpu_blocks}
+    return {"option": option.label, "batch": option.batch, "tpot_ms": _tpot_ms(outs),
+            "ttft_ms": _median([t * 1e3 for t in ttfts]), "steps": stats["steps"] - before.get("steps", 0),
+            "generated_tokens": sum(o.metrics.num_generated_tokens for o in outs),
+            "computed_tokens": stats["scheduled_tokens"] - before.get("scheduled_tokens", 0), **_engine_facts(llm)}
+
+
+def measure_chunks(llm, option: Option, new_tokens: int = 6) -> dict:
+    """Lab 08's questions on chunked prefill, measured: `option.batch` requests decode, and on the third step
+    a LONG_PROMPT-token prompt arrives. Per step: the tokens scheduled and the long prompt's piece of them
+    (its chunk). The chunks are what the budget leaves after the step's decodes, so they vary."""
+    from minivllm_labs.lab06_engine import (  # Lab 06's prompts, which its chunked-prefill run uses
+        _greedy,
+        _ids,
+    )
+
+    eng = llm.engine
+    vocab = eng.model_config.vocab_size
+    shorts = [eng.add_request(eng.next_request_id(), _ids(6, 40 + i, vocab), _greedy(3 * new_tokens))
+              for i in range(option.batch)]
+    long, step_tokens, chunks = None, [], []
+    while eng.has_unfinished_requests():
+        if len(step_tokens) == 2:
+            long = eng.add_request(eng.next_request_id(), _ids(LONG_PROMPT, 99, vocab), _greedy(2))
+        before, done = eng.stats["scheduled_tokens"], long.num_computed_tokens if long else 0
+        eng.step()
+        step_tokens.append(eng.stats["scheduled_tokens"] - before)
+        if long is not None and long.num_computed_tokens > done and done < LONG_PROMPT:
+            chunks.append(min(long.num_computed_tokens, LONG_PROMPT) - done)
+    outs = [eng.make_output(s) for s in shorts]
+    return {"option": option.label, "batch": option.batch, "tpot_ms": _tpot_ms(outs),
+            "max_step_tokens": max(step_tokens), "prefill_steps": len(chunks), "chunks": chunks,
+            "budget": llm.config.scheduler.max_num_batched_tokens, "steps": len(step_tokens), **_engine_facts(llm)}
+
+
+def chunk_line(result: dict) -> str:
+    """Lab 08's feedback under the figure: how the budget cut the long prompt (EN, then ZH)."""
+    c, b, n = result["chunks"], result["budget"], result["batch"]
+    return (f"{result['option']}: the {LONG_PROMPT}-token prompt ran in {len(c)} step(s), chunks of "
+            f"{', '.join(map(str, c))} tokens beside {n} decodes (budget {b} tokens per step).\n"
+            f"{result['option']}：{LONG_PROMPT} token 的 prompt 用了 {len(c)} 步，chunk 依次为 "
+            f"{'、'.join(map(str, c))} 个 token，与 {n} 条解码同步执行（每步预算 {b} 个 token）。")
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one intra-op thread for a click on a CPU (the tiny model's ops are too small to split; on a
+    busy machine a second thread only waits for a core), the learner's setting restored afterwards."""
+    import torch
+
+    if torch.cuda.is_available():
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 @dataclass
@@ -160,19 +272,23 @@ class ToggleRun:
     model: str
     results: dict[str, dict] = field(default_factory=dict)
     floor: dict = field(default_factory=dict)
-    _engine: tuple = (None, None)  # (settings, engine): options that differ only in batch size share one
+    #: engines by their settings: options that differ only in batch size share one. On a CPU every engine
+    #: built stays (a few MB each: a second click on an option only generates); on a GPU only the last one.
+    engines: dict[str, Any] = field(default_factory=dict)
 
     def engine(self, option: Option):
+        import torch
+
         key = repr(sorted(option.engine.items()))
-        if self._engine[0] != key:
-            self.close()
-            self._engine = (key, engine_for(self.model, option))
-        return self._engine[1]
+        if key not in self.engines:
+            if torch.cuda.is_available():
+                self.close()
+            self.engines[key] = engine_for(self.model, option)
+        return self.engines[key]
 
     def close(self) -> None:
-        if self._engine[1] is not None:
-            self._engine[1].shutdown()
-        self._engine = (None, None)
+        while self.engines:
+            self.engines.popitem()[1].shutdown()
 
     def option(self, label: str) -> Option:
         for o in self.toggle.available():
@@ -184,9 +300,14 @@ class ToggleRun:
     def select(self, label: str) -> dict:
         """The widget's callback: run the engine with this option, keep the result, return it."""
         option = self.option(label)
-        result = measure(self.engine(option), option, self.toggle.new_tokens, self.toggle.second_pass)
-        if "floor_ms" in self.toggle.metrics:
-            result["floor_ms"] = self.floor_ms()
+        with one_thread():
+            llm = self.engine(option)
+            if self.toggle.chunks:
+                result = measure_chunks(llm, option, self.toggle.new_tokens)
+            else:
+                result = measure(llm, option, self.toggle.new_tokens, self.toggle.second_pass)
+            if "floor_ms" in self.toggle.metrics:
+                result["floor_ms"] = self.floor_ms()
         self.results[label] = result
         return result
 
@@ -225,6 +346,24 @@ def describe(lab: str) -> str:
             + ". Each click re-runs the engine and redraws the figure (a live kernel is needed).")
 
 
+def toggle_all(lab: str, model: str | None = None) -> ToggleRun:
+    """Every option this device runs, clicked once in order, and the figure: the toggle's result where no
+    widget can be drawn (a static page, the book). Lab 08 adds each option's chunks, EN and ZH."""
+    from minivllm_labs.common import lab_model
+    from minivllm_labs.plots import show
+
+    run = ToggleRun(TOGGLES[lab], model or lab_model())
+    try:
+        for o in run.toggle.available():
+            run.select(o.label)
+    finally:
+        run.close()
+    show(run.figure())
+    if run.toggle.chunks:
+        print("\n".join(chunk_line(r) for r in run.results.values()))
+    return run
+
+
 def toggle_widget(lab: str, model: str | None = None) -> None:
     """Show the lab's control in a live kernel: buttons for the options this device runs, the figure below.
     In a static build it prints what the control does (a stored widget cannot be drawn outside a kernel)."""
@@ -239,6 +378,7 @@ def toggle_widget(lab: str, model: str | None = None) -> None:
     except ImportError:
         print("ipywidgets is not installed: pip install ipywidgets")
         return
+    import minivllm.llm  # noqa: F401 (the engine's imports take seconds: paid by this cell, not by the first click)
     from minivllm_labs.common import lab_model
     from minivllm_labs.plots import show
 
@@ -259,6 +399,8 @@ def toggle_widget(lab: str, model: str | None = None) -> None:
             out.clear_output(wait=True)
             if run.results:
                 show(run.figure())
+            if run.toggle.chunks and change["new"] in run.results:
+                print(chunk_line(run.results[change["new"]]))
 
     buttons.observe(on_change, names="value")
     display(w.VBox([buttons, out]))

@@ -103,6 +103,38 @@ print(lab.grade_any(n1, "0,28")[0], lab.grade_any(lab.BY_ID["lab08.n2"], "5 ms")
 lab.show_widget(lab.mock_widget(8, seed=0))
 
 # %% [markdown] tags=["lang-en"]
+# ### Live toggle: how big is a chunk? · 实时开关：chunk 有多大？
+# Questions f1 and f2 of the bank ask what chunked prefill does to a step and how big a chunk is. Measure it on
+# this device: three requests decode, and on the third engine step a 96-token prompt arrives. Click a token budget
+# (`max_num_batched_tokens`): the engine re-runs with it, the bars show the largest step (tokens) and how many steps
+# held a piece of the long prompt, and the line under the figure lists the chunks. Predict first: with a budget of
+# 32 and three decodes in every step, how big are the chunks? "not chunked" (`enable_chunked_prefill=False`) runs
+# the whole prompt in one step. On a GPU the control also offers budget 64 with FULL graphs. The cell below it runs
+# every option once, for a page without a kernel. Then answer f2 ([Lab 06](06_paged_kv_and_batching.ipynb) has the
+# H200 record; the scheduler's code is [engine/scheduler.py](../minivllm/engine/scheduler.py) (`Scheduler.schedule`)).
+
+# %% [markdown] tags=["lang-zh"]
+# ### 实时开关：chunk 有多大？
+# 题库的 f1、f2 两题问 chunked prefill 对一步做了什么、一个 chunk 有多大。在本机实测：三条请求在解码，第三个引擎步时
+# 来了一个 96 token 的 prompt。点一个 token 预算（`max_num_batched_tokens`）：引擎用它重跑，柱状图显示最大的一步
+# （token 数）和有几步包含了长 prompt 的一部分，图下一行列出每个 chunk 的大小。先预测：预算 32、每步都有三条解码时，
+# chunk 多大？"not chunked"（`enable_chunked_prefill=False`）把整个 prompt 放在一步里。在 GPU 上还可选预算 64 加
+# FULL 整图。下面一格把每个选项各跑一次，供无 kernel 的页面查看。然后回答 f2（H200 的记录见
+# [Lab 06](06_paged_kv_and_batching.ipynb)；调度代码见 [engine/scheduler.py](../minivllm/engine/scheduler.py)
+# （`Scheduler.schedule`））。
+
+# %% tags=["nbval-ignore-output"] id="08-toggle"
+# Live toggle · 实时开关: click a budget; the engine re-runs with it and the figure is redrawn (CPU or GPU).
+lab.toggle()
+
+# %% tags=["nbval-ignore-output"] id="08-toggle-all"
+# Every option once (the figure and the chunks, also on a page without a kernel) · 每个选项各跑一次
+lab.toggle_all()
+
+# %% tags=["nbval-ignore-output"]
+lab.show_questions([lab.BY_ID["lab08.f2"]])
+
+# %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
 #
 # **Exercise.** Add a numeric question of your own: the KV bytes per token of Qwen3-0.6B at fp32 instead of bf16.

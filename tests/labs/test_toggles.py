@@ -1,7 +1,10 @@
-"""Every lab's live toggle on the CPU: the callback (ToggleRun.select, what the widget calls) re-runs the
-engine with the embedded model and the figure changes; the GPU-only options are hidden on a CPU."""
+"""Every lab's live toggle on the CPU (labs 01-08): the callback (ToggleRun.select, what the widget calls)
+re-runs the engine with the embedded model and the figure changes, by a count the knob decides (not a time);
+the GPU-only options are hidden on a CPU."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 import torch
@@ -11,50 +14,115 @@ from minivllm_labs.common import lab_model, quiet_engine_logs
 pytestmark = pytest.mark.slow
 
 
-def _bars(fig) -> list:
-    return [(t.name, tuple(t.x), tuple(t.y)) for t in fig.data]
+LABS = [f"lab{n:02d}" for n in range(1, 10)]
 
 
-@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab09"])
-def test_each_labs_toggle_redraws_its_figure(lab):
+def _bars(fig) -> dict:
+    """{series name: {option label: bar value}} of a toggle's figure (the plot wraps long labels with <br>)."""
+    return {t.name: {x.replace("<br>", " "): y for x, y in zip(t.x, t.y)} for t in fig.data}
+
+
+def test_every_lab_has_a_toggle():
+    assert sorted(toggles.TOGGLES) == LABS
+
+
+@functools.cache
+def clicks(lab: str) -> tuple[dict, list[dict]]:
+    """Every CPU option of a lab clicked once, in order, then the first again (its engine is kept): (results
+    by label, the figure's bars after each click, the second click's result). Run once per lab for the tests
+    below (the compile options' Dynamo traces take seconds each)."""
     quiet_engine_logs()
     run = toggles.ToggleRun(toggles.TOGGLES[lab], lab_model())
-    options = run.toggle.available()
-    assert len(options) >= 2 and all(not o.gpu_only for o in options) or torch.cuda.is_available()
+    figs = []
+    options = run.toggle.available(cuda=False)
     try:
-        first = run.select(options[0].label)
-        fig1 = _bars(run.figure())
-        run.select(options[1].label)
-        fig2 = _bars(run.figure())
+        for o in options:
+            run.select(o.label)
+            figs.append(_bars(run.figure()))
+        results = dict(run.results)
+        again = run.select(options[0].label)
     finally:
         run.close()
-    assert fig1 != fig2 and all(len(x) == 2 for _, x, _ in fig2), (fig1, fig2)
-    for metric in run.toggle.metrics:
-        assert first[metric] is not None and first[metric] >= 0, (metric, first)
-    if lab == "lab06":  # the same prompts again: prefix caching computes fewer tokens than without it
-        on, off = run.results["prefix caching on"], run.results["prefix caching off"]
-        assert on["computed_tokens"] < off["computed_tokens"]
+    return results, figs, again
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_each_labs_toggle_redraws_its_figure(lab):
+    """Two clicks on the CPU options: the second adds its bars, keeps the first's, and the count the toggle
+    names in `differs` (steps, KV blocks, pieces, rungs, tokens: not a time, so not noise) changes between
+    the two options in what the engine measured; where the figure shows that count, its bars differ too."""
+    toggle = toggles.TOGGLES[lab]
+    options = toggle.available(cuda=False)
+    assert len(options) >= 2 and all(not o.gpu_only for o in options)
+    a, b = options[0].label, options[1].label
+    results, (fig1, fig2, *_), again = clicks(lab)
+    first, second = results[a], results[b]
+    names = [toggles.METRIC_LABELS[m] for m in toggle.metrics]
+    assert list(fig1) == names and all(list(bars) == [a] for bars in fig1.values()), fig1
+    assert list(fig2) == names and all(list(bars) == [a, b] for bars in fig2.values()), fig2
+    for m, name in zip(toggle.metrics, names):
+        assert fig2[name][a] == fig1[name][a] == pytest.approx(first[m], rel=1e-3), (m, fig1, fig2)  # 4 digits
+        assert second[m] is not None and second[m] >= 0 and fig2[name][b] == pytest.approx(second[m], rel=1e-3)
+    key = toggle.differs
+    assert first[key] != second[key], f"{lab}: {a!r} and {b!r} measured the same {key} ({first[key]})"
+    assert again[key] == first[key], f"{lab}: a second click on {a!r} (its engine kept) measured {again[key]}"
+    if key in toggle.metrics:
+        name = toggles.METRIC_LABELS[key]
+        assert fig2[name][a] != fig2[name][b]
+
+
+def test_what_each_cpu_toggle_measures():
+    """The counts behind each toggle's point, on the CPU options: the knob does what the lab says it does."""
+    got = {lab: clicks(lab)[0] for lab in LABS}
+    new = toggles.TOGGLES["lab01"].new_tokens  # batch b decodes b sequences
+    assert [got["lab01"][f"batch {b}"]["generated_tokens"] for b in (1, 2, 4)] == [new, 2 * new, 4 * new]
+    assert [got["lab02"][f"max_num_seqs {n}"]["steps"] for n in (1, 2, 4)] == sorted(
+        (got["lab02"][f"max_num_seqs {n}"]["steps"] for n in (1, 2, 4)), reverse=True)
+    l3 = got["lab03"]
+    assert (l3["mode 0 (no Dynamo)"]["graphs_traced"], l3["mode 0 (no Dynamo)"]["pieces"]) == (0, 0)
+    assert l3["mode 3 (split at attention)"]["pieces"] > l3["mode 3 (split at attention)"]["graphs_traced"] >= 1
+    assert l3["mode 2 (one graph)"]["graphs_traced"] >= 1 and l3["mode 2 (one graph)"]["pieces"] == 0
+    assert [got["lab04"][f"block {b}"]["kv_blocks"] for b in (8, 16, 32)] == [
+        4 * got["lab04"]["block 32"]["kv_blocks"], 2 * got["lab04"]["block 32"]["kv_blocks"],
+        got["lab04"]["block 32"]["kv_blocks"]]
+    l5 = got["lab05"]
+    assert (l5["registered, mode 2"]["rungs"], l5["registered, mode 2"]["mode_run"]) == (1, 2)
+    assert (l5["unregistered, mode 2"]["rungs"], l5["unregistered, mode 2"]["mode_run"]) == (2, 0)
+    l6 = got["lab06"]  # the same prompts again: prefix caching computes fewer tokens than without it
+    assert l6["prefix caching on"]["computed_tokens"] < l6["prefix caching off"]["computed_tokens"]
+    assert l6["max_num_seqs 2"]["steps"] > l6["prefix caching on"]["steps"]
+    assert got["lab07"]["batch 1"]["floor_ms"] > 0
+    l8 = got["lab08"]  # a chunk is the budget left after the step's decodes; unchunked, the prompt is one step
+    for budget in (32, 64):
+        r = l8[f"budget {budget}"]
+        assert r["max_step_tokens"] == budget and sum(r["chunks"]) == toggles.LONG_PROMPT, r
+        assert all(c <= budget - r["batch"] for c in r["chunks"][:-1]) and r["prefill_steps"] == len(r["chunks"])
+    assert l8["budget 32"]["prefill_steps"] > l8["budget 64"]["prefill_steps"] > l8["not chunked"]["prefill_steps"]
+    assert l8["not chunked"]["chunks"] == [toggles.LONG_PROMPT]
+    assert l8["not chunked"]["max_step_tokens"] > toggles.LONG_PROMPT
+    line = toggles.chunk_line(l8["budget 32"])
+    assert "chunks of" in line and "chunk 依次为" in line and line.count("\n") == 1
 
 
 def test_gpu_options_only_on_a_gpu_and_a_clear_error():
     t = toggles.TOGGLES["lab01"]
     assert [o.label for o in t.available(cuda=False)] == ["batch 1", "batch 2", "batch 4"]
-    assert "FULL graphs, batch 1" in [o.label for o in t.available(cuda=True)]
+    assert "decode graphs, batch 1" in [o.label for o in t.available(cuda=True)]
     run = toggles.ToggleRun(t, "unused")
     with pytest.raises(ValueError, match="no option 'nope'"):
         run.option("nope")
 
 
-def test_every_lab_01_to_07_has_a_toggle_and_a_stable_line(capsys, monkeypatch):
+def test_every_lab_has_a_stable_line(capsys, monkeypatch):
     monkeypatch.setenv("MINIVLLM_LAB_STATIC", "1")
-    for n in range(1, 8):
-        toggles.toggle_widget(f"lab0{n}", model="unused")
+    for lab in LABS:
+        toggles.toggle_widget(lab, model="unused")
         line = capsys.readouterr().out
         assert line.startswith("Live toggle") and line.count("\n") == 1, line
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU options need CUDA (scripts/gpu_check.sh device-kit)")
-@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab09"])
+@pytest.mark.parametrize("lab", LABS)
 def test_each_gpu_option_runs(lab):
     quiet_engine_logs()
     run = toggles.ToggleRun(toggles.TOGGLES[lab], lab_model("qwen3-0.6b"))

@@ -33,8 +33,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
               if a.json else f"{o.prompt!r} -> {c.text!r}")
         for label, name in (("prompt", "prompt_logprobs"), ("output", "logprobs")) if not a.json else ():
             for tok, *top in lps[name] or []:  # one line per token: the chosen one, then the top k
-                print(f"  {label} {tok[1]!r:>12} {tok[2]:9.4f} (rank {tok[3]:>6})  top: "
-                      + ", ".join(f"{t[1]!r} {t[2]:.4f}" for t in top))
+                print(f"  {label} {tok[1]!r:>12} {tok[2]:9.4f} (rank {tok[3]:>6})"
+                      + "".join(f"{', top: ' if i == 0 else ', '}{t[1]!r} {t[2]:.4f}" for i, t in enumerate(top)))
     return 0
 
 

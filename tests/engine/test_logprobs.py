@@ -62,7 +62,7 @@ def check_against_hf(path, prompts, outs, k: int | None, pk: int | None) -> None
 
 
 @pytest.mark.parametrize("name", ["qwen3-gqa2-d16", "llama-gqa4-d32"])
-@pytest.mark.parametrize("sampling", [dict(temperature=0), dict(temperature=0.8, top_k=4, seed=7)])
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.8, "top_k": 4, "seed": 7}])
 def test_logprobs_match_hf_with_chunked_prefill(name, sampling, ckpt_root):
     path = tiny_checkpoint(name, ckpt_root)
     llm = LLM(str(path), max_model_len=128, max_num_batched_tokens=7)  # prompts cut into 7-token chunks
@@ -81,7 +81,7 @@ def test_mixed_batch_and_zero(ckpt_root):
     path = tiny_checkpoint("qwen3-gqa2-d16", ckpt_root)
     llm = LLM(str(path), max_model_len=128)
     prompts = random_prompts(llm.engine.model_config.vocab_size, [5, 8, 3, 6], seed=12)
-    base = dict(temperature=0, max_tokens=5, ignore_eos=True)
+    base = {"temperature": 0, "max_tokens": 5, "ignore_eos": True}
     params = [SamplingParams(**base), SamplingParams(**base, logprobs=0), SamplingParams(**base, logprobs=5),
               SamplingParams(**base, prompt_logprobs=0)]
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)

@@ -1,4 +1,5 @@
-"""What `LLM.generate` returns, mirroring vLLM's RequestOutput / CompletionOutput (and Logprob, vllm/logprobs.py)."""
+"""What `LLM.generate` returns, mirroring vLLM's RequestOutput / CompletionOutput (vllm/outputs.py) and Logprob
+(https://github.com/vllm-project/vllm/blob/main/vllm/logprobs.py)."""
 
 from __future__ import annotations
 

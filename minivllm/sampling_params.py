@@ -19,7 +19,8 @@ SAMPLING_EPS = 1e-5
 # The sampler puts top_k into an int64 tensor and compares it with token positions; a bound far above any
 # vocabulary keeps that in range (2**63 overflows the conversion) and still means "all tokens".
 TOP_K_MAX = 2**31 - 1
-# vLLM's default ModelConfig.max_logprobs: a request may ask for at most this many alternatives per position.
+# vLLM's default max_logprobs (vllm/config/model.py): at most this many alternatives per position; vLLM's engine
+# argument to raise it is not here (README: "Where minivllm differs from vLLM").
 MAX_LOGPROBS = 20
 
 

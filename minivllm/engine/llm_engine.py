@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import cache
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from minivllm.engine.sequence import Sequence, SequenceStatus
 from minivllm.engine_args import EngineArgs
 from minivllm.loader import NoTokenizer, load_tokenizer
 from minivllm.models.config import ModelConfig
-from minivllm.outputs import CompletionOutput, Logprob, RequestOutput, logprobs_dict
+from minivllm.outputs import CompletionOutput, RequestOutput, logprobs_dict
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.model_runner import ModelRunner
 from minivllm.worker.model_runner_output import ModelRunnerOutput
@@ -229,18 +230,11 @@ class LLMEngine:
         finish = seq.status.value if seq.is_finished else None
         comp = CompletionOutput(0, seq.output_text, list(seq.output_token_ids), finish, seq.stop_reason,
                                 seq.logprobs, seq.cumulative_logprob)
-        self._decode_logprobs((seq.logprobs or []) + (seq.prompt_logprobs or []))
+        if not isinstance(self.tokenizer, NoTokenizer):  # each Logprob's text, as vLLM's detokenizer fills it
+            text = cache(lambda t: self.tokenizer.decode([t], skip_special_tokens=False))
+            for d in filter(None, (seq.logprobs or []) + (seq.prompt_logprobs or [])):
+                for tid, lp in d.items():
+                    lp.decoded_token = text(tid)
         return RequestOutput(seq.request_id, seq.prompt, list(seq.prompt_token_ids), [comp], seq.is_finished,
                              seq.metrics, seq.num_cached_tokens, {"num_preemptions": seq.num_preemptions},
                              seq.prompt_logprobs)
-
-    def _decode_logprobs(self, positions: list[dict[int, Logprob] | None]) -> None:
-        """Each Logprob's decoded_token, as vLLM's detokenizer fills it (None without a tokenizer)."""
-        if isinstance(self.tokenizer, NoTokenizer):
-            return
-        text: dict[int, str] = {}
-        for d in positions:
-            for tid, lp in (d or {}).items():
-                if tid not in text:
-                    text[tid] = self.tokenizer.decode([tid], skip_special_tokens=False)
-                lp.decoded_token = text[tid]

@@ -21,7 +21,7 @@ from minivllm.compilation.cuda_graph import CUDAGraphWrapper
 from minivllm.compilation.levels import CompiledForward, Forward
 from minivllm.config import CUDAGraphMode, EngineConfig
 from minivllm.engine.sched_output import SchedulerOutput
-from minivllm.layers.sampler import Sampler, gather_logprobs
+from minivllm.layers.sampler import LogprobsTensors, Sampler, gather_logprobs
 from minivllm.models.config import ModelConfig
 from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
 from minivllm.worker.graph_capture import CaptureStats, capture_graphs
@@ -242,8 +242,11 @@ class ModelRunner:
         if not owners:
             return None
         k = max(seq.params.prompt_logprobs for seq, _, _ in owners)
-        logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)])
-        return owners, gather_logprobs(logits, torch.tensor(targets, device=self.device), k)
+        rows, targets = torch.tensor(rows, device=self.device), torch.tensor(targets, device=self.device)
+        # 256 rows at a time: a whole chunk's fp32 logits (8192 x a 150k vocabulary: 5 GB) would not fit
+        parts = [gather_logprobs(self.model.compute_logits(hidden[rows[i:i + 256]]), targets[i:i + 256], k)
+                 for i in range(0, len(rows), 256)]
+        return owners, LogprobsTensors(*(torch.cat(t) for t in zip(*parts)))
 
     def run_forward(self, batch: PreparedBatch, mode: CUDAGraphMode = NONE) -> torch.Tensor:
         """The forward over the buffers, under the step's graph decision: a FULL decode graph returns logits (the

@@ -21,6 +21,9 @@
 #                   512-token prefill (TTFT at batch 1) under eager, PIECEWISE and FULL in one run
 #   lab02-padding-kernels   the kernels the full decode graphs of sizes 5 and 8 replay (why graph 8 replays
 #                   faster than graph 5 in Lab 02): scripts/maint/padding_kernels.py -> padding_kernels.json
+#   logprobs        the cost of logprobs=5: bench latency at batch 1 and 64 (FULL_AND_PIECEWISE), each batch without
+#                   then with logprobs on the same engine, and the throughput workload without then with; that
+#                   logprobs off leaves the step unchanged is the ab stage against the tree before them
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
 #                   (AB_REPS rounds, default 2; AB_LATENCY=0 or AB_THROUGHPUT=0 runs only the other half)
@@ -119,6 +122,12 @@ full() {
     tests/engine/test_cuda_graphs_gpu.py -k "full_mode or every_batch_size"
   TAILN=20 step prefill512 300 $BENCH latency --model "$CK" --max-model-len 1024 --input-len 512 --output-len 16 \
     --batch-sizes 1 --modes eager,PIECEWISE,FULL --json "$RES/prefill512_modes.json"
+}
+logprobs() {  # the same-run A/B of logprobs off vs logprobs=5 (LOGPROBS_K picks another K)
+  TAILN=20 step logprobs_latency 330 $BENCH latency --model "$CK" --max-model-len 512 --batch-sizes 1,64 \
+    --modes FULL_AND_PIECEWISE --logprobs "${LOGPROBS_K:-5}" --json "$RES/logprobs_latency.json"
+  TAILN=20 step logprobs_throughput 330 $BENCH throughput --model "$CK" --max-model-len 2048 \
+    --logprobs "${LOGPROBS_K:-5}" --json "$RES/logprobs_throughput.json"
 }
 padding_kernels() {
   TAILN=10 step padding_kernels 180 $PY scripts/maint/padding_kernels.py --model "$CK" --sizes 5,8 \
@@ -266,6 +275,7 @@ for stage in $STAGES; do
     full) full ;;
     modes) modes ;;
     labs) labs ;;
+    logprobs) logprobs ;;
     lab02-padding-kernels) padding_kernels ;;
     gemv-floor) gemv_floor ;;
     device-kit) device_kit ;;

@@ -25,6 +25,8 @@ def add_parsers(sub) -> None:
     lat.add_argument("--modes", default="eager,FULL,PIECEWISE,FULL_AND_PIECEWISE")
     lat.add_argument("--compare", default="", help="comma list: hf (eager), hf-compile (static cache + compile)")
     lat.add_argument("--hf-batch-sizes", default="1,8,64", help="batch sizes the --compare baselines run at")
+    lat.add_argument("--logprobs", type=int, default=None, metavar="K",
+                     help="also measure every batch with logprobs=K, right after it without (the cost of logprobs)")
     lat.add_argument("--json", default=None)
     lat.set_defaults(func=_run("latency"))
 
@@ -38,6 +40,8 @@ def add_parsers(sub) -> None:
                      "batched generate), sync (this engine with async scheduling off)")
     thr.add_argument("--hf-time-cap", type=float, default=120.0)
     thr.add_argument("--check-correctness", action="store_true", help="greedy batched vs one-by-one, 16 requests")
+    thr.add_argument("--logprobs", type=int, default=None, metavar="K",
+                     help="run the workload again on the same engine, every request with logprobs=K")
     thr.add_argument("--json", default=None)
     thr.set_defaults(func=_run("throughput"))
 

@@ -35,9 +35,10 @@ def _as_prompts(ids: list[list[int]]) -> list[dict]:
     return [{"prompt_token_ids": p} for p in ids]
 
 
-def measure(llm, batch: int, input_len: int, output_len: int, high: int) -> dict:
-    """A warm-up batch (other prompts: no prefix-cache hits), then the measured batch of `batch` requests."""
-    greedy = dict(temperature=0.0, ignore_eos=True)
+def measure(llm, batch: int, input_len: int, output_len: int, high: int, logprobs: int | None = None) -> dict:
+    """A warm-up batch (other prompts: no prefix-cache hits), then the measured batch of `batch` requests
+    (each asking for `logprobs` top alternatives per token, if given)."""
+    greedy = dict(temperature=0.0, ignore_eos=True, logprobs=logprobs)
     warm = random_prompts(batch, input_len, high, seed=10_000 + batch)
     llm.generate(_as_prompts(warm), SamplingParams(max_tokens=min(output_len, 16), **greedy), use_tqdm=False)
     disp = llm.model_runner.cudagraph_dispatcher
@@ -197,6 +198,9 @@ def main(args) -> dict:
             bar.set_description(f"latency: {mode} batch {b}")
             result["rows"].append({"system": mode, "batch": b,
                                    **measure(llm, b, args.input_len, args.output_len, high)})
+            if args.logprobs is not None:  # the same engine right after: an A/B of logprobs off vs on
+                result["rows"].append({"system": f"{mode}+logprobs={args.logprobs}", "batch": b, **measure(
+                    llm, b, args.input_len, args.output_len, high, args.logprobs)})
             bar.update(1)
         result["modes"][mode]["compile_report"] = jsonable(llm.compile_report())  # breaks, recompiles
         picks = _gemv_configs()  # the picks move batch-1 TPOT
@@ -280,6 +284,13 @@ def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: lis
         "default_capture_sizes": default_sizes,
     }
     print("\nComparison:")
+    if args.logprobs is not None:  # the A/B of each batch measured without and with logprobs=K
+        lp = f"+logprobs={args.logprobs}"
+        comparison["logprobs_tpot_ratio"] = {m: {b: tpot[m + lp, b] / tpot[m, b] for b in batch_sizes
+                                                 if tpot.get((m + lp, b)) and tpot.get((m, b))} for m in modes}
+        for m, ratios in comparison["logprobs_tpot_ratio"].items():
+            print(f"  {m}: TPOT with logprobs={args.logprobs} / without: "
+                  + ", ".join(f"batch {b} {r:.3f}x" for b, r in ratios.items()))
     if b1 is None:
         print("  batch 1 with CUDA graphs: not measured (no graph mode ran at batch 1)")
     else:

@@ -43,13 +43,14 @@ def _delta(after: dict, before: dict) -> dict:
     return {k: after[k] - before.get(k, 0) for k in after}
 
 
-def run_engine(llm, prompts, max_tokens, temperature: float, high: int) -> dict:
+def run_engine(llm, prompts, max_tokens, temperature: float, high: int, logprobs: int | None = None) -> dict:
     """One short warm-up, then the whole workload in ONE llm.generate call, timed end to end."""
     warm = random_prompts(2, 16, high, seed=12345)
     llm.generate([{"prompt_token_ids": p} for p in warm], SamplingParams(max_tokens=16), use_tqdm=False)
     runner, engine = llm.model_runner, llm.engine
     steps0, engine0 = dict(runner.step_stats), dict(engine.stats)
-    params = [SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True) for n in max_tokens]
+    params = [SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True, logprobs=logprobs)
+              for n in max_tokens]
     sync()
     t0 = time.perf_counter()
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=True)
@@ -118,7 +119,7 @@ def main(args) -> dict:
     max_len = max(args.max_model_len or 0, in_range[1] + max(out_range[1], CHECK_TOKENS))
     result = {"bench": "throughput", "provenance": provenance(args, path),
               "settings": {"num_requests": args.num_requests, "input_len_range": in_range,
-                           "output_len_range": out_range, "temperature": args.temperature,
+                           "output_len_range": out_range, "temperature": args.temperature, "logprobs": args.logprobs,
                            "token_id_max": high, "max_model_len": max_len}}
     llm = LLM(**engine_kwargs(args, max_model_len=max_len))
     result["engine"] = {"cudagraph_mode": llm.config.cudagraph_mode, "dtype": str(llm.config.dtype),
@@ -127,6 +128,8 @@ def main(args) -> dict:
                         "max_num_batched_tokens": llm.config.scheduler.max_num_batched_tokens,
                         "startup": jsonable(llm.startup_report().as_dict())}
     result["minivllm"] = run_engine(llm, prompts, max_tokens, args.temperature, high)
+    if args.logprobs is not None:  # the same engine, every request asking for logprobs: their cost
+        result["minivllm_logprobs"] = run_engine(llm, prompts, max_tokens, args.temperature, high, args.logprobs)
     if args.check_correctness:
         check_prompts, _ = workload(CHECK_REQUESTS, in_range, out_range, high, seed=1)  # fresh: no cache hits
         result["correctness"] = check_correctness(llm, check_prompts)
@@ -172,6 +175,10 @@ def _report(result: dict) -> None:
     if y is not None:
         rows.append(["minivllm, async scheduling off", y["output_tokens"], y["wall_s"], y["output_tok_s"],
                      f"{y['finished_requests']}/{n}"])
+    lp = result.get("minivllm_logprobs")
+    if lp is not None:
+        rows.append([f"minivllm, logprobs={result['settings']['logprobs']}", lp["output_tokens"], lp["wall_s"],
+                     lp["output_tok_s"], f"{lp['finished_requests']}/{n}"])
     h, s = result.get("hf_continuous_batching"), result.get("hf_static_batch")
     if h is not None:
         rows.append(["hf continuous batching" + (" (capped)" if h.get("capped") else ""),
@@ -211,7 +218,7 @@ def _comparison(result: dict) -> dict:
     """minivllm's output tok/s over each baseline's that ran (> 1: minivllm faster)."""
     ours = result["minivllm"]["output_tok_s"]
     over = {}
-    for name in ("hf_continuous_batching", "hf_static_batch", "minivllm_sync"):
+    for name in ("hf_continuous_batching", "hf_static_batch", "minivllm_sync", "minivllm_logprobs"):
         theirs = (result.get(name) or {}).get("output_tok_s")
         if theirs:
             over[name] = ours / theirs

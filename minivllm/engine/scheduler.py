@@ -76,7 +76,9 @@ class Scheduler:
             seq = self.waiting[0]
             if seq.num_pending:
                 break  # preempted while its token was in flight: admit it once the token has landed
-            cached = bm.find_cached_prefix(seq)
+            # A cached prefix has no logits: a request for prompt logprobs skips the cache, as vLLM's
+            # get_computed_blocks (https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_manager.py).
+            cached = bm.find_cached_prefix(seq) if seq.params.prompt_logprobs is None else []
             n = seq.num_tokens - len(cached) * bm.block_size
             if n > budget:
                 if not self.config.enable_chunked_prefill:

@@ -131,6 +131,20 @@ def test_throughput(ckpt, tmp_path, monkeypatch):
     assert over["minivllm_sync"] == pytest.approx(m["output_tok_s"] / data["minivllm_sync"]["output_tok_s"])
 
 
+def test_logprobs_cost_is_measured_beside_the_plain_run(ckpt, capsys):
+    """--logprobs K: each latency batch again with logprobs=K on the same engine, the throughput workload too."""
+    result = latency.main(parse_args(["latency", "--model", ckpt, "--batch-sizes", "1", "--input-len", "4",
+                                      "--output-len", "3", "--modes", "eager", "--logprobs", "3"]))
+    assert [r["system"] for r in result["rows"]] == ["eager", "eager+logprobs=3"]
+    assert result["comparison"]["logprobs_tpot_ratio"]["eager"][1] > 0
+    assert "eager: TPOT with logprobs=3 / without: batch 1" in capsys.readouterr().out
+    data = throughput.main(parse_args(["throughput", "--model", ckpt, "--num-requests", "2", "--input-len-range",
+                                       "4,8", "--output-len-range", "3,5", "--logprobs", "2"]))
+    assert data["settings"]["logprobs"] == 2
+    assert data["minivllm_logprobs"]["output_tokens"] == data["minivllm"]["output_tokens"]
+    assert "minivllm, logprobs=2" in capsys.readouterr().out
+
+
 def test_throughput_bf16_also_checks_in_fp32(ckpt, tmp_path, monkeypatch):
     monkeypatch.setattr(throughput, "CHECK_REQUESTS", 2)
     monkeypatch.setattr(throughput, "CHECK_TOKENS", 4)

@@ -1,9 +1,11 @@
 """`minivllm ...` errors: one line `minivllm: error: ...`, a non-zero exit, no traceback unless asked for;
-the engine flags live in minivllm/engine_args.py, imported by the CLI and the benchmarks alike."""
+the engine flags live in minivllm/engine_args.py, imported by the CLI and the benchmarks alike; and what
+`minivllm generate --logprobs` prints."""
 
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +82,19 @@ def test_bench_does_not_import_the_cli():
         assert "minivllm.cli" not in _imports(f), f.name
         assert "from minivllm import cli" not in f.read_text(), f.name
     assert "minivllm.bench" not in " ".join(_imports(ROOT / "minivllm" / "engine_args.py"))
+
+
+def test_generate_prints_logprobs(capsys):
+    """--logprobs / --prompt-logprobs: one line per token in text mode, the same numbers in --json."""
+    assert main(["generate", "--prompt", "12+7=", "--max-tokens", "3", "--logprobs", "2", "--prompt-logprobs", "1",
+                 "--device", "cpu"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("  output ") for line in lines) == 3 and any(" (rank " in line for line in lines)
+    assert sum(line.startswith("  prompt ") for line in lines) >= 4  # every prompt token after the first
+    assert main(["generate", "--prompt", "12+7=", "--max-tokens", "3", "--logprobs", "2", "--json",
+                 "--device", "cpu"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["logprobs"]) == 3 and all(len(pos) == 3 for pos in out["logprobs"])  # chosen + top 2
+    assert [pos[0][0] for pos in out["logprobs"]] == out["token_ids"]
+    assert out["cumulative_logprob"] == pytest.approx(sum(pos[0][2] for pos in out["logprobs"]))
+    assert "prompt_logprobs" not in out

@@ -187,17 +187,3 @@ def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int],
             else "Capturing CUDA graphs (decode, FULL)" if mode is CUDAGraphMode.FULL
             else "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)")
     return capture_all_sizes(mode.value, sizes, desc, capture_one, pool)
-
-
-
-def recapture_full(runner: Any, n: int) -> None:
-    """Capture the FULL graph of batch size n again, replacing the old one (its pool memory is reused).
-    scripts/maint/gemv_tune.py does it after changing a kernel's block sizes: a graph keeps the kernels it
-    was captured with."""
-    d, step = runner.cudagraph_dispatcher, runner.full_step
-    if d is None or step is None or n not in d.full_sizes:
-        raise ValueError(f"no FULL CUDA graph of batch size {n} to re-capture (captured: "
-                         f"{sorted(d.full_sizes) if d is not None else []})")
-    step.drop(n)
-    torch.cuda.synchronize()
-    capture_graphs(runner, CUDAGraphMode.FULL, [n], step, [step], runner.graph_pool)

@@ -195,3 +195,14 @@ class _Cfg:
     def __init__(self, d: dict) -> None:
         self.kwargs = {k: d[k] for k in ("BLOCK_N", "BLOCK_K")}
         self.num_warps, self.num_stages = d["num_warps"], d["num_stages"]
+
+
+def test_recapture_full_refuses_a_size_never_captured():
+    from types import SimpleNamespace
+
+    from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
+
+    d = CudagraphDispatcher(capture_sizes=[1, 2], mode="FULL_DECODE_ONLY")
+    runner = SimpleNamespace(cudagraph_dispatcher=d, full_step=None, graph_pool=None)
+    with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):  # nothing to re-capture with
+        gemv_tune.recapture_full(runner, 4)

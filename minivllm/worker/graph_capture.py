@@ -66,21 +66,15 @@ def reset_rng_after_failed_capture() -> None:
         logger.warning("could not reset the CUDA RNG state after a failed capture: %s", e)
 
 
-def segments_mib(segments: list[dict], pool_id) -> float:
-    """MiB of the allocator segments (cudaMalloc'd blocks) that belong to one memory pool, from a
-    torch.cuda.memory_snapshot() segment list."""
-    return sum(seg["total_size"] for seg in segments
-               if tuple(seg.get("segment_pool_id", ())) == tuple(pool_id)) / MiB
-
-
 def pool_mib(pool) -> float | None:
     """What the caching allocator holds for a graph pool: unlike the device's free memory around a capture,
     this does not move with what else the process loads or frees meanwhile (kernel code loaded on first
     launch, cuBLAS workspaces, blocks of an earlier engine released during the capture). None if unknown."""
     if pool is None:
         return None
-    try:
-        return segments_mib(torch.cuda.memory_snapshot(), pool)
+    try:  # the allocator segments (cudaMalloc'd blocks) of that pool
+        return sum(seg["total_size"] for seg in torch.cuda.memory_snapshot()
+                   if tuple(seg.get("segment_pool_id", ())) == tuple(pool)) / MiB
     except Exception as e:  # noqa: BLE001 - a torch without this snapshot field: fall back to free memory
         logger.debug("no allocator snapshot for the graph pool: %s", e)
         return None

@@ -76,8 +76,6 @@ def choose_num_blocks(runner: ModelRunner, cache_cfg: CacheConfig, activation_pe
 def _blocks_from_memory(runner: ModelRunner, cache_cfg: CacheConfig, activation_peak: int,
                        graph_reserve: int) -> int:
     per_block = runner.kv_bytes_per_block()
-    if cache_cfg.num_gpu_blocks_override is not None:
-        return cache_cfg.num_gpu_blocks_override
     if cache_cfg.kv_cache_memory_bytes is not None:
         return max(cache_cfg.kv_cache_memory_bytes // per_block, 1)
     cfg = runner.config

@@ -43,7 +43,7 @@ def recapture_full(runner, n: int) -> None:
     if d is None or step is None or n not in d.full_sizes:
         raise ValueError(f"no FULL CUDA graph of batch size {n} to re-capture (captured: "
                          f"{sorted(d.full_sizes) if d is not None else []})")
-    step.drop(n)
+    step.graphs.pop(n, None)
     torch.cuda.synchronize()
     capture_graphs(runner, CUDAGraphMode.FULL, [n], step, [step], runner.graph_pool)
 

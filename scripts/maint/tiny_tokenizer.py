@@ -60,9 +60,10 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE) 
 def default_tokenizer(vocab_size: int = DEFAULT_VOCAB_SIZE) -> PreTrainedTokenizerFast:
     """The project's tokenizer: trained on the tiny task's training text plus a paragraph of English.
     Deterministic: training it again gives the files the embedded model ships."""
-    from minivllm.tools.tiny_task import corpus
+    from minivllm.tools.tiny_task import KINDS, make_examples
 
-    return train_tokenizer(corpus() + ENGLISH.splitlines() * 20, vocab_size)
+    corpus = [f"{p} {a}" for p, a in make_examples(2000 * len(KINDS), seed=0)]  # training-split "prompt answer"
+    return train_tokenizer(corpus + ENGLISH.splitlines() * 20, vocab_size)
 
 
 def save_tokenizer(tokenizer: PreTrainedTokenizerFast, out_dir: str | Path) -> None:

@@ -30,6 +30,19 @@ from minivllm.tools.make_random_checkpoint import add_classic_config_keys
 TRAIN_MIX = ("add", "reverse", "add", "sort")  # addition is the hardest kind: it gets half the examples
 
 
+def greedy_complete(model, tok, prompts: list[str], batch_size: int = 100) -> list[str]:
+    """Greedy completions with transformers' own generate of a transformers model and tokenizer (the
+    reference the engine is compared with: this script's scores and tests/engine/test_embedded_model.py)."""
+    tok.padding_side = "left"
+    out: list[str] = []
+    for i in range(0, len(prompts), batch_size):
+        batch = tok(prompts[i : i + batch_size], return_tensors="pt", padding=True)
+        gen = model.generate(**batch, max_new_tokens=tiny_task.MAX_NEW_TOKENS, do_sample=False,
+                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        out += tok.batch_decode(gen[:, batch.input_ids.shape[1]:], skip_special_tokens=True)
+    return out
+
+
 def model_config(vocab_size: int) -> Qwen3Config:
     """About 3.3M parameters: big enough for 2-digit addition, small enough to train in minutes."""
     return Qwen3Config(
@@ -68,7 +81,7 @@ def make_batch(tok: PreTrainedTokenizerBase,
 def evaluate(model: PreTrainedModel, tok: PreTrainedTokenizerBase, n: int = 200, seed: int = 0) -> float:
     """Exact-match accuracy on `n` held-out prompts."""
     prompts = [p for p, _ in tiny_task.make_examples(n, seed, split="test")]
-    return tiny_task.score(prompts, tiny_task.greedy_complete(model, tok, prompts))
+    return tiny_task.score(prompts, greedy_complete(model, tok, prompts))
 
 
 @torch.no_grad()

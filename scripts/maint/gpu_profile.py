@@ -10,7 +10,7 @@ to both floors, so a learner sees which one binds and which fusion would pay.
 CUPTI reports the kernels inside a CUDA-graph replay one by one, so graph modes are profiled as they run.
 Step wall time is measured without the profiler (it slows the CPU side). On a CPU there are no kernels:
 the bench still reports step time and the byte floor. The host side of a step (cProfile, per function) is
-scripts/maint/host_profile.py.
+host_profile.py, beside this file; `minivllm bench profile` runs this one with its flags (minivllm/bench/cli.py):
 
     minivllm bench profile --model .ckpt/qwen3-0.6b --batch-sizes 1,64 --modes eager,FULL --json profile.json
 """

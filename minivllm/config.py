@@ -19,7 +19,6 @@ from typing import Any
 import torch
 
 
-
 class CUDAGraphMode(str, enum.Enum):
     """Which CUDA graphs the engine captures: vLLM's five modes, with vLLM's meanings
     (vllm/config/compilation.py; docs/design/cuda_graphs.md).
@@ -59,11 +58,8 @@ class CUDAGraphMode(str, enum.Enum):
 
 class CompilationMode(enum.IntEnum):
     """vLLM's compilation modes (`compilation_config={"mode": N}`, `-O0`..`-O3`; vllm/config/compilation.py).
-
-    NONE: no torch.compile at all, Dynamo included. STOCK_TORCH_COMPILE: `torch.compile(fullgraph=True)`
-    of the forward. DYNAMO_TRACE_ONCE: one Dynamo trace with a dynamic token dimension, its guards dropped
-    (no recompiles). VLLM_COMPILE: that trace split at every attention op, each piece compiled by Inductor;
-    the only mode with the split that PIECEWISE graphs need."""
+    What each does to the forward: compilation/levels.py. Only VLLM_COMPILE splits the trace at attention,
+    which PIECEWISE graphs need."""
 
     NONE = 0
     STOCK_TORCH_COMPILE = 1
@@ -76,9 +72,6 @@ ATTENTION_BACKENDS = ("auto", "triton", "torch", "unregistered")
 DTYPES = {"auto": None, "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
           "fp16": torch.float16, "half": torch.float16}
-
-
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -98,7 +91,7 @@ def check_bool(value: Any, name: str) -> None:
 
 def check_seed(value: Any, name: str) -> None:
     """Seeds go into torch.Generator.manual_seed, which takes a 64-bit integer."""
-    _check(is_int(value) and INT64_MIN <= value <= INT64_MAX,
+    _check(is_int(value) and -(1 << 63) <= value < 1 << 63,
            f"{name} must be an int in [-2**63, 2**63 - 1] (a 64-bit integer), got {value!r}")
 
 
@@ -237,8 +230,7 @@ class CompilationConfig:
                f"each layer or op); got mode {self.mode}")
         if isinstance(self.custom_ops, str):
             self.custom_ops = [self.custom_ops]
-        _check(isinstance(self.compile_sizes, list) and all(is_int(n) and n >= 1
-                                                            for n in self.compile_sizes),
+        _check(isinstance(self.compile_sizes, list) and all(is_int(n) and n >= 1 for n in self.compile_sizes),
                f"compilation_config.compile_sizes must be a list of positive ints, got {self.compile_sizes!r}")
         _check(not self.compile_sizes or (self.mode in (None, 3) and self.backend == "inductor"),
                f"compilation_config.compile_sizes needs mode 3 with the inductor backend (each piece of the "
@@ -257,8 +249,7 @@ class CompilationConfig:
             self.cudagraph_mode = CUDAGraphMode(self.cudagraph_mode)
         if self.cudagraph_capture_sizes is not None:
             _check(isinstance(self.cudagraph_capture_sizes, (list, tuple))
-                   and all(is_int(s) and s >= 1
-                           for s in self.cudagraph_capture_sizes),
+                   and all(is_int(s) and s >= 1 for s in self.cudagraph_capture_sizes),
                    f"cudagraph_capture_sizes must be a list of positive ints, got {self.cudagraph_capture_sizes!r}")
             self.cudagraph_capture_sizes = list(self.cudagraph_capture_sizes)
         if self.max_cudagraph_capture_size is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 import time
@@ -61,11 +62,7 @@ def _params(model: str) -> int:
     try:
         for f in Path(model).glob("*.safetensors"):
             with safe_open(str(f), "pt") as st:
-                for k in st.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
-                    size = 1
-                    for d in st.get_slice(k).get_shape():
-                        size *= d
-                    n += size
+                n += sum(math.prod(st.get_slice(k).get_shape()) for k in st.keys())  # noqa: SIM118 (not a dict)
     except OSError:
         return 0
     return n

@@ -25,40 +25,24 @@ def looks_like_repo_id(model: str) -> bool:
     return bool(_REPO_ID.match(model)) and ".." not in model
 
 
-def hub_cache_dirs() -> list[Path]:
-    """The cache directory huggingface_hub would use, as the list of places to look (one entry)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return [Path(os.environ["HF_HUB_CACHE"]).expanduser()]
-    if os.environ.get("HF_HOME"):
-        return [Path(os.environ["HF_HOME"]).expanduser() / "hub"]
-    return [Path("~/.cache/huggingface/hub").expanduser()]
-
-
-def model_folder_name(repo_id: str) -> str:
-    """huggingface_hub's folder name of a model repository: 'org/name' -> 'models--org--name'."""
-    return "models--" + repo_id.replace("/", "--")
-
-
 def find_snapshot(repo_id: str) -> Path:
     """The snapshot directory of `repo_id`: the revision refs/main names, else the only (or the most
-    recently written) snapshot. A ValueError that lists where it looked when there is none."""
-    looked = []
-    for cache in hub_cache_dirs():
-        repo = cache / model_folder_name(repo_id)
-        looked.append(str(repo))
-        snapshots = repo / "snapshots"
-        if not snapshots.is_dir():
-            continue
-        ref = repo / "refs" / "main"
-        if ref.is_file():
-            rev = ref.read_text(encoding="utf-8").strip()
-            if rev and (snapshots / rev).is_dir():
-                return snapshots / rev
-        candidates = [d for d in snapshots.iterdir() if d.is_dir()]
-        if candidates:
-            return max(candidates, key=lambda d: d.stat().st_mtime)
+    recently written) snapshot. A ValueError that says where it looked when there is none."""
+    if os.environ.get("HF_HUB_CACHE"):
+        cache = Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    else:
+        cache = Path(os.environ.get("HF_HOME") or "~/.cache/huggingface").expanduser() / "hub"
+    repo = cache / ("models--" + repo_id.replace("/", "--"))  # huggingface_hub's folder name
+    snapshots = repo / "snapshots"
+    ref = repo / "refs" / "main"
+    rev = ref.read_text(encoding="utf-8").strip() if ref.is_file() else ""
+    if rev and (snapshots / rev).is_dir():
+        return snapshots / rev
+    candidates = [d for d in snapshots.iterdir() if d.is_dir()] if snapshots.is_dir() else []
+    if candidates:
+        return max(candidates, key=lambda d: d.stat().st_mtime)
     raise ValueError(f"model={repo_id!r}: not a local directory, and not in the local Hugging Face cache "
-                     f"(looked in {', '.join(looked)}; set HF_HUB_CACHE or HF_HOME to use another cache). "
+                     f"(looked in {repo}; set HF_HUB_CACHE or HF_HOME to use another cache). "
                      f"minivllm never downloads: fetch it first, e.g. `huggingface-cli download {repo_id}`, "
                      f"or pass the checkpoint directory")
 

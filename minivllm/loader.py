@@ -19,7 +19,7 @@ from minivllm.hub_cache import find_snapshot, hub_model_root, looks_like_repo_id
 from minivllm.layers.rotary import attach_rope_tables
 from minivllm.models.config import ModelConfig
 from minivllm.models.config_check import check_config_fields
-from minivllm.models.registry import MODEL_REGISTRY, get_model_class
+from minivllm.models.registry import MODEL_REGISTRY
 
 logger = logging.getLogger("minivllm")
 
@@ -69,17 +69,11 @@ def load_model_config(path: Path) -> ModelConfig:
         raise ValueError(f"config.json of {str(path)!r} lacks the field {e}") from None
 
 
-def _allowed_root(path: Path) -> Path:
-    """What weight files may resolve into: the model directory, or for a Hub-cache snapshot its whole
-    `models--*` folder (its files are symlinks into ../../blobs/)."""
-    return (hub_model_root(path) or path).resolve()
-
-
 def _check_inside(file: Path, path: Path, what: str) -> Path:
-    """`file`, refused unless it resolves inside the model directory (or its Hub-cache folder): an index or a
-    symlink is data from the checkpoint, and '../../x' or an absolute path must not make the loader read
-    elsewhere."""
-    root = _allowed_root(path)
+    """`file`, refused unless it resolves inside the model directory, or for a Hub-cache snapshot its whole
+    `models--*` folder (its files are symlinks into ../../blobs/): an index or a symlink is data from the
+    checkpoint, and '../../x' or an absolute path must not make the loader read elsewhere."""
+    root = (hub_model_root(path) or path).resolve()
     if not file.resolve().is_relative_to(root):
         raise ValueError(f"{what} {file.name!r} points outside the model directory {str(path)!r} (it resolves "
                          f"to {str(file.resolve())!r}, not inside {str(root)!r}); refused")
@@ -185,15 +179,12 @@ def load_weights(model: nn.Module, path: Path, device: torch.device, dtype: torc
         if bad:
             logger.warning("Checkpoint %s has NaN or inf values in %d tensor(s): %s%s; outputs will be garbage",
                            path, len(bad), ", ".join(bad[:5]), " ..." if len(bad) > 5 else "")
-    expected = set()
-    for pname, p in params.items():
-        if not (tied and pname == "lm_head.weight"):
-            expected |= {f"{pname}:{sid}" for sid in getattr(p, "shard_ids", [None])}
-    got = loaded
-    missing = sorted(expected - got)
+    expected = {f"{pname}:{sid}" for pname, p in params.items() if not (tied and pname == "lm_head.weight")
+                for sid in getattr(p, "shard_ids", [None])}
+    missing = sorted(expected - loaded)
     if missing:
-        more = " ..." if len(missing) > 5 else ""
-        raise ValueError(f"checkpoint {str(path)!r} is missing weights: {missing[:5]}{more}")
+        raise ValueError(f"checkpoint {str(path)!r} is missing weights: {missing[:5]}"
+                         f"{' ...' if len(missing) > 5 else ''}")
 
 
 def build_model(cfg: ModelConfig, device: torch.device, dtype: torch.dtype, max_positions: int) -> nn.Module:
@@ -203,7 +194,7 @@ def build_model(cfg: ModelConfig, device: torch.device, dtype: torch.dtype, max_
     process-wide default (torch.set_default_dtype) is touched, so two engines built at once in two threads
     each get their own dtype; a `torch.device` context is local to its thread."""
     with torch.device("meta"):
-        model = get_model_class(cfg)(cfg)
+        model = MODEL_REGISTRY[cfg.architecture](cfg)
     real: dict[int, nn.Parameter] = {}  # by the meta Parameter's id: a tied lm_head stays the embedding's
     for module in model.modules():
         for name, meta in module._parameters.items():
@@ -293,10 +284,7 @@ def load_tokenizer(path: Path, skip_tokenizer_init: bool = False):
         return NoTokenizer(path, f"{str(path)!r} has no tokenizer files, so the engine started with "
                                  f"skip_tokenizer_init=True / --skip-tokenizer-init")
     config_file = path / "tokenizer_config.json"
-    try:
-        config = json.loads(config_file.read_text()) if config_file.is_file() else {}
-    except ValueError as e:
-        raise ValueError(f"model={str(path)!r}: tokenizer_config.json is not valid JSON: {e}") from e
+    config = _read_json(config_file) if config_file.is_file() else {}  # bad JSON: a ValueError naming the file
     if not isinstance(config, dict):
         raise ValueError(f"{config_file}: must hold a JSON object, got {type(config).__name__}")
     simple = (path / "tokenizer.json").is_file() and not config.get("clean_up_tokenization_spaces") \

@@ -1,10 +1,12 @@
-"""Wires the benchmark modules into `minivllm bench ...` (each imported only when it runs)."""
+"""Wires the benchmarks into `minivllm bench ...`, each imported only when it runs: latency and throughput from
+this package, startup, kernels and profile from scripts/maint/ (bench/common.py, maint_script)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 
+from minivllm.bench.common import maint_script
 from minivllm.engine_args import EngineArgs
 
 
@@ -16,9 +18,18 @@ def _run(module: str):
     return run
 
 
+def _bench(sub, name: str, help: str, func) -> argparse.ArgumentParser:
+    """`minivllm bench <name>`: the engine's flags (EngineArgs), --json, and the bench's own flags after."""
+    p = sub.add_parser(name, help=help)
+    EngineArgs.add_cli_args(p)
+    p.add_argument("--json", default=None)
+    p.set_defaults(func=func)
+    return p
+
+
 def add_parsers(sub) -> None:
-    lat = sub.add_parser("latency", help="TTFT and TPOT per batch size, eager vs graph modes (+ transformers)")
-    EngineArgs.add_cli_args(lat)
+    lat = _bench(sub, "latency", "TTFT and TPOT per batch size, eager vs graph modes (+ transformers)",
+                 _run("latency"))
     lat.add_argument("--batch-sizes", default="1,2,4,8,16,32,64,128,256")
     lat.add_argument("--input-len", type=int, default=128)
     lat.add_argument("--output-len", type=int, default=256)
@@ -27,11 +38,8 @@ def add_parsers(sub) -> None:
     lat.add_argument("--hf-batch-sizes", default="1,8,64", help="batch sizes the --compare baselines run at")
     lat.add_argument("--logprobs", type=int, default=None, metavar="K",
                      help="also measure every batch with logprobs=K, right after it without (the cost of logprobs)")
-    lat.add_argument("--json", default=None)
-    lat.set_defaults(func=_run("latency"))
 
-    thr = sub.add_parser("throughput", help="nano-vllm's offline workload: output tokens per second")
-    EngineArgs.add_cli_args(thr)
+    thr = _bench(sub, "throughput", "nano-vllm's offline workload: output tokens per second", _run("throughput"))
     thr.add_argument("--num-requests", type=int, default=256)
     thr.add_argument("--input-len-range", default="100,1024")
     thr.add_argument("--output-len-range", default="100,1024")
@@ -42,29 +50,22 @@ def add_parsers(sub) -> None:
     thr.add_argument("--check-correctness", action="store_true", help="greedy batched vs one-by-one, 16 requests")
     thr.add_argument("--logprobs", type=int, default=None, metavar="K",
                      help="run the workload again on the same engine, every request with logprobs=K")
-    thr.add_argument("--json", default=None)
-    thr.set_defaults(func=_run("throughput"))
 
-    st = sub.add_parser("startup", help="cold and warm engine starts, phase by phase")
-    EngineArgs.add_cli_args(st)
-    st.add_argument("--json", default=None)
-    st.set_defaults(func=_run("startup"))
+    _bench(sub, "startup", "cold and warm engine starts, phase by phase",
+           lambda a: (maint_script("startup_bench").main(a), 0)[1])
 
-    pr = sub.add_parser("profile", help="one decode step's GPU time per kernel category vs its floors")
-    EngineArgs.add_cli_args(pr)
+    pr = _bench(sub, "profile", "one decode step's GPU time per kernel category vs its floors",
+                lambda a: (maint_script("gpu_profile").main(a), 0)[1])
     pr.add_argument("--batch-sizes", default="1,64")
     pr.add_argument("--context", type=int, default=256, help="prompt tokens per request before decoding")
     pr.add_argument("--steps", type=int, default=8, help="decode steps profiled (4x as many are timed)")
     pr.add_argument("--modes", default="eager,FULL", help="as in bench latency, e.g. eager,FULL,FULL@L2")
-    pr.add_argument("--json", default=None)
-    pr.set_defaults(func=_run("profile"))
 
     k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
     k.add_argument("--json", default=None)
     k.add_argument("--gemv", action="store_true", help="only the Triton GEMV vs cuBLAS on the decode matmuls")
-    k.set_defaults(func=lambda a: (importlib.import_module("minivllm.bench.kernels").run_gemv_bench(a.json)
-                                   if a.gemv else importlib.import_module("minivllm.bench.kernels")
-                                   .run_kernel_bench(a.json), 0)[1])
+    k.set_defaults(func=lambda a: (getattr(maint_script("kernel_bench"), "run_gemv_bench" if a.gemv
+                                           else "run_kernel_bench")(a.json), 0)[1])
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

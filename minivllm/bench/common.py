@@ -7,6 +7,7 @@ produced it cannot be compared with anything later, so every JSON file carries t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -14,9 +15,10 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -46,6 +48,16 @@ def engine_kwargs(args: argparse.Namespace, **overrides: Any) -> dict:
     kw["model"] = model_dir(args)
     kw.update(overrides)
     return kw
+
+
+def maint_script(name: str):
+    """scripts/maint/<name>.py, loaded by path. What runs from there is what measures the engine from outside:
+    the startup bench (fresh processes), the transformers baselines, and the GPU deep-dive benches (`bench
+    kernels`, `bench profile`) beside the sweeps, probes and host profile that share their code."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "maint" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # ---- provenance --------------------------------------------------------------------------------------

@@ -21,9 +21,22 @@ import statistics
 import torch
 from tqdm.auto import tqdm
 
-from minivllm.bench import hf_baseline
-from minivllm.bench.common import (engine_kwargs, free_engine, int_list, jsonable, model_dir, print_table,
-                                   provenance, random_prompts, str_list, timed, try_baseline, write_json)
+from minivllm.bench.common import (
+    engine_kwargs,
+    fmt,
+    free_engine,
+    int_list,
+    jsonable,
+    maint_script,
+    model_dir,
+    print_table,
+    provenance,
+    random_prompts,
+    str_list,
+    timed,
+    try_baseline,
+    write_json,
+)
 from minivllm.sampling_params import SamplingParams
 
 # A mode may end in @L<level> ("FULL@L3") and in +sync or +async ("FULL@L2+sync": async scheduling off).
@@ -129,13 +142,6 @@ def _gemv_configs() -> dict:
     return triton_gemv.autotuned_configs()
 
 
-def _gemv_source() -> str:
-    """Where the GEMV block sizes came from: "autotune", this GPU's shipped file, or MINIVLLM_GEMV_CONFIGS."""
-    from minivllm.kernels import gemv_configs
-
-    return gemv_configs.source()
-
-
 def _graph_pool_mib(cudagraph: dict) -> float | None:
     """Memory the captured graphs hold, from the startup report: the allocator's segments of the one pool
     FULL and PIECEWISE share, read after the last capture; where that is unknown, the sum of the device
@@ -161,6 +167,7 @@ def main(args) -> dict:
         if c not in BASELINES:
             raise ValueError(f"--compare: unknown baseline {c!r}; choose from {', '.join(BASELINES)}")
     from minivllm.config import resolve_device, resolve_dtype
+    from minivllm.kernels import gemv_configs
     from minivllm.loader import check_model_dir, load_model_config
 
     mcfg = load_model_config(check_model_dir(path))
@@ -203,12 +210,13 @@ def main(args) -> dict:
                     llm, b, args.input_len, args.output_len, high, args.logprobs)})
             bar.update(1)
         result["modes"][mode]["compile_report"] = jsonable(llm.compile_report())  # breaks, recompiles
-        picks = _gemv_configs()  # the picks move batch-1 TPOT
+        picks = _gemv_configs()  # the picks move batch-1 TPOT; source: autotune, this GPU's file or the env
         result["modes"][mode]["gemv_configs"] = picks
-        result["modes"][mode]["gemv_configs_source"] = _gemv_source() if picks else None
+        result["modes"][mode]["gemv_configs_source"] = gemv_configs.source() if picks else None
         free_engine(llm)
         del llm
     if compare and hf_sizes:
+        hf_baseline = maint_script("hf_baseline")
         dev = resolve_device(args.device)
         model = hf_baseline.load(path, resolve_dtype(args.dtype, mcfg.torch_dtype, dev), dev)
         for kind in compare:
@@ -294,14 +302,10 @@ def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: lis
     if b1 is None:
         print("  batch 1 with CUDA graphs: not measured (no graph mode ran at batch 1)")
     else:
-        print(f"  batch-1 TPOT, {b1_mode}: {_fmt(comparison['batch1_graph_tpot_ms'], '.3f')} ms; hf-compile: "
-              f"{_fmt(comparison['batch1_hf_compile_tpot_ms'], '.3f')} ms; hf-compile / minivllm = "
-              f"{_fmt(comparison['speedup_vs_hf_compile'], '.2f')}x")
+        print(f"  batch-1 TPOT, {b1_mode}: {fmt(comparison['batch1_graph_tpot_ms'], '.3f')} ms; hf-compile: "
+              f"{fmt(comparison['batch1_hf_compile_tpot_ms'], '.3f')} ms; hf-compile / minivllm = "
+              f"{fmt(comparison['speedup_vs_hf_compile'], '.2f')}x")
     if measured:
         print(f"  graph memory pool: {max(measured):.1f} MiB for "
               f"{'the default' if default_sizes else 'the given'} capture sizes")
     return comparison
-
-
-def _fmt(v, spec: str) -> str:
-    return "-" if v is None else format(v, spec)

@@ -20,10 +20,22 @@ import time
 
 import torch
 
-from minivllm.bench import hf_baseline
-from minivllm.bench.common import (engine_kwargs, free_engine, int_list, jsonable, model_dir, percentiles,
-                                   print_table, provenance, random_prompts, str_list, sync, try_baseline,
-                                   write_json)
+from minivllm.bench.common import (
+    engine_kwargs,
+    free_engine,
+    int_list,
+    jsonable,
+    maint_script,
+    model_dir,
+    percentiles,
+    print_table,
+    provenance,
+    random_prompts,
+    str_list,
+    sync,
+    try_baseline,
+    write_json,
+)
 from minivllm.sampling_params import SamplingParams
 
 HF_STATIC_BATCH, HF_STATIC_NEW_TOKENS = 32, 128
@@ -56,7 +68,8 @@ def run_engine(llm, prompts, max_tokens, temperature: float, high: int, logprobs
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=True)
     sync()
     wall = time.perf_counter() - t0
-    st, es = _delta(runner.step_stats, steps0), _delta(engine.stats, engine0)
+    st = {k: v - steps0.get(k, 0) for k, v in runner.step_stats.items()}
+    es = {k: v - engine0.get(k, 0) for k, v in engine.stats.items()}
     out_tokens, prompt_tokens = sum(len(o.outputs[0].token_ids) for o in outs), sum(map(len, prompts))
     busy = st["prefill_time"] + st["decode_time"]
     n_dec, n_steps = max(st["decode_steps"], 1), max(es["steps"], 1)
@@ -149,6 +162,7 @@ def main(args) -> dict:
         free_engine(llm)
         del llm
     if "hf" in compare:
+        hf_baseline = maint_script("hf_baseline")
         dev = resolve_device(args.device)
         model = hf_baseline.load(path, resolve_dtype(args.dtype, mcfg.torch_dtype, dev), dev)
         result["hf_continuous_batching"] = try_baseline(

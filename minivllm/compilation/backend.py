@@ -66,10 +66,6 @@ class SplitBackend:
         self.num_compiled_pieces = 0  # distinct pieces Inductor compiled (identical layers share one)
         self.num_static_compiles = 0  # extra compiles for compile_sizes
 
-    @property
-    def model(self) -> torch.nn.Module | None:
-        return self._model() if self._model is not None else None
-
     def release(self) -> None:
         """Free the graphs and compiled pieces this backend handed out (the engine is shutting down)."""
         for w in self.wrappers:
@@ -171,7 +167,8 @@ class SplitBackend:
         output = next(n for n in gm.graph.nodes if n.op == "output")
         if not (isinstance(output.args[0], (tuple, list)) and len(output.args[0]) == 1):
             return None
-        return graph_cache.describe_inputs(gm, example_inputs, self.model, ("input_ids", "positions"))
+        model = self._model() if self._model is not None else None
+        return graph_cache.describe_inputs(gm, example_inputs, model, ("input_ids", "positions"))
 
     def _save_graph(self, split_gm_bytes: bytes, specs: list[list]) -> None:
         """Keep the traced graph (and the pieces compiled from it) for the next start; never fail the compile."""

@@ -92,11 +92,6 @@ class CUDAGraphWrapper:
         self.graphs[n] = CapturedGraph(graph, ptrs, weak)
         return out
 
-    def drop(self, n: int) -> None:
-        """Forget the graph of size n (before capturing it again: a graph keeps the kernels it was captured
-        with, so `scripts/maint/gemv_tune.py` re-captures after changing a kernel's block sizes)."""
-        self.graphs.pop(n, None)
-
     def clear(self) -> None:
         """Free every graph (a failed capture pass, or the engine's release)."""
         self.graphs.clear()

@@ -51,17 +51,11 @@ class CompiledForward:
     info: dict = field(default_factory=dict)  # for the startup report
 
 
+@scoped_cache_env()  # the cache's environment variables are set only while this compiles
 def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineConfig,
                   warm_up: Callable[[Forward], None]) -> CompiledForward:
     """Apply compilation_config to the model's forward and compile it now (startup, not the first request):
-    `warm_up(fn)` runs fn once over a dummy batch. The cache's environment variables are set only while it
-    compiles (scoped_cache_env)."""
-    with scoped_cache_env():
-        return _compile_model(model, model_config, config, warm_up)
-
-
-def _compile_model(model: nn.Module, model_config: ModelConfig, config: EngineConfig,
-                   warm_up: Callable[[Forward], None]) -> CompiledForward:
+    `warm_up(fn)` runs fn once over a dummy batch."""
     c = config.compilation
     attach_custom_ops(model, CustomOpSelection.for_engine(config))
     graphs_on = config.cudagraph_mode.has_piecewise  # only ever with mode 3 (EngineConfig.cudagraph_mode)

@@ -27,7 +27,6 @@ class CallableModule(torch.nn.Module):
         return self.fn(*args)
 
 
-
 def call_directly(split_gm: fx.GraphModule, attention_op: Callable, attention_impl: Callable) -> list[str]:
     """Make the split graph call its pieces and attention ops as plain Python callables; returns their names.
 

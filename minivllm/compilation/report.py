@@ -31,15 +31,12 @@ def split_dynamo_inductor(before: dict[str, float], after: dict[str, float]) -> 
     return {"dynamo_s": round(frame - backend, 3), "backend_s": round(backend, 3)}
 
 
-
-
 def live_compile_report(info: dict, backend=None) -> dict:
     """Traces, graph breaks and recompiles since startup, plus the split and cache facts (`backend`: the
     engine's SplitBackend, if its forward was split at attention)."""
-    base = info.get("baseline_counters", {"unique_graphs": 0, "graph_breaks": 0})
-    if info.get("mode", 0) == 0:  # mode NONE: this engine never runs Dynamo, so no counter is its own
-        base = {"unique_graphs": counters["stats"].get("unique_graphs", 0),
-                "graph_breaks": sum(counters["graph_break"].values())}
+    # mode NONE: this engine never runs Dynamo, so no counter is its own
+    base = baseline() if info.get("mode", 0) == 0 else info.get("baseline_counters",
+                                                                  {"unique_graphs": 0, "graph_breaks": 0})
     return {
         "mode": info.get("mode", 0),
         "level": info.get("mode", 0),  # the old name, read by recorded results

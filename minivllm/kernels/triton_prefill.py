@@ -70,6 +70,54 @@ def _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base, kv_str
 
 
 @triton.jit
+def _attend_query_block(q_ptr, k_ptr, v_ptr, out_ptr, bt_row_ptr, q_start, query_len, seq_len, q_tile, kv_head,
+                        scale_log2, q_stride_t, q_stride_h, out_stride_t, out_stride_h,
+                        kv_stride_blk, kv_stride_tok, kv_stride_head,
+                        GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
+                        BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        PRECISION: tl.constexpr, K_ROWS: tl.constexpr):
+    """One query block of one sequence (BLOCK_Q tokens x GROUP_PAD heads of kv_head) attends to its causal
+    keys and writes its rows: the work this kernel and the unified one share (they differ in how a program
+    finds its sequence and block)."""
+    BLOCK_Q: tl.constexpr = BLOCK_M // GROUP_PAD  # query tokens per tile
+    context_start = seq_len - query_len  # tokens already cached before this step's queries
+    r = tl.arange(0, BLOCK_M)
+    t = q_tile * BLOCK_Q + r // GROUP_PAD  # query token within the sequence
+    g = r % GROUP_PAD
+    head = kv_head * GROUP + g
+    row_ok = (t < query_len) & (g < GROUP)
+    d = tl.arange(0, HEAD_DIM)
+    q_rows = (q_start + t).to(tl.int64)
+    q = tl.load(q_ptr + q_rows[:, None] * q_stride_t + head[:, None] * q_stride_h + d[None, :],
+                mask=row_ok[:, None], other=0.0)
+    q = q.to(k_ptr.dtype.element_ty)
+    # Rows past query_len get positions past the context: they see every key, so no row is all -inf.
+    q_pos = context_start + t
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    kv_base = kv_head * kv_stride_head
+    first_pos = context_start + q_tile * BLOCK_Q  # smallest position among this tile's queries
+    last_pos = context_start + tl.minimum((q_tile + 1) * BLOCK_Q, query_len) - 1
+    kv_end = tl.minimum(last_pos + 1, seq_len)  # seq_len 0 (padding) -> kv_end <= 0 -> no keys, zero output
+    full_end = tl.maximum(tl.minimum((first_pos + 1) // BLOCK_N * BLOCK_N, kv_end), 0)
+    for n0 in range(0, full_end, BLOCK_N):  # every key visible to every row: no mask
+        acc, m_i, l_i = _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base,
+                                     kv_stride_blk, kv_stride_tok, q_pos, kv_end, scale_log2,
+                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, PRECISION, K_ROWS)
+    for n0 in range(full_end, kv_end, BLOCK_N):  # the diagonal: causal mask
+        acc, m_i, l_i = _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base,
+                                     kv_stride_blk, kv_stride_tok, q_pos, kv_end, scale_log2,
+                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, PRECISION, K_ROWS)
+
+    l_safe = tl.where(l_i > 0, l_i, 1.0)  # no keys -> acc 0 -> zeros, never NaN
+    out = acc / l_safe[:, None]
+    tl.store(out_ptr + q_rows[:, None] * out_stride_t + head[:, None] * out_stride_h + d[None, :],
+             out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+
+
+@triton.jit
 def _prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr, query_start_ptr, seq_lens_ptr, scale_log2,
                     q_stride_t, q_stride_h, out_stride_t, out_stride_h,
                     bt_stride_s, kv_stride_blk, kv_stride_tok, kv_stride_head,
@@ -89,43 +137,10 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr, query_start_ptr, seq_l
     if q_tile * BLOCK_Q >= query_len:  # grid is sized for the longest query; shorter ones stop here
         return
     seq_len = tl.load(seq_lens_ptr + seq)
-    context_start = seq_len - query_len  # tokens already cached before this step's queries
-
-    r = tl.arange(0, BLOCK_M)
-    t = q_tile * BLOCK_Q + r // GROUP_PAD  # query token within the sequence
-    g = r % GROUP_PAD
-    head = kv_head * GROUP + g
-    row_ok = (t < query_len) & (g < GROUP)
-    d = tl.arange(0, HEAD_DIM)
-    q_rows = (q_start + t).to(tl.int64)
-    q = tl.load(q_ptr + q_rows[:, None] * q_stride_t + head[:, None] * q_stride_h + d[None, :],
-                mask=row_ok[:, None], other=0.0)
-    q = q.to(k_ptr.dtype.element_ty)
-    # Rows past query_len get positions past the context: they see every key, so no row is all -inf.
-    q_pos = context_start + t
-
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    bt_row_ptr = bt_ptr + seq * bt_stride_s
-    kv_base = kv_head * kv_stride_head
-    first_pos = context_start + q_tile * BLOCK_Q  # smallest position among this tile's queries
-    last_pos = context_start + tl.minimum((q_tile + 1) * BLOCK_Q, query_len) - 1
-    kv_end = tl.minimum(last_pos + 1, seq_len)  # seq_len 0 -> kv_end <= 0 -> no keys, zero output
-    full_end = tl.maximum(tl.minimum((first_pos + 1) // BLOCK_N * BLOCK_N, kv_end), 0)
-    for n0 in range(0, full_end, BLOCK_N):  # every key visible to every row: no mask
-        acc, m_i, l_i = _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base,
-                                     kv_stride_blk, kv_stride_tok, q_pos, kv_end, scale_log2,
-                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, PRECISION, K_ROWS)
-    for n0 in range(full_end, kv_end, BLOCK_N):  # the diagonal: causal mask
-        acc, m_i, l_i = _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base,
-                                     kv_stride_blk, kv_stride_tok, q_pos, kv_end, scale_log2,
-                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, PRECISION, K_ROWS)
-
-    l_safe = tl.where(l_i > 0, l_i, 1.0)
-    out = acc / l_safe[:, None]
-    tl.store(out_ptr + q_rows[:, None] * out_stride_t + head[:, None] * out_stride_h + d[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+    _attend_query_block(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr + seq * bt_stride_s, q_start, query_len, seq_len,
+                        q_tile, kv_head, scale_log2, q_stride_t, q_stride_h, out_stride_t, out_stride_h,
+                        kv_stride_blk, kv_stride_tok, kv_stride_head,
+                        GROUP, GROUP_PAD, HEAD_DIM, BLOCK_SIZE, BLOCK_M, BLOCK_N, PRECISION, K_ROWS)
 
 
 def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,

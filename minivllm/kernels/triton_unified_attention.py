@@ -24,7 +24,8 @@ Padding, fixed shapes:
 
 Inside a query block the work is the prefill kernel's: BLOCK_M rows = BLOCK_Q tokens x GROUP_PAD query
 heads of one kv head (GQA: each K/V tile is loaded once for the group), online softmax over the
-sequence's paged K/V, unmasked tiles first and the causal diagonal last (triton_prefill._attend_tile).
+sequence's paged K/V, unmasked tiles first and the causal diagonal last: the same jit function,
+triton_prefill._attend_query_block.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import triton.language as tl
 from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
 from minivllm.kernels.op_registry import direct_op
 from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs
-from minivllm.kernels.triton_prefill import _attend_tile, prefill_tile_config
+from minivllm.kernels.triton_prefill import _attend_query_block, prefill_tile_config
 
 fix_interpreter_for_numpy_2_4()
 
@@ -81,42 +82,11 @@ def _unified_kernel(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr, query_start_ptr, seq_l
     q_tile = block_idx - (q_start // BLOCK_Q + seq)  # this program's block within its sequence
     if q_tile * BLOCK_Q >= query_len:  # more programs than this sequence has blocks
         return
-    context_start = seq_len - query_len  # tokens cached before this step's queries
-
-    r = tl.arange(0, BLOCK_M)
-    t = q_tile * BLOCK_Q + r // GROUP_PAD  # query token within the sequence
-    g = r % GROUP_PAD
-    head = kv_head * GROUP + g
-    row_ok = (t < query_len) & (g < GROUP)
-    d = tl.arange(0, HEAD_DIM)
-    q_rows = (q_start + t).to(tl.int64)
-    q = tl.load(q_ptr + q_rows[:, None] * q_stride_t + head[:, None] * q_stride_h + d[None, :],
-                mask=row_ok[:, None], other=0.0)
-    q = q.to(k_ptr.dtype.element_ty)
-    q_pos = context_start + t  # rows past query_len see every key: no row is all -inf
-
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    bt_row_ptr = bt_ptr + seq.to(tl.int64) * bt_stride_s  # never read for the padding (kv_end <= 0)
-    kv_base = kv_head * kv_stride_head
-    first_pos = context_start + q_tile * BLOCK_Q
-    last_pos = context_start + tl.minimum((q_tile + 1) * BLOCK_Q, query_len) - 1
-    kv_end = tl.minimum(last_pos + 1, seq_len)
-    full_end = tl.maximum(tl.minimum((first_pos + 1) // BLOCK_N * BLOCK_N, kv_end), 0)
-    for n0 in range(0, full_end, BLOCK_N):  # keys every row sees: no mask
-        acc, m_i, l_i = _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base,
-                                     kv_stride_blk, kv_stride_tok, q_pos, kv_end, scale_log2,
-                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, PRECISION, K_ROWS)
-    for n0 in range(full_end, kv_end, BLOCK_N):  # the diagonal: causal mask
-        acc, m_i, l_i = _attend_tile(q, acc, m_i, l_i, n0, k_ptr, v_ptr, bt_row_ptr, kv_base,
-                                     kv_stride_blk, kv_stride_tok, q_pos, kv_end, scale_log2,
-                                     HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, PRECISION, K_ROWS)
-
-    l_safe = tl.where(l_i > 0, l_i, 1.0)  # no keys (padding) -> acc 0 -> zeros, never NaN
-    out = acc / l_safe[:, None]
-    tl.store(out_ptr + q_rows[:, None] * out_stride_t + head[:, None] * out_stride_h + d[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+    # the padding's row is never read (kv_end <= 0 there)
+    _attend_query_block(q_ptr, k_ptr, v_ptr, out_ptr, bt_ptr + seq.to(tl.int64) * bt_stride_s, q_start, query_len,
+                        seq_len, q_tile, kv_head, scale_log2, q_stride_t, q_stride_h, out_stride_t, out_stride_h,
+                        kv_stride_blk, kv_stride_tok, kv_stride_head,
+                        GROUP, GROUP_PAD, HEAD_DIM, BLOCK_SIZE, BLOCK_M, BLOCK_N, PRECISION, K_ROWS)
 
 
 def unified_grid(num_tokens: int, num_seqs: int, num_kv_heads: int, block_q: int) -> tuple[int, int]:

@@ -37,10 +37,8 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, cfg: dict) -> "ModelConfig":
-        archs = cfg.get("architectures") or []
-        if not archs:
-            raise ValueError("config.json has no 'architectures' entry; cannot tell which model to build")
-        arch = archs[0]
+        """cfg: a config.json that passed the loader's checks (a supported architecture among them)."""
+        arch = cfg["architectures"][0]
         heads = cfg["num_attention_heads"]
         rope = cfg.get("rope_parameters") or {}
         scaling = cfg.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)

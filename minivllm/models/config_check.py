@@ -13,14 +13,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from minivllm.config import is_int
 from minivllm.layers.rotary import ROPE_TYPES, rope_type_of
 
 ACTIVATIONS = ("silu",)  # the MLP is SiLU(gate) * up (layers/activation.py); "swish" is the same function
 _ACT_ALIASES = {"swish": "silu"}
-
-
-def is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def is_number(v: object) -> bool:

@@ -8,8 +8,9 @@ enough to check the engine's Llama path against transformers.
     python -m minivllm.tools.make_random_checkpoint --shape qwen3-0.6b --dtype bfloat16 .ckpt/qwen3-0.6b
 
 The hyper-parameters are the published ones (config.json of Qwen/Qwen3-0.6B, meta-llama/Llama-3.2-1B,
-Qwen/Qwen2-0.5B). The tokenizer is the project's small byte-level BPE (minivllm.tools.tokenizer): the model
-vocabulary is larger than the tokenizer's, which is normal (real checkpoints pad their vocabularies too).
+Qwen/Qwen2-0.5B). The tokenizer is the embedded model's small byte-level BPE (scripts/maint/tiny_tokenizer.py),
+copied from it: the model vocabulary is larger than the tokenizer's, which is normal (real checkpoints pad
+their vocabularies too).
 Weights are created on the meta device and filled directly in the target dtype: transformers' own
 initialisation of a 1B model takes minutes, this takes seconds.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ import torch
 from transformers import (AutoModelForCausalLM, GenerationConfig, LlamaConfig, PretrainedConfig, Qwen2Config,
                           Qwen3Config)
 
-from minivllm.tools.tokenizer import default_tokenizer, save_tokenizer
+from minivllm import DEFAULT_MODEL
 
 _QWEN3_0_6B = dict(
     hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
@@ -120,7 +122,8 @@ def make_random_checkpoint(shape: str, out_dir: str | Path, dtype: str = "float3
     model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0)
     model.save_pretrained(str(out_dir))
     add_classic_config_keys(out_dir / "config.json", config)
-    save_tokenizer(default_tokenizer(), out_dir)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(Path(DEFAULT_MODEL) / name, out_dir / name)
     return out_dir
 
 

@@ -100,21 +100,3 @@ def score(prompts: Sequence[str], completions: Sequence[str]) -> float:
     if not prompts:
         return 0.0
     return sum(check(p, c) for p, c in zip(prompts, completions)) / len(prompts)
-
-
-def corpus(n_per_kind: int = 2000, seed: int = 0) -> list[str]:
-    """Training-split text for the tokenizer: full "prompt answer" lines."""
-    return [f"{p} {a}" for p, a in make_examples(n_per_kind * len(KINDS), seed)]
-
-
-def greedy_complete(model, tok, prompts: list[str], batch_size: int = 100) -> list[str]:
-    """Greedy completions with transformers' own generate of a transformers model and tokenizer (the
-    reference the engine is compared with)."""
-    tok.padding_side = "left"
-    out: list[str] = []
-    for i in range(0, len(prompts), batch_size):
-        batch = tok(prompts[i : i + batch_size], return_tensors="pt", padding=True)
-        gen = model.generate(**batch, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
-                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-        out += tok.batch_decode(gen[:, batch.input_ids.shape[1]:], skip_special_tokens=True)
-    return out

@@ -17,8 +17,7 @@ eager forward, on this runner's KV cache, with a scheduler of their own; a diffe
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable
 
 from minivllm.compilation.diagnose import NumericsError, diagnose
 from minivllm.config import CompilationMode, CUDAGraphMode, EngineConfig
@@ -77,17 +76,6 @@ def build_with_fallback(config: EngineConfig, runner: ModelRunner, report: Start
     raise RuntimeError(f"every rung of the fallback ladder failed: {record}")
 
 
-@contextmanager
-def plain_forward(runner: ModelRunner) -> Iterator[None]:
-    """Run the plain eager forward, no graphs, for a while (the probe compares the two)."""
-    saved = runner.forward_fn, runner.cudagraph_dispatcher
-    runner.forward_fn, runner.cudagraph_dispatcher = runner.model.forward, None
-    try:
-        yield
-    finally:
-        runner.forward_fn, runner.cudagraph_dispatcher = saved
-
-
 def greedy_probe(config: EngineConfig, runner: ModelRunner, num_probes: int = 4,
                  max_tokens: int = 8) -> list[list[int]]:
     """Greedy tokens of a few fixed prompts (prefill, then decode steps), scheduled as the engine does."""
@@ -115,8 +103,12 @@ def verify(config: EngineConfig, runner: ModelRunner, report: StartupReport) -> 
     """The greedy probe through the optimized path vs the plain eager forward; a difference is a
     NumericsError."""
     fast = greedy_probe(config, runner)
-    with plain_forward(runner):
+    saved = runner.forward_fn, runner.cudagraph_dispatcher  # the plain eager forward, no graphs, for a while
+    runner.forward_fn, runner.cudagraph_dispatcher = runner.model.forward, None
+    try:
         slow = greedy_probe(config, runner)
+    finally:
+        runner.forward_fn, runner.cudagraph_dispatcher = saved
     same = sum(a == b for a, b in zip(fast, slow))
     report.compile["verify"] = {"probes": len(fast), "identical": same}
     if same != len(fast):

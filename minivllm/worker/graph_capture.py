@@ -66,21 +66,15 @@ def reset_rng_after_failed_capture() -> None:
         logger.warning("could not reset the CUDA RNG state after a failed capture: %s", e)
 
 
-def segments_mib(segments: list[dict], pool_id) -> float:
-    """MiB of the allocator segments (cudaMalloc'd blocks) that belong to one memory pool, from a
-    torch.cuda.memory_snapshot() segment list."""
-    return sum(seg["total_size"] for seg in segments
-               if tuple(seg.get("segment_pool_id", ())) == tuple(pool_id)) / MiB
-
-
 def pool_mib(pool) -> float | None:
     """What the caching allocator holds for a graph pool: unlike the device's free memory around a capture,
     this does not move with what else the process loads or frees meanwhile (kernel code loaded on first
     launch, cuBLAS workspaces, blocks of an earlier engine released during the capture). None if unknown."""
     if pool is None:
         return None
-    try:
-        return segments_mib(torch.cuda.memory_snapshot(), pool)
+    try:  # the allocator segments (cudaMalloc'd blocks) of that pool
+        return sum(seg["total_size"] for seg in torch.cuda.memory_snapshot()
+                   if tuple(seg.get("segment_pool_id", ())) == tuple(pool)) / MiB
     except Exception as e:  # noqa: BLE001 - a torch without this snapshot field: fall back to free memory
         logger.debug("no allocator snapshot for the graph pool: %s", e)
         return None
@@ -187,17 +181,3 @@ def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int],
             else "Capturing CUDA graphs (decode, FULL)" if mode is CUDAGraphMode.FULL
             else "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)")
     return capture_all_sizes(mode.value, sizes, desc, capture_one, pool)
-
-
-
-def recapture_full(runner: Any, n: int) -> None:
-    """Capture the FULL graph of batch size n again, replacing the old one (its pool memory is reused).
-    scripts/maint/gemv_tune.py does it after changing a kernel's block sizes: a graph keeps the kernels it
-    was captured with."""
-    d, step = runner.cudagraph_dispatcher, runner.full_step
-    if d is None or step is None or n not in d.full_sizes:
-        raise ValueError(f"no FULL CUDA graph of batch size {n} to re-capture (captured: "
-                         f"{sorted(d.full_sizes) if d is not None else []})")
-    step.drop(n)
-    torch.cuda.synchronize()
-    capture_graphs(runner, CUDAGraphMode.FULL, [n], step, [step], runner.graph_pool)

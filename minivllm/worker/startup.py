@@ -67,21 +67,12 @@ def choose_num_blocks(runner: ModelRunner, cache_cfg: CacheConfig, activation_pe
     (x2 for the prefix cache): a tiny model on a big GPU would otherwise get hundreds of millions of blocks,
     and the block manager keeps a Python object per block.
     """
-    cfg = runner.config
-    cap = 2 * cfg.scheduler.max_num_seqs * runner.max_blocks_per_seq
-    return min(_blocks_from_memory(runner, cache_cfg, activation_peak, graph_reserve), cap) \
-        if cache_cfg.num_gpu_blocks_override is None else cache_cfg.num_gpu_blocks_override
-
-
-def _blocks_from_memory(runner: ModelRunner, cache_cfg: CacheConfig, activation_peak: int,
-                       graph_reserve: int) -> int:
-    per_block = runner.kv_bytes_per_block()
     if cache_cfg.num_gpu_blocks_override is not None:
         return cache_cfg.num_gpu_blocks_override
+    cfg, per_block = runner.config, runner.kv_bytes_per_block()
     if cache_cfg.kv_cache_memory_bytes is not None:
-        return max(cache_cfg.kv_cache_memory_bytes // per_block, 1)
-    cfg = runner.config
-    if cfg.device.type == "cuda":
+        blocks = max(cache_cfg.kv_cache_memory_bytes // per_block, 1)
+    elif cfg.device.type == "cuda":
         free, total = torch.cuda.mem_get_info()
         used_by_others = total - free - torch.cuda.memory_reserved()
         budget = total * cache_cfg.gpu_memory_utilization - used_by_others - torch.cuda.memory_allocated() \
@@ -89,11 +80,10 @@ def _blocks_from_memory(runner: ModelRunner, cache_cfg: CacheConfig, activation_
         logger.info("Memory profiling: weights %.2f GiB, activation peak %.2f GiB, graph reserve %.2f GiB, "
                     "budget for KV cache %.2f GiB", torch.cuda.memory_allocated() / GiB, activation_peak / GiB,
                     graph_reserve / GiB, budget / GiB)
-        return max(int(budget // per_block), 0)
-    # CPU default: room for 4 sequences of max_model_len (at least 8192 tokens), at most 2 GiB.
-    tokens = max(4 * cfg.max_model_len, 8192)
-    blocks = (tokens + runner.block_size - 1) // runner.block_size
-    return max(min(blocks, (2 * GiB) // per_block), 1)
+        blocks = max(int(budget // per_block), 0)
+    else:  # CPU default: room for 4 sequences of max_model_len (at least 8192 tokens), at most 2 GiB
+        blocks = max(min(-(-max(4 * cfg.max_model_len, 8192) // runner.block_size), (2 * GiB) // per_block), 1)
+    return min(blocks, 2 * cfg.scheduler.max_num_seqs * runner.max_blocks_per_seq)
 
 
 def kv_too_small_message(kv_tokens: int, max_len: int, cfg: EngineConfig, live_engines: int) -> str:

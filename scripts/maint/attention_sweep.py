@@ -15,9 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+import kernel_bench as kb  # beside this script
 import torch
-
-from minivllm.bench import kernels as kb
 
 # Every split count on the shapes the engine's decode steps have (latency bench contexts ~256-384 tokens in a
 # 512-token max_model_len; the throughput workload's batch ~128 at ~1k tokens).

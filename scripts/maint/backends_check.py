@@ -61,8 +61,10 @@ def main(args: argparse.Namespace) -> dict:
 def _score_divergences(model: str, prompts: list[dict], runs: dict, rows: list[dict]) -> None:
     """fp32 transformers on prompt + common prefix: |logit(triton's token) - logit(torch's token)|, and for
     scale, the mean top-1 minus top-2 gap over all the positions scored."""
-    from minivllm.bench import hf_baseline
+    from minivllm.bench.common import maint_script
     from minivllm.config import resolve_device
+
+    hf_baseline = maint_script("hf_baseline")
 
     hf = hf_baseline.load(model, torch.float32, resolve_device("auto"))
     for r in rows:

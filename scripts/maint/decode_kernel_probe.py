@@ -4,8 +4,9 @@
     python scripts/maint/decode_kernel_probe.py --summary RESULTS_DIR                 (the table over trees)
 
 TREE_DIR holds a minivllm/ of any commit since 40cba88 (the launcher's signature is the same there); the
-timers are this checkout's minivllm/bench/timing.py (the ones `bench kernels` uses), loaded by path for every
-tree, so a change between trees is the kernel's or its launcher's, not the benchmark's. Per case (batch, context, splits, Qwen3-0.6B's attention layout, bf16):
+timers are this checkout's scripts/maint/kernel_bench.py (the ones `bench kernels` uses), loaded by path for
+every tree, so a change between trees is the kernel's or its launcher's, not the benchmark's. Per case (batch,
+context, splits, Qwen3-0.6B's attention layout, bf16):
   ms        triton.testing.do_bench of the launcher call, L2 flushed before each, median (as bench kernels)
   ms_graph  the same call captured in a CUDA graph and replayed, L2 flushed before each: the GPU's time
   host_us   CPU time per launcher call (argument binding, launch(es)); when host_us exceeds the flush's
@@ -30,10 +31,10 @@ HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE = 16, 8, 128, 16
 
 
 def _timers():
-    """This checkout's minivllm/bench/timing.py, loaded by path: the tree under test has its own minivllm."""
+    """This checkout's kernel_bench.py timers, loaded by path: the tree under test has its own minivllm."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_minivllm_bench_timing", ROOT / "minivllm/bench/timing.py")
+    spec = importlib.util.spec_from_file_location("_minivllm_kernel_bench", ROOT / "scripts/maint/kernel_bench.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.gpu_ms, mod.graph_replay_ms

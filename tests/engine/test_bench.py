@@ -216,7 +216,10 @@ def test_generate_cli_with_engine_flags(capsys):
 
 
 def test_profile_categories_and_busy_time():
-    from minivllm.bench.profile import categorize, short_name, summarize
+    from minivllm.bench.common import maint_script
+
+    categorize, short_name, summarize = (getattr(maint_script("gpu_profile"), n)
+                                         for n in ("categorize", "short_name", "summarize"))
 
     assert categorize("nvjet_tst_64x8_64x16_4x1_v_bz_TNT") == "gemm"
     assert categorize("void gemv2T_kernel_val<int, int, __nv_bfloat16, float>(...)") == "gemm"
@@ -236,7 +239,9 @@ def test_profile_categories_and_busy_time():
 
 
 def test_profile_bench_runs_on_cpu(ckpt, tmp_path):
-    from minivllm.bench import profile
+    from minivllm.bench.common import maint_script
+
+    profile = maint_script("gpu_profile")
 
     out = tmp_path / "profile.json"
     result = profile.main(parse_args(["profile", "--model", ckpt, "--batch-sizes", "1,3", "--context", "20",

@@ -66,15 +66,6 @@ def test_dispatcher_pads_to_the_nearest_captured_size():
     assert mode is CUDAGraphMode.PIECEWISE and pad_t == 8 and pad_s is None
     assert _dispatch(d, _prefill_batch([9]))[1] is None
     assert d.counts == {"full": 4, "piecewise": 1, "eager": 3}
-    from types import SimpleNamespace
-
-    import pytest
-
-    from minivllm.worker.graph_capture import recapture_full
-
-    runner = SimpleNamespace(cudagraph_dispatcher=d, full_step=None, graph_pool=None)
-    with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):  # nothing to re-capture with
-        recapture_full(runner, 4)
 
 
 def test_padded_rows_write_no_kv_and_attend_to_nothing():

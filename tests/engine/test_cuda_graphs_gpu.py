@@ -7,6 +7,8 @@ eager; the persistent buffers never move; sampling inside replays still follows 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -274,7 +276,8 @@ def test_pinned_gemv_configs_and_a_recaptured_graph_keep_the_tokens():
     size-1 FULL graph, and the pinned configs are what runs, with the same greedy tokens (fp32: a different
     K split only moves the last bits). Re-capturing a size that was never captured is a clear error."""
     from minivllm.kernels import gemv_configs, triton_gemv
-    from minivllm.worker.graph_capture import recapture_full
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "maint"))
+    from gemv_tune import recapture_full
 
     gemv_configs.set_pins({}, label="autotune")
     triton_gemv.forget_picks()  # earlier tests' shapes (other models) out of the way

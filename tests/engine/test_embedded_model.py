@@ -4,6 +4,7 @@ This pins the reference: transformers, fp32, CPU, greedy. The engine's own tests
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import minivllm
 from minivllm.tools import tiny_task
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "maint"))
+from train_tiny import greedy_complete  # noqa: E402 - transformers' generate, the reference
 
 MODEL_DIR = Path(minivllm.DEFAULT_MODEL)
 
@@ -43,7 +47,7 @@ def test_held_out_accuracy(shipped):
     model, tok = shipped
     prompts = [p for p, _ in tiny_task.make_examples(200, seed=0, split="test")]
     start = time.time()
-    completions = tiny_task.greedy_complete(model, tok, prompts)
+    completions = greedy_complete(model, tok, prompts)
     acc = tiny_task.score(prompts, completions)
     wrong = [(p, c) for p, c in zip(prompts, completions) if not tiny_task.check(p, c)]
     assert acc >= 0.95, f"accuracy {acc:.3f}; first mistakes: {wrong[:5]}"
@@ -52,7 +56,7 @@ def test_held_out_accuracy(shipped):
 
 def test_demo_prompts_stop_at_eos(shipped):
     model, tok = shipped
-    completions = tiny_task.greedy_complete(model, tok, tiny_task.DEMO_PROMPTS)
+    completions = greedy_complete(model, tok, tiny_task.DEMO_PROMPTS)
     assert tiny_task.score(tiny_task.DEMO_PROMPTS, completions) >= 5 / 6, completions
 
 

@@ -63,15 +63,18 @@ def test_codegen_compiles_this_trees_kernel_without_a_gpu(tmp_path):
 
 
 def test_probe_and_bench_kernels_share_one_graph_replay_timer():
-    """The probe loads this checkout's minivllm/bench/timing.py by path (the tree it probes has its own
-    minivllm); bench kernels imports the same file, so a difference between trees is never the timer's."""
+    """The probe loads this checkout's scripts/maint/kernel_bench.py by path (the tree it probes has its own
+    minivllm), whose timers bench kernels uses, so a difference between trees is never the timer's; loading it
+    imports nothing of minivllm."""
     pytest.importorskip("torch")
-    from minivllm.bench import kernels, timing
+    import kernel_bench
 
+    before = {m for m in sys.modules if m.startswith("minivllm")}
     gpu_ms, graph_replay_ms = decode_kernel_probe._timers()
-    assert gpu_ms.__code__.co_code == timing.gpu_ms.__code__.co_code
-    assert graph_replay_ms.__code__.co_code == timing.graph_replay_ms.__code__.co_code
-    assert kernels._ms is timing.gpu_ms and kernels._ms_graph is timing.graph_replay_ms
+    assert {m for m in sys.modules if m.startswith("minivllm")} == before
+    assert gpu_ms.__code__.co_code == kernel_bench.gpu_ms.__code__.co_code
+    assert graph_replay_ms.__code__.co_code == kernel_bench.graph_replay_ms.__code__.co_code
+    assert kernel_bench._ms is kernel_bench.gpu_ms and kernel_bench._ms_graph is kernel_bench.graph_replay_ms
 
 
 def test_attention_sweep_reuses_bench_kernels_and_needs_a_gpu():

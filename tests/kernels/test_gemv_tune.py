@@ -16,8 +16,8 @@ from minivllm.kernels import gemv_configs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "maint"))
 
-import gemv_tune  # noqa: E402
-from gemv_tune import parse_args  # noqa: E402
+import gemv_tune
+from gemv_tune import parse_args
 
 A = {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 2}
 B = {"BLOCK_N": 4, "BLOCK_K": 2048, "num_warps": 8, "num_stages": 2}
@@ -322,3 +322,14 @@ def test_a_pin_may_add_prefetch_to_any_autotune_config(fake_gpu):
     (chosen,) = gemv_configs.use_pinned(configs, {"N": 1024, "K": 2048}, M_PAD=1, SILU_MUL=False, HAS_NORM=False)
     assert gemv_configs.config_dict(chosen) == {**base, "PREFETCH_W": 1}
     assert gemv_configs.config_dict(configs[0]) == base and chosen is not configs[0]
+
+
+def test_recapture_full_refuses_a_size_never_captured():
+    from types import SimpleNamespace
+
+    from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
+
+    d = CudagraphDispatcher(capture_sizes=[1, 2], mode="FULL_DECODE_ONLY")
+    runner = SimpleNamespace(cudagraph_dispatcher=d, full_step=None, graph_pool=None)
+    with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):  # nothing to re-capture with
+        gemv_tune.recapture_full(runner, 4)

@@ -10,7 +10,7 @@ to both floors, so a learner sees which one binds and which fusion would pay.
 CUPTI reports the kernels inside a CUDA-graph replay one by one, so graph modes are profiled as they run.
 Step wall time is measured without the profiler (it slows the CPU side). On a CPU there are no kernels:
 the bench still reports step time and the byte floor. The host side of a step (cProfile, per function) is
-scripts/maint/host_profile.py.
+host_profile.py, beside this file; `minivllm bench profile` runs this one with its flags (minivllm/bench/cli.py):
 
     minivllm bench profile --model .ckpt/qwen3-0.6b --batch-sizes 1,64 --modes eager,FULL --json profile.json
 """
@@ -35,7 +35,7 @@ from minivllm.sampling_params import SamplingParams
 CATEGORIES: list[tuple[str, str]] = [
     ("gemm", r"gemm|gemv|nvjet|xmma|cutlass|splitk|triton_tem_|_mm_|^mm_|cublas"),
     ("inductor fused", r"^triton_(poi|red|per)_"),
-    ("attention", r"_decode_kernel|_merge_splits|_prefill_kernel|flash|attention"),
+    ("attention", r"_decode_kernel|_merge_splits|_prefill_kernel|_unified_kernel|flash|attention"),
     ("kv store", r"_store_kv"),
     ("rms norm", r"_rms_norm"),
     ("rope (+q/k norm)", r"_rotary"),
@@ -115,11 +115,15 @@ def byte_floor(llm, batch: int, context: int, copy_gbps: float | None) -> dict:
 
 
 def copy_bandwidth_gbps() -> float | None:
+    """Bytes read + written per second by a 1 GiB device-to-device copy, timed as `bench kernels` times it:
+    the practical bandwidth ceiling (None without CUDA)."""
     if not torch.cuda.is_available():
         return None
-    from minivllm.bench.kernels import copy_bandwidth_gbps as measure
+    from triton.testing import do_bench
 
-    return measure()
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * src.numel() / do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median") / 1e6
 
 
 def profile_decode(llm, batch: int, context: int, steps: int, high: int, copy_gbps: float | None,

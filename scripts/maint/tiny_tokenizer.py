@@ -1,8 +1,10 @@
 """A small byte-level BPE tokenizer, trained here in about a second, that `AutoTokenizer` loads offline.
 
 Why train one: real tokenizers cannot be downloaded in this project, and the engine needs a tokenizer next
-to every checkpoint (the embedded model and the random-weight ones). Byte-level BPE (GPT-2 / Llama 3 /
-Qwen style) can encode any text, so prompts outside the training text still work, only in more tokens.
+to every checkpoint. train_tiny.py writes this one beside the embedded model (assets/models/minivllm-tiny),
+and minivllm/tools/make_random_checkpoint.py copies it from there beside every random-weight checkpoint.
+Byte-level BPE (GPT-2 / Llama 3 / Qwen style) can encode any text, so prompts outside the training text
+still work, only in more tokens.
 
 Choices that matter for the tiny task: digits are split one by one (as in Llama 3 and Qwen) so numbers
 are sequences of digit tokens, and the post-processor prepends <s> (as Llama does), so
@@ -57,10 +59,11 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE) 
 
 def default_tokenizer(vocab_size: int = DEFAULT_VOCAB_SIZE) -> PreTrainedTokenizerFast:
     """The project's tokenizer: trained on the tiny task's training text plus a paragraph of English.
-    Deterministic, so every checkpoint made by the tools shares it."""
-    from minivllm.tools.tiny_task import corpus
+    Deterministic: training it again gives the files the embedded model ships."""
+    from minivllm.tools.tiny_task import KINDS, make_examples
 
-    return train_tokenizer(corpus() + ENGLISH.splitlines() * 20, vocab_size)
+    corpus = [f"{p} {a}" for p, a in make_examples(2000 * len(KINDS), seed=0)]  # training-split "prompt answer"
+    return train_tokenizer(corpus + ENGLISH.splitlines() * 20, vocab_size)
 
 
 def save_tokenizer(tokenizer: PreTrainedTokenizerFast, out_dir: str | Path) -> None:

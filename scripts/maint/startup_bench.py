@@ -4,6 +4,7 @@ Why two processes: compiled kernels are cached on disk (MINIVLLM_CACHE_DIR, plus
 own caches, pointed inside it here) and in memory; only a fresh process shows what a second start really
 saves. The cold start gets a fresh, empty cache directory; the warm start reuses what the cold one wrote.
 Each child prints `llm.startup_report().as_dict()` as JSON; the parent puts the phases side by side.
+`minivllm bench startup` runs this file's main() with its flags (minivllm/bench/cli.py).
 
     minivllm bench startup --model .ckpt/qwen3-0.6b --compilation-config '{"mode": 3}' --json startup.json
 """
@@ -49,11 +50,13 @@ def child(kwargs: dict) -> None:
 def run_child(kwargs: dict, cache_dir: str) -> dict:
     from minivllm.bench.common import REPO
 
+    # the child imports the minivllm of this checkout (REPO first on its path), as `python -m` from REPO did
     env = {**os.environ, "MINIVLLM_CACHE_DIR": cache_dir,
+           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
            "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
            "TRITON_CACHE_DIR": os.path.join(cache_dir, "triton")}
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "minivllm.bench.startup", "--child", json.dumps(kwargs)],
+    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(kwargs)],
                           cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARKER)]

@@ -15,20 +15,24 @@ engine runs it), and `host_us`, the launcher's CPU time per call: `ms` above `ms
 host_us means the row measured the host. The prefill and GEMV tables are timed from graph replay only
 (their `*_ms`), with the launchers' CPU time per call in their own `*_host_us` columns.
 
-Run: minivllm bench kernels [--gemv] [--json results.json]. The tile and split sweeps that chose the
-kernels' configs are scripts/maint/attention_sweep.py.
+Run: minivllm bench kernels [--gemv] [--json results.json], or this file with the same flags. It sits beside
+the tile and split sweeps that chose the kernels' configs (attention_sweep.py) and the bisect probe
+(decode_kernel_probe.py), which share its cases and its two GPU timers (gpu_ms, graph_replay_ms): the probe
+compares trees by timing each tree's kernel with this code, so a difference is never the timer's. Nothing of
+minivllm is imported at the top, so the probe can load this checkout's copy while it imports another tree's
+minivllm.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-
-from minivllm.bench.timing import gpu_ms, graph_replay_ms
 
 # Qwen3-0.6B attention layout
 HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE, DTYPE = 16, 8, 128, 16, torch.bfloat16
@@ -47,7 +51,28 @@ def _provenance() -> dict:
             "git_commit": commit}
 
 
-_ms, _ms_graph = gpu_ms, graph_replay_ms  # the timers scripts/maint/decode_kernel_probe.py shares
+def gpu_ms(fn: Callable[[], object]) -> float:
+    """The median GPU time of fn (triton's do_bench: L2 flushed before each call, 25 ms warm-up, 200 ms)."""
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+def graph_replay_ms(fn: Callable[[], object]) -> float:
+    """The median GPU time of fn replayed from a CUDA graph, L2 flushed before each replay. fn runs once on a
+    side stream first (the warm-up a capture needs: lazy init, autotuning) and is then captured once."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return gpu_ms(graph.replay)
+
+
+_ms, _ms_graph = gpu_ms, graph_replay_ms
 
 
 def _host_us(fn, calls: int = 100) -> float:
@@ -231,7 +256,7 @@ def run_gemv_bench(out_json: str | None = None, rows: tuple[int, ...] = (1, 2, 4
 def run_kernel_bench(out_json: str | None = None) -> dict:
     """Benchmark copy bandwidth, decode and prefill attention; print a table, optionally write JSON."""
     if not torch.cuda.is_available():
-        raise SystemExit("minivllm.bench.kernels: no CUDA GPU found; these benchmarks only make sense on a "
+        raise SystemExit("minivllm bench kernels: no CUDA GPU found; these benchmarks only make sense on a "
                          "GPU (the kernels' CPU correctness tests are in tests/kernels/test_kernels.py).")
     result = {"provenance": _provenance(),
               "layout": {"heads": HEADS, "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "block_size": BLOCK_SIZE,
@@ -272,3 +297,10 @@ def run_kernel_bench(out_json: str | None = None) -> dict:
         print(f"wrote {out_json}")
     return result
 
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--gemv", action="store_true", help="only the Triton GEMV vs cuBLAS on the decode matmuls")
+    a = ap.parse_args()
+    run_gemv_bench(a.json) if a.gemv else run_kernel_bench(a.json)

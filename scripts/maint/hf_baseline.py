@@ -3,7 +3,8 @@
 Why three of them: `generate` with its default dynamic cache is what most people run first (hf); a static
 cache plus torch.compile is transformers' own answer to per-token Python overhead (hf-compile); and
 continuous batching (`init_continuous_batching`, paged attention) is its answer to throughput. Beating only
-the first would prove little.
+the first would prove little. `bench latency` and `bench throughput` load this file by path for --compare
+(minivllm/bench/cli.py, maint_script): it is the yardstick, not the engine.
 """
 
 from __future__ import annotations

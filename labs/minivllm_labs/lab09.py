@@ -4,7 +4,7 @@ where the rest of its time goes, kernel by kernel.
 At batch 1 a decode step reads every weight once (plus the K/V of its context), so bytes / copy bandwidth is
 the least it can take. The recorder measures that floor and the engine's step on two real model shapes
 (random bf16 weights: speed depends on shapes, not values), profiles one CUDA-graph replay kernel by kernel
-with `minivllm bench profile`'s own functions (minivllm/bench/profile.py), gives each weight-reading kernel
+with `minivllm bench profile`'s own functions (scripts/maint/gpu_profile.py), gives each weight-reading kernel
 its bytes, and times the same step with programmatic dependent launch off and at larger batches. On a CPU
 the same code measures the embedded tiny model (no kernels: the floor and the step only).
 
@@ -16,6 +16,7 @@ kernels and linear weights differ (a kernel split in two), the GEMMs get no byte
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 from pathlib import Path
@@ -33,7 +34,7 @@ SWEEP = (1, 16, 64, 128, 256, 512)  # batch sizes of the step-time sweep (captur
 SWEEP_CONTEXT = 16  # short prompts in the sweep: its step reads weights, hardly any KV
 PEAK_BF16_FLOPS = {"NVIDIA H200": 989e12}  # datasheet dense bf16 (a constant, not a measurement)
 NO_PDL = ["all", "-pdl", "-decode_prefetch"]  # custom_ops without programmatic dependent launch
-COPY = "copy / fill"  # bench/profile.py's category of the step's host-to-device input copies
+COPY = "copy / fill"  # scripts/maint/gpu_profile.py's category of the step's host-to-device input copies
 
 
 def shape_of(model: str) -> str:
@@ -51,11 +52,18 @@ def shape_of(model: str) -> str:
     return "tiny" if Path(model).resolve() == Path(DEFAULT_MODEL).resolve() else Path(model).name.replace(".", "")
 
 
+@functools.cache
+def _profiler():
+    """`minivllm bench profile`'s code (scripts/maint/gpu_profile.py): the same per-kernel profile the bench
+    prints, reused here rather than copied."""
+    from minivllm.bench.common import maint_script
+
+    return maint_script("gpu_profile")
+
+
 def copy_gbps() -> float:
     """This device's copy bandwidth in GB/s: the bench's own on CUDA, Lab 07's on a CPU."""
-    from minivllm.bench.profile import copy_bandwidth_gbps
-
-    bw = copy_bandwidth_gbps()
+    bw = _profiler().copy_bandwidth_gbps()
     if bw is None:
         from minivllm_labs.lab07 import copy_bandwidth
 
@@ -91,8 +99,7 @@ def timeline(kernels: list[tuple[str, float, float]], steps: int, weights: list[
     A kernel's own time runs from the later of its start and the previous kernel's end to its end: with PDL a
     kernel starts while the previous one drains and waits for it, and that wait is the previous kernel's time.
     gap: GPU idle before the kernel; overlap: how much of it ran beside the previous kernel (what PDL hides)."""
-    from minivllm.bench.profile import categorize, short_name
-
+    categorize, short_name = _profiler().categorize, _profiler().short_name
     ks = sorted(kernels, key=lambda k: k[1])
     n = len(ks) // steps
     step = ks[len(ks) - n:]
@@ -152,7 +159,7 @@ def measure_shape(model: str, gbps: float, quick: bool = False, context: int = C
     """One model: one step profiled (floor, step, timeline) and, with `extras`, the batch sweep and on CUDA the
     step without PDL."""
     from minivllm.bench.common import free_engine
-    from minivllm.bench.profile import profile_decode
+    profile_decode = _profiler().profile_decode
     from minivllm.loader import check_model_dir, load_model_config
     from minivllm_labs.lab01_timing import quiet_stderr
 
@@ -211,12 +218,12 @@ def run_all(model: str, quick: bool = False) -> dict:
                          "roofline": roof, "shapes": shapes})
 
 
-from minivllm_labs.lab09_views import CLAIMS, QUESTIONS  # noqa: E402  (questions and claims: data/lab09.yaml)
-from minivllm_labs.lab_info import LabInfo  # noqa: E402
+from minivllm_labs.lab09_views import CLAIMS, QUESTIONS
+from minivllm_labs.lab_info import LabInfo
 
 LAB_INFO = LabInfo(
     lab="lab09", notebook="labs/09_decode_floor.ipynb", title="The floor of a decode step",
     title_zh="解码一步的下限", sections=("§1.1", "§1.2", "§5 (CG only removes launch overhead)"),
     questions=tuple(QUESTIONS.values()), claims=CLAIMS,
-    code=("minivllm/bench/profile.py", "minivllm/kernels/pdl.py", "minivllm/kernels/triton_gemv.py",
+    code=("scripts/maint/gpu_profile.py", "minivllm/kernels/pdl.py", "minivllm/kernels/triton_gemv.py",
           "minivllm/worker/graph_capture.py"))

@@ -32,8 +32,8 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
@@ -330,10 +330,11 @@ def _autotune_without_loop_stages() -> None:
 
 def _step_floor(llm, context: int) -> dict | None:
     """Bytes of a batch-1 decode step (weights + KV at `context`) and their time at the copy bandwidth."""
-    from minivllm.bench.profile import byte_floor, copy_bandwidth_gbps
+    from minivllm.bench.common import maint_script
 
-    bw = copy_bandwidth_gbps()
-    return {**byte_floor(llm, 1, context, bw), "copy_gbps": bw} if bw else None
+    profile = maint_script("gpu_profile")
+    bw = profile.copy_bandwidth_gbps()
+    return {**profile.byte_floor(llm, 1, context, bw), "copy_gbps": bw} if bw else None
 
 
 def summarize(paths: list[str]) -> list[list]:

@@ -17,6 +17,10 @@
 #                   in bf16 (scripts/modes_check.py); the comparison in $OUT/modes.json; MODES_PROFILE=1 adds
 #                   scripts/maint/host_profile.py of a PIECEWISE batch-1 step (cProfile)
 #   all             the six above (two lanes on a two-GPU machine)
+#   piecewise       issue 26's PIECEWISE host time: `modes` for eager, PIECEWISE, FULL_AND_PIECEWISE and FULL with
+#                   MODES_PROFILE=1 (TPOT at batch 1 and 64 in one run, the host profile of a PIECEWISE batch-1
+#                   step, both copied to $OUT), then the every-batch-size graph test (FULL's graphs against the
+#                   same kernels run eagerly; FULL vs eager printed); PIECEWISE_TESTS=0 skips the test
 #   full            vLLM's FULL mode (graphs of any batch, the unified attention kernel): its GPU tests, and the
 #                   512-token prefill (TTFT at batch 1) under eager, PIECEWISE and FULL in one run
 #   lab02-padding-kernels   the kernels the full decode graphs of sizes 5 and 8 replay (why graph 8 replays
@@ -147,6 +151,13 @@ modes() {  # MODES="eager PIECEWISE" runs only those (eager first: the others' t
     --max-model-len 512 --batch-size 1 --mode PIECEWISE --steps 8 --json "$RES/profile_piecewise.json"
   return 0
 }
+piecewise() {
+  MODES="${MODES:-eager PIECEWISE FULL_AND_PIECEWISE FULL}" MODES_PROFILE=1 MODES_CAP_S=${MODES_CAP_S:-70} modes
+  cp "$RES/profile_piecewise.json" "$OUT/" 2>/dev/null
+  [ "${PIECEWISE_TESTS:-1}" = 1 ] && TAILN=30 MINIVLLM_GPU_MODEL=$CK step tests_every_batch 240 $PY -m pytest -q \
+    -p no:cacheprovider -s tests/engine/test_cuda_graphs_gpu.py -k every_batch_size
+  return 0
+}
 labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing the notebooks
   # every lab's recorder in its own process, into $RES/<gpu-slug>/ (h200 on the reference machine: copy those
   # files to assets/results/h200/, then `python -m minivllm_labs.record index` updates its index.yaml); a
@@ -274,6 +285,7 @@ for stage in $STAGES; do
     compile) compile ;;
     full) full ;;
     modes) modes ;;
+    piecewise) piecewise ;;
     labs) labs ;;
     logprobs) logprobs ;;
     lab02-padding-kernels) padding_kernels ;;

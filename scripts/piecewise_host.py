@@ -115,7 +115,8 @@ def patch_for_cpu() -> None:
     torch.cuda.graph = lambda graph, pool=None: contextlib.nullcontext()
     cuda_graph.weak_ref = lambda x: x
     # the attention op's Triton branch, as on CUDA (its source with the device check removed)
-    src = inspect.getsource(layer.unified_attention_impl).replace('q.device.type != "cuda"', "False")
+    src = inspect.getsource(layer.unified_attention_impl)
+    src = src.replace("not q.is_cuda", "False").replace('q.device.type != "cuda"', "False")  # (older trees)
     assert "False" in src, "the device check of unified_attention_impl moved: update this script"
     exec(compile(src, layer.__file__, "exec"), layer.__dict__)  # noqa: S102 - our own source, patched
     try:  # the direct launches of kernels/launch.py (absent in older trees)
@@ -170,9 +171,9 @@ def build(batch: int, context: int):
 
 
 def decode_batch(batch: int, context: int, max_blocks: int):
+    from minivllm.engine.sched_output import ScheduledSeq, SchedulerOutput
     from minivllm.engine.sequence import Sequence
     from minivllm.sampling_params import SamplingParams
-    from minivllm.sched_output import ScheduledSeq, SchedulerOutput
 
     out = SchedulerOutput()
     for i in range(batch):

@@ -9,10 +9,12 @@ attention_backend="unregistered" calls the same Python function, hidden from Dyn
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from minivllm.attention.metadata import get_forward_context
-from minivllm.kernels import ops
+from minivllm.kernels import launch, ops
 from minivllm.kernels.op_registry import direct_op
 from minivllm.layers.custom_op import UsesCustomOps
 
@@ -33,15 +35,28 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
         out.copy_(q)
         return
     k_cache, v_cache = ctx.kv_caches[layer_idx]
-    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
-    T = q.shape[0]
     # "triton" and "unregistered" run the same Triton kernels (they differ only in whether this op is
     # registered); off the GPU, the PyTorch reference runs instead.
-    kernels = "torch" if ctx.backend == "torch" or q.device.type != "cuda" else "triton"
-    ops.store_kvcache(k.view(T, num_kv_heads, head_dim), v.view(T, num_kv_heads, head_dim), k_cache, v_cache,
-                      meta.slot_mapping, kernels, use_pdl=use_pdl)
-    ops.paged_attention(q.view(T, -1, head_dim), k_cache, v_cache, meta, scale, kernels,
-                        out=out.view(T, -1, head_dim), use_pdl=use_pdl, prefetch_metadata=prefetch_metadata)
+    kernels = "torch" if ctx.backend == "torch" or not q.is_cuda else "triton"
+    plan_key = None
+    if kernels == "triton" and meta.decode_only and not meta.unified:  # launches only, no other torch op
+        # A decode step's layers differ only in these addresses: the first layer records its launches, the
+        # others repeat them (launch.LaunchPlan). The key holds whatever else the launches depend on.
+        ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr())
+        plan_key = (q.shape, q.stride(), k.stride(), v.stride(), out.stride(), q.dtype, k_cache.shape,
+                    k_cache.dtype, scale, use_pdl, prefetch_metadata, launch.current_stream())
+        plan = meta.launch_plans.get(plan_key)
+        if plan is not None and plan.run(ptrs):
+            return
+    with launch.record() if plan_key is not None else contextlib.nullcontext() as recorded:
+        T, num_kv_heads, head_dim = q.shape[0], k_cache.shape[2], k_cache.shape[3]
+        ops.store_kvcache(k.view(T, num_kv_heads, head_dim), v.view(T, num_kv_heads, head_dim), k_cache, v_cache,
+                          meta.slot_mapping, kernels, use_pdl=use_pdl)
+        ops.paged_attention(q.view(T, -1, head_dim), k_cache, v_cache, meta, scale, kernels,
+                            out=out.view(T, -1, head_dim), use_pdl=use_pdl, prefetch_metadata=prefetch_metadata)
+    if plan_key is not None and plan_key not in meta.launch_plans:  # (a strided input would have been copied)
+        unit = all(s[-1] == 1 for s in plan_key[1:5])
+        meta.launch_plans[plan_key] = launch.LaunchPlan.build(recorded, ptrs) if unit else None
 
 
 @torch._dynamo.disable

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import torch
@@ -50,6 +50,8 @@ class AttentionMetadata:
     query_start_loc_cpu: list[int] | None = None
     seq_lens_cpu: list[int] | None = None
     unified: bool = False
+    # The step's attention launches, built by its first layer (attention/layer.py), by layer shape and stream.
+    launch_plans: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def num_seqs(self) -> int:

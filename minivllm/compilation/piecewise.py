@@ -10,6 +10,7 @@ compiled once, found by a hash of its structure.
 from __future__ import annotations
 
 import hashlib
+import operator
 from typing import Callable
 
 import torch
@@ -62,6 +63,16 @@ def _direct_op_call(sub: fx.GraphModule, op: Callable, impl: Callable) -> Callab
     spec = [(True, placeholders.index(a)) if isinstance(a, fx.Node) else (False, a) for a in calls[0].args]
     if any(isinstance(a, fx.Node) and a not in placeholders for a in calls[0].args):
         return None
+
+    m = sum(is_input for is_input, _ in spec)
+    if m >= 2 and all(is_input for is_input, _ in spec[:m]):  # the usual layout: tensors first, then constants
+        pick, consts = operator.itemgetter(*[v for _, v in spec[:m]]), tuple(v for _, v in spec[m:])
+
+        def call_inputs_first(*inputs):
+            impl(*pick(inputs), *consts)
+            return ()
+
+        return call_inputs_first
 
     def call(*inputs):
         impl(*[inputs[v] if is_input else v for is_input, v in spec])

@@ -20,7 +20,9 @@ autotuned kernels, and while a launch hook is installed (a profiler such as Prot
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -38,6 +40,7 @@ _TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})  # by exact type: isins
 _current_device = torch.cuda.current_device
 _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 stats = {"direct": 0, "jit": 0}  # launches per path, for the host-time harness and the tests
+_recording: list | None = None  # record()'s list: each launch made meanwhile, for a LaunchPlan
 
 
 def _fast_path_possible(kernel: Any, grid: Any) -> bool:
@@ -60,6 +63,8 @@ def _key(args: tuple, kwargs: dict) -> tuple:
 def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
     """`kernel[grid](*args, **kwargs)`: positional arguments are the kernel's runtime arguments, in order;
     keywords its constexprs and launch options (num_warps, num_stages, launch_pdl)."""
+    if _recording is not None:
+        _recording.append((kernel, grid, args, kwargs))
     # by id, as a JITFunction's own hash is slow (it hashes its source); the table holds the kernel too, so a
     # new kernel at a freed one's address (a reloaded module) is never handed the old one's compiled code
     owner, cache = _CACHES.get(id(kernel), (None, None))
@@ -112,6 +117,82 @@ def _remember(kernel: Any, key: tuple, compiled: Any, num_args: int, kwargs: dic
     if len(cache) >= _MAX_ENTRIES:
         cache.clear()
     cache[key] = (run, function, packed, tuple(tail))
+
+
+@contextlib.contextmanager
+def record() -> Iterator[list]:
+    """Collect the launches made inside, as (kernel, grid, args, kwargs), for `LaunchPlan.build`."""
+    global _recording
+    prev, _recording = _recording, []
+    try:
+        yield _recording
+    finally:
+        _recording = prev
+
+
+class LaunchPlan:
+    """Recorded launches, repeated for a call that differs only in the addresses of a few tensors.
+
+    Why: every attention layer of a step launches the same kernels with the same shapes, batch metadata and
+    scratch buffers; only q, k, v, out and the layer's caches move. The first layer launches through `launch`
+    under `record()`; the plan keeps each launch as the compiled kernel's launcher and its argument list, built
+    once with tensors as addresses (the launcher then neither calls data_ptr() nor asks the driver about each
+    pointer). `run(ptrs)` writes the new addresses where the recorded call had `swap`'s and launches: no
+    binding, key, stride or allocation per layer (vLLM builds its attention metadata once per step, too).
+    The recorded tensors (the scratch buffers among them) are kept alive by the plan."""
+
+    def __init__(self, launches: list[tuple], keep: list) -> None:
+        self.launches, self.keep = launches, keep
+
+    @classmethod
+    def build(cls, recorded: list[tuple], swap: tuple[int, ...]) -> LaunchPlan | None:
+        """A plan of `recorded`, whose tensors at the addresses in `swap` (each 16-byte aligned) `run` replaces;
+        None where a launch has no kept compiled kernel (Triton's path, the interpreter) or nothing ran."""
+        launches = []
+        for kernel, grid, args, kwargs in recorded:
+            entry = None
+            owner, cache = _CACHES.get(id(kernel), (None, None))
+            if owner is kernel and _fast_path_possible(kernel, grid):
+                key = _key(args, kwargs)
+                with contextlib.suppress(TypeError):
+                    entry = cache.get(key)
+            if entry is None:
+                return None
+            run, function, packed, tail = entry
+            argv = [a.data_ptr() if type(a) in _TENSORS else a for a in args] + list(tail)
+            head = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
+                    _current_stream(key[0]), function)
+            # triton 3.6's CudaLauncher: call its C launch directly where it needs no scratch memory
+            if (getattr(run, "global_scratch_size", 1) == 0 == getattr(run, "profile_scratch_size", 1)
+                    and hasattr(run, "launch_cooperative_grid") and hasattr(run, "launch_pdl")):
+                fn, head = run.launch, (*head, run.launch_cooperative_grid, run.launch_pdl, None, None, packed)
+            else:
+                fn, head = run, (*head, packed)
+            swaps = tuple((i, swap.index(p)) for i, p in enumerate(argv[:len(args)])
+                          if type(args[i]) in _TENSORS and p in swap)
+            launches.append((fn, (*head, None, None, None), argv, swaps))
+        if not launches or any(p & 15 for p in swap):
+            return None
+        keep = [a for r in recorded for a in r[2] if type(a) in _TENSORS and a.data_ptr() not in swap]
+        return cls(launches, keep)
+
+    def run(self, ptrs: tuple[int, ...]) -> bool:
+        """Launch with ptrs in place of `swap`; False (nothing launched) where one is not 16-byte aligned, as
+        the recorded ones were (Triton compiles for the alignment it saw)."""
+        for p in ptrs:
+            if p & 15:
+                return False
+        stats["direct"] += len(self.launches)
+        for fn, head, argv, swaps in self.launches:
+            for i, j in swaps:
+                argv[i] = ptrs[j]
+            fn(*head, *argv)
+        return True
+
+
+def current_stream() -> int | None:
+    """The current CUDA stream's handle, where a direct launch goes (None without CUDA)."""
+    return _current_stream(_current_device()) if _current_stream is not None else None
 
 
 def clear() -> None:

@@ -44,8 +44,29 @@ def _run(llm, prompts, max_tokens=16):
                                                           use_tqdm=False)]
 
 
+def _differences(label: str, got: dict, ref: dict) -> list[str]:
+    """'label batch b seq i: first difference at token j' for every sequence of got that is not ref's."""
+    out = []
+    for b, seqs in got.items():
+        for i, (g, r) in enumerate(zip(seqs, ref[b])):
+            if g != r:
+                first = next((j for j, (x, y) in enumerate(zip(g, r)) if x != y), min(len(g), len(r)))
+                out.append(f"{label} batch {b} seq {i}: first difference at token {first}")
+    return out
+
+
 @pytest.mark.parametrize("model", _models())
 def test_graph_modes_match_eager_at_every_batch_size(model):
+    """Every graph mode gives the tokens of eager running the same kernels, exactly.
+
+    FULL_DECODE_ONLY, PIECEWISE and FULL_AND_PIECEWISE run the kernels of the default eager engine (the
+    split-KV decode kernel and its merge, the prefill kernel), so they are compared with it. FULL replays one
+    graph per token count of the unified attention kernel (no KV splits: another reduction order), so its
+    graphs are compared with the same engine once its FULL graphs are dropped: the dispatcher still picks
+    FULL and the unified layout, and the graph wrapper runs the captured forward eagerly. FULL against the
+    default eager engine is then a comparison of two kernels: exact in fp32; in bf16 a near-tied greedy
+    choice may flip (3 of 210 sequences on the H200 at 7a5abb1, from tokens 4, 12 and 14), so there it is
+    printed and bounded (5% of the sequences: a broken kernel changes most of them), not asserted exactly."""
     # The trained model in bf16; the random 0.6B in fp32, because random weights give near-tied logits and a
     # padded batch (other GEMM shapes) may round differently in bf16: that would test cuBLAS, not graphs.
     dtype = "bfloat16" if model == _models()[0] else "float32"
@@ -55,16 +76,11 @@ def test_graph_modes_match_eager_at_every_batch_size(model):
     batches = {b: random_prompts(V, [7 + (i * 13) % 50 for i in range(b)], seed=b) for b in range(1, 21)}
     ref = {b: _run(eager, p) for b, p in batches.items()}
     eager.shutdown()
-    failures = []
+    failures, full_vs_eager = [], []
     for mode in MODES:
         llm = LLM(**common, cudagraph_mode=mode, cudagraph_capture_sizes=SIZES)
         ptrs = {k: v.data_ptr() for k, v in llm.model_runner.input_batch.buffers().items()}
-        for b, p in batches.items():
-            got = _run(llm, p)
-            for i, (g, r) in enumerate(zip(got, ref[b])):
-                if g != r:
-                    first = next(j for j, (x, y) in enumerate(zip(g, r)) if x != y)
-                    failures.append(f"{mode} batch {b} seq {i}: first difference at token {first}")
+        got = {b: _run(llm, p) for b, p in batches.items()}
         print(f"{mode}: {sum(len(p) for p in batches.values())} sequences compared")
         assert ptrs == {k: v.data_ptr() for k, v in llm.model_runner.input_batch.buffers().items()}
         counts = llm.model_runner.cudagraph_dispatcher.counts
@@ -75,8 +91,19 @@ def test_graph_modes_match_eager_at_every_batch_size(model):
         if mode == "FULL":  # graphs of any batch: prefills up to 16 tokens replay FULL graphs too
             assert counts["piecewise"] == 0 and llm.model_runner.cudagraph_dispatcher.full_token_sizes, counts
         assert counts["eager"] > 0  # batches above 16 (and prefills above 16 tokens in FULL_DECODE_ONLY) run eagerly
+        if mode == "FULL":
+            llm.model_runner.full_step.clear()  # the same steps, the same kernels, without their graphs
+            same = {b: _run(llm, p) for b, p in batches.items()}
+            failures += _differences("FULL graphs vs the same kernels eagerly:", got, same)
+            full_vs_eager = _differences("FULL vs eager:", got, ref)
+            print(f"FULL vs the default eager engine ({dtype}): {len(full_vs_eager)} sequences differ",
+                  *full_vs_eager, sep="\n  ")
+            if dtype == "float32" or len(full_vs_eager) > sum(len(p) for p in batches.values()) // 20:
+                failures += full_vs_eager
+        else:
+            failures += _differences(mode, got, ref)
         llm.shutdown()
-    assert not failures, f"{len(failures)} sequences differ from eager: {failures[:10]}"
+    assert not failures, f"{len(failures)} sequences differ: {failures[:10]}"
 
 
 def test_sampling_inside_replays_follows_the_seed():

@@ -94,3 +94,37 @@ def test_jit_path_kept_under_launch_hooks_and_for_grid_callables(fake):
     assert len(jit_calls) == 3 and not direct_calls
     L.launch(kernel, (1,), x, x, 64, 0.5, BLOCK=16)
     assert len(direct_calls) == 1
+
+
+def test_a_launch_plan_repeats_the_recorded_launches_with_new_addresses(fake):
+    """What an attention layer of a decode step does (attention/layer.py): the first layer's launches are
+    recorded, the other layers' repeat them with their own tensors' addresses. The plan must hand the
+    launcher exactly what `launch` would have (tensors as their addresses), keep what it did not swap (the
+    step's metadata, a scratch buffer) alive, and refuse an address Triton would compile differently for."""
+    kernel, jit_calls, direct_calls = fake
+    x1, meta, scratch = torch.zeros(64), torch.zeros(64), torch.zeros(64)
+    L.launch(kernel, (4,), x1, meta, 64, 0.5, BLOCK=16)  # compiled and kept
+    with L.record() as recorded:
+        L.launch(kernel, (4,), x1, scratch, 64, 0.5, BLOCK=16)
+        L.launch(kernel, (2, 3), meta, x1, 64, 0.5, BLOCK=16, EVEN=False)
+    plan = L.LaunchPlan.build(recorded, (x1.data_ptr(),))
+    assert len(jit_calls) == 2 and plan is not None
+    x2 = torch.zeros(64)
+    direct_calls.clear()
+    assert plan.run((x2.data_ptr(),))
+    assert direct_calls == [(4, 1, 1, 1234, "fn-handle", "packed", None, None, None,
+                             x2.data_ptr(), scratch.data_ptr(), 64, 0.5, 16, True),
+                            (2, 3, 1, 1234, "fn-handle", "packed", None, None, None,
+                             meta.data_ptr(), x2.data_ptr(), 64, 0.5, 16, False)]
+    assert any(t is scratch for t in plan.keep) and not any(t is x1 for t in plan.keep)
+    direct_calls.clear()
+    assert not plan.run((torch.zeros(80)[1:65].data_ptr(),)) and not direct_calls  # 4 bytes off alignment
+
+
+def test_no_launch_plan_without_a_kept_kernel(fake):
+    kernel, _, _ = fake
+    x = torch.zeros(64)
+    with L.record() as recorded:
+        L.launch(kernel, lambda meta: (1,), x, x, 64, 0.5, BLOCK=16)  # a grid callable: Triton's path, never kept
+    assert len(recorded) == 1 and L.LaunchPlan.build(recorded, (x.data_ptr(),)) is None
+    assert L.LaunchPlan.build([], (x.data_ptr(),)) is None

@@ -341,6 +341,9 @@ class EngineConfig:
         check_bool(self.skip_tokenizer_init, "skip_tokenizer_init")
         check_bool(self.verify, "verify")
         check_bool(self.batch_invariant, "batch_invariant")
+        _check(not self.batch_invariant or self.device.type != "cuda" or self.attention_backend in ("auto", "triton"),
+               f"batch_invariant=True on a GPU needs attention_backend 'triton' (or 'auto'): its kernels and the "
+               f"Triton norms are what fix each reduction's order; got {self.attention_backend!r}")
         _check(self.fallback in (None, "auto"), f"fallback must be None or 'auto', got {self.fallback!r}")
         # Triton compiles its kernels for a GPU; without one the first generate fails deep in the driver
         # ("0 active drivers") and leaves Triton's state broken for every later engine in the process.

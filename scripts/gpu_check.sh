@@ -19,6 +19,9 @@
 #   all             the six above (two lanes on a two-GPU machine)
 #   full            vLLM's FULL mode (graphs of any batch, the unified attention kernel): its GPU tests, and the
 #                   512-token prefill (TTFT at batch 1) under eager, PIECEWISE and FULL in one run
+#   invariance      batch-invariant mode: `bench invariance` (default vs batch_invariant in one run: greedy
+#                   batched vs one by one, logprobs at batch 1 vs 64, TPOT and tok/s) -> invariance.json, and
+#                   its GPU tests (tests/engine/test_batch_invariance_gpu.py, the invariant matmul's kernel tests)
 #   lab02-padding-kernels   the kernels the full decode graphs of sizes 5 and 8 replay (why graph 8 replays
 #                   faster than graph 5 in Lab 02): scripts/maint/padding_kernels.py -> padding_kernels.json
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
@@ -113,6 +116,11 @@ full() {
     tests/engine/test_cuda_graphs_gpu.py -k "full_mode or every_batch_size"
   TAILN=20 step prefill512 300 $BENCH latency --model "$CK" --max-model-len 1024 --input-len 512 --output-len 16 \
     --batch-sizes 1 --modes eager,PIECEWISE,FULL --json "$RES/prefill512_modes.json"
+}
+invariance() {
+  TAILN=20 step invariance 420 $BENCH invariance --model "$CK" --max-model-len 1024 --json "$RES/invariance.json"
+  TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_invariance 300 $PY -m pytest -q -p no:cacheprovider \
+    tests/engine/test_batch_invariance_gpu.py tests/kernels/test_batch_invariance.py
 }
 padding_kernels() {
   TAILN=10 step padding_kernels 180 $PY scripts/maint/padding_kernels.py --model "$CK" --sizes 5,8 \
@@ -242,6 +250,7 @@ for stage in $STAGES; do
     compile) compile ;;
     full) full ;;
     modes) modes ;;
+    invariance) invariance ;;
     labs) labs ;;
     lab02-padding-kernels) padding_kernels ;;
     device-kit) device_kit ;;

@@ -55,6 +55,17 @@ def add_parsers(sub) -> None:
     pr.add_argument("--json", default=None)
     pr.set_defaults(func=_run("profile"))
 
+    inv = sub.add_parser("invariance", help="batched vs alone: tokens, logprobs, and batch_invariant's cost")
+    EngineArgs.add_cli_args(inv)
+    inv.add_argument("--modes", default="default,batch_invariant")
+    inv.add_argument("--num-prompts", type=int, default=16, help="prompts run batched and one by one")
+    inv.add_argument("--check-tokens", type=int, default=32, help="greedy tokens compared per request")
+    inv.add_argument("--batch", type=int, default=64, help="the batch the logprobs and TPOT are compared at")
+    inv.add_argument("--input-len", type=int, default=128)
+    inv.add_argument("--output-len", type=int, default=128)
+    inv.add_argument("--json", default=None)
+    inv.set_defaults(func=_run("invariance"))
+
     k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
     k.add_argument("--json", default=None)
     k.add_argument("--gemv", action="store_true", help="only the Triton GEMV vs cuBLAS on the decode matmuls")

@@ -85,7 +85,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     """
     _check_backend(backend)
     if backend == "torch":
-        if meta.decode_only and not meta.unified:  # unified: more query rows (padding) than sequences
+        # unified: more query rows (padding) than sequences; batch_invariant: the batched einsum of the decode
+        # reference changes with the batch, the per-sequence loop of the prefill reference cannot
+        if meta.decode_only and not meta.unified and not batch_invariant:
             res = torch_ref.paged_decode_attention_ref(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale)
         else:
             qsl = meta.query_start_loc_cpu

@@ -38,7 +38,7 @@ _PROGRAMS_PER_SM = 2
 # copy bandwidth, 3 splits 86.0% (issue 26, scripts/maint/attention_sweep.py --decode).
 _PROGRAMS_PER_SM_LONG = 8
 _MIN_TOKENS_PER_WAVE_SPLIT = 512
-_INVARIANT_SPLIT_TOKENS = 1024  # batch-invariant mode: one split per this many tokens of the longest context
+_INVARIANT_SPLIT_TOKENS = 256  # batch-invariant mode: one split per this many tokens of the longest context
 
 
 fix_interpreter_for_numpy_2_4()

@@ -11,7 +11,8 @@ https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/batch_
 persistent with 128x128 tiles, here a plain grid with small tiles, so decode (M of 1-64) still gets programs
 enough to fill the GPU. The config is fixed, not tuned per shape: a per-M choice is what this file removes.
 
-Without Triton (the CPU "torch" backend) each row is its own F.linear: slow, and invariant by construction.
+On a CPU the engine runs each row as its own F.linear (slow, and invariant by construction); the kernel
+runs there only in its tests, under TRITON_INTERPRET=1.
 """
 
 from __future__ import annotations
@@ -85,10 +86,9 @@ def invariant_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
 
 @direct_op("minivllm::invariant_linear", mutates_args=())
 def invariant_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """The Linear layers' op in batch-invariant mode: the kernel above, or row by row without Triton."""
-    import os
-
-    if x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1":
+    """The Linear layers' op in batch-invariant mode: the kernel above on a GPU, row by row on a CPU (the
+    kernel tests run the kernel there, under TRITON_INTERPRET=1)."""
+    if x.is_cuda:
         return invariant_matmul(x, weight, bias)
     return torch.cat([F.linear(row, weight, bias) for row in x.split(1)]) if x.shape[0] else F.linear(x, weight, bias)
 

@@ -41,6 +41,13 @@ def _int_list(s: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated ints, e.g. 1,2,4,8; got {s!r}") from None
 
 
+def _env_flag(name: str) -> bool:
+    """An environment switch read as vLLM reads it (vllm/envs.py: `bool(int(os.getenv(name, "0")))`)."""
+    if not os.environ.get(name, "0").lstrip("-").isdigit():
+        raise ValueError(f"{name} must be an integer (0 off, 1 on), got {os.environ[name]!r}")
+    return bool(int(os.environ.get(name, "0")))
+
+
 def _arg(default: Any, help: str, type: Any = None, choices: Any = None) -> Any:
     """A field with what its flag needs: the parser type when the default does not say it, and the choices."""
     return field(default=default, metadata={"help": help, "type": type, "choices": choices})
@@ -131,7 +138,7 @@ class EngineArgs:
             model=str(path), dtype=dtype, device=dev, max_model_len=max_len, seed=self.seed,
             enforce_eager=self.enforce_eager, attention_backend=self.attention_backend,
             skip_tokenizer_init=self.skip_tokenizer_init, fallback=self.fallback, verify=self.verify,
-            batch_invariant=self.batch_invariant or env_batch_invariant(),
+            batch_invariant=self.batch_invariant or _env_flag("VLLM_BATCH_INVARIANT"),
             cache=CacheConfig(self.block_size, self.gpu_memory_utilization, self.kv_cache_memory_bytes,
                               self.num_gpu_blocks_override, self.enable_prefix_caching),
             scheduler=SchedulerConfig(self.max_num_seqs, max_tokens, self.enable_chunked_prefill,
@@ -146,15 +153,6 @@ class EngineArgs:
                    "max_model_len" if self.max_model_len is not None else "max_position_embeddings",
                    str(path / "config.json"))
         return config, model_config
-
-
-def env_batch_invariant() -> bool:
-    """VLLM_BATCH_INVARIANT, read as vLLM reads it (vllm/envs.py: `bool(int(os.getenv(..., "0")))`)."""
-    value = os.environ.get("VLLM_BATCH_INVARIANT", "0")
-    try:
-        return bool(int(value))
-    except ValueError:
-        raise ValueError(f"VLLM_BATCH_INVARIANT must be an integer (0 off, 1 on), got {value!r}") from None
 
 
 def llm_kwargs(model: str | None, kwargs: dict[str, Any]) -> EngineArgs:

@@ -36,7 +36,7 @@ import triton.language as tl
 from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
 from minivllm.kernels.op_registry import direct_op
 from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs
-from minivllm.kernels.triton_prefill import _attend_tile, prefill_tile_config
+from minivllm.kernels.triton_prefill import _attend_tile, invariant_tiles, prefill_tile_config
 
 fix_interpreter_for_numpy_2_4()
 
@@ -173,9 +173,7 @@ def unified_paged_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
                                out: torch.Tensor, scale: float, batch_invariant: bool = False) -> None:
     """`torch.ops.minivllm.unified_paged_attention`: the kernel as a torch op writing into `out`, so
     compiled code sees one opaque node (like the other kernels, kernels/op_registry.py). batch_invariant:
-    the tiles of ops.invariant_tiles, not those picked from T and S."""
-    from minivllm.kernels.ops import invariant_tiles
-
+    the tiles of triton_prefill.invariant_tiles, not those picked from T and S."""
     unified_paged_attention(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, scale, out=out,
                             tile_config=invariant_tiles(q, k_cache) if batch_invariant else None)
 

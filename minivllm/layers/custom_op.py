@@ -70,12 +70,9 @@ class CustomOpSelection:
     def for_engine(cls, config) -> CustomOpSelection:
         """An EngineConfig's selection: its resolved custom_ops; kernels only with the Triton backend.
 
-        batch_invariant (EngineConfig.batch_invariant, vLLM's VLLM_BATCH_INVARIANT=1): every reduction runs in
-        an order that does not depend on the batch. The GEMV (rows <= 2 only, so a row's order would change
-        with the batch) is off; the norms run as the Triton kernels (one row per reduction, its block size
-        from the row length), whatever the compile mode: Inductor's own reductions pick their tiles per
-        size. Matmuls go to kernels/triton_matmul.py (one tile config for every M, no split-K) and attention
-        uses batch-independent KV splits and tiles (kernels/ops.py); both are opaque ops Inductor leaves."""
+        batch_invariant: the GEMV (used at 1-2 rows only) is off, and the norms are the Triton kernels (a
+        row per reduction, tiles from the row length) at every compile mode, since Inductor picks reduction
+        tiles per size; matmuls (kernels/triton_matmul.py) and attention (kernels/ops.py) are opaque ops."""
         sel = cls.from_spec(config.compilation.resolved_custom_ops(),
                             has_kernels=config.resolved_attention_backend == "triton")
         if not config.batch_invariant:

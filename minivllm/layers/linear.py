@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from minivllm.kernels import elementwise_ops, triton_matmul  # noqa: F401  (register torch.ops.minivllm.*)
+from minivllm.kernels import elementwise_ops  # noqa: F401  (registers torch.ops.minivllm.linear and others)
 from minivllm.layers.custom_op import UsesCustomOps
 
 

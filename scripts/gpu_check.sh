@@ -119,7 +119,7 @@ full() {
 }
 invariance() {
   TAILN=20 step invariance 420 $BENCH invariance --model "$CK" --max-model-len 1024 --json "$RES/invariance.json"
-  TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_invariance 300 $PY -m pytest -q -p no:cacheprovider \
+  TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_invariance 540 $PY -m pytest -q -p no:cacheprovider \
     tests/engine/test_batch_invariance_gpu.py tests/kernels/test_batch_invariance.py
 }
 padding_kernels() {

@@ -11,6 +11,7 @@ flags, and `create_engine_config` validates them against the checkpoint into an 
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -38,6 +39,13 @@ def _int_list(s: str) -> list[int]:
         return [int(x) for x in s.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated ints, e.g. 1,2,4,8; got {s!r}") from None
+
+
+def _env_flag(name: str) -> bool:
+    """An environment switch read as vLLM reads it (vllm/envs.py: `bool(int(os.getenv(name, "0")))`)."""
+    if not os.environ.get(name, "0").lstrip("-").isdigit():
+        raise ValueError(f"{name} must be an integer (0 off, 1 on), got {os.environ[name]!r}")
+    return bool(int(os.environ.get(name, "0")))
 
 
 def _arg(default: Any, help: str, type: Any = None, choices: Any = None) -> Any:
@@ -79,6 +87,8 @@ class EngineArgs:
     fallback: str | None = _arg(EngineConfig.fallback, "auto: on a startup failure, diagnose it and turn off the "
                                 "layer at fault (worker/fallback.py)", str, ("auto",))
     verify: bool = _arg(EngineConfig.verify, "compare greedy probes with the plain eager forward at startup")
+    batch_invariant: bool = _arg(EngineConfig.batch_invariant, "results independent of the batch (as vLLM's "
+                                 "VLLM_BATCH_INVARIANT=1, which also turns it on)")
 
     # ---- the command line ------------------------------------------------------------------------
     @staticmethod
@@ -128,6 +138,7 @@ class EngineArgs:
             model=str(path), dtype=dtype, device=dev, max_model_len=max_len, seed=self.seed,
             enforce_eager=self.enforce_eager, attention_backend=self.attention_backend,
             skip_tokenizer_init=self.skip_tokenizer_init, fallback=self.fallback, verify=self.verify,
+            batch_invariant=self.batch_invariant or _env_flag("VLLM_BATCH_INVARIANT"),
             cache=CacheConfig(self.block_size, self.gpu_memory_utilization, self.kv_cache_memory_bytes,
                               self.num_gpu_blocks_override, self.enable_prefix_caching),
             scheduler=SchedulerConfig(self.max_num_seqs, max_tokens, self.enable_chunked_prefill,

@@ -23,6 +23,9 @@
 #                   same kernels run eagerly; FULL vs eager printed); PIECEWISE_TESTS=0 skips the test
 #   full            vLLM's FULL mode (graphs of any batch, the unified attention kernel): its GPU tests, and the
 #                   512-token prefill (TTFT at batch 1) under eager, PIECEWISE and FULL in one run
+#   invariance      batch-invariant mode: `bench invariance` (default vs batch_invariant in one run: greedy
+#                   batched vs one by one, logprobs at batch 1 vs 64, TPOT and tok/s) -> invariance.json, and
+#                   its GPU tests (tests/engine/test_batch_invariance_gpu.py, the invariant matmul's kernel tests)
 #   lab02-padding-kernels   the kernels the full decode graphs of sizes 5 and 8 replay (why graph 8 replays
 #                   faster than graph 5 in Lab 02): scripts/maint/padding_kernels.py -> padding_kernels.json
 #   logprobs        the cost of logprobs=5: bench latency at batch 1 and 64 (FULL_AND_PIECEWISE), each batch without
@@ -132,6 +135,11 @@ logprobs() {  # the same-run A/B of logprobs off vs logprobs=5 (LOGPROBS_K picks
     --modes FULL_AND_PIECEWISE --logprobs "${LOGPROBS_K:-5}" --json "$RES/logprobs_latency.json"
   TAILN=20 step logprobs_throughput 330 $BENCH throughput --model "$CK" --max-model-len 2048 \
     --logprobs "${LOGPROBS_K:-5}" --json "$RES/logprobs_throughput.json"
+}
+invariance() {
+  TAILN=20 step invariance 420 $BENCH invariance --model "$CK" --max-model-len 1024 --json "$RES/invariance.json"
+  TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_invariance 540 $PY -m pytest -q -p no:cacheprovider \
+    tests/engine/test_batch_invariance_gpu.py tests/kernels/test_batch_invariance.py
 }
 padding_kernels() {
   TAILN=10 step padding_kernels 180 $PY scripts/maint/padding_kernels.py --model "$CK" --sizes 5,8 \
@@ -286,6 +294,7 @@ for stage in $STAGES; do
     full) full ;;
     modes) modes ;;
     piecewise) piecewise ;;
+    invariance) invariance ;;
     labs) labs ;;
     logprobs) logprobs ;;
     lab02-padding-kernels) padding_kernels ;;

@@ -147,6 +147,22 @@ def _(x, residual, norm_weight, eps, weight, bias, use_pdl=False):
     return x.new_empty((x.shape[0], weight.shape[0])), x.new_empty(x.shape)
 
 
+@direct_op("minivllm::invariant_linear", mutates_args=())
+def invariant_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """Linear in batch-invariant mode: kernels/triton_matmul.py on a GPU; on a CPU each row its own F.linear
+    (invariant by construction; the kernel runs on a CPU only in its tests, under TRITON_INTERPRET=1)."""
+    if x.is_cuda:
+        from minivllm.kernels.triton_matmul import invariant_matmul
+
+        return invariant_matmul(x, weight, bias)
+    return torch.cat([torch.nn.functional.linear(r, weight, bias) for r in x.split(1)] or [x @ weight.T])
+
+
+@invariant_linear.register_fake
+def _(x, weight, bias):
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
 def _triton_ok(x: torch.Tensor) -> bool:
     """Whether a Triton kernel can run on x: on a GPU, or on the CPU under the interpreter (tests)."""
     import os

@@ -168,6 +168,12 @@ def prefill_tile_config(max_query_len: int, group_pad: int, head_dim: int,
     return max(block_m, group_pad), block_n, warps, 2, k_rows
 
 
+def invariant_tiles(q: torch.Tensor, k_cache: torch.Tensor) -> tuple[int, int, int, int, bool]:
+    """Batch-invariant mode: one tile config for the prefill and unified kernels (a long prompt's), not one
+    chosen from the batch's longest query; the KV tile (BLOCK_N) sets the order of a row's softmax."""
+    return prefill_tile_config(1 << 16, next_power_of_2(q.shape[1] // k_cache.shape[2]), q.shape[2], k_cache.dtype)
+
+
 def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             block_tables: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
                             max_query_len: int, scale: float, out: torch.Tensor | None = None,

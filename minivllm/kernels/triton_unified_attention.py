@@ -37,7 +37,7 @@ import triton.language as tl
 from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
 from minivllm.kernels.op_registry import direct_op
 from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs
-from minivllm.kernels.triton_prefill import _attend_query_block, prefill_tile_config
+from minivllm.kernels.triton_prefill import _attend_query_block, invariant_tiles, prefill_tile_config
 
 fix_interpreter_for_numpy_2_4()
 
@@ -140,12 +140,14 @@ def unified_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
 @direct_op("minivllm::unified_paged_attention", mutates_args=("out",))
 def unified_paged_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                                block_tables: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
-                               out: torch.Tensor, scale: float) -> None:
+                               out: torch.Tensor, scale: float, batch_invariant: bool = False) -> None:
     """`torch.ops.minivllm.unified_paged_attention`: the kernel as a torch op writing into `out`, so
-    compiled code sees one opaque node (like the other kernels, kernels/op_registry.py)."""
-    unified_paged_attention(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, scale, out=out)
+    compiled code sees one opaque node (like the other kernels, kernels/op_registry.py). batch_invariant:
+    the tiles of triton_prefill.invariant_tiles, not those picked from T and S."""
+    unified_paged_attention(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, scale, out=out,
+                            tile_config=invariant_tiles(q, k_cache) if batch_invariant else None)
 
 
 @unified_paged_attention_op.register_fake
-def _(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, out, scale) -> None:
+def _(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, out, scale, batch_invariant=False) -> None:
     return None

@@ -41,6 +41,7 @@ class CustomOpSelection:
     """Which hand-written kernels one engine runs: the names in `enabled` (all others run natively)."""
 
     enabled: frozenset[str] = frozenset()
+    batch_invariant: bool = False  # Linear runs kernels/triton_matmul.py; attention fixes its splits and tiles
 
     @classmethod
     def from_spec(cls, spec: list[str], has_kernels: bool) -> CustomOpSelection:
@@ -67,9 +68,17 @@ class CustomOpSelection:
 
     @classmethod
     def for_engine(cls, config) -> CustomOpSelection:
-        """An EngineConfig's selection: its resolved custom_ops; kernels only with the Triton backend."""
-        return cls.from_spec(config.compilation.resolved_custom_ops(),
-                             has_kernels=config.resolved_attention_backend == "triton")
+        """An EngineConfig's selection: its resolved custom_ops; kernels only with the Triton backend.
+
+        batch_invariant: the GEMV (used at 1-2 rows only) is off, and the norms are the Triton kernels (a
+        row per reduction, tiles from the row length) at every compile mode, since Inductor picks reduction
+        tiles per size; matmuls (kernels/triton_matmul.py) and attention (kernels/ops.py) are opaque ops."""
+        sel = cls.from_spec(config.compilation.resolved_custom_ops(),
+                            has_kernels=config.resolved_attention_backend == "triton")
+        if not config.batch_invariant:
+            return sel
+        norms = {"rms_norm", "qk_norm_rope"} if config.resolved_attention_backend == "triton" else set()
+        return cls((sel.enabled - {"gemv", "gemv_norm"}) | norms, batch_invariant=True)
 
     def is_enabled(self, name: str) -> bool:
         return name in self.enabled

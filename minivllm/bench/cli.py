@@ -1,5 +1,5 @@
 """Wires the benchmarks into `minivllm bench ...`, each imported only when it runs: latency and throughput from
-this package, startup, kernels and profile from scripts/maint/ (bench/common.py, maint_script)."""
+this package, startup, kernels, profile and invariance from scripts/maint/ (bench/common.py, maint_script)."""
 
 from __future__ import annotations
 
@@ -61,14 +61,12 @@ def add_parsers(sub) -> None:
     pr.add_argument("--steps", type=int, default=8, help="decode steps profiled (4x as many are timed)")
     pr.add_argument("--modes", default="eager,FULL", help="as in bench latency, e.g. eager,FULL,FULL@L2")
 
-    inv = sub.add_parser("invariance", help="batched vs alone: tokens, logprobs, and batch_invariant's cost")
-    EngineArgs.add_cli_args(inv)
+    inv = _bench(sub, "invariance", "batched vs alone: tokens, logprobs, and batch_invariant's cost",
+                 lambda a: (maint_script("invariance_bench").main(a), 0)[1])
     inv.add_argument("--modes", default="default,batch_invariant")
     inv.add_argument("--batch", type=int, default=64, help="the batch logprobs and TPOT are compared at")
     inv.add_argument("--input-len", type=int, default=128)
     inv.add_argument("--output-len", type=int, default=128)
-    inv.add_argument("--json", default=None)
-    inv.set_defaults(func=_run("invariance"))
 
     k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
     k.add_argument("--json", default=None)

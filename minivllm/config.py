@@ -328,6 +328,7 @@ class EngineConfig:
     skip_tokenizer_init: bool = False  # vLLM's flag: token ids in, token ids out, no text
     fallback: str | None = None  # "auto": walk the fallback ladder on a startup failure (worker/fallback.py)
     verify: bool = False  # greedy probes through the optimized path vs the plain forward at startup
+    batch_invariant: bool = False  # every reduction's order independent of the batch (layers/custom_op.py)
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     compilation: CompilationConfig = field(default_factory=CompilationConfig)
@@ -339,6 +340,7 @@ class EngineConfig:
         check_bool(self.enforce_eager, "enforce_eager")
         check_bool(self.skip_tokenizer_init, "skip_tokenizer_init")
         check_bool(self.verify, "verify")
+        check_bool(self.batch_invariant, "batch_invariant")
         _check(self.fallback in (None, "auto"), f"fallback must be None or 'auto', got {self.fallback!r}")
         # Triton compiles its kernels for a GPU; without one the first generate fails deep in the driver
         # ("0 active drivers") and leaves Triton's state broken for every later engine in the process.

@@ -11,6 +11,7 @@ flags, and `create_engine_config` validates them against the checkpoint into an 
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -79,6 +80,8 @@ class EngineArgs:
     fallback: str | None = _arg(EngineConfig.fallback, "auto: on a startup failure, diagnose it and turn off the "
                                 "layer at fault (worker/fallback.py)", str, ("auto",))
     verify: bool = _arg(EngineConfig.verify, "compare greedy probes with the plain eager forward at startup")
+    batch_invariant: bool = _arg(EngineConfig.batch_invariant, "results independent of the batch (as vLLM's "
+                                 "VLLM_BATCH_INVARIANT=1, which also turns it on)")
 
     # ---- the command line ------------------------------------------------------------------------
     @staticmethod
@@ -128,6 +131,7 @@ class EngineArgs:
             model=str(path), dtype=dtype, device=dev, max_model_len=max_len, seed=self.seed,
             enforce_eager=self.enforce_eager, attention_backend=self.attention_backend,
             skip_tokenizer_init=self.skip_tokenizer_init, fallback=self.fallback, verify=self.verify,
+            batch_invariant=self.batch_invariant or env_batch_invariant(),
             cache=CacheConfig(self.block_size, self.gpu_memory_utilization, self.kv_cache_memory_bytes,
                               self.num_gpu_blocks_override, self.enable_prefix_caching),
             scheduler=SchedulerConfig(self.max_num_seqs, max_tokens, self.enable_chunked_prefill,
@@ -142,6 +146,15 @@ class EngineArgs:
                    "max_model_len" if self.max_model_len is not None else "max_position_embeddings",
                    str(path / "config.json"))
         return config, model_config
+
+
+def env_batch_invariant() -> bool:
+    """VLLM_BATCH_INVARIANT, read as vLLM reads it (vllm/envs.py: `bool(int(os.getenv(..., "0")))`)."""
+    value = os.environ.get("VLLM_BATCH_INVARIANT", "0")
+    try:
+        return bool(int(value))
+    except ValueError:
+        raise ValueError(f"VLLM_BATCH_INVARIANT must be an integer (0 off, 1 on), got {value!r}") from None
 
 
 def llm_kwargs(model: str | None, kwargs: dict[str, Any]) -> EngineArgs:

@@ -19,9 +19,10 @@ from minivllm.layers.custom_op import UsesCustomOps
 
 def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                            layer_idx: int, scale: float, use_pdl: bool = False,
-                           prefetch_metadata: bool = False) -> None:
+                           prefetch_metadata: bool = False, batch_invariant: bool = False) -> None:
     """Store this step's K/V into the paged cache, then attend over the cache into `out`. q/k/v/out: [T, heads*D].
-    use_pdl / prefetch_metadata: the kernels' launch choices, from the layer's custom-op selection.
+    use_pdl / prefetch_metadata: the kernels' launch choices, from the layer's custom-op selection;
+    batch_invariant: batch-independent splits and tiles (ops.paged_attention).
 
     The output buffer is an argument (allocated by the code before the op) rather than a result: with the
     forward split at attention, `out` then lives in the previous piece's CUDA-graph memory, at the same
@@ -41,12 +42,14 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
     ops.store_kvcache(k.view(T, num_kv_heads, head_dim), v.view(T, num_kv_heads, head_dim), k_cache, v_cache,
                       meta.slot_mapping, kernels, use_pdl=use_pdl)
     ops.paged_attention(q.view(T, -1, head_dim), k_cache, v_cache, meta, scale, kernels,
-                        out=out.view(T, -1, head_dim), use_pdl=use_pdl, prefetch_metadata=prefetch_metadata)
+                        out=out.view(T, -1, head_dim), use_pdl=use_pdl, prefetch_metadata=prefetch_metadata,
+                        batch_invariant=batch_invariant)
 
 
 @torch._dynamo.disable
 def unregistered_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int,
-                           scale: float, use_pdl: bool = False, prefetch_metadata: bool = False) -> None:
+                           scale: float, use_pdl: bool = False, prefetch_metadata: bool = False,
+                           batch_invariant: bool = False) -> None:
     """attention_backend="unregistered": the same Python, hidden from Dynamo the way a plain C++/CUDA extension
     call is, so every attention call is a graph break.
 
@@ -54,17 +57,18 @@ def unregistered_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
     the KV cache (a global it does not own): on the H200, Inductor then cloned the whole 28 GiB cache
     (8.05e9 elements) every forward and died with an illegal memory access, and on a small model it gave
     wrong tokens. Registering the op (below) is what tells the compiler what it may assume."""
-    unified_attention_impl(q, k, v, out, layer_idx, scale, use_pdl, prefetch_metadata)
+    unified_attention_impl(q, k, v, out, layer_idx, scale, use_pdl, prefetch_metadata, batch_invariant)
 
 
 @direct_op("minivllm::unified_attention", mutates_args=("out",))
 def unified_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int,
-                      scale: float, use_pdl: bool = False, prefetch_metadata: bool = False) -> None:
-    unified_attention_impl(q, k, v, out, layer_idx, scale, use_pdl, prefetch_metadata)
+                      scale: float, use_pdl: bool = False, prefetch_metadata: bool = False,
+                      batch_invariant: bool = False) -> None:
+    unified_attention_impl(q, k, v, out, layer_idx, scale, use_pdl, prefetch_metadata, batch_invariant)
 
 
 @unified_attention.register_fake
-def _(q, k, v, out, layer_idx, scale, use_pdl=False, prefetch_metadata=False) -> None:
+def _(q, k, v, out, layer_idx, scale, use_pdl=False, prefetch_metadata=False, batch_invariant=False) -> None:
     return None
 
 
@@ -81,5 +85,5 @@ class Attention(UsesCustomOps):
         out = torch.empty_like(q)
         op = unified_attention if self.use_custom_op else unregistered_attention
         op(q, k, v, out, self.layer_idx, self.scale, self.custom_ops.use_pdl,
-           self.custom_ops.is_enabled("decode_prefetch"))
+           self.custom_ops.is_enabled("decode_prefetch"), self.custom_ops.batch_invariant)
         return out

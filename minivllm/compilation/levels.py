@@ -63,7 +63,11 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
 def _compile_model(model: nn.Module, model_config: ModelConfig, config: EngineConfig,
                    warm_up: Callable[[Forward], None]) -> CompiledForward:
     c = config.compilation
-    attach_custom_ops(model, CustomOpSelection.for_engine(config))
+    ops = CustomOpSelection.for_engine(config)
+    attach_custom_ops(model, ops)
+    if ops.batch_invariant:
+        logger.info("Batch-invariant mode on: matmuls in one kernel for every batch size, attention splits "
+                    "by context length; custom ops %s", ",".join(sorted(ops.enabled)) or "none")
     graphs_on = config.cudagraph_mode.has_piecewise  # only ever with mode 3 (EngineConfig.cudagraph_mode)
     level = int(config.compile_mode)
     info: dict = {"mode": level, "level": level, "backend": c.backend, "scope": c.compile_scope}

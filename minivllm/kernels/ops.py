@@ -33,12 +33,22 @@ BACKENDS = ("torch", "triton")
 def _triton() -> types.SimpleNamespace:
     """The Triton launchers, imported on first use (an import statement per call costs ~1 us of host time,
     and an eager PIECEWISE step makes ~60 of these calls)."""
-    from minivllm.kernels.triton_decode import paged_decode_attention
+    from minivllm.kernels.triton_decode import invariant_num_splits, paged_decode_attention
     from minivllm.kernels.triton_prefill import paged_prefill_attention
     from minivllm.kernels.triton_store_kv import store_kvcache
 
     return types.SimpleNamespace(store_kvcache=store_kvcache, paged_decode_attention=paged_decode_attention,
-                                 paged_prefill_attention=paged_prefill_attention)
+                                 paged_prefill_attention=paged_prefill_attention,
+                                 invariant_num_splits=invariant_num_splits)
+
+
+def invariant_tiles(q: torch.Tensor, k_cache: torch.Tensor) -> tuple[int, int, int, int, bool]:
+    """Batch-invariant mode: the prefill and unified kernels' tiles for every batch (those of a long prompt),
+    not chosen by the batch's longest query; the KV tile (BLOCK_N) sets the order of a row's softmax."""
+    from minivllm.kernels.launch import next_power_of_2
+    from minivllm.kernels.triton_prefill import prefill_tile_config
+
+    return prefill_tile_config(1 << 16, next_power_of_2(q.shape[1] // k_cache.shape[2]), q.shape[2], k_cache.dtype)
 
 
 def _check_backend(backend: str) -> None:
@@ -64,10 +74,14 @@ def store_kvcache(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                     scale: float, backend: str, out: torch.Tensor | None = None, use_pdl: bool = False,
-                    prefetch_metadata: bool = False) -> torch.Tensor:
+                    prefetch_metadata: bool = False, batch_invariant: bool = False) -> torch.Tensor:
     """Attention of q [T, H, D] over the paged cache described by meta; returns [T, H, D] (in `out` if given).
 
     use_pdl / prefetch_metadata: launch choices of the decode kernel (see triton_decode.paged_decode_attention).
+    batch_invariant: the decode kernel's KV splits come from the context length only
+    (triton_decode.invariant_num_splits) and the prefill and unified kernels use one tile config
+    (invariant_tiles), so a row's softmax runs in the same order in any batch. A decode row that shares a step
+    with another request's prefill runs the prefill kernel: same math, another tile order.
     """
     _check_backend(backend)
     if backend == "torch":
@@ -87,12 +101,15 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         if out is None:
             out = torch.empty_like(q)
         unified_paged_attention_op(q, k_cache, v_cache, meta.block_tables, meta.query_start_loc, meta.seq_lens,
-                                   out, scale)
+                                   out, scale, batch_invariant)
         return out
     if meta.decode_only:
+        max_context = meta.block_tables.shape[1] * k_cache.shape[1]
+        splits = kernels.invariant_num_splits(max_context) if batch_invariant else None
         return kernels.paged_decode_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale, out=out,
-                                      use_pdl=use_pdl, prefetch_metadata=prefetch_metadata)
+                                      num_splits=splits, use_pdl=use_pdl, prefetch_metadata=prefetch_metadata)
     if out is not None and meta.query_start_loc_cpu is not None and meta.query_start_loc_cpu[-1] < q.shape[0]:
         out[meta.query_start_loc_cpu[-1]:].zero_()  # padding tokens of a padded mixed batch
     return kernels.paged_prefill_attention(q, k_cache, v_cache, meta.block_tables, meta.query_start_loc,
-                                   meta.seq_lens, meta.max_query_len, scale, out=out)
+                                   meta.seq_lens, meta.max_query_len, scale, out=out,
+                                   tile_config=invariant_tiles(q, k_cache) if batch_invariant else None)

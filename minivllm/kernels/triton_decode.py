@@ -38,6 +38,7 @@ _PROGRAMS_PER_SM = 2
 # copy bandwidth, 3 splits 86.0% (issue 26, scripts/maint/attention_sweep.py --decode).
 _PROGRAMS_PER_SM_LONG = 8
 _MIN_TOKENS_PER_WAVE_SPLIT = 512
+_INVARIANT_SPLIT_TOKENS = 1024  # batch-invariant mode: one split per this many tokens of the longest context
 
 
 fix_interpreter_for_numpy_2_4()
@@ -167,6 +168,13 @@ def choose_num_splits(num_seqs: int, num_kv_heads: int, max_context: int, device
         by_occupancy = cdiv(_PROGRAMS_PER_SM_LONG * sms, programs)
         by_length = max(1, max_context // _MIN_TOKENS_PER_WAVE_SPLIT)
     return max(1, min(by_occupancy, by_length, _MAX_SPLITS))
+
+
+def invariant_num_splits(max_context: int) -> int:
+    """Batch-invariant mode: KV splits from the longest context the block tables hold (their width, the same
+    for every batch of an engine), never from the batch size; the kernel then cuts each sequence's own
+    seq_len into that many whole tiles, so its split boundaries depend on its length alone."""
+    return max(1, min(cdiv(max_context, _INVARIANT_SPLIT_TOKENS), _MAX_SPLITS))
 
 
 def decode_tile_config(head_dim: int, dtype: torch.dtype) -> tuple[int, int]:

@@ -170,12 +170,16 @@ def unified_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
 @direct_op("minivllm::unified_paged_attention", mutates_args=("out",))
 def unified_paged_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                                block_tables: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
-                               out: torch.Tensor, scale: float) -> None:
+                               out: torch.Tensor, scale: float, batch_invariant: bool = False) -> None:
     """`torch.ops.minivllm.unified_paged_attention`: the kernel as a torch op writing into `out`, so
-    compiled code sees one opaque node (like the other kernels, kernels/op_registry.py)."""
-    unified_paged_attention(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, scale, out=out)
+    compiled code sees one opaque node (like the other kernels, kernels/op_registry.py). batch_invariant:
+    the tiles of ops.invariant_tiles, not those picked from T and S."""
+    from minivllm.kernels.ops import invariant_tiles
+
+    unified_paged_attention(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, scale, out=out,
+                            tile_config=invariant_tiles(q, k_cache) if batch_invariant else None)
 
 
 @unified_paged_attention_op.register_fake
-def _(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, out, scale) -> None:
+def _(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, out, scale, batch_invariant=False) -> None:
     return None

@@ -41,6 +41,7 @@ class CustomOpSelection:
     """Which hand-written kernels one engine runs: the names in `enabled` (all others run natively)."""
 
     enabled: frozenset[str] = frozenset()
+    batch_invariant: bool = False  # Linear runs kernels/triton_matmul.py; attention fixes its splits and tiles
 
     @classmethod
     def from_spec(cls, spec: list[str], has_kernels: bool) -> CustomOpSelection:
@@ -67,9 +68,20 @@ class CustomOpSelection:
 
     @classmethod
     def for_engine(cls, config) -> CustomOpSelection:
-        """An EngineConfig's selection: its resolved custom_ops; kernels only with the Triton backend."""
-        return cls.from_spec(config.compilation.resolved_custom_ops(),
-                             has_kernels=config.resolved_attention_backend == "triton")
+        """An EngineConfig's selection: its resolved custom_ops; kernels only with the Triton backend.
+
+        batch_invariant (EngineConfig.batch_invariant, vLLM's VLLM_BATCH_INVARIANT=1): every reduction runs in
+        an order that does not depend on the batch. The GEMV (rows <= 2 only, so a row's order would change
+        with the batch) is off; the norms run as the Triton kernels (one row per reduction, its block size
+        from the row length), whatever the compile mode: Inductor's own reductions pick their tiles per
+        size. Matmuls go to kernels/triton_matmul.py (one tile config for every M, no split-K) and attention
+        uses batch-independent KV splits and tiles (kernels/ops.py); both are opaque ops Inductor leaves."""
+        sel = cls.from_spec(config.compilation.resolved_custom_ops(),
+                            has_kernels=config.resolved_attention_backend == "triton")
+        if not config.batch_invariant:
+            return sel
+        norms = {"rms_norm", "qk_norm_rope"} if config.resolved_attention_backend == "triton" else set()
+        return cls((sel.enabled - {"gemv", "gemv_norm"}) | norms, batch_invariant=True)
 
     def is_enabled(self, name: str) -> bool:
         return name in self.enabled

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from minivllm.kernels import elementwise_ops  # noqa: F401  (registers torch.ops.minivllm.linear)
+from minivllm.kernels import elementwise_ops, triton_matmul  # noqa: F401  (register torch.ops.minivllm.*)
 from minivllm.layers.custom_op import UsesCustomOps
 
 
@@ -30,7 +30,10 @@ class Linear(UsesCustomOps):
 
     def forward(self, x: torch.Tensor, silu_mul: bool = False) -> torch.Tensor:
         """silu_mul: x is a gate_up output [T, 2K]; multiply silu(gate) * up (only with custom op "gemv",
-        which fuses it into the GEMV; callers use SiluAndMul otherwise)."""
+        which fuses it into the GEMV; callers use SiluAndMul otherwise). Batch-invariant mode: one matmul
+        kernel for every number of rows (kernels/triton_matmul.py)."""
+        if self.custom_ops.batch_invariant:
+            return torch.ops.minivllm.invariant_linear(x, self.weight, self.bias)
         if self.custom_ops.is_enabled("gemv"):
             return torch.ops.minivllm.linear(x, self.weight, self.bias, silu_mul, None, 1e-6,
                                              self.custom_ops.use_pdl)

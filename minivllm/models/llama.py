@@ -134,8 +134,9 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """out: a buffer to write the logits into (FULL CUDA graphs: no [n, vocab] temporary in the graph
         pool and no copy kernel after the LM head)."""
-        if out is None:
-            return self.lm_head(hidden)
+        if out is None or self.lm_head.custom_ops.batch_invariant:
+            logits = self.lm_head(hidden)
+            return logits if out is None else out.copy_(logits)
         return torch.mm(hidden, self.lm_head.weight.t(), out=out)
 
 

@@ -143,6 +143,7 @@ COMPARE = {
     "lab05": (None, "scenario_table"),
     "lab06": ("plot_sweep", "sweep_table"),
     "lab07": ("plot_floors_devices", None),
+    "lab10": ("plot_disagreement", "disagreement_table"),
 }
 
 

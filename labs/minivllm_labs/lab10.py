@@ -94,7 +94,8 @@ def compare(got: list, ref: list) -> dict:
             gaps.append(max(same, default=0.0))
             bitwise += t == rt and all(a == b for a, b in zip(lp, rlp))
     n = len(first)
-    return {"requests": n, "identical": sum(t == rt for (t, _), (rt, _) in zip(got, ref)),
+    return {"requests": n, "tokens": min((len(t) for t, _ in got), default=0),
+            "identical": sum(t == rt for (t, _), (rt, _) in zip(got, ref)),
             "first_divergence": first, "mean_matching_prefix": statistics.mean(first) if first else 0,
             "max_logprob_gap": max(gaps) if gaps else None, "bitwise_logprobs": bitwise if gaps else None}
 
@@ -116,9 +117,11 @@ def _diff(a: torch.Tensor, b: torch.Tensor) -> dict:
 
 
 def matmul_by_m(dtype: torch.dtype, ms: tuple[int, ...] = (1, 2, 3, 4, 5, 8, 16, 64)) -> dict:
-    """Row 0 of x[:M] @ W^T against x[:1] @ W^T, for torch's matmul (cuBLAS / the CPU BLAS) and for the
-    engine's linear (on a GPU a Triton GEMV up to 2 rows, cuBLAS above)."""
+    """Row 0 of x[:M] @ W^T against x[:1] @ W^T, for torch's matmul (cuBLAS / the CPU BLAS), the engine's
+    linear (on a GPU a Triton GEMV up to 2 rows, cuBLAS above) and its batch-invariant matmul (one tiling for
+    every M, no split-K; on a CPU one F.linear per row)."""
     from minivllm.kernels.elementwise_ops import linear
+    from minivllm.kernels.triton_matmul import invariant_linear
 
     dev = torch.device("cuda" if _cuda() else "cpu")
     n, k = GPU_LINEAR if _cuda() else CPU_LINEAR
@@ -127,7 +130,8 @@ def matmul_by_m(dtype: torch.dtype, ms: tuple[int, ...] = (1, 2, 3, 4, 5, 8, 16,
     x = torch.randn(max(ms), k, generator=g).to(dev, dtype)
     rows = []
     for name, f in (("torch", lambda a: torch.nn.functional.linear(a, w)),
-                    ("engine", lambda a: linear(a, w, None, False))):
+                    ("engine", lambda a: linear(a, w, None, False)),
+                    ("invariant", lambda a: invariant_linear(a, w, None))):
         alone = f(x[:1])
         rows += [{"op": name, "m": m, **_diff(f(x[:m])[:1], alone)} for m in ms]
     return round_floats({"dtype": str(dtype).removeprefix("torch."), "n": n, "k": k, "rows": rows}, 8)

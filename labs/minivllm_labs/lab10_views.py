@@ -41,11 +41,10 @@ def disagreement_table(res: dict | None) -> str:
     for label, rows in _series(res).items():
         for r in rows:
             n = len(r["first_divergence"])
-            part = [k for k in r["first_divergence"] if k < max(r["first_divergence"] + [0])] or \
-                [k for k in r["first_divergence"] if r["identical"] < n]
+            part = sorted(k for k in r["first_divergence"] if k < r.get("tokens", max(r["first_divergence"])))
             bit = "-" if r.get("bitwise_logprobs") is None else f"{r['bitwise_logprobs']}/{n}"
             out.append(f"{label:<26} {r['batch']:>5} {r['identical']:>5}/{n:<3} {r['mean_matching_prefix']:>11.1f} "
-                       f"{_gap(r.get('max_logprob_gap')):>14} {bit:>10}  {sorted(part)[:12] if part else '-'}")
+                       f"{_gap(r.get('max_logprob_gap')):>14} {bit:>10}  {part[:12] if part else '-'}")
     if not res.get("logprobs"):
         out.append("(this engine has no SamplingParams(logprobs=k) yet: the logprob columns are empty)")
     return "\n".join(out)
@@ -74,10 +73,11 @@ def matmul_table(res: dict | None) -> str:
     out = []
     for dtype, m in res["matmul"].items():
         out.append(f"{dtype}: row 0 of an M-row linear ({m['k']} -> {m['n']}) against the same row alone")
-        for op in ("torch", "engine"):
+        for op in ("torch", "engine", "invariant"):
             cells = [f"M={r['m']}: " + ("=" if r["bitwise_equal"] else format(r["max_abs_diff"], ".2g"))
                      for r in m["rows"] if r["op"] == op]
-            out.append(f"  {op:<6} " + ", ".join(cells))
+            if cells:
+                out.append(f"  {op:<9} " + ", ".join(cells))
     out.append("('=' bitwise equal; else the largest |difference|)")
     return "\n".join(out)
 

@@ -61,6 +61,7 @@ METRIC_LABELS = {
     "startup_s": "startup s (sum of phases)",
     "floor_ms": "floor ms (weight bytes / measured copy bandwidth)",
     "kv_blocks": "KV blocks",
+    "same_as_alone": "% of sequences with the tokens of their run alone",
 }
 
 _CPU_ENGINE = {"max_model_len": 128}
@@ -107,6 +108,12 @@ TOGGLES: dict[str, Toggle] = {
     "lab07": Toggle("lab07", "batch size (TPOT against this device's floor)", (
         Option("batch 1", batch=1), Option("batch 2", batch=2), Option("batch 4", batch=4),
         Option("FULL graphs, batch 1", {"cudagraph_mode": "FULL"}, 1, gpu_only=True)), ("tpot_ms", "floor_ms")),
+    "lab10": Toggle("lab10", "batch_invariant (GPU: bf16 / fp32)", (
+        Option("default, batch 4", {}, 4), Option("batch_invariant, batch 4", {"batch_invariant": True}, 4),
+        Option("bf16, batch 16", {"dtype": "bfloat16"}, 16, gpu_only=True),
+        Option("bf16 batch_invariant, batch 16", {"dtype": "bfloat16", "batch_invariant": True}, 16, gpu_only=True),
+        Option("fp32, batch 16", {"dtype": "float32"}, 16, gpu_only=True)), ("same_as_alone", "tpot_ms"),
+        new_tokens=16),
 }
 
 
@@ -183,6 +190,8 @@ class ToggleRun:
         result = measure(self.engine(option), option, self.toggle.new_tokens, self.toggle.second_pass)
         if "floor_ms" in self.toggle.metrics:
             result["floor_ms"] = self.floor_ms()
+        if "same_as_alone" in self.toggle.metrics:
+            result["same_as_alone"] = same_as_alone(self.engine(option), option, self.toggle.new_tokens)
         self.results[label] = result
         return result
 
@@ -203,6 +212,18 @@ class ToggleRun:
         series = {METRIC_LABELS.get(m, m): [self.results[x].get(m) for x in done] for m in self.toggle.metrics}
         return figure(done, series, kind="bar", title=f"{self.toggle.lab}: {self.toggle.knob}",
                       y_title=" / ".join(METRIC_LABELS.get(m, m) for m in self.toggle.metrics))
+
+
+def same_as_alone(llm, option: Option, new_tokens: int) -> float:
+    """% of the option's prompts whose greedy tokens in the batch equal those of the prompt run alone (Lab 10:
+    in bf16 a batch can flip a near-tie; the batch-invariant mode must keep 100)."""
+    from minivllm import SamplingParams
+
+    prompts = [f"{PROMPT} {i}" for i in range(option.batch)]
+    params = SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=0.0)
+    batched = [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
+    alone = [llm.generate([p], params, use_tqdm=False)[0].outputs[0].token_ids for p in prompts]
+    return round(100 * sum(a == b for a, b in zip(batched, alone)) / len(prompts), 1)
 
 
 def _weight_bytes(model: str) -> int:

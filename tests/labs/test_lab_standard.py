@@ -1,4 +1,4 @@
-"""The lab standard (labs/README.md), checked on every lab 01-07 from its source: the self-test comes before the
+"""The lab standard (labs/README.md), checked on every lab 01-07 and 10 from its source: the self-test comes before the
 exercises, its model answers follow in a collapsed cell (EN, ZH) naming every question, every exercise has a hint
 in both languages, and the summary opens with a verdict paragraph in English and in Chinese."""
 
@@ -10,7 +10,7 @@ from minivllm_labs.catalog import labs
 
 from tests.labs.code_links import lab_sources
 
-SOURCES = [p for p in lab_sources() if p.name[:2] in {f"0{i}" for i in range(1, 8)}]
+SOURCES = [p for p in lab_sources() if p.name[:2] in {f"0{i}" for i in range(1, 8)} | {"10"}]
 QUESTIONS = {info.lab: [q.qid for q in info.questions] for info in labs()}
 QUIZ = re.compile(r"\blab\.quiz\(|show_questions\(|show_quiz\(")
 

@@ -15,7 +15,7 @@ def _bars(fig) -> list:
     return [(t.name, tuple(t.x), tuple(t.y)) for t in fig.data]
 
 
-@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07"])
+@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab10"])
 def test_each_labs_toggle_redraws_its_figure(lab):
     quiet_engine_logs()
     run = toggles.ToggleRun(toggles.TOGGLES[lab], lab_model())
@@ -45,16 +45,16 @@ def test_gpu_options_only_on_a_gpu_and_a_clear_error():
         run.option("nope")
 
 
-def test_every_lab_01_to_07_has_a_toggle_and_a_stable_line(capsys, monkeypatch):
+def test_every_lab_has_a_toggle_and_a_stable_line(capsys, monkeypatch):
     monkeypatch.setenv("MINIVLLM_LAB_STATIC", "1")
-    for n in range(1, 8):
-        toggles.toggle_widget(f"lab0{n}", model="unused")
+    for lab in [*(f"lab0{n}" for n in range(1, 8)), "lab10"]:
+        toggles.toggle_widget(lab, model="unused")
         line = capsys.readouterr().out
         assert line.startswith("Live toggle") and line.count("\n") == 1, line
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU options need CUDA (scripts/gpu_check.sh device-kit)")
-@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07"])
+@pytest.mark.parametrize("lab", ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab10"])
 def test_each_gpu_option_runs(lab):
     quiet_engine_logs()
     run = toggles.ToggleRun(toggles.TOGGLES[lab], lab_model("qwen3-0.6b"))

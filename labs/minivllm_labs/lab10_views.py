@@ -119,6 +119,8 @@ def invariant_table(res: dict | None) -> str:
     inv = res.get("batch_invariant") or {}
     if not inv.get("available"):
         return f"batch_invariant: not available in this engine build ({inv.get('why', 'not recorded')})"
+    if "tpot" not in inv or "tpot" not in res:
+        return "batch_invariant: available; its TPOT cost is measured by the recorder (`record lab10`), not here"
     out = [f"{'batch':>5} {'default TPOT ms':>22} {'batch_invariant TPOT ms':>26} {'cost':>8}"]
     for d, b in zip(res["tpot"]["default"], inv["tpot"]):
         lo, hi = d["tpot_ms_range"], b["tpot_ms_range"]

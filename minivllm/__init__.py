@@ -18,6 +18,10 @@ def __getattr__(name: str):
         from minivllm.sampling_params import SamplingParams
 
         return SamplingParams
+    if name == "Logprob":
+        from minivllm.outputs import Logprob
+
+        return Logprob
     if name == "diagnose":
         from minivllm.compilation.diagnose import diagnose
 
@@ -25,4 +29,4 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["LLM", "SamplingParams", "DEFAULT_MODEL", "diagnose"]
+__all__ = ["LLM", "SamplingParams", "Logprob", "DEFAULT_MODEL", "diagnose"]

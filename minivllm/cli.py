@@ -20,14 +20,31 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
     llm = LLM(**EngineArgs.from_cli_args(a).kwargs())
     params = SamplingParams(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, max_tokens=a.max_tokens,
-                            seed=a.sample_seed, ignore_eos=a.ignore_eos)
+                            seed=a.sample_seed, ignore_eos=a.ignore_eos, logprobs=a.logprobs,
+                            prompt_logprobs=a.prompt_logprobs)
     outs = llm.generate(a.prompt, params, use_tqdm=False)
     for o in outs:
-        print(json.dumps({"prompt": o.prompt, "text": o.outputs[0].text, "token_ids": o.outputs[0].token_ids,
-                          "finish_reason": o.outputs[0].finish_reason,
-                          "ttft_s": o.metrics.ttft, "tpot_s": o.metrics.tpot}, ensure_ascii=False)
-              if a.json else f"{o.prompt!r} -> {o.outputs[0].text!r}")
+        c = o.outputs[0]
+        lps = {"logprobs": _rows(c.token_ids, c.logprobs, a.logprobs), "cumulative_logprob": c.cumulative_logprob,
+               "prompt_logprobs": _rows(o.prompt_token_ids, o.prompt_logprobs, a.prompt_logprobs)}
+        print(json.dumps({"prompt": o.prompt, "text": c.text, "token_ids": c.token_ids,
+                          "finish_reason": c.finish_reason, "ttft_s": o.metrics.ttft, "tpot_s": o.metrics.tpot,
+                          **{k: v for k, v in lps.items() if v is not None}}, ensure_ascii=False)
+              if a.json else f"{o.prompt!r} -> {c.text!r}")
+        for label, name in (("prompt", "prompt_logprobs"), ("output", "logprobs")) if not a.json else ():
+            for tok, *top in lps[name] or []:  # one line per token: the chosen one, then the top k
+                print(f"  {label} {tok[1]!r:>12} {tok[2]:9.4f} (rank {tok[3]:>6})  top: "
+                      + ", ".join(f"{t[1]!r} {t[2]:.4f}" for t in top))
     return 0
+
+
+def _rows(token_ids, positions, k):
+    """Per position [chosen, top 1, ..., top k], each [token id, text, logprob, rank] (None: not asked)."""
+    if positions is None:
+        return None
+    return [[[t, d[t].decoded_token, d[t].logprob, d[t].rank]] + [[i, lp.decoded_token, lp.logprob, lp.rank]
+            for i, lp in sorted(d.items(), key=lambda x: x[1].rank)[:k]]
+            for t, d in zip(token_ids, positions) if d is not None]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-k", type=int, default=-1)
     g.add_argument("--sample-seed", type=int, default=None)
     g.add_argument("--ignore-eos", action="store_true")
+    g.add_argument("--logprobs", type=int, default=None, metavar="K",
+                   help="print each generated token's raw logprob, rank and the top K alternatives (K <= 20)")
+    g.add_argument("--prompt-logprobs", type=int, default=None, metavar="K", help="the same for the prompt tokens")
     g.add_argument("--json", action="store_true", help="one JSON object per prompt")
     g.set_defaults(func=cmd_generate)
 

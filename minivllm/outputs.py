@@ -1,4 +1,4 @@
-"""What `LLM.generate` returns, mirroring vLLM's RequestOutput / CompletionOutput."""
+"""What `LLM.generate` returns, mirroring vLLM's RequestOutput / CompletionOutput (and Logprob, vllm/logprobs.py)."""
 
 from __future__ import annotations
 
@@ -31,12 +31,31 @@ class RequestMetrics:
 
 
 @dataclass
+class Logprob:
+    """A token's raw log-probability (log_softmax of the model's logits in fp32, before temperature and
+    top-k/top-p: vLLM's default logprobs_mode "raw_logprobs"), its 1-based rank among all tokens, its text."""
+
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+def logprobs_dict(ids: list[int], values: list[float], rank: int, k: int) -> dict[int, Logprob]:
+    """One position as vLLM fills it: the chosen token (ids[0], with its rank), then the top k (ranks 1..k);
+    a chosen token inside the top k appears once."""
+    ranks = [rank, *range(1, k + 1)]
+    return {ids[i]: Logprob(values[i], ranks[i]) for i in range(k + 1)}
+
+
+@dataclass
 class CompletionOutput:
     index: int
     text: str
     token_ids: list[int]
     finish_reason: str | None  # "stop" | "length" | "abort" | None while running
     stop_reason: int | str | None = None
+    logprobs: list[dict[int, Logprob]] | None = None  # one dict per generated token (SamplingParams.logprobs)
+    cumulative_logprob: float | None = None  # sum of the generated tokens' logprobs (None without logprobs)
 
 
 @dataclass
@@ -49,3 +68,4 @@ class RequestOutput:
     metrics: RequestMetrics
     num_cached_tokens: int = 0
     extra: dict = field(default_factory=dict)
+    prompt_logprobs: list[dict[int, Logprob] | None] | None = None  # per prompt token, the first one None

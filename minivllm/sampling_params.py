@@ -19,6 +19,8 @@ SAMPLING_EPS = 1e-5
 # The sampler puts top_k into an int64 tensor and compares it with token positions; a bound far above any
 # vocabulary keeps that in range (2**63 overflows the conversion) and still means "all tokens".
 TOP_K_MAX = 2**31 - 1
+# vLLM's default ModelConfig.max_logprobs: a request may ask for at most this many alternatives per position.
+MAX_LOGPROBS = 20
 
 
 def _is_real(value: object) -> bool:
@@ -44,6 +46,10 @@ class SamplingParams:
     seed: int | None = None
     stop: tuple[str, ...] | list[str] | str | None = None
     stop_token_ids: tuple[int, ...] | list[int] | None = field(default=None)
+    # Top-k alternatives returned per generated / prompt token (0: the chosen token only). Raw logprobs, as
+    # vLLM's default logprobs_mode: log_softmax of the model's logits, before temperature and top-k/top-p.
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         def bad(name: str, allowed: str, value: object) -> ValueError:
@@ -52,7 +58,7 @@ class SamplingParams:
         def put(name: str, value: object) -> None:  # frozen: normalised values are set once, here
             object.__setattr__(self, name, value)
 
-        for name in ("top_k", "max_tokens", "seed"):
+        for name in ("top_k", "max_tokens", "seed", "logprobs", "prompt_logprobs"):
             put(name, _as_int(getattr(self, name)))
         if not _is_real(self.temperature) or math.isnan(self.temperature) or self.temperature < 0 \
                 or math.isinf(self.temperature):
@@ -64,6 +70,11 @@ class SamplingParams:
                                "tokens)", self.top_k)
         if not is_int(self.max_tokens) or self.max_tokens < 1:
             raise bad("max_tokens", "an int >= 1", self.max_tokens)
+        for name in ("logprobs", "prompt_logprobs"):
+            k = getattr(self, name)
+            if k is not None and (not is_int(k) or not 0 <= k <= MAX_LOGPROBS):
+                raise bad(name, f"None or an int in [0, {MAX_LOGPROBS}] (0: the chosen token only; "
+                                f"{MAX_LOGPROBS} is vLLM's default max_logprobs)", k)
         if not isinstance(self.ignore_eos, bool):
             raise bad("ignore_eos", "True or False", self.ignore_eos)
         if self.seed is not None:

@@ -20,9 +20,9 @@ from minivllm.engine.block_manager import BlockManager
 from minivllm.engine.scheduler import Scheduler
 from minivllm.engine.sequence import Sequence, SequenceStatus
 from minivllm.engine_args import EngineArgs
-from minivllm.loader import load_tokenizer
+from minivllm.loader import NoTokenizer, load_tokenizer
 from minivllm.models.config import ModelConfig
-from minivllm.outputs import CompletionOutput, RequestOutput
+from minivllm.outputs import CompletionOutput, Logprob, RequestOutput, logprobs_dict
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.model_runner import ModelRunner
 from minivllm.worker.model_runner_output import ModelRunnerOutput
@@ -97,6 +97,9 @@ class LLMEngine:
                              f"a prompt may have at most {limit - 1} tokens (room for one output token)")
         if not isinstance(params, SamplingParams):
             raise TypeError(f"{where}: sampling_params must be a SamplingParams, got {type(params).__name__}")
+        for name in ("logprobs", "prompt_logprobs"):
+            if (getattr(params, name) or 0) > vocab:
+                raise ValueError(f"{where}: {name}={getattr(params, name)} exceeds the vocabulary size {vocab}")
 
     def add_request(self, request_id: str, token_ids: list[int], params: SamplingParams,
                     prompt: str | None = None, arrival_time: float | None = None) -> Sequence:
@@ -141,7 +144,8 @@ class LLMEngine:
                 raise RuntimeError("scheduler made no progress: a request needs more KV blocks than exist")
             return []
         finished = self._process(done)
-        if self.inflight is not None and all(seq.is_finished for seq in self.inflight.seqs):
+        if (self.inflight is not None and all(seq.is_finished for seq in self.inflight.seqs)
+                and self.inflight.prompt_logprobs is None):
             self.inflight = None  # only rows of finished sequences: nothing to read back
         kind = (launched or done).kind
         self.model_runner.step_stats[f"{kind}_time"] += time.perf_counter() - t0
@@ -157,11 +161,17 @@ class LLMEngine:
         if gpu is not None:
             self.model_runner.step_stats[f"{out.kind}_gpu_time"] += gpu
         finished = []
-        for seq, tok in zip(out.seqs, tokens):
+        if out.prompt_logprobs is not None:
+            self._append_prompt_logprobs(*out.prompt_logprobs)
+        lp = out.logprobs and [t.tolist() for t in out.logprobs]
+        for row, (seq, tok) in enumerate(zip(out.seqs, tokens)):
             if seq.is_finished:
                 continue  # finished (or aborted) while this step was in flight: drop its row
             seq.num_pending -= 1
             seq.append_token(tok)
+            if seq.logprobs is not None:
+                seq.logprobs.append(logprobs_dict(lp[0][row], lp[1][row], lp[2][row], seq.params.logprobs))
+                seq.cumulative_logprob += lp[1][row][0]
             if seq.metrics.first_token_time is None:
                 seq.metrics.first_token_time = now
             seq.metrics.num_generated_tokens = seq.num_output_tokens
@@ -172,6 +182,18 @@ class LLMEngine:
                 finished.append(seq)
         self.stats["process_time"] += time.perf_counter() - now
         return finished
+
+    @staticmethod
+    def _append_prompt_logprobs(owners: list[tuple[Sequence, int, int]], lp) -> None:
+        """Row r of a chunk's rows scores prompt token p + 1. A position already filled (a preempted request
+        recomputes its prompt) is skipped."""
+        ids, vals, ranks = (t.tolist() for t in lp)
+        r = 0
+        for seq, start, n in owners:
+            for p in range(start, start + n):
+                if not seq.is_finished and len(seq.prompt_logprobs) == p + 1:
+                    seq.prompt_logprobs.append(logprobs_dict(ids[r], vals[r], ranks[r], seq.params.prompt_logprobs))
+                r += 1
 
     def discard_inflight(self) -> None:
         """Forget the step in flight (after its requests were aborted); wait for it so nothing outlives it."""
@@ -205,6 +227,20 @@ class LLMEngine:
         if seq.stop_reason is None or not isinstance(seq.stop_reason, str):
             seq.output_text = self.tokenizer.decode(seq.output_token_ids, skip_special_tokens=True)
         finish = seq.status.value if seq.is_finished else None
-        comp = CompletionOutput(0, seq.output_text, list(seq.output_token_ids), finish, seq.stop_reason)
+        comp = CompletionOutput(0, seq.output_text, list(seq.output_token_ids), finish, seq.stop_reason,
+                                seq.logprobs, seq.cumulative_logprob)
+        self._decode_logprobs((seq.logprobs or []) + (seq.prompt_logprobs or []))
         return RequestOutput(seq.request_id, seq.prompt, list(seq.prompt_token_ids), [comp], seq.is_finished,
-                             seq.metrics, seq.num_cached_tokens, {"num_preemptions": seq.num_preemptions})
+                             seq.metrics, seq.num_cached_tokens, {"num_preemptions": seq.num_preemptions},
+                             seq.prompt_logprobs)
+
+    def _decode_logprobs(self, positions: list[dict[int, Logprob] | None]) -> None:
+        """Each Logprob's decoded_token, as vLLM's detokenizer fills it (None without a tokenizer)."""
+        if isinstance(self.tokenizer, NoTokenizer):
+            return
+        text: dict[int, str] = {}
+        for d in positions:
+            for tid, lp in (d or {}).items():
+                if tid not in text:
+                    text[tid] = self.tokenizer.decode([tid], skip_special_tokens=False)
+                lp.decoded_token = text[tid]

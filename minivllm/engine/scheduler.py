@@ -76,7 +76,8 @@ class Scheduler:
             seq = self.waiting[0]
             if seq.num_pending:
                 break  # preempted while its token was in flight: admit it once the token has landed
-            cached = bm.find_cached_prefix(seq)
+            # A cached prefix has no logits, so a request for prompt logprobs skips the cache (as vLLM does).
+            cached = bm.find_cached_prefix(seq) if seq.params.prompt_logprobs is None else []
             n = seq.num_tokens - len(cached) * bm.block_size
             if n > budget:
                 if not self.config.enable_chunked_prefill:

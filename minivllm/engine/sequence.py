@@ -8,7 +8,7 @@ from itertools import count
 
 import torch
 
-from minivllm.outputs import RequestMetrics
+from minivllm.outputs import Logprob, RequestMetrics
 from minivllm.sampling_params import SamplingParams
 
 
@@ -59,6 +59,11 @@ class Sequence:
         self.stop_reason: int | str | None = None
         self.metrics = RequestMetrics(arrival_time=arrival_time or time.perf_counter())
         self.generator: torch.Generator | None = None  # per-request seed, created by the input batch
+        # Filled only when asked for (SamplingParams.logprobs / prompt_logprobs), as vLLM's outputs carry them.
+        self.logprobs: list[dict[int, Logprob]] | None = None if params.logprobs is None else []
+        self.cumulative_logprob: float | None = None if params.logprobs is None else 0.0
+        self.prompt_logprobs: list[dict[int, Logprob] | None] | None = \
+            None if params.prompt_logprobs is None else [None]
 
     @property
     def num_tokens(self) -> int:

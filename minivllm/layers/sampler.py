@@ -7,11 +7,16 @@ seed draws its noise from its own generator, so its tokens do not depend on what
 The result stays on the device: the engine reads it later (async scheduling overlaps that wait with the
 next step), and per-row parameters go up through pinned memory, because a plain `torch.tensor(..., device=
 "cuda")` from pageable memory synchronizes the stream and would stall the CPU behind the GPU.
+
+Logprobs (a request with SamplingParams.logprobs) are raw, as vLLM's default logprobs_mode "raw_logprobs":
+log_softmax of the model's logits in fp32, before temperature and top-k/top-p, so they describe the model,
+not the sampling settings. A batch where no request asks for them computes none.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -26,6 +31,27 @@ class SamplingMetadata:
     params: list[SamplingParams]
     generators: list[torch.Generator | None]
     all_greedy: bool
+    max_num_logprobs: int | None = None  # the largest `logprobs` among the rows; None: no row asks
+
+
+class LogprobsTensors(NamedTuple):
+    """Per row: column 0 the chosen token, columns 1..k the top k (vLLM: v1/outputs.py)."""
+
+    logprob_token_ids: torch.Tensor  # [rows, k + 1] int64
+    logprobs: torch.Tensor  # [rows, k + 1] fp32
+    selected_token_ranks: torch.Tensor  # [rows] rank of the chosen token (1 = the most likely)
+
+    def apply(self, fn) -> LogprobsTensors:
+        return LogprobsTensors(*(fn(t) for t in self))
+
+
+def gather_logprobs(logits: torch.Tensor, token_ids: torch.Tensor, k: int) -> LogprobsTensors:
+    """Raw logprobs of `token_ids` (one per row) and of each row's top k (vLLM: Sampler.gather_logprobs)."""
+    logprobs = logits.float().log_softmax(dim=-1)
+    chosen = logprobs.gather(1, token_ids.view(-1, 1))
+    ranks = (logprobs >= chosen).sum(dim=-1)  # vLLM's batched_count_greater_than: ties rank the chosen last
+    top_vals, top_ids = logprobs.topk(k, dim=-1)
+    return LogprobsTensors(torch.cat([token_ids.view(-1, 1), top_ids], 1), torch.cat([chosen, top_vals], 1), ranks)
 
 
 class Sampler:

@@ -175,15 +175,16 @@ class InputBatch:
         generator (created on its first sampled token, then kept with the request)."""
         params = [s.params for s in seqs]
         all_greedy = all(p.greedy for p in params)
+        k = max((p.logprobs for p in params if p.logprobs is not None), default=None)
         if all_greedy:
-            return SamplingMetadata(params, [], True)
+            return SamplingMetadata(params, [], True, k)
         gens = []
         for s in seqs:
             if s.params.seed is not None and s.generator is None:
                 s.generator = torch.Generator(device=self.device)
                 s.generator.manual_seed(s.params.seed)
             gens.append(s.generator if s.params.seed is not None else None)
-        return SamplingMetadata(params, gens, False)
+        return SamplingMetadata(params, gens, False, k)
 
     def dummy_decode(self, n: int) -> AttentionMetadata:
         """Fill the buffers with a dummy batch of n decode rows and return its metadata (views of the

@@ -21,7 +21,7 @@ from minivllm.compilation.cuda_graph import CUDAGraphWrapper
 from minivllm.compilation.levels import CompiledForward, Forward
 from minivllm.config import CUDAGraphMode, EngineConfig
 from minivllm.engine.sched_output import SchedulerOutput
-from minivllm.layers.sampler import Sampler
+from minivllm.layers.sampler import Sampler, gather_logprobs
 from minivllm.models.config import ModelConfig
 from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
 from minivllm.worker.graph_capture import CaptureStats, capture_graphs
@@ -203,21 +203,47 @@ class ModelRunner:
         hidden = self.run_forward(batch, mode)
         seqs = [s.seq for s in sched.scheduled]
         rows = batch.sample_rows
-        sampled = None
-        if rows and mode is FULL and not unified:  # a decode graph returned the logits of every (padded) row
-            sampled = self.sampler(hidden[: len(seqs)], ib.sampling_metadata(seqs))
-        elif rows and decode_only:  # row i of the hidden states is sequence i: no gather needed
-            sampled = self.sampler(self.model.compute_logits(hidden[: len(seqs)]), ib.sampling_metadata(seqs))
-        elif rows:
-            seqs = [seqs[i] for i in rows]
-            sampled = self.sampler(self.model.compute_logits(hidden[batch.logits_indices]), ib.sampling_metadata(seqs))
-        out = ModelRunnerOutput(seqs if rows else [], sampled, "decode" if decode_only else "prefill")
+        sampled = logprobs = None
+        if rows:
+            if mode is FULL and not unified:  # a decode graph returned the logits of every (padded) row
+                logits = hidden[: len(seqs)]
+            elif decode_only:  # row i of the hidden states is sequence i: no gather needed
+                logits = self.model.compute_logits(hidden[: len(seqs)])
+            else:
+                seqs = [seqs[i] for i in rows]
+                logits = self.model.compute_logits(hidden[batch.logits_indices])
+            meta = ib.sampling_metadata(seqs)
+            sampled = self.sampler(logits, meta)
+            if meta.max_num_logprobs is not None:
+                logprobs = gather_logprobs(logits, sampled, meta.max_num_logprobs)
+        out = ModelRunnerOutput(seqs if rows else [], sampled, "decode" if decode_only else "prefill", logprobs)
+        if not decode_only and any(s.seq.params.prompt_logprobs is not None for s in sched.scheduled):
+            out.prompt_logprobs = self.prompt_logprobs(sched, batch, hidden)
         if timing:
             out.gpu_start = start
         out.start_copy()
         self.step_stats[f"{out.kind}_steps"] += 1
         self.step_stats["cpu_launch_time"] += time.perf_counter() - t0
         return out
+
+    def prompt_logprobs(self, sched: SchedulerOutput, batch: PreparedBatch, hidden: torch.Tensor):
+        """Raw logprobs of the prompt tokens this chunk predicts: the hidden row at position p scores prompt
+        token p + 1. Returns ([(seq, first position, count)], LogprobsTensors) over those rows."""
+        owners, rows, targets = [], [], []
+        qsl = batch.attn_metadata.query_start_loc_cpu
+        for i, s in enumerate(sched.scheduled):
+            seq, start = s.seq, s.seq.num_computed_tokens
+            end = min(start + s.num_new_tokens, seq.num_prompt_tokens - 1)
+            if seq.params.prompt_logprobs is None or end <= start:
+                continue
+            owners.append((seq, start, end - start))
+            rows.extend(range(qsl[i], qsl[i] + end - start))
+            targets.extend(seq.prompt_token_ids[start + 1:end + 1])
+        if not owners:
+            return None
+        k = max(seq.params.prompt_logprobs for seq, _, _ in owners)
+        logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)])
+        return owners, gather_logprobs(logits, torch.tensor(targets, device=self.device), k)
 
     def run_forward(self, batch: PreparedBatch, mode: CUDAGraphMode = NONE) -> torch.Tensor:
         """The forward over the buffers, under the step's graph decision: a FULL decode graph returns logits (the

@@ -11,17 +11,31 @@ from functools import cached_property
 import torch
 
 from minivllm.engine.sequence import Sequence
+from minivllm.layers.sampler import LogprobsTensors
+
+
+def _to_host(t: torch.Tensor) -> torch.Tensor:
+    """A non-blocking copy into pinned host memory (CUDA); the tensor itself on the CPU."""
+    if t.device.type != "cuda":
+        return t
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    return host.copy_(t, non_blocking=True)
 
 
 class ModelRunnerOutput:
     """One launched step: the sequences that got a token and those tokens, still on the device.
 
     `start_copy()` queues a non-blocking copy of the tokens to pinned host memory and records an event;
-    `token_ids()` waits for that event only, not for the steps queued after this one.
+    `token_ids()` waits for that event only, not for the steps queued after this one. Logprobs, when a
+    request asked for them, travel the same way (read them after `token_ids()`).
     """
 
-    def __init__(self, seqs: list[Sequence], sampled: torch.Tensor | None, kind: str) -> None:
+    def __init__(self, seqs: list[Sequence], sampled: torch.Tensor | None, kind: str,
+                 logprobs: LogprobsTensors | None = None) -> None:
         self.seqs, self.sampled, self.kind = seqs, sampled, kind
+        self.logprobs = logprobs  # rows as `sampled` (only when a request asked for logprobs)
+        # ([(seq, first position, count)], LogprobsTensors): a prefill chunk's prompt logprobs, if asked
+        self.prompt_logprobs: tuple[list[tuple[Sequence, int, int]], LogprobsTensors] | None = None
         self.gpu_start: torch.cuda.Event | None = None
         self.done: torch.cuda.Event | None = None
         self._host: torch.Tensor | None = None
@@ -32,11 +46,11 @@ class ModelRunnerOutput:
         return {seq.seq_id: i for i, seq in enumerate(self.seqs)}
 
     def start_copy(self) -> None:
-        if self.sampled is not None and self.sampled.device.type == "cuda":
-            self._host = torch.empty(self.sampled.shape, dtype=self.sampled.dtype, pin_memory=True)
-            self._host.copy_(self.sampled, non_blocking=True)
-        else:
-            self._host = self.sampled
+        self._host = None if self.sampled is None else _to_host(self.sampled)
+        if self.logprobs is not None:
+            self.logprobs = self.logprobs.apply(_to_host)
+        if self.prompt_logprobs is not None:
+            self.prompt_logprobs = (self.prompt_logprobs[0], self.prompt_logprobs[1].apply(_to_host))
         if self.gpu_start is not None:  # CUDA: the event doubles as the end of the step's GPU timing
             self.done = torch.cuda.Event(enable_timing=True)
             self.done.record()

@@ -8,7 +8,7 @@ a rounding step, enough to flip a near-tie; once one token differs, everything a
 
 a) disagreement:   the same prompts alone (batch 1) and batched (1, 2, 8, 64 on a GPU; 1, 2, 4 on a CPU), greedy:
                    sequences with identical tokens, where they part, and the largest gap in the chosen token's
-                   logprob before they part (SamplingParams(logprobs=1), vLLM's logprobs).
+                   logprob before they part (SamplingParams(logprobs=0), vLLM's logprobs).
 b) the sources, one at a time, on one tensor each:
    matmul_by_m:     row 0 of an M-row matmul against the same row alone (cuBLAS picks tiles and split-K by M;
                     the engine's linear runs a Triton GEMV at M <= 2 on a GPU);
@@ -65,7 +65,7 @@ def logprobs_supported() -> bool:
 def _greedy(new_tokens: int, logprobs: bool):
     from minivllm import SamplingParams
 
-    extra = {"logprobs": 1} if logprobs else {}
+    extra = {"logprobs": 0} if logprobs else {}  # 0: the chosen token's logprob only
     return SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True, **extra)
 
 
@@ -191,18 +191,20 @@ def _kernel_splits(q, k, v, s1: int, s64: int) -> dict:
     return _diff(b, a)
 
 
-def padded_graph(model: str, dtype: str, new_tokens: int) -> dict:
+def padded_graph(model: str, dtype: str, new_tokens: int, eager: list) -> dict:
     """(GPU) 5 requests in FULL CUDA graphs captured for sizes [8] (the batch padded to 8) and [5, 8] (an
-    exact graph), and eagerly: does a replay of 8 padded from 5 give batch 5's numbers?"""
-    kw = dict(dtype=dtype, max_num_seqs=8, compilation_config={"mode": 0})
-    runs = {}
-    for name, extra in (("eager", {"enforce_eager": True}),
-                        ("exact", {"cudagraph_mode": "FULL", "cudagraph_capture_sizes": [5, 8]}),
-                        ("padded", {"cudagraph_mode": "FULL", "cudagraph_capture_sizes": [8]})):
-        llm = make_llm(model, graphs=name != "eager", **kw, **extra)
+    exact graph), against `eager` (the same 5 requests run eagerly): does a replay of 8 padded from 5 give
+    batch 5's numbers? torch.compile off (mode 0), so only the graph's size differs."""
+    runs = {"eager": eager}
+    for name, sizes in (("exact", [5, 8]), ("padded", [8])):
+        llm = make_llm(model, graphs=True, dtype=dtype, max_num_seqs=8, compilation_config={"mode": 0},
+                       cudagraph_mode="FULL", cudagraph_capture_sizes=sizes)
         runs[name] = run(llm, prompts(5, llm.engine.model_config.vocab_size), new_tokens)
+        counts = dict(llm.model_runner.cudagraph_dispatcher.counts)
         free(llm)
-    return round_floats({"dtype": dtype, "padded_vs_exact": compare(runs["padded"], runs["exact"]),
+        runs[name + "_dispatch"] = counts
+    return round_floats({"dtype": dtype, "dispatch": {k: runs[k + "_dispatch"] for k in ("exact", "padded")},
+                         "padded_vs_exact": compare(runs["padded"], runs["exact"]),
                          "exact_vs_eager": compare(runs["exact"], runs["eager"]),
                          "padded_vs_eager": compare(runs["padded"], runs["eager"])}, 6)
 
@@ -236,43 +238,47 @@ def batch_invariant_engine(model: str, dtype: str):
 
 # ---- everything, for the recorder -------------------------------------------------------------------------
 def run_all(model: str, quick: bool = False) -> dict:
+    """Every measurement. On a GPU, in this order so each engine is built once: eager (the reference of d) and
+    of the padded graph), the default engine (a, its TPOT, d), fp32, the padded graphs, the batch-invariant
+    engine; on a CPU, a) and c) with the embedded model in fp32, and b)'s tensor measurements."""
     gpu = _cuda()
     batches = GPU_BATCHES if gpu else CPU_BATCHES
     new_tokens = (16 if quick else 32) if gpu else (8 if quick else 12)
     dtype = "bfloat16" if gpu else "float32"
+    repeats = 3 if quick else 5
+    tpot_batches = (1, batches[-1])
     t0 = time.perf_counter()
-    out: dict = {"device": "cuda" if gpu else "cpu", "batches": list(batches), "logprobs": logprobs_supported()}
+    out: dict = {"device": "cuda" if gpu else "cpu", "batches": list(batches), "logprobs": logprobs_supported(),
+                 "new_tokens": new_tokens}
+    if gpu:
+        eager = make_llm(model, dtype=dtype, enforce_eager=True, max_num_seqs=64)
+        reqs = prompts(max(batches), eager.engine.model_config.vocab_size)
+        eager_runs = {b: run(eager, reqs[:b], new_tokens) for b in (5, *[b for b in batches if b >= 8])}
+        free(eager)
     llm = engine(model, dtype)
     out["disagreement"] = {dtype: disagreement(llm, batches, new_tokens)}
-    tpot_batches = (1, batches[-1])
-    out["tpot"] = {"default": [tpot_ms(llm, b, new_tokens, 3 if quick else 5) for b in tpot_batches]}
+    out["tpot"] = {"default": [tpot_ms(llm, b, new_tokens, repeats) for b in tpot_batches]}
+    if gpu:
+        out["graphs_vs_eager"] = round_floats(
+            {"dtype": dtype, "rows": [{"batch": b, **compare(run(llm, reqs[:b], new_tokens), eager_runs[b])}
+                                      for b in eager_runs if b >= 8]}, 6)
     free(llm)
-    if gpu:  # fp32 on a GPU: every kernel the same, the rounding 2^16 times finer
+    if gpu:  # fp32: every kernel the same, each rounding step 2^16 times finer
         llm = engine(model, "float32")
         out["disagreement"]["float32"] = disagreement(llm, batches, new_tokens)
         free(llm)
-        eager = make_llm(model, dtype=dtype, enforce_eager=True, max_num_seqs=64)
-        graphs_ref = [b for b in batches if b >= 8]
-        reqs = prompts(max(graphs_ref), eager.engine.model_config.vocab_size)
-        eager_runs = {b: run(eager, reqs[:b], new_tokens) for b in graphs_ref}
-        free(eager)
-        llm = engine(model, dtype)
-        out["graphs_vs_eager"] = round_floats(
-            {"dtype": dtype, "rows": [{"batch": b, **compare(run(llm, reqs[:b], new_tokens), eager_runs[b])}
-                                      for b in graphs_ref]}, 6)
-        free(llm)
-        out["padded_graph"] = padded_graph(model, dtype, new_tokens)
+        out["padded_graph"] = padded_graph(model, dtype, new_tokens, eager_runs[5])
     inv, why = batch_invariant_engine(model, dtype)
     if inv is None:
         out["batch_invariant"] = {"available": False, "why": why}
     else:
         out["batch_invariant"] = {"available": True, "disagreement": disagreement(inv, batches, new_tokens),
-                                  "tpot": [tpot_ms(inv, b, new_tokens, 3 if quick else 5) for b in tpot_batches]}
+                                  "tpot": [tpot_ms(inv, b, new_tokens, repeats) for b in tpot_batches]}
         free(inv)
     tdt = torch.bfloat16 if gpu else torch.float32
-    out["matmul"] = {str(d).removeprefix("torch."): matmul_by_m(d) for d in (tdt, torch.float32)}
+    out["matmul"] = {str(d).removeprefix("torch."): matmul_by_m(d) for d in dict.fromkeys((tdt, torch.float32))}
     out["attention"] = {str(d).removeprefix("torch."): attention_splits(d, 2048 if gpu else 512)
-                        for d in (tdt, torch.float32)}
+                        for d in dict.fromkeys((tdt, torch.float32))}
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 

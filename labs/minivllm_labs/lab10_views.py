@@ -36,8 +36,9 @@ def disagreement_table(res: dict | None) -> str:
     """Per engine setting and batch size: identical sequences, where the others part, the logprob gap."""
     if not res or not res.get("disagreement"):
         return "(not recorded yet: `python -m minivllm_labs.record lab10` on a GPU makes it)"
-    out = [f"{'setting':<26} {'batch':>5} {'identical':>9} {'mean prefix':>11} {'max |dlogprob|':>14} "
-           f"{'bitwise lp':>10}  where the others part (token index)"]
+    head = (f"{'setting':<26} {'batch':>5} {'identical':>9} {'mean prefix':>11} {'max |dlogprob|':>14} "
+            f"{'bitwise lp':>10}  where the others part (token index)")
+    out = [head]
     for label, rows in _series(res).items():
         for r in rows:
             n = len(r["first_divergence"])
@@ -106,6 +107,9 @@ def graphs_table(res: dict | None) -> str:
     out = [f"batch 5, {p['dtype']}: " + "; ".join(
         f"{name.replace('_', ' ')}: {p[name]['identical']}/{p[name]['requests']} identical, max |dlogprob| "
         f"{_gap(p[name].get('max_logprob_gap'))}" for name in ("padded_vs_exact", "exact_vs_eager", "padded_vs_eager"))]
+    if "dispatch" in p:
+        out.append("graph dispatches (full / piecewise / eager steps): " + "; ".join(
+            f"{k} {v.get('full')}/{v.get('piecewise')}/{v.get('eager')}" for k, v in p["dispatch"].items()))
     for r in res.get("graphs_vs_eager", {}).get("rows", []):
         out.append(f"default engine (torch.compile + CUDA graphs) vs eager, batch {r['batch']}: {r['identical']}/"
                    f"{r['requests']} identical, max |dlogprob| {_gap(r.get('max_logprob_gap'))}")

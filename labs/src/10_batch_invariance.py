@@ -153,9 +153,9 @@ if rec:
 # ### c) The batch-invariant mode, and what it costs · d) graphs and torch.compile
 # `LLM(batch_invariant=True)` (or `VLLM_BATCH_INVARIANT=1`, as in vLLM) runs every matmul through the one-tiling
 # kernel, picks decode KV splits from the context length alone, and fixes the attention and norm tiles
-# ([layers/custom_op.py](../minivllm/layers/custom_op.py) `CustomOpSelection.for_engine`). vLLM does the same by
-# overriding aten's mm / addmm / matmul / linear, log-softmax and mean with batch-invariant kernels, and makes
-# attention split at a fixed KV size (the batch_invariant.py linked above). Its cost is the parallelism that
+# ([layers/custom_op.py](../minivllm/layers/custom_op.py) `CustomOpSelection.for_engine`). vLLM's batch_invariant.py
+# (linked above) overrides aten's matmuls, log-softmax and mean with Triton kernels of one fixed tiling; the
+# Thinking Machines post splits attention at a fixed KV size rather than into a fixed number of splits. Its cost is the parallelism that
 # split-K, the GEMV and occupancy-based splits bought: the table measures it at batch 1 and 64 in the same run,
 # medians of 5 repeats with [min, max]; a difference inside both ranges is noise.
 #
@@ -168,8 +168,8 @@ if rec:
 # ### c) batch 不变模式及其代价 · d) CUDA Graph 与 torch.compile
 # `LLM(batch_invariant=True)`（或与 vLLM 相同的 `VLLM_BATCH_INVARIANT=1`）让所有 matmul 走同一种分块的 kernel，decode 的
 # KV 切分只按上下文长度决定，attention 与 norm 的分块固定（[layers/custom_op.py](../minivllm/layers/custom_op.py) 的
-# `CustomOpSelection.for_engine`）。vLLM 的做法相同：用 batch 不变的 kernel 覆盖 aten 的 mm / addmm / matmul / linear、
-# log-softmax 和 mean，并让 attention 按固定的 KV 长度切分（见上面链接的 batch_invariant.py）。代价是 split-K、GEMV 和按占用率
+# `CustomOpSelection.for_engine`）。vLLM 的 batch_invariant.py（见上面的链接）用固定分块的 Triton kernel 覆盖 aten 的
+# matmul、log-softmax 和 mean；Thinking Machines 的文章让 attention 按固定的 KV 长度切分，而不是切成固定的份数。代价是 split-K、GEMV 和按占用率
 # 切分原本换来的并行度：下表在同一次运行里测 batch 1 和 64，取 5 次重复的中位数并给出 [最小, 最大]；落在两边范围内的差别算噪声。
 #
 # CUDA Graph 重放的是录下来的 kernel：与 batch 尺寸相同的图给出与 eager 相同的比特（Lab 01 的小例子：`lab01.json` 的

@@ -144,6 +144,7 @@ COMPARE = {
     "lab06": ("plot_sweep", "sweep_table"),
     "lab07": ("plot_floors_devices", None),
     "lab09": (None, "floor_table"),
+    "lab10": ("plot_disagreement", "disagreement_table"),
 }
 
 

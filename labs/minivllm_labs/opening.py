@@ -90,7 +90,7 @@ class Lab:
 
 
 def open_lab(number: str) -> Lab:
-    """Set a notebook up for lab `number` ("01".."08"): engine INFO logs off, then print the device and where
+    """Set a notebook up for lab `number` ("01".."10"): engine INFO logs off, then print the device and where
     the recorded H200 numbers come from (or how to make them)."""
     quiet_engine_logs()
     lab = Lab(number)

@@ -53,7 +53,7 @@ class Toggle:
     metrics: tuple[str, ...]  # keys of measure()'s result, one bar series each
     new_tokens: int = 6
     second_pass: bool = False  # measure the same prompts a second time (what prefix caching reuses)
-    differs: str = "computed_tokens"  # a count (not a time) that the first two CPU options change: the test's check
+    differs: str | None = "computed_tokens"  # a count (not a time) that the first two CPU options change: the test's check
     chunks: bool = False  # measure_chunks instead of measure: a long prompt arriving while others decode
 
     def available(self, cuda: bool | None = None) -> tuple[Option, ...]:
@@ -79,6 +79,7 @@ METRIC_LABELS = {
     "mode_run": "compile mode it runs at",
     "max_step_tokens": "largest step, tokens",
     "prefill_steps": "steps holding the long prompt",
+    "same_as_alone": "% of sequences with the tokens of their run alone",
 }
 
 #: On a CPU: 128 tokens per sequence and per step (the startup profile run is one forward of the step budget),
@@ -154,6 +155,12 @@ TOGGLES: dict[str, Toggle] = {
         Option("decode graphs, batch 1", {"cudagraph_mode": "FULL_DECODE_ONLY"}, 1, gpu_only=True),
         Option("decode graphs, batch 64", {"cudagraph_mode": "FULL_DECODE_ONLY"}, 64, gpu_only=True)),
         ("tpot_ms", "floor_ms"), differs="generated_tokens"),
+    "lab10": Toggle("lab10", "batch_invariant (GPU: bf16 / fp32)", (
+        Option("default, batch 4", {}, 4), Option("batch_invariant, batch 4", {"batch_invariant": True}, 4),
+        Option("bf16, batch 16", {"dtype": "bfloat16"}, 16, gpu_only=True),
+        Option("bf16 batch_invariant, batch 16", {"dtype": "bfloat16", "batch_invariant": True}, 16, gpu_only=True),
+        Option("fp32, batch 16", {"dtype": "float32"}, 16, gpu_only=True)), ("same_as_alone", "tpot_ms"),
+        new_tokens=16, differs=None),
 }
 #: Lab 08's long prompt: it arrives while the others decode, and the budget decides how it is cut.
 LONG_PROMPT = 96
@@ -308,6 +315,8 @@ class ToggleRun:
                 result = measure(llm, option, self.toggle.new_tokens, self.toggle.second_pass)
             if "floor_ms" in self.toggle.metrics:
                 result["floor_ms"] = self.floor_ms()
+            if "same_as_alone" in self.toggle.metrics:
+                result["same_as_alone"] = same_as_alone(llm, option, self.toggle.new_tokens)
         self.results[label] = result
         return result
 
@@ -328,6 +337,18 @@ class ToggleRun:
         series = {METRIC_LABELS.get(m, m): [self.results[x].get(m) for x in done] for m in self.toggle.metrics}
         return figure(done, series, kind="bar", title=f"{self.toggle.lab}: {self.toggle.knob}",
                       y_title=" / ".join(METRIC_LABELS.get(m, m) for m in self.toggle.metrics))
+
+
+def same_as_alone(llm, option: Option, new_tokens: int) -> float:
+    """% of the option's prompts whose greedy tokens in the batch equal those of the prompt run alone (Lab 10:
+    in bf16 a batch can flip a near-tie; the batch-invariant mode must keep 100)."""
+    from minivllm import SamplingParams
+
+    prompts = [f"{PROMPT} {i}" for i in range(option.batch)]
+    params = SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=0.0)
+    batched = [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
+    alone = [llm.generate([p], params, use_tqdm=False)[0].outputs[0].token_ids for p in prompts]
+    return round(100 * sum(a == b for a, b in zip(batched, alone)) / len(prompts), 1)
 
 
 def _weight_bytes(model: str) -> int:

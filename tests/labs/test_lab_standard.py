@@ -1,4 +1,4 @@
-"""The lab standard (labs/README.md), checked on every lab 01-07 from its source: the self-test comes before the
+"""The lab standard (labs/README.md), checked on every lab 01-07 and 10 from its source: the self-test comes before the
 exercises, its model answers follow in a collapsed cell (EN, ZH) naming every question, every exercise has a hint
 in both languages, and the summary opens with a verdict paragraph in English and in Chinese."""
 

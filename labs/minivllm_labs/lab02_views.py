@@ -215,8 +215,8 @@ def piecewise_gap_text(res: dict | None) -> str:
     for b in ("1", "64"):
         t = {k: _get(mj, "modes", k, "tpot_ms", b) for k in ("PIECEWISE", "FULL", "FULL_AND_PIECEWISE")}
         if all(t.values()):
-            lines.append(f"{MODES_RESULTS} (at {commit}), batch {b}: PIECEWISE {t['PIECEWISE']} ms, FULL {t['FULL']} ms, "
-                         f"FULL_AND_PIECEWISE {t['FULL_AND_PIECEWISE']} ms TPOT; PIECEWISE / FULL = "
+            lines.append(f"{MODES_RESULTS} (at {commit}), batch {b}: PIECEWISE {t['PIECEWISE']} ms, "
+                         f"FULL {t['FULL']} ms, FULL_AND_PIECEWISE {t['FULL_AND_PIECEWISE']} ms TPOT; PIECEWISE / FULL = "
                          f"{_get(mj, 'piecewise_over_full_tpot', b)}x (modes.<mode>.tpot_ms.{b})")
     return "\n".join(lines) or _why_missing(res)
 
@@ -296,7 +296,8 @@ def q2_evidence(res: dict | None) -> str:
     lines = [f"{_src(res)}:"]
     for mode in m.get("modes", []):
         s, ln = m[mode]["prefill_short"], m[mode]["prefill_long"]
-        lines.append(f"- {_label(res, mode)}: {s['prompt_len']}-token prefill ran {_paths(s)} (TTFT {s['ttft_ms']['median']} ms); "
+        lines.append(f"- {_label(res, mode)}: {s['prompt_len']}-token prefill ran {_paths(s)} "
+                     f"(TTFT {s['ttft_ms']['median']} ms); "
                      f"{ln['prompt_len']} tokens ran {_paths(ln)} (TTFT {ln['ttft_ms']['median']} ms)")
     if len(lines) == 1:
         lines.append("- no mode measurements")

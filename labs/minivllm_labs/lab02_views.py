@@ -204,12 +204,15 @@ def piecewise_gap_text(res: dict | None) -> str:
     mode, the engine's default compile mode), whichever are present."""
     lines = []
     m = _get(res, "modes") or {}
-    full = "FULL_DECODE_ONLY" if "FULL_DECODE_ONLY" in m.get("modes", []) else "FULL"
+    at = f"this record (at {_get(res, 'provenance', 'commit')})"
+    fulls = [k for k in ("FULL_DECODE_ONLY", "FULL") if k in m.get("modes", [])]
     for b in ("1", "8"):
-        pw, fu = (_get(m, k, "decode", b, "tpot_ms", "median") for k in ("PIECEWISE", full))
-        if pw and fu:
-            lines.append(f"this record, batch {b}: PIECEWISE {pw} ms vs {_label(res, full)} {fu} ms TPOT: "
-                         f"{round(pw / fu, 2)}x (modes.PIECEWISE / modes.{full} .decode.{b}.tpot_ms.median)")
+        pw = _get(m, "PIECEWISE", "decode", b, "tpot_ms", "median")
+        for full in fulls:
+            fu = _get(m, full, "decode", b, "tpot_ms", "median")
+            if pw and fu:
+                lines.append(f"{at}, batch {b}: PIECEWISE {pw} ms vs {_label(res, full)} {fu} ms TPOT: "
+                             f"{round(pw / fu, 2)}x (modes.PIECEWISE / modes.{full} .decode.{b}.tpot_ms.median)")
     mj = _other_record(MODES_RESULTS) or {}
     commit = _get(mj, "provenance", "commit")
     for b in ("1", "64"):

@@ -449,7 +449,8 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 # replays the next captured size, its padded rows costing next to nothing. It is wrong about allocation (a capture
 # allocates from the graph's private pool; a host sync is what fails), and partly right about the size list (vLLM's is
 # 1, 2, 4, then steps of 8) and about prefill: under FULL_AND_PIECEWISE a prefill up to the largest capture size
-# replays piecewise graphs, and only longer ones run eagerly. The article's three claims (about 150 MB per graph, one
+# replays piecewise graphs (under FULL, a full graph; only FULL_DECODE_ONLY leaves it eager), and only longer ones run
+# eagerly. The article's three claims (about 150 MB per graph, one
 # graph per sequence, a frozen random seed) are wrong: the graphs share one pool, they are keyed by batch size, and
 # each replay draws new random numbers.
 
@@ -458,7 +459,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 # 序列在捕获时固定（重新绑定输入或主机侧分支，重放会悄悄出错），小 batch 重放下一个已捕获尺寸，padding
 # 行几乎不花时间。它关于显存分配的说法是错的（捕获时从图的私有显存池分配；真正失败的是主机同步），关于尺寸列表（vLLM
 # 是 1、2、4，然后每 8 一档）和预填充的说法部分正确：FULL_AND_PIECEWISE
-# 下，不超过最大捕获尺寸的预填充重放分段图，只有更长的才走 eager。文章的三条说法（每个图约 150
+# 下，不超过最大捕获尺寸的预填充重放分段图（FULL 下重放整图；只有 FULL_DECODE_ONLY 让它走 eager），只有更长的才走 eager。文章的三条说法（每个图约 150
 # MB、每个序列一个图、随机种子被冻结）都是错的：所有图共享一个显存池，按 batch size
 # 区分，每次重放都取新的随机数。
 

@@ -240,8 +240,9 @@ def graph_modes(model: str, quick: bool = False, modes: tuple[str, ...] = MODES)
     """Per mode: TPOT at batch 1 and 8, TTFT of a 128-token and a 1024-token prompt, the path each step
     took (FULL graph / PIECEWISE graphs / eager), what was captured and how long startup took.
 
-    FULL graphs are keyed by batch size (decode only, attention inside); PIECEWISE graphs by token count up
-    to the largest capture size (512 here), attention outside: so a 128-token prefill replays, 1024 does not."""
+    FULL_DECODE_ONLY graphs are keyed by batch size (decode only, attention inside); FULL graphs (any batch,
+    attention inside) and PIECEWISE graphs (attention outside) by token count up to the largest capture size
+    (512 here): so under them a 128-token prefill replays, 1024 does not."""
     if not _cuda():
         modes = ("NONE",)
     reps = 2 if quick else 5
@@ -329,8 +330,10 @@ from minivllm_labs.lab02_views import (  # noqa: E402
     Q5,
     capture_sizes_text,
     limits_text,
+    modes_record_text,
     modes_table,
     padding_table,
+    piecewise_gap_text,
     plot_modes,
     plot_padding,
     plot_pool,
@@ -367,9 +370,11 @@ __all__ = [
     "limits_text",
     "make_llm",
     "mode_toggle",
+    "modes_record_text",
     "modes_table",
     "padding",
     "padding_table",
+    "piecewise_gap_text",
     "plot_modes",
     "plot_padding",
     "plot_pool",

@@ -107,7 +107,7 @@ def padding_table(res: dict | None) -> str:
     p = _get(res, "padding") or {}
     if not _gpu(p):
         return _why_missing(res)
-    rows = ["one replay of the FULL graph of size n (GPU time, median and min-max):"]
+    rows = ["one replay of the FULL_DECODE_ONLY graph of size n (GPU time, median and min-max):"]
     rows += [f"  n={n:>3}: {_ms(s)}" for n, s in p.get("replay_ms", {}).items()]
     if (v := padding_verdict(res)) is not None:
         rows.append(f"  {v}")
@@ -171,6 +171,59 @@ def _paths(s: dict | None) -> str:
     return ", ".join(f"{k} {v}" for k, v in paths.items() if v) or "none"
 
 
+def _decode_only_full(res: dict | None) -> bool:
+    """A record made before FULL took vLLM's meaning: its four modes list no FULL_DECODE_ONLY, and its "FULL" was
+    the decode-only mode (the H200 record made at 135d8b1)."""
+    names = _get(res, "modes", "modes") or []
+    return "FULL" in names and "FULL_DECODE_ONLY" not in names
+
+
+def _label(res: dict | None, mode: str) -> str:
+    if mode == "FULL" and _decode_only_full(res):
+        return "FULL (recorded as decode-only: today's FULL_DECODE_ONLY)"
+    return mode
+
+
+def modes_record_text(res: dict | None) -> str:
+    """Which meaning of FULL this record holds, and the path FULL's prefills took in it."""
+    m = _get(res, "modes")
+    if not m or "FULL" not in m.get("modes", []):
+        return _why_missing(res)
+    commit = _get(res, "provenance", "commit") or "an unknown commit"
+    s, ln = m["FULL"]["prefill_short"], m["FULL"]["prefill_long"]
+    ran = (f"its {s['prompt_len']}-token prefill ran {_paths(s)}, its {ln['prompt_len']}-token prefill ran "
+           f"{_paths(ln)} (modes.FULL.prefill_short / prefill_long .steps_by_path)")
+    if _decode_only_full(res):
+        return (f"This record was made at {commit}, when the engine's FULL was decode-only (today's FULL_DECODE_ONLY): "
+                f"{ran}. Under today's FULL a prefill up to the largest capture size replays a full graph.")
+    return f"Recorded at {commit}, FULL with vLLM's meaning (any batch, keyed by token count): {ran}."
+
+
+def piecewise_gap_text(res: dict | None) -> str:
+    """PIECEWISE's decode TPOT against the full-graph modes: in this record, and in modes.json (one process per
+    mode, the engine's default compile mode), whichever are present."""
+    lines = []
+    m = _get(res, "modes") or {}
+    at = f"this record (at {_get(res, 'provenance', 'commit')})"
+    fulls = [k for k in ("FULL_DECODE_ONLY", "FULL") if k in m.get("modes", [])]
+    for b in ("1", "8"):
+        pw = _get(m, "PIECEWISE", "decode", b, "tpot_ms", "median")
+        for full in fulls:
+            fu = _get(m, full, "decode", b, "tpot_ms", "median")
+            if pw and fu:
+                lines.append(f"{at}, batch {b}: PIECEWISE {pw} ms vs {_label(res, full)} {fu} ms TPOT: "
+                             f"{round(pw / fu, 2)}x (modes.PIECEWISE / modes.{full} .decode.{b}.tpot_ms.median)")
+    mj = _other_record(MODES_RESULTS) or {}
+    commit = _get(mj, "provenance", "commit")
+    for b in ("1", "64"):
+        t = {k: _get(mj, "modes", k, "tpot_ms", b) for k in ("PIECEWISE", "FULL", "FULL_AND_PIECEWISE")}
+        if all(t.values()):
+            lines.append(f"{MODES_RESULTS} (at {commit}), batch {b}: PIECEWISE {t['PIECEWISE']} ms, "
+                         f"FULL {t['FULL']} ms, FULL_AND_PIECEWISE {t['FULL_AND_PIECEWISE']} ms TPOT; PIECEWISE / FULL = "
+                         f"{_get(mj, 'piecewise_over_full_tpot', b)}x (modes.<mode>.tpot_ms.{b})")
+    return "\n".join(lines) or _why_missing(res)
+
+
 def modes_table(res: dict | None) -> str:
     m = _get(res, "modes")
     if not m:
@@ -179,7 +232,7 @@ def modes_table(res: dict | None) -> str:
     for mode in m["modes"]:
         r = m[mode]
         pieces = f", {r['pieces']} pieces" if r.get("pieces") else ""
-        lines.append(f"{mode}{pieces}:")
+        lines.append(f"{_label(res, mode)}{pieces}:")
         for b, s in r["decode"].items():
             lines.append(f"  decode batch {b}: TPOT {_ms(s.get('tpot_ms'))}; steps: {_paths(s)}")
         for key in ("prefill_short", "prefill_long"):
@@ -246,7 +299,8 @@ def q2_evidence(res: dict | None) -> str:
     lines = [f"{_src(res)}:"]
     for mode in m.get("modes", []):
         s, ln = m[mode]["prefill_short"], m[mode]["prefill_long"]
-        lines.append(f"- {mode}: {s['prompt_len']}-token prefill ran {_paths(s)} (TTFT {s['ttft_ms']['median']} ms); "
+        lines.append(f"- {_label(res, mode)}: {s['prompt_len']}-token prefill ran {_paths(s)} "
+                     f"(TTFT {s['ttft_ms']['median']} ms); "
                      f"{ln['prompt_len']} tokens ran {_paths(ln)} (TTFT {ln['ttft_ms']['median']} ms)")
     if len(lines) == 1:
         lines.append("- no mode measurements")
@@ -313,6 +367,7 @@ def verdicts_table(res: dict | None) -> str:
 # vocabulary 151936, tied embeddings): a property of the model, not a measurement. One decode step reads them all.
 QWEN3_06B_PARAMS = 596_049_920
 KERNELS_RESULTS = "kernels.json"  # the device's measured copy bandwidth (`minivllm bench kernels`)
+MODES_RESULTS = "modes.json"  # every graph mode, one process each (`scripts/gpu_check.sh piecewise`)
 
 
 def _other_record(name: str, *keys):
@@ -380,9 +435,11 @@ def pool_figures_text(res: dict | None) -> str:
                      f"{cap.get('pool_growth_mib')}")
     full = _other_record("latency.json", "modes", "FULL") or {}
     if full.get("graph_pool_mib") is not None:
-        n = len(_get(full, "startup", "cudagraph", "FULL", "sizes") or [])
-        lines.append(f"{full['graph_pool_mib']} MiB: the engine's default capture, {n} FULL decode graphs (sizes up to "
-                     f"max_num_seqs 256), read from the allocator (latency.json modes.FULL); the device's free memory "
+        sizes = _get(full, "startup", "cudagraph", "FULL", "sizes") or [0]
+        what = "decode graphs, sizes up to max_num_seqs" if max(sizes) <= 256 else "graphs keyed by token count, up to"
+        lines.append(f"{full['graph_pool_mib']} MiB: the engine's capture of {len(sizes)} FULL {what} {max(sizes)}, "
+                     f"read from the allocator (latency.json modes.FULL, at "
+                     f"{_other_record('latency.json', 'provenance', 'git', 'commit')}); the device's free memory "
                      f"drops {full.get('graph_free_memory_drop_mib')} MiB, the graph executables included")
     old = _other_record("compile_vs_graphs.json", "modes", "FULL", "graph_pool_mib")
     if old is not None:

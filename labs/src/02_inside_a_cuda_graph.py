@@ -16,8 +16,8 @@
 # - **c)** padding: what the padded rows cost, and one graph for the largest size only (interview question 2);
 # - **d)** graph memory: one shared pool vs one pool per graph;
 # - **e)** random numbers inside a replayed graph;
-# - **f)** FULL vs PIECEWISE vs FULL_AND_PIECEWISE on the engine, and whether prefill is graphed (interview
-#   question 3).
+# - **f)** vLLM's five graph modes on the engine (NONE, FULL_DECODE_ONLY, FULL, PIECEWISE, FULL_AND_PIECEWISE), and
+#   whether prefill is graphed (interview question 3).
 #
 # Cells are of four kinds: **setup**, **recorded** (measured once on an H200 by
 # `python -m minivllm_labs.record lab02`, loaded with their provenance), **run it here** (your device: a CUDA
@@ -31,7 +31,7 @@
 # 本实验把这些说法逐条跑一遍，先在裸的 torch 图上，再在引擎上：a) 捕获/重放示例，以及每条限制一个会出错
 # （或不出错）的单元格；b) 引擎捕获哪些 size，`max_num_seqs` 到底控制什么；c) padding 的代价，以及只捕获
 # 最大 size 会怎样（面试题 2）；d) 显存：一个共享显存池 vs 每个图一个池；e) 重放图里的随机数；
-# f) 引擎上的 FULL / PIECEWISE / FULL_AND_PIECEWISE，以及预填充是否走图（面试题 3）。
+# f) 引擎上 vLLM 的五种图模式（NONE、FULL_DECODE_ONLY、FULL、PIECEWISE、FULL_AND_PIECEWISE），以及预填充是否走图（面试题 3）。
 #
 # 单元格分四类：**环境准备**、**H200 实测记录**（由 `python -m minivllm_labs.record lab02` 录制，带出处）、
 # **在本机运行**（有 GPU 用 GPU，否则用很小的 CPU 配置）、**仅限 GPU**（在 CPU 上只打印说明）。
@@ -102,8 +102,9 @@ if lab.gpu_only("Running the capture/replay cells"):
 # `min(2 x max_num_seqs, 512)` and never above `max_num_batched_tokens`, unless `max_cudagraph_capture_size` or
 # an explicit `cudagraph_capture_sizes` says otherwise (vLLM: `VllmConfig._set_cudagraph_sizes` in
 # [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py), which also appends `max_num_batched_tokens`
-# when it lies below the cap). Full decode graphs are captured for the sizes up to `max_num_seqs` (a decode batch
-# has one token per sequence); PIECEWISE graphs, keyed by token count, for all of them from 2 tokens up (a 1-token
+# when it lies below the cap). Full decode graphs (FULL_DECODE_ONLY, and the default FULL_AND_PIECEWISE) are captured
+# for the sizes up to `max_num_seqs` (a decode batch has one token per sequence); FULL's graphs of any batch, keyed by
+# token count, for all of them; PIECEWISE graphs, keyed by token count, for all of them from 2 tokens up (a 1-token
 # step replays size 2). So `max_num_seqs` caps the batch; it is not the number of graphs, and there is no graph per
 # sequence. This engine defaults to `max_num_seqs=256`; vLLM's `LLM` takes 1024 on a GPU of 70 GiB or more such as
 # this H200 ([vllm/engine/arg_utils.py](https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py) `get_batch_defaults`), so it
@@ -114,8 +115,8 @@ if lab.gpu_only("Running the capture/replay cells"):
 # 1、2、4，然后每 8 一档到 256，再每 16 一档，上限 `min(2 x max_num_seqs, 512)`，且不超过 `max_num_batched_tokens`，
 # 除非设置了 `max_cudagraph_capture_size` 或显式的 `cudagraph_capture_sizes`（vLLM 的规则见
 # [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py) 的 `VllmConfig._set_cudagraph_sizes`，它还会在
-# `max_num_batched_tokens` 低于上限时把它补进列表）。decode 整图只捕获不超过 `max_num_seqs` 的 size（decode 时每个序列
-# 一个 token）；按 token 数区分的 PIECEWISE 分段图则从 2 个 token 起全部捕获（1 个 token 的步重放 size 2）。所以
+# `max_num_batched_tokens` 低于上限时把它补进列表）。decode 整图（FULL_DECODE_ONLY 和默认的 FULL_AND_PIECEWISE）只捕获不超过
+# `max_num_seqs` 的 size（decode 时每个序列一个 token）；FULL 的整图适用于任何 batch，按 token 数区分，全部 size 都捕获；按 token 数区分的 PIECEWISE 分段图则从 2 个 token 起全部捕获（1 个 token 的步重放 size 2）。所以
 # `max_num_seqs` 限制的是 batch 大小，不是图的个数，也不存在“每个序列一个图”。本引擎默认 `max_num_seqs=256`；vLLM 的
 # `LLM` 在 70 GiB 及以上显存的 GPU（如这块 H200）上默认 1024（[vllm/engine/arg_utils.py](https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py)
 # 的 `get_batch_defaults`），所以会为全部 51 个 size 捕获 decode 整图，而不是 35 个（见 README 的 "Where minivllm differs from vLLM"）。
@@ -233,43 +234,61 @@ print(lab.rng_text(rec))
 # 每次重放都取新的随机数。（贪心解码每次重放结果相同，是因为它根本不用随机数。）
 
 # %% [markdown]
-# ## 7. f) FULL, PIECEWISE, FULL_AND_PIECEWISE · 三种图模式
+# ## 7. f) The five graph modes · 五种图模式
 
 # %% [markdown] tags=["lang-en"]
-# - **FULL** in vLLM: one graph of the whole forward per token count, for every batch (prefill, mixed and decode),
-#   where the attention backend can be captured for mixed batches
-#   ([docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)).
-#   **This record was made at 135d8b1**, when the engine's "FULL" was today's **FULL_DECODE_ONLY**: the whole
-#   decode step, LM head included (vLLM's full graph stops before `compute_logits`), one graph per batch size,
-#   replayed by pure-decode batches only ([worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py)
-#   `CudagraphDispatcher.dispatch`); its prefills below ran eagerly. FULL now has vLLM's meaning here too, with a
-#   unified attention kernel a graph can hold for any batch (README, "Where minivllm differs from vLLM"): a
-#   re-recording will show prefills up to 512 tokens replaying FULL graphs.
+# vLLM names five modes in `CUDAGraphMode`
+# ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)), described in
+# [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md); the engine
+# uses the same names and meanings ([worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py)
+# `CudagraphDispatcher.dispatch` picks the graph of each step):
+#
+# - **NONE**: no graphs; every step runs eagerly.
 # - **PIECEWISE**: the forward is traced once and split at every attention op
 #   ([compilation/backend.py](../minivllm/compilation/backend.py) `SplitBackend`; vLLM also splits at
 #   `vllm::unified_kv_cache_update`); the pieces between them are captured per **token count**, attention runs
 #   eagerly between replays. Prefill and mixed batches replay too, up to the largest capture size (512 tokens here);
 #   a longer prefill, such as the 1024-token one below, runs eagerly.
-# - **FULL_AND_PIECEWISE** (the default, in vLLM too): full graphs for pure decode, PIECEWISE for the rest.
+# - **FULL**: one graph of the whole forward per token count, for any batch (prefill, mixed and decode), where the
+#   attention backend can be captured for mixed batches. The engine's graph holds one unified Triton attention kernel
+#   ([kernels/triton_unified_attention.py](../minivllm/kernels/triton_unified_attention.py)
+#   `unified_paged_attention`). As in vLLM, the graph holds the model only: the LM head (`compute_logits`) runs after
+#   it. A prefill up to 512 tokens replays a full graph; the 1024-token one runs eagerly.
+# - **FULL_DECODE_ONLY** (`(FULL, NONE)` in vLLM's enum): full graphs per batch size for pure-decode batches, every
+#   other batch eagerly. Here these graphs hold the LM head too (README, "Where minivllm differs from vLLM", the FULL
+#   graph contents row). Section c measures these graphs.
+# - **FULL_AND_PIECEWISE** (`(FULL, PIECEWISE)`, the default, in vLLM too): FULL_DECODE_ONLY's decode graphs, and
+#   PIECEWISE for every other batch.
 #
-# Per mode the recorder measured TPOT at batch 1 and 8, TTFT of a 128-token and a 1024-token prompt, and
-# counted which path every step took. The buttons show one series at a time.
+# Per mode the recorder measured TPOT at batch 1 and 8, TTFT of a 128-token and a 1024-token prompt, and counted
+# which path every step took. The line below says which meaning of FULL the record in this checkout holds; the buttons
+# show one series at a time.
 
 # %% [markdown] tags=["lang-zh"]
-# - vLLM 的 **FULL**：整个前向按 token 数每个尺寸一张图，适用于所有 batch（预填充、混合和解码），前提是 attention 后端在
-#   混合 batch 下也能被捕获（[docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)）。
-#   **本记录录于 135d8b1**，那时引擎的 "FULL" 就是现在的 **FULL_DECODE_ONLY**：整个 decode 步（包括 LM head；vLLM 的整图在
-#   `compute_logits` 之前结束），每个 batch size 一张，只有纯 decode 批会重放
-#   （[worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) 的 `CudagraphDispatcher.dispatch`），下面它的
-#   预填充都走 eager。现在本引擎的 FULL 也是 vLLM 的含义，用一个在任何 batch 下都能被图捕获的 unified attention kernel
-#   （见 README 的 "Where minivllm differs from vLLM"）：重新录制后会看到 512 token 以内的预填充重放 FULL 图。
+# vLLM 在 `CUDAGraphMode`（[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）
+# 里定义了五种模式，说明见 [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)；
+# 引擎用同样的名字和含义（[worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) 的
+# `CudagraphDispatcher.dispatch` 为每一步选图）：
+#
+# - **NONE**：不用图，每一步都走 eager。
 # - **PIECEWISE**：前向只 trace 一次，在每个 attention 处切开
 #   （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend`；vLLM 还会在 `vllm::unified_kv_cache_update`
 #   处切开）；中间的分段按 **token 数** 捕获，attention 在两次重放之间 eager 执行。预填充和混合批也能重放，最多到最大捕获
 #   尺寸（这里是 512 token）；更长的预填充（如下面 1024 token 的）走 eager。
-# - **FULL_AND_PIECEWISE**（默认，vLLM 也是）：纯 decode 用整图，其他用 PIECEWISE。
+# - **FULL**：整个前向按 token 数每个尺寸一张图，适用于任何 batch（预填充、混合和解码），前提是 attention 后端在混合 batch
+#   下也能被捕获。引擎的整图里是一个 unified Triton attention kernel
+#   （[kernels/triton_unified_attention.py](../minivllm/kernels/triton_unified_attention.py) 的
+#   `unified_paged_attention`）。与 vLLM 一样，整图只包含模型本身：LM head
+#   （`compute_logits`）在图之后执行。512 token 以内的预填充重放整图；1024 token 的走 eager。
+# - **FULL_DECODE_ONLY**（vLLM 枚举里是 `(FULL, NONE)`）：纯 decode 批按 batch size 用整图，其他批都走 eager。本引擎的这些图还包括
+#   LM head（见 README 的 "Where minivllm differs from vLLM" 中 FULL graph contents 一行）。第 c 节测的就是这些图。
+# - **FULL_AND_PIECEWISE**（`(FULL, PIECEWISE)`，默认，vLLM 也是）：纯 decode 用 FULL_DECODE_ONLY 的整图，其他批用 PIECEWISE。
 #
-# 每种模式录制了 batch 1 和 8 的 TPOT、128 token 和 1024 token prompt 的 TTFT，并统计每一步走的路径。按钮一次显示一组数据。
+# 每种模式录制了 batch 1 和 8 的 TPOT、128 token 和 1024 token prompt 的 TTFT，并统计每一步走的路径。下面一行说明本地记录里的
+# FULL 是哪种含义；按钮一次显示一组数据。
+
+# %% tags=["nbval-check-output"]
+print(lab.modes_record_text(rec))
 
 # %% tags=["nbval-check-output"]
 print(lab.modes_table(rec))
@@ -277,22 +296,30 @@ if rec:
     lab.show(lab.plot_modes(rec))
 
 # %% [markdown] tags=["lang-en"]
-# **Why PIECEWISE decodes so much slower than FULL here.** A PIECEWISE decode step replays 29 pieces and, between
-# them, launches the 28 attention ops from Python, each a registered custom op that launches Triton kernels. That host
-# work per layer adds up to more than the whole GPU step, so the step waits on the CPU as an eager one does. vLLM
-# reports PIECEWISE much closer to FULL, because its attention call costs less on the host than this engine's (README,
-# "Where minivllm differs from vLLM", the PIECEWISE speed row). The default FULL_AND_PIECEWISE takes the FULL path
-# for every pure-decode step, which is why its decode TPOT equals FULL's. Since this record, the engine launches a
-# compiled Triton kernel without Triton's Python launch path and calls the pieces directly: a PIECEWISE decode step
-# now takes about a third of the time recorded here, still about 3x a full graph's (the README row gives both runs).
+# **How close PIECEWISE comes to a full graph.** A PIECEWISE decode step replays 29 pieces and, between them,
+# launches the 28 attention ops from the host. The engine builds those attention launches once per step and reuses
+# them in every layer ([kernels/launch.py](../minivllm/kernels/launch.py) `LaunchPlan`); the host work between
+# pieces is therefore small: in the H200 run of assets/results/h200/modes.json (at 0b18ca8, one process per mode),
+# PIECEWISE decodes at 1.30x FULL's TPOT at batch 1 and 1.10x at batch 64 (`piecewise_over_full_tpot`). A record made
+# before that launch plan shows a far wider gap; the cell below prints the record's ratio and modes.json's, each with
+# its commit. FULL_AND_PIECEWISE decodes faster than FULL (modes.json `modes.FULL_AND_PIECEWISE.tpot_ms` against
+# `modes.FULL.tpot_ms`): its decode graphs hold the decode attention kernel, which can split a context's KV cache
+# across programs, while under FULL a pure-decode batch also runs the unified kernel, without KV splits. That kernel sums in another order, so FULL's bf16 greedy tokens equal eager's for 23 of 37 prompts
+# (`modes.FULL.equal_to_eager`; 37 of 37 in fp32), while PIECEWISE and FULL_AND_PIECEWISE give 37 of 37 (README,
+# "Where minivllm differs from vLLM").
 
 # %% [markdown] tags=["lang-zh"]
-# **为什么这里 PIECEWISE 的 decode 比 FULL 慢这么多。** PIECEWISE 的一个 decode 步要重放 29 段分段图，并在段与段之间从 Python
-# launch 28 次 attention，每次都是一个注册的自定义算子，再 launch Triton kernel。每层的这些主机开销加起来超过了整个 GPU 步，
-# 所以这一步和 eager 一样在等 CPU。vLLM 报告的 PIECEWISE 与 FULL 接近得多，因为它的 attention 调用在主机侧的开销比本引擎小
-# （见 README 的 "Where minivllm differs from vLLM" 中 PIECEWISE speed 一行）。默认的 FULL_AND_PIECEWISE 对每个纯 decode 步都走
-# FULL，所以它的 decode TPOT 与 FULL 相同。这次记录之后，引擎对已编译的 Triton kernel 绕过了 Triton 的 Python launch 路径，
-# 并直接调用各个分段：现在 PIECEWISE 的一个 decode 步约为这里记录值的三分之一，但仍约是整图的 3 倍（两次测量都在 README 那一行）。
+# **PIECEWISE 离整图有多近。** PIECEWISE 的一个 decode 步要重放 29 段分段图，并在段与段之间从主机 launch 28 次 attention。
+# 引擎每一步只构建一次这些 attention 的 launch，在每一层复用（[kernels/launch.py](../minivllm/kernels/launch.py) 的
+# `LaunchPlan`）；所以段间的主机开销很小：assets/results/h200/modes.json 的 H200 测量（0b18ca8，每种模式一个进程）里，PIECEWISE 的
+# decode TPOT 在 batch 1 是 FULL 的 1.30 倍，batch 64 是 1.10 倍（`piecewise_over_full_tpot`）。在这个 launch plan 之前录的记录差距大得多；
+# 下面的单元格打印记录里的比值和 modes.json 的比值，各带其 commit。FULL_AND_PIECEWISE 的 decode 比 FULL 快（modes.json 的 `modes.FULL_AND_PIECEWISE.tpot_ms` 对比
+# `modes.FULL.tpot_ms`）：它的 decode 整图用的是能把一个上下文的 KV cache 切给多个 program 的 decode attention kernel，而 FULL 下纯 decode 批也走
+# unified kernel，不切 KV。这个 kernel 的求和顺序不同，所以 FULL 在 bf16 下的贪心 token 只有 37 个 prompt 中的 23 个与 eager 相同
+# （`modes.FULL.equal_to_eager`；fp32 下 37 个全同），PIECEWISE 和 FULL_AND_PIECEWISE 都是 37 个全同（见 README 的 "Where minivllm differs from vLLM"）。
+
+# %% tags=["nbval-check-output"]
+print(lab.piecewise_gap_text(rec))
 
 # %% tags=["nbval-ignore-output"] id="02-devices"
 # Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here
@@ -307,11 +334,11 @@ lab.compare()
 lab.toggle()
 
 # %% [markdown] tags=["lang-en"]
-# The same measurement on your device. On a CPU only NONE (eager) runs; on a GPU all four modes (a minute or
+# The same measurement on your device. On a CPU only NONE (eager) runs; on a GPU all five modes (a minute or
 # two with the 0.6B-shaped model; here the tiny one).
 
 # %% [markdown] tags=["lang-zh"]
-# 在你的设备上做同样的测量。CPU 上只有 NONE（eager）；GPU 上四种模式都跑（这里用很小的模型）。
+# 在你的设备上做同样的测量。CPU 上只有 NONE（eager）；GPU 上五种模式都跑（这里用很小的模型）。
 
 # %% tags=["nbval-ignore-output"]
 here["modes"] = lab.graph_modes(model, quick=True)
@@ -377,28 +404,29 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 # ## 9. Try it yourself · 动手练习
 
 # %% [markdown] tags=["lang-en"]
-# 1. With `max_num_seqs=8`, which sizes does the engine capture, and which FULL graph does a batch of 3 replay?
+# 1. With `max_num_seqs=8`, which sizes does the engine capture, and which full decode graph does a batch of 3 replay
+#    under the default FULL_AND_PIECEWISE?
 #    *Hint:* edit the knobs cell of section 3.
 #    <details><summary>Solution · 参考答案</summary>
-#    [1, 2, 4, 8, 16]: up to 2 x 8 = 16. FULL graphs only for sizes up to 8 (1, 2, 4, 8); a batch of 3 replays
+#    [1, 2, 4, 8, 16]: up to 2 x 8 = 16. Full decode graphs only for sizes up to 8 (1, 2, 4, 8); a batch of 3 replays
 #    the size-4 graph with one padded row. PIECEWISE graphs exist for 16 tokens too.
 #    </details>
 # 2. (GPU) Capture only `cudagraph_capture_sizes=[256]` and measure TPOT at batch 1 with
 #    `lab02.generate_stats(llm, 1, 16, 32, 3)`. Compare with the recorded "several sizes" row.
-#    *Hint:* `lab02.make_llm(lab_model("qwen3-0.6b"), "FULL", [256], max_num_seqs=256)`.
+#    *Hint:* `lab02.make_llm(lab_model("qwen3-0.6b"), "FULL_DECODE_ONLY", [256], max_num_seqs=256)`.
 #    <details><summary>Solution · 参考答案</summary>
 #    Batch 1 then computes 256 rows every step: the recorded `padding.tpot_largest_only` is the number to
 #    match. The startup is shorter (one capture), which is the whole trade-off of interview question 2.
 #    </details>
 
 # %% [markdown] tags=["lang-zh"]
-# 1. `max_num_seqs=8` 时引擎捕获哪些 size？batch 3 重放哪个 FULL 图？*提示：* 改第 3 节的参数单元格。
+# 1. `max_num_seqs=8` 时引擎捕获哪些 size？在默认的 FULL_AND_PIECEWISE 下，batch 3 重放哪个 decode 整图？*提示：* 改第 3 节的参数单元格。
 #    <details><summary>Solution · 参考答案</summary>
-#    [1, 2, 4, 8, 16]：上限 2 x 8 = 16。FULL 图只到 8（1、2、4、8）；batch 3 重放 size 4 的图，多一行 padding。
+#    [1, 2, 4, 8, 16]：上限 2 x 8 = 16。decode 整图只到 8（1、2、4、8）；batch 3 重放 size 4 的图，多一行 padding。
 #    16 token 也有 PIECEWISE 分段图。
 #    </details>
 # 2. （GPU）只捕获 `cudagraph_capture_sizes=[256]`，用 `lab02.generate_stats(llm, 1, 16, 32, 3)` 测 batch 1 的
-#    TPOT，与记录里“several sizes”那一行比较。*提示：* `lab02.make_llm(lab_model("qwen3-0.6b"), "FULL", [256], max_num_seqs=256)`。
+#    TPOT，与记录里“several sizes”那一行比较。*提示：* `lab02.make_llm(lab_model("qwen3-0.6b"), "FULL_DECODE_ONLY", [256], max_num_seqs=256)`。
 #    <details><summary>Solution · 参考答案</summary>
 #    这时 batch 1 每一步都要算 256 行：对照记录中的 `padding.tpot_largest_only`。启动更快（只捕获一次），
 #    这正是面试题 2 的取舍。
@@ -421,7 +449,8 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 # replays the next captured size, its padded rows costing next to nothing. It is wrong about allocation (a capture
 # allocates from the graph's private pool; a host sync is what fails), and partly right about the size list (vLLM's is
 # 1, 2, 4, then steps of 8) and about prefill: under FULL_AND_PIECEWISE a prefill up to the largest capture size
-# replays piecewise graphs, and only longer ones run eagerly. The article's three claims (about 150 MB per graph, one
+# replays piecewise graphs (under FULL, a full graph; only FULL_DECODE_ONLY leaves it eager), and only longer ones run
+# eagerly. The article's three claims (about 150 MB per graph, one
 # graph per sequence, a frozen random seed) are wrong: the graphs share one pool, they are keyed by batch size, and
 # each replay draws new random numbers.
 
@@ -430,7 +459,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 # 序列在捕获时固定（重新绑定输入或主机侧分支，重放会悄悄出错），小 batch 重放下一个已捕获尺寸，padding
 # 行几乎不花时间。它关于显存分配的说法是错的（捕获时从图的私有显存池分配；真正失败的是主机同步），关于尺寸列表（vLLM
 # 是 1、2、4，然后每 8 一档）和预填充的说法部分正确：FULL_AND_PIECEWISE
-# 下，不超过最大捕获尺寸的预填充重放分段图，只有更长的才走 eager。文章的三条说法（每个图约 150
+# 下，不超过最大捕获尺寸的预填充重放分段图（FULL 下重放整图；只有 FULL_DECODE_ONLY 让它走 eager），只有更长的才走 eager。文章的三条说法（每个图约 150
 # MB、每个序列一个图、随机种子被冻结）都是错的：所有图共享一个显存池，按 batch size
 # 区分，每次重放都取新的随机数。
 

@@ -169,3 +169,41 @@ def test_padding_verdict_compares_with_the_spread():
     far["padding"]["replay_ms"]["8"] = {**_S, "median": 1.5}
     assert "beyond the spread" in lab02.padding_table(far)
     assert "within the spread" in lab02.padding_table(GPU)
+
+
+# ---- the two meanings of FULL a record may hold -------------------------------------------------------------------
+def _decode_only_record() -> dict:
+    """A record of the four modes made when the engine's FULL was decode-only (the H200 one at 135d8b1)."""
+    import copy
+
+    old = copy.deepcopy(GPU)
+    old["provenance"]["commit"] = "135d8b1"
+    m = old["modes"]
+    m["modes"] = ["NONE", "FULL", "PIECEWISE", "FULL_AND_PIECEWISE"]
+    m["FULL"] = m.pop("FULL_DECODE_ONLY")
+    return old
+
+
+def test_views_name_the_meaning_of_full_in_the_record():
+    old = _decode_only_record()
+    assert "135d8b1" in lab02.modes_record_text(old) and "decode-only" in lab02.modes_record_text(old)
+    assert "today's FULL_DECODE_ONLY" in lab02.modes_table(old) and "today's FULL_DECODE_ONLY" in lab02.Q2.evidence(old)
+    new = lab02.modes_record_text(GPU)
+    assert "any batch" in new and "128-token prefill ran full 1" in new and "decode-only" not in new
+    q2 = lab02.Q2.evidence(GPU)
+    assert "- FULL_DECODE_ONLY: " in q2 and "- FULL: 128-token prefill ran full 1" in q2
+
+
+@pytest.mark.parametrize("res", [None, {}, GPU, "old"], ids=["none", "empty", "gpu", "decode-only-full"])
+def test_mode_texts_never_raise(res):
+    res = _decode_only_record() if res == "old" else res
+    from minivllm_labs import lab02_views
+
+    for fn in (lab02.modes_record_text, lab02.piecewise_gap_text, lab02.modes_table, lab02_views.pool_figures_text):
+        assert isinstance(fn(res), str)
+
+
+def test_piecewise_gap_compares_with_the_decode_graphs():
+    text = lab02.piecewise_gap_text(GPU)
+    assert "PIECEWISE 7.0 ms vs FULL_DECODE_ONLY 1.2 ms TPOT: 5.83x" in text
+    assert "vs FULL (recorded as decode-only" in lab02.piecewise_gap_text(_decode_only_record())

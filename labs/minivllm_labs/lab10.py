@@ -120,8 +120,7 @@ def matmul_by_m(dtype: torch.dtype, ms: tuple[int, ...] = (1, 2, 3, 4, 5, 8, 16,
     """Row 0 of x[:M] @ W^T against x[:1] @ W^T, for torch's matmul (cuBLAS / the CPU BLAS), the engine's
     linear (on a GPU a Triton GEMV up to 2 rows, cuBLAS above) and its batch-invariant matmul (one tiling for
     every M, no split-K; on a CPU one F.linear per row)."""
-    from minivllm.kernels.elementwise_ops import linear
-    from minivllm.kernels.triton_matmul import invariant_linear
+    from minivllm.kernels.elementwise_ops import invariant_linear, linear
 
     dev = torch.device("cuda" if _cuda() else "cpu")
     n, k = GPU_LINEAR if _cuda() else CPU_LINEAR

@@ -298,10 +298,14 @@ if rec:
 # %% [markdown] tags=["lang-en"]
 # **How close PIECEWISE comes to a full graph.** A PIECEWISE decode step replays 29 pieces and, between them,
 # launches the 28 attention ops from the host. The engine builds those attention launches once per step and reuses
-# them in every layer ([kernels/launch.py](../minivllm/kernels/launch.py) `LaunchPlan`); the host work between
-# pieces is therefore small: in the H200 run of assets/results/h200/modes.json (at 0b18ca8, one process per mode),
-# PIECEWISE decodes at 1.30x FULL's TPOT at batch 1 and 1.10x at batch 64 (`piecewise_over_full_tpot`). A record made
-# before that launch plan shows a far wider gap; the cell below prints the record's ratio and modes.json's, each with
+# them in every layer ([kernels/launch.py](../minivllm/kernels/launch.py) `LaunchPlan`). That shrank the gap, but
+# how much is left depends on the run: in assets/results/h200/modes.json (0b18ca8, one process per mode, 37 prompts)
+# PIECEWISE decoded at 1.30x FULL's TPOT at batch 1 and 1.10x at batch 64 (`piecewise_over_full_tpot`; 2.5x and 3.0x
+# before the launch plan, archive member modes_b6d9efd.json), while this lab's own record, made with the same code
+# (5b7709e) but this lab's engines, has PIECEWISE at 1.79x FULL at batch 1 and 1.55x at batch 8
+# (`modes.PIECEWISE.decode` against `modes.FULL.decode`). Both runs are single runs; what separates the two modes is
+# still host time between the pieces, which a full graph does not have. The cell below prints the record's ratio and
+# modes.json's, each with
 # its commit. FULL_AND_PIECEWISE decodes faster than FULL (modes.json `modes.FULL_AND_PIECEWISE.tpot_ms` against
 # `modes.FULL.tpot_ms`): its decode graphs hold the decode attention kernel, which can split a context's KV cache
 # across programs, while under FULL a pure-decode batch also runs the unified kernel, without KV splits. That kernel sums in another order, so FULL's bf16 greedy tokens equal eager's for 23 of 37 prompts
@@ -311,8 +315,11 @@ if rec:
 # %% [markdown] tags=["lang-zh"]
 # **PIECEWISE 离整图有多近。** PIECEWISE 的一个 decode 步要重放 29 段分段图，并在段与段之间从主机 launch 28 次 attention。
 # 引擎每一步只构建一次这些 attention 的 launch，在每一层复用（[kernels/launch.py](../minivllm/kernels/launch.py) 的
-# `LaunchPlan`）；所以段间的主机开销很小：assets/results/h200/modes.json 的 H200 测量（0b18ca8，每种模式一个进程）里，PIECEWISE 的
-# decode TPOT 在 batch 1 是 FULL 的 1.30 倍，batch 64 是 1.10 倍（`piecewise_over_full_tpot`）。在这个 launch plan 之前录的记录差距大得多；
+# `LaunchPlan`）。差距因此缩小了，但还剩多少取决于这次运行：assets/results/h200/modes.json（0b18ca8，每种模式一个进程，37 个 prompt）里，
+# PIECEWISE 的 decode TPOT 在 batch 1 是 FULL 的 1.30 倍，batch 64 是 1.10 倍（`piecewise_over_full_tpot`；launch plan 之前是 2.5 倍和 3.0 倍，
+# 见 archive 里的 modes_b6d9efd.json）；而本 lab 自己的记录用的是同一份代码（5b7709e）、本 lab 的引擎配置，PIECEWISE 在 batch 1 是 FULL 的
+# 1.79 倍，batch 8 是 1.55 倍（`modes.PIECEWISE.decode` 对比 `modes.FULL.decode`）。两者都只跑了一次；把两种模式拉开的仍是段与段之间的
+# 主机时间，而整图没有这部分开销。
 # 下面的单元格打印记录里的比值和 modes.json 的比值，各带其 commit。FULL_AND_PIECEWISE 的 decode 比 FULL 快（modes.json 的 `modes.FULL_AND_PIECEWISE.tpot_ms` 对比
 # `modes.FULL.tpot_ms`）：它的 decode 整图用的是能把一个上下文的 KV cache 切给多个 program 的 decode attention kernel，而 FULL 下纯 decode 批也走
 # unified kernel，不切 KV。这个 kernel 的求和顺序不同，所以 FULL 在 bf16 下的贪心 token 只有 37 个 prompt 中的 23 个与 eager 相同

@@ -193,7 +193,11 @@ def chunked_verdict(res: dict | None, lang: str = "en") -> str:
     a, b = ch.get("max_ms_runs") or [ch["max_ms_with_decodes"]], un.get("max_ms_runs") or [un["max_ms_with_decodes"]]
     mode = ch.get("cudagraph_mode") or "FULL_DECODE_ONLY"
     x, y = ch["max_ms_with_decodes"], un["max_ms_with_decodes"]
-    if max(a) < min(b):
+    if min(len(a), len(b)) < 2:  # one run each: no spread to judge a difference by
+        en = (f"gave a worst wait of {x:.1f} ms against {y:.1f} ms unchunked, from one run each: too few runs to call "
+              f"the difference")
+        zh = f"给出的最坏等待是 {x:.1f} ms，不分块为 {y:.1f} ms；各只跑了一次，不足以判定差别"
+    elif max(a) < min(b):
         en = f"shortened the decoders' worst wait from {y:.1f} to {x:.1f} ms ({y / x:.1f}x), beyond the spread"
         zh = f"把 decode 最坏的等待从 {y:.1f} ms 缩短到 {x:.1f} ms（{y / x:.1f} 倍），超出了多次运行的波动"
     elif min(a) > max(b):

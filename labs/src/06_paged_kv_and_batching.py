@@ -132,14 +132,19 @@ if rec:
 # replay. Under the default FULL_AND_PIECEWISE, vLLM's default too
 # ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)),
 # a step with prompt tokens replays piecewise graphs when its token count is a capture size or below the largest,
-# and runs eagerly above it. The sweep ran each setting once: a difference smaller than the spread of Lab 01's
-# repeats is not a finding.
+# and runs eagerly above it. The H200 record shown here is older: it was made at 135d8b1 with full decode graphs
+# only (today's FULL_DECODE_ONLY), so its steps with prompt tokens ran eagerly. The recorder now runs the default
+# mode; a re-recording on a GPU (`python -m minivllm_labs.record lab06`) replaces it, and the lines below name the
+# mode each record ran. The sweep ran each setting once: a difference smaller than the spread of Lab 01's repeats
+# is not a finding.
 
 # %% [markdown] tags=["lang-zh"]
 # **为什么 token 预算小会损失吞吐。** 预算为 B 时，同样多的 prompt token 至少要切成 prompt token 数 ÷ B 个带预填充的步（见下），
 # 而这样的每一步都比解码步重放一次整图更贵。在默认的 FULL_AND_PIECEWISE 下（也是 vLLM 的默认，
 # [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)），
-# 带 prompt token 的步在 token 数不超过最大捕获尺寸时重放分段图，超过时走 eager。扫描中每个配置只跑了一次：
+# 带 prompt token 的步在 token 数不超过最大捕获尺寸时重放分段图，超过时走 eager。这里展示的 H200 记录较旧：它录于 135d8b1，
+# 只有 decode 整图（即现在的 FULL_DECODE_ONLY），所以带 prompt token 的步都走 eager。录制程序现在按默认模式运行；在 GPU 上重新录制
+# （`python -m minivllm_labs.record lab06`）会替换它，下面各行写明每份记录用的模式。扫描中每个配置只跑了一次：
 # 比 Lab 01 重复测量的波动还小的差别不能算结论。
 
 # %% tags=["nbval-check-output"]
@@ -150,15 +155,15 @@ if rec:
 # Chunked prefill promises one thing for certain: no step holds more than the budget, so a long prompt never
 # becomes one huge step that every decoder waits for. Whether the decoders' worst wait gets shorter depends on
 # what a step costs at each token count, and that the record measures. The verdict below is computed from the
-# recorded runs (the scenario ran several times in the same engine; a difference counts only when the runs'
-# ranges do not overlap), and the per-step lines under it show which steps carried prefill tokens and what they
-# cost. vLLM enables chunked prefill by default in its V1 engine
+# recorded runs (the recorder runs the scenario three times in the same engine on a GPU; a difference counts only
+# when the runs' ranges do not overlap, and a record of one run each is judged too thin), and the per-step lines
+# under it show which steps carried prefill tokens and what they cost. vLLM enables chunked prefill by default in its V1 engine
 # ([docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/main/docs/configuration/optimization.md)).
 
 # %% [markdown] tags=["lang-zh"]
 # chunked prefill 只保证一件事：没有一步超过预算，长 prompt 不会变成一个所有 decode 请求都要等的大步。decode 最坏的等待会不会
-# 变短，取决于每一步在不同 token 数下的耗时，这正是记录测的。下面的结论由记录里的多次运行算出（同一引擎里把场景跑了几遍；
-# 只有各次运行的范围不重叠，差别才算数），再下面逐步列出带预填充 token 的步及其耗时。vLLM 的 V1 引擎默认开启 chunked prefill
+# 变短，取决于每一步在不同 token 数下的耗时，这正是记录测的。下面的结论由记录里的各次运行算出（在 GPU 上录制程序在同一引擎里把场景
+# 跑三遍；只有各次运行的范围不重叠，差别才算数；每个配置只跑一次的记录不足以下结论），再下面逐步列出带预填充 token 的步及其耗时。vLLM 的 V1 引擎默认开启 chunked prefill
 # （[docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/main/docs/configuration/optimization.md)）。
 
 # %% tags=["nbval-check-output"]

@@ -37,14 +37,16 @@ def _run(chunked: bool, runs: list[float]) -> dict:
     ([4.0, 4.2, 4.1], [9.0, 9.5, 9.1], "shortened", "缩短"),
     ([9.0, 9.5, 9.1], [4.0, 4.2, 4.1], "longer", "变长"),
     ([4.0, 9.2, 5.0], [4.5, 9.0, 6.0], "within the spread", "没有让"),
+    ([4.0], [9.0], "too few runs", "不足以判定"),
 ])
 def test_chunked_verdict_follows_the_runs_and_their_spread(chunked_runs, unchunked_runs, word_en, word_zh):
     rec = {"chunked": [_run(True, chunked_runs), _run(False, unchunked_runs)]}
     en, zh = views.chunked_verdict(rec, "en"), views.chunked_verdict(rec, "zh")
-    assert word_en in en and "3 runs each" in en and "FULL_AND_PIECEWISE" in en
-    assert word_zh in zh and "各跑 3 次" in zh
+    n = len(chunked_runs)
+    assert word_en in en and f"{n} run{'s' if n > 1 else ''} each" in en and "FULL_AND_PIECEWISE" in en
+    assert word_zh in zh and f"各跑 {n} 次" in zh
     assert "not recorded" in views.chunked_verdict(None)
-    assert "median of 3 runs" in views.chunked_table(rec)
+    assert ("median of 3 runs" if n > 1 else "(one run)") in views.chunked_table(rec)
 
 
 def test_budget_steps_explain_the_small_budget():

@@ -319,13 +319,13 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # `invariant_num_splits(2048)`?
 #
 # *Hint:* below 2 programs per SM the kernel splits to fill the GPU, at least 128 tokens a split; the invariant
-# mode cuts one split per 1024 tokens of the longest context.
+# mode cuts one split per 256 tokens of the longest context.
 #
 # <details><summary>Solution · 参考答案</summary>
 #
 # `from minivllm.kernels.triton_decode import choose_num_splits, invariant_num_splits`; batch 1: 8 programs, 264
 # wanted, so min(33, 2048 // 128 = 16) = 16 splits; batch 8: 64 programs, min(5, 16) = 5; batch 64: 512 programs
-# fill the GPU, so min(3, 2048 // 512 = 4) = 3. The invariant mode: 2 splits at every batch.
+# fill the GPU, so min(3, 2048 // 512 = 4) = 3. The invariant mode: 2048 / 256 = 8 splits at every batch.
 # </details>
 #
 # **Exercise 2.** Make a batch change the bits on your CPU: `lab10.matmul_by_m(torch.float32)` shows row 0 moving at
@@ -346,12 +346,12 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # **练习 1.** 先预测再测量：`num_sms=132`（H200）时，对一条 2048 token 的序列（8 个 KV 头），`choose_num_splits` 在 batch
 # 1、8、64 时各切几段？`invariant_num_splits(2048)` 呢？
 #
-# *提示：* 每个 SM 不足 2 个 program 时 kernel 会切分来填满 GPU，每段至少 128 token；不变模式按最长上下文每 1024 token 切一段。
+# *提示：* 每个 SM 不足 2 个 program 时 kernel 会切分来填满 GPU，每段至少 128 token；不变模式按最长上下文每 256 token 切一段。
 #
 # <details><summary>Solution · 参考答案</summary>
 #
 # batch 1：8 个 program，需要 264 个，min(33, 2048 // 128 = 16) = 16 段；batch 8：64 个 program，min(5, 16) = 5 段；
-# batch 64：512 个 program 已填满 GPU，min(3, 2048 // 512 = 4) = 3 段。不变模式：任何 batch 都是 2 段。
+# batch 64：512 个 program 已填满 GPU，min(3, 2048 // 512 = 4) = 3 段。不变模式：2048 / 256 = 8，任何 batch 都是 8 段。
 # </details>
 #
 # **练习 2.** 在 CPU 上让 batch 改变比特：`lab10.matmul_by_m(torch.float32)` 显示 M > 1 时第 0 行会变。哪个算子保持逐位相等，

@@ -73,8 +73,14 @@ def _read_names() -> set[str]:
     return names
 
 
+#: Records a lab reads that the H200 has not made yet: the lab shows "not recorded yet" and its CPU run until then.
+#: Lab 10's recorder failed on the H200 at 5b7709e (an import, fixed since) and no device time was left to rerun it.
+AWAITING_GPU = {"lab10.json"}
+
+
 def test_every_file_a_reader_names_exists():
     names = _read_names()
     assert {"lab01.json", "latency.json", "compile_custom_ops_none.json"} <= names  # the scan finds them
-    missing = sorted(n for n in names if not (H200 / n).is_file())
+    assert not AWAITING_GPU & {p.name for p in H200.glob("*.json")}, "recorded now: drop it from AWAITING_GPU"
+    missing = sorted(n for n in names - AWAITING_GPU if not (H200 / n).is_file())
     assert not missing, f"read but not in assets/results/h200/: {missing}"

@@ -93,6 +93,8 @@ CHECKLIST = (
     Row("article", "V100 20-30%, A100 40-50%, H100 45-55%; Pascal unsupported", "lab07",
         ("article.gains_by_gpu_generation", "article.pascal_no_graphs")),
     Row("article", "graphs do not change results", "lab07", ("article.graphs_same_results",)),
+    Row("article", "graphs keep eager's order and precision of every operation", "lab10",
+        ("article.graphs_do_not_change_results",)),
     Row("article", "replay reuses the capture's RNG seed", "lab02", ("lab02.rng",)),
     Row("article", "use_cuda_graph attribute", ""),
     Row("article", "TGI uses torch.cuda.CUDAGraph; TRT-LLM no dynamic batch", ""),
@@ -221,7 +223,7 @@ NOT_MEASURED = {  # evidence key -> (kind, what it is, 中文)
                                    "计算值，非测量：由文章自己的 TTFT 和 TPOT 算出"),
 }
 #: Units that are words, in Chinese (a number's unit in the Chinese view of a table).
-UNITS_ZH = {"requests/s": "请求/s", "(compute capability)": "（计算能力）"}
+UNITS_ZH = {"requests/s": "请求/s", "(compute capability)": "（计算能力）", "(absolute difference)": "（绝对差）"}
 #: The unit of each evidence key (the table prints every number with its unit).
 UNITS = {
     "_us_per_op": "µs", "_ms": "ms", "_ms.0": "ms", ".median": "ms", "floor_ms": "ms", "tpot_s": "s", "ttft_s": "s",
@@ -235,7 +237,7 @@ UNITS = {
     "recompiles", "rng.distinct": "distinct samples of 3", "steps_by_path.eager": "runs of 5",
     "steps_by_path.piecewise": "runs of 5", "same_tokens": "requests of 16", "replays_with_new_blocks": "steps",
     "block32_minus_block16": "graphs", "mnbt512_minus_8192": "graphs", "calls_while_generating": "calls",
-    "_share": "fraction of the step", "kernels_per_step": "kernels per step",
+    "_share": "fraction of the step", "kernels_per_step": "kernels per step", "max_abs_diff": "(absolute difference)",
 }
 
 

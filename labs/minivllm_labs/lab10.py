@@ -192,8 +192,8 @@ def _kernel_splits(q, k, v, s1: int, s64: int) -> dict:
 
 def padded_graph(model: str, dtype: str, new_tokens: int, eager: list) -> dict:
     """(GPU) 5 requests in full decode graphs (FULL_DECODE_ONLY) captured for sizes [8] (the batch padded to 8)
-    and [5, 8] (an exact graph), against `eager` (the same 5 requests run eagerly): does a replay of 8 padded from 5 give
-    batch 5's numbers? torch.compile off (mode 0), so only the graph's size differs."""
+    and [5, 8] (an exact graph), against `eager` (the same 5 requests run eagerly): does a replay of 8 padded
+    from 5 give batch 5's numbers? torch.compile off (mode 0), so only the graph's size differs."""
     runs = {"eager": eager}
     for name, sizes in (("exact", [5, 8]), ("padded", [8])):
         llm = make_llm(model, graphs=True, dtype=dtype, max_num_seqs=8, compilation_config={"mode": 0},

@@ -306,16 +306,16 @@ from minivllm_labs import lab07_views  # noqa: E402
 lab07_views.show_markdown(lab07_views.claims_markdown(lab.LAB_INFO.claims))
 
 # %% [markdown] tags=["lang-en"]
-# **Engine code.** The profile: [scripts/maint/gpu_profile.py](../scripts/maint/gpu_profile.py) (`profile_decode`, `byte_floor`,
+# **Engine code.** The profile: `scripts/maint/gpu_profile.py` (`profile_decode`, `byte_floor`,
 # `categorize`); programmatic dependent launch: [kernels/pdl.py](../minivllm/kernels/pdl.py) (`launch_options`,
 # `wait_for_previous_kernel`); the batch-1 GEMV: [kernels/triton_gemv.py](../minivllm/kernels/triton_gemv.py)
 # (`gemv`); the graphs one step replays: [worker/graph_capture.py](../minivllm/worker/graph_capture.py)
-# (`capture_graphs`); this lab's measurements: [minivllm_labs/lab09.py](minivllm_labs/lab09.py) (`timeline`,
+# (`capture_graphs`); this lab's measurements: `labs/minivllm_labs/lab09.py` (`timeline`,
 # `where_it_goes`).
 
 # %% [markdown] tags=["lang-zh"]
-# **引擎代码。** profile：[scripts/maint/gpu_profile.py](../scripts/maint/gpu_profile.py)（`profile_decode`、`byte_floor`、`categorize`）；
+# **引擎代码。** profile：`scripts/maint/gpu_profile.py`（`profile_decode`、`byte_floor`、`categorize`）；
 # programmatic dependent launch：[kernels/pdl.py](../minivllm/kernels/pdl.py)（`launch_options`、`wait_for_previous_kernel`）；
 # batch 1 的 GEMV：[kernels/triton_gemv.py](../minivllm/kernels/triton_gemv.py)（`gemv`）；一步重放的图：
 # [worker/graph_capture.py](../minivllm/worker/graph_capture.py)（`capture_graphs`）；本实验的测量：
-# [minivllm_labs/lab09.py](minivllm_labs/lab09.py)（`timeline`、`where_it_goes`）。
+# `labs/minivllm_labs/lab09.py`（`timeline`、`where_it_goes`）。

@@ -371,7 +371,8 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # [Lab 07](07_claims.ipynb).
 #
 # Engine code: [kernels/triton_decode.py](../minivllm/kernels/triton_decode.py) (`choose_num_splits`,
-# `invariant_num_splits`), [kernels/triton_matmul.py](../minivllm/kernels/triton_matmul.py) (`invariant_matmul`, called by `invariant_linear` in [kernels/elementwise_ops.py](../minivllm/kernels/elementwise_ops.py)),
+# `invariant_num_splits`), [kernels/triton_matmul.py](../minivllm/kernels/triton_matmul.py) (`invariant_matmul`),
+# [kernels/elementwise_ops.py](../minivllm/kernels/elementwise_ops.py) (`invariant_linear`, the op that calls it),
 # [kernels/elementwise_ops.py](../minivllm/kernels/elementwise_ops.py) (`linear`),
 # [layers/custom_op.py](../minivllm/layers/custom_op.py) (`CustomOpSelection.for_engine`),
 # [bench/throughput.py](../minivllm/bench/throughput.py) (`check_correctness`).

@@ -372,13 +372,10 @@ MODES_RESULTS = "modes.json"  # every graph mode, one process each (`scripts/gpu
 
 def _other_record(name: str, *keys):
     """A value from another results file beside lab02.json (a bench's record), or None when absent."""
-    import json
+    from minivllm_labs.recorded import other_record
 
-    from minivllm_labs.recorded import results_path
-    try:
-        return _get(json.loads((results_path("lab02").parent / name).read_text()), *keys)
-    except (OSError, ValueError):
-        return None
+    data = other_record(name)
+    return None if data is None else _get(data, *keys)
 
 
 def _copy_gbps() -> float | None:

@@ -5,10 +5,10 @@ measurements."""
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 
-from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.quiz_data import load_claims, load_questions
+from minivllm_labs.recorded import other_record
 
 THROUGHPUT = "assets/results/h200/throughput.json"
 
@@ -136,16 +136,9 @@ def invariant_table(res: dict | None) -> str:
 
 
 # ---- what other records say ---------------------------------------------------------------------------------
-def _load(path: str) -> dict | None:
-    try:
-        return json.loads((REPO_ROOT / path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def throughput_check_text() -> str:
     """The throughput bench's own check on the H200: batched vs one by one, bf16 and fp32 (throughput.json)."""
-    t = _load(THROUGHPUT)
+    t = other_record(Path(THROUGHPUT).name)
     if not t or "correctness" not in t:
         return f"(no {THROUGHPUT} in this checkout)"
     lines = []

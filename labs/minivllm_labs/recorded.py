@@ -72,6 +72,15 @@ def results_path(lab: str, device: str = REFERENCE) -> Path:
     return results_root() / device / f"{lab}.json"
 
 
+def other_record(name: str, device: str = REFERENCE) -> dict | None:
+    """A bench's results file (e.g. "throughput.json") beside the labs' records of `device`, or None when it is
+    absent or unreadable: a view quoting another record says so instead of failing."""
+    try:
+        return json.loads((results_path("lab00", device).parent / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def check_provenance(data: Any, lab: str | None = None) -> dict:
     """Return `data['provenance']` if every field of PROVENANCE_FIELDS is a non-empty string, else raise
     ProvenanceError naming what is missing (and the lab, if `data['lab']` disagrees with `lab`)."""

@@ -70,7 +70,11 @@ def plot_sweep(res: dict):
     x = [wrap_label(_label(r)) for r in rows]
     n = res["workload"]["spec"]["num_requests"]
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    runs = [r.get("tok_s_runs") or [r["output_tok_s"]] for r in rows]  # the bar is the median run; whiskers span all
     fig.add_bar(x=x, y=[r["output_tok_s"] for r in rows], name="output tok/s", marker_color=PALETTE[0],
+                error_y={"type": "data", "symmetric": False,
+                         "array": [max(v) - r["output_tok_s"] for v, r in zip(runs, rows)],
+                         "arrayminus": [r["output_tok_s"] - min(v) for v, r in zip(runs, rows)]},
                 row=1, col=1)
     names_zh = {"output tok/s": "输出 tok/s"}
     for row, k in ((2, "ttft_ms"), (3, "tpot_ms")):
@@ -164,11 +168,16 @@ def preemption_table(res: dict) -> str:
 
 
 def sweep_table(res: dict) -> str:
-    out = [f"{'setting':<36} {'tok/s':>8} {'steps':>6} {'batch':>6} {'preempt':>7} {'TTFT p50/p99 ms':>17} "
-           f"{'TPOT p50/p99 ms':>16}"]
+    """One row per setting: the median run's figures, and the range of tok/s over every run (a single run
+    says "1 run": its difference from another row cannot be judged)."""
+    out = [f"{'setting':<36} {'tok/s':>8} {'range over runs':>17} {'steps':>6} {'batch':>6} {'preempt':>7} "
+           f"{'TTFT p50/p99 ms':>17} {'TPOT p50/p99 ms':>16}"]
     for r in res["workload"]["rows"]:
-        out.append(f"{_label(r):<36} {r['output_tok_s']:>8.0f} {r['steps']:>6} {r['mean_batch_seqs']:>6.1f} "
-                   f"{r['preemptions']:>7} {r['ttft_ms']['p50']:>8.1f}/{r['ttft_ms']['p99']:<8.1f} "
+        runs = r.get("tok_s_runs") or [r["output_tok_s"]]
+        spread = f"{min(runs):.0f}-{max(runs):.0f} ({len(runs)})" if len(runs) > 1 else "1 run"
+        out.append(f"{_label(r):<36} {r['output_tok_s']:>8.0f} {spread:>17} {r['steps']:>6} "
+                   f"{r['mean_batch_seqs']:>6.1f} {r['preemptions']:>7} "
+                   f"{r['ttft_ms']['p50']:>8.1f}/{r['ttft_ms']['p99']:<8.1f} "
                    f"{r['tpot_ms']['p50']:>7.2f}/{r['tpot_ms']['p99']:<7.2f}")
     return "\n".join(out)
 

@@ -270,7 +270,7 @@ def _chunked_scenario(eng, n_short: int, short_new: int, long_len: int, vocab: i
 
 # ---- everything, for the recorder ---------------------------------------------------------------------
 def run_all(model: str, quick: bool = False) -> dict:
-    """All of Lab 06 with `model` (random Qwen3-0.6B on the H200: about 3 minutes; --quick on a CPU: seconds)."""
+    """All of Lab 06 with `model` (random Qwen3-0.6B on the H200: about 4.5 minutes; --quick on a CPU: seconds)."""
     gpu = _cuda()
     out: dict[str, Any] = {}
     small = make_llm(model, block_size=8, max_num_seqs=4, num_gpu_blocks_override=256, max_model_len=128)

@@ -73,22 +73,23 @@ if rec:
         display(HTML(lab.ladder_html(rec["faults"]["graph"], "capture fault (H200)")))
 
 # %% [markdown] tags=["lang-en"]
-# The other two faults, as recorded on the GPU at 135d8b1. Note which rung fixed them there: "torch.compile off"
-# was not enough and the ladder went on to "both off", for two reasons. The engine then traced the forward with
-# Dynamo even at level 0 when PIECEWISE graphs were on, which was this engine's quirk, not vLLM's: in vLLM mode 0
-# runs no Dynamo at all, and a graph mode that needs mode 3's split (PIECEWISE, FULL_AND_PIECEWISE) is overridden
-# to NONE ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); the engine
-# now runs no Dynamo at mode 0 either (unlike vLLM it keeps the full decode graphs, FULL_DECODE_ONLY). And the
-# compile fault branches on a tensor's value, which reads it back on the host, and no CUDA graph can capture that
-# either: `diagnose()` now reads "Data-dependent branching" in the error and sends the ladder straight to "both off".
+# The other two faults, as recorded on the H200. Note which rung fixed each one. The numerics fault (a layer traced
+# wrong at mode 2) survived "CUDA graphs off" and was fixed by "torch.compile off": mode 0 runs no Dynamo at all, as
+# in vLLM, where a graph mode that needs mode 3's split (PIECEWISE, FULL_AND_PIECEWISE) is then overridden
+# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). This engine keeps its
+# full decode graphs (FULL_DECODE_ONLY) at mode 0 instead of turning graphs off
+# ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). The compile fault branches on a
+# tensor's value, which reads it back on the host, and no CUDA graph can capture that either: `diagnose()` reads
+# "Data-dependent branching" in the error and sends the ladder straight to "both off", skipping the two rungs that
+# could not fix it.
 
 # %% [markdown] tags=["lang-zh"]
-# 另外两个故障在 GPU 上的记录（135d8b1）。注意是哪一级修好的：只"关 compile"不够，降级一直走到"两个都关"，原因有两个。
-# 其一，那时开着 PIECEWISE 图时，即使 level 0 引擎也要用 Dynamo trace 一次 forward，这是本引擎当时的特殊行为，不是 vLLM 的：
-# vLLM 的 mode 0 完全不跑 Dynamo，需要 mode 3 切分的图模式（PIECEWISE、FULL_AND_PIECEWISE）会被改成 NONE
-# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）；现在本引擎的 mode 0 也不跑
-# Dynamo（与 vLLM 不同的是它保留 decode 整图，即 FULL_DECODE_ONLY）。其二，这个编译故障按 tensor 的值分支，要把值读回 host，
-# CUDA Graph 同样捕获不了：`diagnose()` 现在在错误里读到 "Data-dependent branching"，让降级直接走到"两个都关"。
+# 另外两个故障在 H200 上的记录。注意各由哪一级修好。数值故障（mode 2 下某层 trace 错了）在"关 CUDA Graph"后仍在，
+# "关 torch.compile"才修好：mode 0 完全不跑 Dynamo，与 vLLM 相同；vLLM 里需要 mode 3 切分的图模式（PIECEWISE、
+# FULL_AND_PIECEWISE）此时会被改掉（[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。
+# 本引擎在 mode 0 下保留 decode 整图（FULL_DECODE_ONLY），而不是关掉图
+# （[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。编译故障按 tensor 的值分支，要把值读回 host，
+# CUDA Graph 同样捕获不了：`diagnose()` 在错误里读到 "Data-dependent branching"，让降级直接走到"两个都关"，跳过两个修不好它的台阶。
 
 # %% tags=["nbval-check-output"]
 if rec:

@@ -129,23 +129,24 @@ if rec:
 # %% [markdown] tags=["lang-en"]
 # **Why a small token budget costs throughput.** A budget of B tokens cuts the same prompt tokens into at least
 # prompt tokens / B steps that carry prefill (below), and each of them costs more than a decode step's full-graph
-# replay. Under the default FULL_AND_PIECEWISE, vLLM's default too
-# ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)),
-# a step with prompt tokens replays piecewise graphs when its token count is a capture size or below the largest,
-# and runs eagerly above it. The H200 record shown here is older: it was made at 135d8b1 with full decode graphs
-# only (today's FULL_DECODE_ONLY), so its steps with prompt tokens ran eagerly. The recorder now runs the default
-# mode; a re-recording on a GPU (`python -m minivllm_labs.record lab06`) replaces it, and the lines below name the
-# mode each record ran. The sweep ran each setting once: a difference smaller than the spread of Lab 01's repeats
-# is not a finding.
+# replay. The record runs the default FULL_AND_PIECEWISE, vLLM's default too
+# ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)):
+# a step with prompt tokens replays piecewise graphs up to the largest capture size, min(2 x max_num_seqs, 512) as
+# in vLLM (512 in the rows of 256 sequences), and runs without graphs above it. Each setting ran three
+# times; the table gives the median and the range. On the H200, budget 512 gave 21,860 tok/s (range 21,790-21,910)
+# against 22,570 (22,440-22,810) at budget 2048: 3% less, and beyond the spread, because its 279 or more prefill
+# steps are more steps (1,393 against 1,097). Budget 8192 gave 24,420 (23,900-24,450). Turning chunking off at
+# budget 2048 gave 19,700 (18,500-21,410), the widest range of the sweep, and a TPOT p99 of 14.2 ms against 9.6 ms.
 
 # %% [markdown] tags=["lang-zh"]
 # **为什么 token 预算小会损失吞吐。** 预算为 B 时，同样多的 prompt token 至少要切成 prompt token 数 ÷ B 个带预填充的步（见下），
-# 而这样的每一步都比解码步重放一次整图更贵。在默认的 FULL_AND_PIECEWISE 下（也是 vLLM 的默认，
-# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)），
-# 带 prompt token 的步在 token 数不超过最大捕获尺寸时重放分段图，超过时走 eager。这里展示的 H200 记录较旧：它录于 135d8b1，
-# 只有 decode 整图（即现在的 FULL_DECODE_ONLY），所以带 prompt token 的步都走 eager。录制程序现在按默认模式运行；在 GPU 上重新录制
-# （`python -m minivllm_labs.record lab06`）会替换它，下面各行写明每份记录用的模式。扫描中每个配置只跑了一次：
-# 比 Lab 01 重复测量的波动还小的差别不能算结论。
+# 而这样的每一步都比解码步重放一次整图更贵。记录用的是默认的 FULL_AND_PIECEWISE，也是 vLLM 的默认
+# （[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）：
+# 带 prompt token 的步在 token 数不超过最大捕获尺寸时重放分段图（最大捕获尺寸是 min(2 × max_num_seqs, 512)，与 vLLM
+# 的规则相同；256 条序列的几行是 512），超过时不走图。每个配置跑了三遍，表中是中位数和范围。在 H200 上，预算 512 得到 21,860 tok/s（范围
+# 21,790-21,910），预算 2048 得到 22,570（22,440-22,810）：少了 3%，且超出波动，原因是它至少 279 个带预填充的步让总步数
+# 更多（1,393 对 1,097）。预算 8192 得到 24,420（23,900-24,450）。预算 2048 时关掉分块得到 19,700（18,500-21,410），
+# 是整个扫描里范围最宽的一行，TPOT p99 为 14.2 ms，开分块时为 9.6 ms。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -174,6 +175,25 @@ if rec:
 # %% tags=["nbval-check-output"]
 if rec:
     print(lab.chunked_steps_text(rec))
+
+# %% [markdown] tags=["lang-en"]
+# **Why chunking did not shorten the wait here.** The decoders wait for the step that carries prefill tokens, so
+# the wait is that step's cost. In this scenario the engine has `max_num_seqs` 4, so its largest capture size is
+# 8 (2 x 4, vLLM's rule above), and every step with prompt tokens, 24 of them or 256 or 1,539, runs without graphs.
+# Such a step costs about the same whatever its token count (the lines above: 19-21 ms for 24 and for 256 tokens,
+# 20-27 ms for 1,539): on a 0.6B model the per-step host work of running 28 layers without graphs (Lab 02's eager
+# decode step is 18.5 ms) is larger than the compute of 1,539 tokens. Cutting the prompt into 256-token pieces
+# then cuts the step, not its cost. Chunking shortens the wait when a step's cost grows with its tokens: a larger
+# model, a longer prompt, or chunks that replay piecewise graphs (a larger `max_cudagraph_capture_size`). That
+# last case is an exercise: this record does not measure it.
+
+# %% [markdown] tags=["lang-zh"]
+# **为什么这里分块没有缩短等待。** decode 请求等的是带预填充 token 的那一步，所以等待就是那一步的耗时。这个场景里引擎的
+# `max_num_seqs` 是 4，最大捕获尺寸因此是 8（2 × 4，即上面 vLLM 的规则），带 prompt token 的步不论是 24 个、256 个还是
+# 1,539 个 token，都不走图。这样的一步耗时几乎与 token 数无关（上面几行：24 个和 256 个 token 都是 19-21 ms，1,539 个是
+# 20-27 ms）：在 0.6B 模型上，不走图跑 28 层的每步 host 开销（Lab 02 里 eager 的解码步是 18.5 ms）比 1,539 个 token 的计算
+# 还大。把 prompt 切成 256 token 的块，切小的是步，不是步的耗时。只有当一步的耗时随 token 数增长时，分块才会缩短等待：更大的
+# 模型、更长的 prompt，或者让各块重放分段图（调大 `max_cudagraph_capture_size`）。最后这种情况留作练习：这份记录没有测它。
 
 # %% [markdown] tags=["lang-en"]
 # ### g) Paging under CUDA graphs: the article's three claims

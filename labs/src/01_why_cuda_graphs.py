@@ -355,7 +355,7 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # <details><summary>Model answers to the self-test · 自检参考答案</summary>
 #
 # **Q1.** At best about 15 ms, and only if all 5 ms is exposed CPU time (CPU work the GPU waits for); next to no
-# gain if the GPU is the bottleneck. Here the eager step is nearly all exposed CPU time at every batch size.
+# gain if the GPU is the bottleneck. Here exposed CPU time is most of the eager step (50-95%) at every batch size.
 #
 # **Q4.** A graph replays one shape only; capturing costs time and memory and would stall serving; padding a small
 # decode batch to the next captured size is cheap, because at small batch the step waits on its chain of kernels, not
@@ -367,7 +367,7 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # <details><summary>自检参考答案 · Model answers</summary>
 #
 # **Q1.** 最好约 15 ms，而且只有这 5 ms 全是暴露的 CPU 时间（GPU 在等 CPU）时才成立；GPU 是瓶颈时几乎没有收益。
-# 本实验中每个 batch 的 eager 步几乎全是暴露的 CPU 时间。
+# 本实验中每个 batch 的 eager 步大部分（50-95%）是暴露的 CPU 时间。
 #
 # **Q4.** graph 只能重放一个 shape；捕获耗时又占显存，会卡住服务；把小 batch 的 decode pad 到下一个已捕获尺寸
 # 很便宜：小 batch 时这一步等的是一串 kernel 的延迟，而不是行数（c 中 pad 到 8 的 batch 并不比 batch 5 慢）。
@@ -380,7 +380,7 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # Of the handbook's three steps, the first two hold roughly (a launch costs 5-10 µs *eagerly*; kernel counts are in
 # the hundreds to thousands, depending on fusion). The third is the wrong one: launch overhead is not added to a
 # fixed compute time, because launches overlap the GPU's work. What a graph saves is the exposed CPU time, which
-# for this 0.6B model on an H200 is nearly the whole eager step at every batch size measured, far more than 25-50%.
+# for this 0.6B model on an H200 is most of the eager step at every batch size measured (50-95%), more than 25-50%.
 #
 # Engine code: [worker/graph_capture.py](../minivllm/worker/graph_capture.py) (`capture_graphs`: the capture),
 # [worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) (`CudagraphDispatcher.dispatch`:
@@ -393,7 +393,7 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 #
 # 手册的三步里，前两步大致成立（一次 launch 在 *eager* 下 5-10 μs；kernel 数在几百到上千，取决于算子融合）。
 # 错的是第三步：launch overhead 并不是叠加在固定的计算时间上，因为 launch 与 GPU 计算重叠。graph 省下的是暴露的
-# CPU 时间；对 H200 上的 0.6B 模型，它几乎是每个 batch 的整个 eager 步，远超 25-50%。
+# CPU 时间；对 H200 上的 0.6B 模型，它是每个 batch 的 eager 步的大部分（50-95%），超过 25-50%。
 #
 # 引擎代码：[worker/graph_capture.py](../minivllm/worker/graph_capture.py)（`capture_graphs`：捕获），
 # [worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py)（`CudagraphDispatcher.dispatch`：pad 到已捕获尺寸、

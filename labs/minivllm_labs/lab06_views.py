@@ -235,6 +235,13 @@ def budget_steps_text(res: dict | None) -> str:
         out.append(f"seqs {r['max_num_seqs']}, budget {r['max_num_batched_tokens']:>5}: {int(prompt):,} prompt tokens "
                    f"-> at least {least} steps with prefill; {r['steps']} steps in {r['wall_s']} s "
                    f"({round(1000 * r['wall_s'] / r['steps'], 1)} ms per step on average)")
+    same = sorted((r for r in rows if r.get("chunked") and r["max_num_seqs"] == max(x["max_num_seqs"] for x in rows)),
+                  key=lambda r: r["max_num_batched_tokens"])
+    if len(same) > 1 and same[0]["steps"] > same[-1]["steps"]:  # what one more step costs, tokens held equal
+        lo, hi = same[0], same[-1]
+        extra, gap = lo["steps"] - hi["steps"], lo["wall_s"] - hi["wall_s"]
+        out.append(f"budget {lo['max_num_batched_tokens']} vs {hi['max_num_batched_tokens']}: {extra} more steps, "
+                   f"{gap:.3f} s more: {1000 * gap / extra:.2f} ms per extra step")
     return "\n".join(out) or "(not recorded yet: `python -m minivllm_labs.record lab06` on a GPU makes them)"
 
 

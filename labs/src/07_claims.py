@@ -148,7 +148,7 @@ for q in (lab.Q1, lab.Q2):
 # computed from the datasheet, not measured. The article's 9 ms with graphs is below that floor, and so is its
 # 12 ms without.
 #
-# **lab07.q2.** About 0.3% more KV tokens (1,146,512 against 1,143,008): graphs off frees their reserve, a few
+# **lab07.q2.** About 0.3% more KV tokens (1,145,888 against 1,142,384): graphs off frees their reserve, a few
 # hundred MiB, for the KV cache; worth it for debugging, not for memory.
 #
 # </details>
@@ -159,7 +159,7 @@ for q in (lab.Q1, lab.Q2):
 # **lab07.q1.** batch 1 时每个 decode 步要把所有权重读一遍：13.0e9 × 2 字节 ÷ 2,039 GB/s = 12.75 ms，由规格书算出，
 # 不是实测。文章说开图后 9 ms，低于这个下限，不开图的 12 ms 也低于它。
 #
-# **lab07.q2.** KV token 多约 0.3%（1,146,512 对 1,143,008）：关图释放的是图预留的几百 MiB，归 KV Cache；为了调试值得，
+# **lab07.q2.** KV token 多约 0.3%（1,145,888 对 1,142,384）：关图释放的是图预留的几百 MiB，归 KV Cache；为了调试值得，
 # 为了省显存不值得。
 #
 # </details>

@@ -26,8 +26,8 @@
 # - **c)** the batch-invariant mode `LLM(batch_invariant=True)` closing the gap, and what it costs in TPOT;
 # - **d)** what CUDA graphs and torch.compile change.
 #
-# Cells: **setup**; **recorded results** (H200, `assets/results/h200/lab10.json`, and the throughput bench's own
-# check in `throughput.json`); **run it here** (your device; the embedded model on a CPU); **GPU only**.
+# Cells: **setup**; **recorded results** (H200, `assets/results/h200/lab10.json`, the throughput bench's own
+# check in `throughput.json`, and `minivllm bench invariance` in `invariance.json`); **run it here** (your device; the embedded model on a CPU); **GPU only**.
 
 # %% [markdown] tags=["lang-zh"]
 # 用 temperature 0 单独跑一个 prompt，再把它和另外 63 个一起跑：bf16 下 token 可能不一样。这里没有任何随机性。
@@ -49,8 +49,8 @@
 # - **c)** batch 不变模式 `LLM(batch_invariant=True)` 消除差异，以及它在 TPOT 上的代价；
 # - **d)** CUDA Graph 与 torch.compile 改变了什么。
 #
-# 单元格分四类：**环境准备**；**H200 实测记录**（`assets/results/h200/lab10.json`，以及 `throughput.json` 中吞吐 bench
-# 自带的检查）；**在本机运行**（CPU 上用内置小模型）；**仅限 GPU**。
+# 单元格分四类：**环境准备**；**H200 实测记录**（`assets/results/h200/lab10.json`、`throughput.json` 中吞吐 bench
+# 自带的检查，以及 `invariance.json` 中的 `minivllm bench invariance`）；**在本机运行**（CPU 上用内置小模型）；**仅限 GPU**。
 
 # %% [markdown]
 # ## 1. Setup · 环境准备
@@ -96,6 +96,37 @@ print(lab.throughput_check_text())
 print(lab.disagreement_table(rec))
 if rec:
     lab.show(lab.plot_disagreement(rec))
+
+# %% [markdown] tags=["lang-en"]
+# What the H200 record shows (`lab10.json`, 32 greedy tokens per sequence; each count is one deterministic run,
+# and batch 1 run again kept 1/1 with every logprob bitwise equal, so there is no run-to-run spread to subtract):
+#
+# - **bf16, default engine.** Batch 2 kept 1/2 sequences (the other parts at token 9), batch 8 kept 5/8, batch 64
+#   kept 31/64. No batched sequence had every logprob bitwise equal (0/2, 0/8, 0/64), and before they part the
+#   chosen token's logprob already differs by up to 0.0157 (batch 2), 0.0312 (batch 8), 0.0468 (batch 64). Two
+#   of the 64 part at token 0: the first token, which the prefill picks before any decode step, so the prefill of
+#   a batch (all prompts packed into one forward) is a source too, not only decode.
+# - **fp32, the same engine.** Every batch kept every sequence's tokens (64/64 at batch 64), yet 0/64 had every
+#   logprob bitwise equal: the gap is at most 4.8e-06, about 10,000 times smaller than bf16's 0.0468. fp32 hides
+#   the batch dependence; it does not remove it.
+# - **bf16, `batch_invariant=True`.** 64/64 kept their tokens and 64/64 every logprob bitwise (gap 0.0).
+#
+# The throughput bench above agrees from another workload (16 prompts, another prompt set): 10/16 in bf16, 16/16 in
+# fp32.
+
+# %% [markdown] tags=["lang-zh"]
+# H200 记录（`lab10.json`，每条序列贪心生成 32 个 token）显示的结果。每个计数都是一次确定性运行；batch 1 再跑一次得到 1/1，
+# 且每个 logprob 逐位相等，所以没有需要扣除的重复运行波动：
+#
+# - **bf16，默认引擎。** batch 2 保持 1/2 条序列（另一条从第 9 个 token 分叉），batch 8 保持 5/8，batch 64 保持 31/64。
+#   批处理中没有一条序列的 logprob 全部逐位相等（0/2、0/8、0/64）；分叉之前，所选 token 的 logprob 已相差最多 0.0157
+#   （batch 2）、0.0312（batch 8）、0.0468（batch 64）。64 条中有 2 条在第 0 个 token 就分叉：第一个 token 由预填充在任何
+#   解码步之前选出，所以批量预填充（所有 prompt 打包进一次 forward）本身也是来源，不只是解码。
+# - **fp32，同一个引擎。** 每个 batch 都保持了全部序列的 token（batch 64 为 64/64），但 logprob 全部逐位相等的是 0/64：
+#   差值最多 4.8e-06，比 bf16 的 0.0468 小约一万倍。fp32 掩盖了 batch 依赖，并没有消除它。
+# - **bf16，`batch_invariant=True`。** 64/64 保持 token，64/64 的 logprob 全部逐位相等（差值 0.0）。
+#
+# 上面的吞吐 bench 用另一份负载（16 个 prompt，另一组 prompt）得出一致的结论：bf16 下 10/16，fp32 下 16/16。
 
 # %% [markdown] tags=["lang-en"]
 # The engine's GPU tests found the same effect between two graph modes. At main 7a5abb1 on the H200,
@@ -150,6 +181,59 @@ if rec:
     print(lab.graphs_table(rec))
 
 # %% [markdown] tags=["lang-en"]
+# Read the three tables against the expectation above; two of the three sources did not move the bits here.
+#
+# **Matmul: the bf16 row did not move.** On the H200, row 0 of the down projection in bf16 came out bitwise equal
+# at every M from 1 to 64, for cuBLAS, the engine's linear and the invariant kernel alike. The reordering is
+# there: in fp32 cuBLAS's row moves from M = 2 (8.3e-07, up to 1.6e-06 at M = 16) and the engine's from M = 3 (its
+# GEMV at M ≤ 2 sums like M = 1), while the invariant kernel's never moves. In bf16 the fp32 accumulator's
+# differences, about 1e-06, stayed below the one rounding to bf16 at the output, for every one of this shape's
+# 1024 outputs. One shape is not every shape: the record does not show which of a step's other matmuls (QKV, the
+# output and gate/up projections, the LM head) moved.
+#
+# **Attention: the kernel moved.** The Triton decode kernel's output at 16 splits against 3 differs by 0.00049 in
+# bf16 (8.9e-08 in fp32). The PyTorch version of the same arithmetic, accumulated in fp32 and rounded once at the
+# end, came out bitwise equal in bf16. The kernel rounds each tile's softmax weights to bf16 before multiplying
+# them by V, and those weights are taken relative to the running maximum of their own split
+# ([kernels/triton_decode.py](../minivllm/kernels/triton_decode.py) `_decode_kernel`), so other split boundaries
+# round other weights. In the sweep of a) the lab's engines hold at most 256 tokens a sequence (`max_model_len`), so
+# `choose_num_splits` picks 2 KV splits at batches 1, 2, 5 and 8, and 1 at batch 64.
+#
+# **The padded graph: equal here.** Batch 5 in the graph of 8 kept 5/5 sequences with every logprob bitwise equal
+# to the graph of 5, and both equal eager bitwise (5/5); both engines ran 31 decode steps in full graphs and 1 step
+# (the prefill) eagerly. The 8-row plan summed like the 5-row one: the bf16 matmul row is equal at M = 5 and 8, and
+# both sizes pick 2 KV splits. Padding changes the numbers only where the padded size changes the plan; at a
+# 2048-token context an H200 picks 7 splits for 5 sequences and 5 for 8.
+#
+# **The default engine against eager: not equal.** At the same batch size, torch.compile with CUDA graphs kept 7/8
+# (batch 8) and 39/64 (batch 64) of eager's greedy sequences, logprob gap up to 0.0314. A graph of the exact size
+# without torch.compile gave eager's bits (above), so what moved these is torch.compile's kernels (section d).
+
+# %% [markdown] tags=["lang-zh"]
+# 对照上面的预期来读这三张表：三个来源中有两个在这里没有改变比特。
+#
+# **matmul：bf16 的行没有变。** 在 H200 上，down projection 第 0 行在 bf16 下、M 从 1 到 64 全部与单独计算逐位相等，cuBLAS、
+# 本引擎的 linear 和不变 kernel 都一样。重排确实存在：fp32 下 cuBLAS 的这一行从 M = 2 起就变（8.3e-07，M = 16 时最大 1.6e-06），
+# 本引擎的从 M = 3 起变（M ≤ 2 时走 GEMV，求和方式与 M = 1 相同），不变 kernel 始终不变。bf16 下，fp32 累加器中约 1e-06
+# 的差异，在输出处那一次舍入到 bf16 时被吸收了，这个形状的 1024 个输出无一例外。一个形状不代表所有形状：记录没有说明一个解码步里
+# 其他 matmul（QKV、输出投影和 gate/up 投影、LM head）是否变了。
+#
+# **attention：kernel 变了。** Triton decode kernel 切 16 段与切 3 段的输出在 bf16 下相差 0.00049（fp32 下 8.9e-08）。同样
+# 算法的 PyTorch 版本在 fp32 中累加、最后只舍入一次，在 bf16 下逐位相等。kernel 在与 V 相乘之前，把每个 tile 的 softmax 权重
+# 舍入到 bf16，而这些权重是相对于所在切分段自己的运行最大值计算的（[kernels/triton_decode.py](../minivllm/kernels/triton_decode.py)
+# 的 `_decode_kernel`），所以切分边界不同，被舍入的权重就不同。在 a) 的扫描中，本实验的引擎每条序列最多 256 个 token（`max_model_len`），所以 `choose_num_splits` 在 batch 1、2、5、8
+# 时切 2 段，batch 64 时切 1 段。
+#
+# **填充的图：这里相同。** 5 条序列在为 8 捕获的图中运行，5/5 条与为 5 捕获的图 token 相同，且每个 logprob 逐位相等；两者也都与
+# eager 逐位相同（5/5）。两个引擎都有 31 个解码步走整图，1 步（预填充）走 eager。为 8 行选的方案与为 5 行选的求和方式相同：
+# bf16 matmul 的行在 M = 5 和 8 时相等，两种尺寸都切 2 段 KV。只有填充后的尺寸改变了计算方案时，填充才会改变数值；在 2048 token
+# 的上下文下，H200 对 5 条序列切 7 段，对 8 条切 5 段。
+#
+# **默认引擎对比 eager：不相同。** 在相同 batch 大小下，torch.compile 加 CUDA Graph 保持了 eager 贪心序列的 7/8（batch 8）和
+# 39/64（batch 64），logprob 差最多 0.0314。不开 torch.compile、尺寸恰好的图给出与 eager 相同的比特（见上），所以改变它们的是
+# torch.compile 的 kernel（见 d 节）。
+
+# %% [markdown] tags=["lang-en"]
 # ### c) The batch-invariant mode, and what it costs · d) graphs and torch.compile
 # `LLM(batch_invariant=True)` (or `VLLM_BATCH_INVARIANT=1`, as in vLLM) runs every matmul through the one-tiling
 # kernel, picks decode KV splits from the context length alone, and fixes the attention and norm tiles
@@ -161,8 +245,9 @@ if rec:
 #
 # CUDA graphs replay the kernels they recorded: a graph of the batch's own size gives eager's bits (Lab 01's
 # snippet: `lab01.json` `snippet.max_abs_diff` is 0.0). What changes numbers is a *different kernel*: a padded
-# size, FULL mode's unified attention, or torch.compile's fused Inductor kernels (Lab 03 measured an Inductor
-# residual add + RMSNorm differing from eager's in the last bits of bf16: `lab03.json` `inductor.max_abs_diff`).
+# size whose kernels split or tile otherwise, FULL mode's unified attention, or torch.compile's fused Inductor
+# kernels (Lab 03 measured an Inductor residual add + RMSNorm differing from eager's in the last bits of bf16:
+# `lab03.json` `inductor.max_abs_diff`).
 
 # %% [markdown] tags=["lang-zh"]
 # ### c) batch 不变模式及其代价 · d) CUDA Graph 与 torch.compile
@@ -173,12 +258,41 @@ if rec:
 # 切分原本换来的并行度：下表在同一次运行里测 batch 1 和 64，取 5 次重复的中位数并给出 [最小, 最大]；落在两边范围内的差别算噪声。
 #
 # CUDA Graph 重放的是录下来的 kernel：与 batch 尺寸相同的图给出与 eager 相同的比特（Lab 01 的小例子：`lab01.json` 的
-# `snippet.max_abs_diff` 为 0.0）。改变数值的是*换了 kernel*：填充后的尺寸、FULL 模式的 unified attention，或 torch.compile
+# `snippet.max_abs_diff` 为 0.0）。改变数值的是*换了 kernel*：填充后的尺寸选了不同的切分或分块、FULL 模式的 unified attention，或 torch.compile
 # 融合出的 Inductor kernel（Lab 03 测得 bf16 下 Inductor 的残差加 + RMSNorm 与 eager 在 bf16 的末位上不同：`lab03.json` 的 `inductor.max_abs_diff`）。
 
 # %% tags=["nbval-check-output"]
 if rec:
     print(lab.invariant_table(rec))
+
+# %% [markdown] tags=["lang-en"]
+# On the H200 the mode costs 37% at batch 1 (TPOT 1.232 ms [1.231, 1.233] against 0.900 ms [0.897, 0.900]) and 27%
+# at batch 64 (1.776 ms [1.775, 1.788] against 1.394 ms [1.391, 1.401]); the ranges over 5 repeats are far apart, so
+# both costs are real. For that it kept 64/64 sequences bitwise equal to their runs alone (section a). The engine's
+# own bench, `minivllm bench invariance` (64 requests of 128 prompt tokens, 128 output tokens), measured the same
+# trade on another workload: TPOT 1.264 ms against 0.917 ms at batch 1 (1.38x) and 2.297 ms against 1.774 ms at
+# batch 64 (1.29x), output 21.3k against 30.4k tokens/s at batch 64 (0.70x), for 16/16 requests identical batched
+# and one by one (the default: 10/16) and 32/32 sequences with every logprob bitwise equal (the default: 0/32)
+# (`invariance.json`, `modes.<mode>.latency`, `batched_vs_single`, `logprobs`; one run per mode, so no spread). The
+# bench ran the mode with CUDA graphs (`invariance.json` `modes.batch_invariant.cudagraph_mode`: FULL_AND_PIECEWISE): invariance comes from the
+# kernels, not from turning graphs off.
+#
+# For d), the record's graphs table above holds the answer: a graph of the exact size, and here also the padded one,
+# replayed eager's bits, while torch.compile's kernels at the same batch size kept only 7/8 and 39/64 of eager's
+# greedy sequences.
+
+# %% [markdown] tags=["lang-zh"]
+# 在 H200 上，该模式在 batch 1 的代价是 37%（TPOT 1.232 ms [1.231, 1.233]，默认 0.900 ms [0.897, 0.900]），batch 64 是 27%
+# （1.776 ms [1.775, 1.788]，默认 1.394 ms [1.391, 1.401]）；5 次重复的范围相距很远，两个代价都是真实的。换来的是 64/64 条序列
+# 与单独运行逐位相同（见 a 节）。引擎自带的 `minivllm bench invariance`（64 个请求，prompt 128 token，输出 128 token）在另一份
+# 负载上测到同样的取舍：batch 1 的 TPOT 1.264 ms 对 0.917 ms（1.38 倍），batch 64 的 2.297 ms 对 1.774 ms（1.29 倍），batch 64
+# 的输出吞吐 21.3k 对 30.4k token/s（0.70 倍）；换来的是批处理与逐个运行 16/16 个请求一致（默认 10/16），32/32 条序列的 logprob
+# 全部逐位相等（默认 0/32）（`invariance.json` 的 `modes.<mode>.latency`、`batched_vs_single`、`logprobs`；每种模式只跑一次，
+# 没有波动范围）。该 bench 在开着 CUDA Graph 的情况下运行该模式（`invariance.json` 的 `modes.batch_invariant.cudagraph_mode`：FULL_AND_PIECEWISE）：
+# 不变性来自 kernel，而不是关掉 CUDA Graph。
+#
+# d) 的答案在上面记录的图表里：尺寸恰好的图，以及这里填充的图，重放都给出 eager 的比特；而在相同 batch 大小下，torch.compile
+# 的 kernel 只保持了 eager 贪心序列的 7/8 和 39/64。
 
 # %% tags=["nbval-ignore-output"] id="10-devices"
 # Your GPU beside the H200 · 你的 GPU 与 H200 并排: after `make labs-record` on any CUDA GPU, its records appear here.
@@ -238,11 +352,12 @@ print(lab.attention_table(here))
 # %% [markdown] tags=["lang-en"]
 # Everything `python -m minivllm_labs.record lab10` records, on a random-weight Qwen3-0.6B in bf16: the batch sweep
 # in bf16 and fp32, the default engine against eager, the padded graph, the batch-invariant mode and its TPOT
-# (about 90 s on an H200).
+# (101 s on the H200, `lab10.json` `seconds`; the whole notebook ran there end to end in 116 s).
 
 # %% [markdown] tags=["lang-zh"]
 # `python -m minivllm_labs.record lab10` 记录的全部内容，在随机权重 Qwen3-0.6B、bf16 上：bf16 与 fp32 的 batch 扫描、
-# 默认引擎对比 eager、填充的图、batch 不变模式及其 TPOT（H200 上约 90 秒）。
+# 默认引擎对比 eager、填充的图、batch 不变模式及其 TPOT（H200 上 101 秒，`lab10.json` 的 `seconds`；整个 notebook 在 H200 上
+# 完整运行用时 116 秒）。
 
 # %% tags=["nbval-skip"] id="gpu-full-lab10"
 if lab.gpu_only("The full batch sweep, padded graphs and the batch-invariant cost"):
@@ -283,14 +398,17 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 #
 # **lab10.q2.** The same reorderings happen in fp32, but it keeps 24 significant bits against bf16's 8: a reordered
 # sum moves a logit by a step 2^16 times smaller, which rarely reaches the gap between the top two tokens. fp32
-# hides batch dependence; it does not remove it.
+# hides batch dependence; it does not remove it: on the H200 it kept 64/64 sequences' tokens at batch 64 and 0/64
+# sequences' logprobs bitwise.
 #
 # **lab10.q3.** Only when the kernels chosen for 8 rows sum like those for 5: padding never mixes rows, but the
-# padded size picks the plan. A graph of the exact size replays eager's kernels bitwise.
+# padded size picks the plan. On the H200 the plan for 8 summed like the one for 5 (5/5 sequences bitwise). A graph
+# of the exact size replays eager's kernels bitwise.
 #
 # **lab10.q4.** It fixes each reduction's order whatever the batch: one matmul tiling with no split-K by M, KV
 # splits at a fixed size (from the context, not the occupancy), per-row norms. It still batches; the price is the
-# parallelism those choices bought.
+# parallelism those choices bought: on the H200, TPOT +37% at batch 1 and +27% at batch 64, for 64/64 sequences
+# bitwise.
 #
 # </details>
 
@@ -301,13 +419,14 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # 分块、split-K）和 attention 的 KV 切分，同一行以不同顺序求和，bf16 舍入不同，近似平局就会翻转。
 #
 # **lab10.q2.** fp32 下同样会重排，但它有 24 位有效位，bf16 只有 8 位：重排后 logit 的变化小 2^16 倍，很少够得上前两名 token
-# 的间距。fp32 掩盖了 batch 依赖，并没有消除它。
+# 的间距。fp32 掩盖了 batch 依赖，并没有消除它：H200 上 batch 64 时它保持了 64/64 条序列的 token，logprob 逐位相等的却是 0/64。
 #
 # **lab10.q3.** 只有当为 8 行选的 kernel 与为 5 行选的求和方式相同时才相同：填充不会混合各行，但填充后的尺寸决定计算方案。
-# 尺寸恰好相等的图重放与 eager 逐位相同。
+# H200 上为 8 选的方案与为 5 选的求和方式相同（5/5 条序列逐位相等）。尺寸恰好相等的图重放与 eager 逐位相同。
 #
 # **lab10.q4.** 固定每个归约的求和顺序，与 batch 无关：matmul 用同一种分块、不按 M 做 split-K；KV 按固定长度切分（由上下文
-# 决定，而非占用率）；norm 按行计算。仍然批处理；代价是这些选择原本换来的并行度。
+# 决定，而非占用率）；norm 按行计算。仍然批处理；代价是这些选择原本换来的并行度：H200 上 TPOT 在 batch 1 增加 37%、batch 64
+# 增加 27%，换来 64/64 条序列逐位相同。
 #
 # </details>
 
@@ -382,18 +501,27 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # 结论基于表中列出的 H200 记录文件。两份材料的全部说法见 [Lab 07](07_claims.ipynb)。
 
 # %% [markdown] tags=["lang-en"]
-# **Verdict.** Temperature 0 makes the choice deterministic, not the numbers it chooses from. On this engine the
-# batch size picks the matmul kernel and the attention splits, so in bf16 a request batched can leave its run alone
-# at a near-tie (the throughput bench's check, printed in section a), while fp32, with the same reorderings, kept
-# every request's tokens there. The article's claim that CUDA graphs change no arithmetic is right only for a graph of the batch's
-# own size: a padded size or another attention kernel sums in another order. The batch-invariant mode fixes every
-# reduction's order and pays for it in TPOT, measured against the default in the same run.
+# **Verdict.** Temperature 0 makes the choice deterministic, not the numbers it chooses from. On the H200, in bf16,
+# batch 64 kept 31/64 sequences' greedy tokens against their runs alone and none of the 64 kept every logprob's
+# bits; batch 1 run twice was bitwise equal. fp32 kept 64/64 sequences' tokens but 0/64 bitwise logprobs (gap at
+# most 4.8e-06): it hides the batch dependence, it does not remove it. Of the sources measured one at a time, the
+# decode attention kernel moved (0.00049 in bf16 between 16 and 3 KV splits) and the bf16 matmul row of the down
+# projection did not. The article's claim that CUDA graphs change no arithmetic held for graphs: a graph of the
+# exact size and the padded one both replayed eager's bits (5/5), because here the 8-row plan summed like the
+# 5-row one; it is still only partly right, since a padded size that changes the plan (more KV splits at 5 than at 8
+# with long contexts) or FULL mode's unified attention sums in another order, and torch.compile, which goes with the
+# graphs by default, kept only 39/64 of eager's sequences at batch 64. The batch-invariant mode kept 64/64 bitwise
+# and cost 37% of TPOT at batch 1 and 27% at batch 64, beyond the spread of 5 repeats.
 
 # %% [markdown] tags=["lang-zh"]
-# **结论。** temperature 0 让"选择"确定，而不是让被选择的数字确定。在本引擎上，batch 大小决定 matmul kernel 和 attention
-# 切分，所以 bf16 下批处理中的请求可能在近似平局处偏离单独运行的结果（见 a) 节打印的吞吐 bench 检查），而 fp32 下同样的重排，
-# 每个请求的 token 都保持不变。文章说 CUDA Graph 不改变任何运算，这只对尺寸与 batch 相同的图成立：填充后的
-# 尺寸或换了 attention kernel 都会以另一种顺序求和。batch 不变模式固定了每个归约的顺序，代价体现在 TPOT 上，与默认模式在同一次运行中对比测量。
+# **结论。** temperature 0 让"选择"确定，而不是让被选择的数字确定。在 H200 上、bf16 下，batch 64 中只有 31/64 条序列的贪心
+# token 与单独运行相同，64 条中没有一条的 logprob 全部逐位相等；batch 1 跑两次则逐位相同。fp32 保持了 64/64 条序列的 token，
+# 但 logprob 逐位相等的是 0/64（差值最多 4.8e-06）：它掩盖了 batch 依赖，并没有消除它。逐个测量的来源中，decode attention
+# kernel 变了（bf16 下 16 段与 3 段 KV 切分相差 0.00049），down projection 的 bf16 matmul 行没有变。文章说 CUDA Graph 不改变
+# 任何运算，对图本身成立：尺寸恰好的图和填充的图重放都给出 eager 的比特（5/5），因为这里为 8 行选的方案与为 5 行选的求和方式相同；
+# 但它仍只部分正确：填充后的尺寸若改变了方案（长上下文下 5 条序列比 8 条切更多段 KV），或 FULL 模式换成 unified attention，
+# 求和顺序就会不同；而默认与 CUDA Graph 一起使用的 torch.compile，在 batch 64 下只保持了 eager 序列的 39/64。batch 不变模式
+# 64/64 逐位相同，TPOT 代价在 batch 1 为 37%、batch 64 为 27%，超出 5 次重复的波动范围。
 
 # %% tags=["nbval-check-output"]
 lab07_views.show_markdown(lab07_views.claims_markdown(lab.LAB_INFO.claims))

@@ -1,6 +1,7 @@
 """Lab 10: the disagreement measurement and its comparison rule, the sources measured one at a time, the views on
-a recorded-shaped result (so the H200 record renders when it comes), the questions' feedback against the records
-they quote, and the batch-invariant engine keeping its tokens on the CPU."""
+a recorded-shaped result (made-up values that reach branches the H200 record does not, such as a cost within
+noise), the questions' feedback and the notebook's prose against the records they quote, and the batch-invariant
+engine keeping its tokens on the CPU."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def _row(batch, identical, first, tokens=32, gap=None, bitwise=None):
             "bitwise_logprobs": bitwise}
 
 
-#: A result shaped like the H200 record (values made up), so every view is exercised before the record exists.
+#: A result shaped like the H200 record (values made up), so every view's branches are exercised.
 GPU_LIKE = {
     "device": "cuda", "batches": [1, 2, 8, 64], "logprobs": True,
     "disagreement": {"bfloat16": {"new_tokens": 32, "dtype": "bfloat16", "logprobs": True,
@@ -166,3 +167,57 @@ def test_run_all_keys_are_what_the_views_read():
     assert callable(getattr(lab10_views, fig)) and callable(getattr(lab10_views, table))
     assert lab10.LAB_INFO.notebook == "labs/10_batch_invariance.ipynb"
     assert (REPO_ROOT / "labs/src/10_batch_invariance.py").exists()
+
+
+def _h200():
+    return json.loads((REPO_ROOT / lab10.RESULTS).read_text())
+
+
+def test_the_prose_quotes_the_h200_record():
+    """The notebook's findings and verdict state numbers of lab10.json, invariance.json and labs_gpu.json in words;
+    this keeps each one equal to its record (a re-recording that moves one fails here, not silently)."""
+    r = _h200()
+    src = (REPO_ROOT / "labs/src/10_batch_invariance.py").read_text()
+    bf16 = {row["batch"]: row for row in r["disagreement"]["bfloat16"]["rows"]}
+    fp32 = {row["batch"]: row for row in r["disagreement"]["float32"]["rows"]}
+    inv = {row["batch"]: row for row in r["batch_invariant"]["disagreement"]["rows"]}
+    assert [bf16[b]["identical"] for b in (1, 2, 8, 64)] == [1, 1, 5, 31]
+    assert [bf16[b]["bitwise_logprobs"] for b in (1, 2, 8, 64)] == [1, 0, 0, 0]
+    assert [round(bf16[b]["max_logprob_gap"], 4) for b in (2, 8, 64)] == [0.0157, 0.0312, 0.0468]
+    assert bf16[64]["first_divergence"].count(0) == 2 and min(bf16[2]["first_divergence"]) == 9
+    assert fp32[64]["identical"] == 64 and fp32[64]["bitwise_logprobs"] == 0
+    assert f"{fp32[64]['max_logprob_gap']:.1e}" == "4.8e-06"
+    assert inv[64]["identical"] == inv[64]["bitwise_logprobs"] == 64 and inv[64]["max_logprob_gap"] == 0.0
+    # the sources: the bf16 matmul row never moved; fp32's moved from M = 2 (torch) and M = 3 (engine)
+    mm = r["matmul"]
+    assert all(x["bitwise_equal"] for x in mm["bfloat16"]["rows"])
+    moved = {op: min(x["m"] for x in mm["float32"]["rows"] if x["op"] == op and not x["bitwise_equal"])
+             for op in ("torch", "engine")}
+    assert moved == {"torch": 2, "engine": 3}
+    assert all(x["bitwise_equal"] for x in mm["float32"]["rows"] if x["op"] == "invariant")
+    assert r["attention"]["bfloat16"]["kernel"]["max_abs_diff"] == pytest.approx(0.00049, rel=0.01)
+    assert r["attention"]["bfloat16"]["torch"]["bitwise_equal"]
+    p = r["padded_graph"]
+    assert all(p[k]["bitwise_logprobs"] == 5 for k in ("padded_vs_exact", "exact_vs_eager", "padded_vs_eager"))
+    assert [(x["identical"], x["requests"]) for x in r["graphs_vs_eager"]["rows"]] == [(7, 8), (39, 64)]
+    # the split counts the prose gives: the lab's engines hold 256 tokens a sequence; 2048 on an H200
+    dev = torch.device("cpu")
+    assert [choose_num_splits(b, 8, 256, dev, num_sms=132) for b in (1, 2, 5, 8, 64)] == [2, 2, 2, 2, 1]
+    assert [choose_num_splits(b, 8, 2048, dev, num_sms=132) for b in (5, 8)] == [7, 5]
+    # the cost: medians of 5 with ranges that do not overlap
+    d, b = r["tpot"]["default"], r["batch_invariant"]["tpot"]
+    for x, y, pct in zip(d, b, (37, 27)):
+        assert x["tpot_ms_range"][1] < y["tpot_ms_range"][0] and round(100 * (y["tpot_ms"] / x["tpot_ms"] - 1)) == pct
+        assert f"{x['tpot_ms']:.3f} ms" in src and f"{y['tpot_ms']:.3f} ms" in src and f"{pct}%" in src
+    assert round(r["provenance"]["seconds"]) == 101 and "101 s" in src
+    gpu = json.loads((REPO_ROOT / "assets/results/h200/labs_gpu.json").read_text())
+    row = next(n for n in gpu["notebooks"] if n["notebook"] == "10_batch_invariance")
+    assert row["status"] == "ok" and f"in {row['seconds']} s" in src
+    inv_bench = json.loads((REPO_ROOT / "assets/results/h200/invariance.json").read_text())["modes"]
+    for mode, b1, b64 in (("default", "0.917", "1.774"), ("batch_invariant", "1.264", "2.297")):
+        lat = inv_bench[mode]["latency"]
+        assert (f"{lat['1']['tpot_s'] * 1e3:.3f}", f"{lat['64']['tpot_s'] * 1e3:.3f}") == (b1, b64)
+        assert b1 in src and b64 in src
+    assert inv_bench["batch_invariant"]["cudagraph_mode"] == "FULL_AND_PIECEWISE" in src
+    for needle in ("31/64", "0/64", "64/64", "4.8e-06", "0.0468", "0.00049", "7/8", "39/64", "8.3e-07"):
+        assert needle in src, needle

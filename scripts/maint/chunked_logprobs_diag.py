@@ -6,7 +6,15 @@ Runs tests/engine/test_logprobs.py::test_logprobs_match_hf_with_chunked_prefill'
 engine variants that each turn one GPU-only path off, and prints per step how it ran (eager, FULL or
 PIECEWISE graph, padded size) and, per prompt, the error of each generated token's logprob and the largest
 error of its prompt logprobs. The variant whose errors drop to ~1e-6 names the path; the step whose token
-is wrong names the batch shape. The CPU passes the same checks (its attention is the PyTorch reference).
+is wrong names the batch shape. The CPU passes the same checks, also with the Triton kernels forced on under
+TRITON_INTERPRET=1 (real metadata, async, graph-size padding, compile mode 3), so what is left is GPU-only.
+
+Suggested order on the GPU (a cold compile per distinct compilation_config costs ~10-20 s):
+  1. --variants default,eager,torch-attn,sync      eager (no compile, no graphs) fixed -> compile or graphs;
+                                                    torch-attn fixed but eager not -> a Triton kernel's codegen
+  2. CUDA_LAUNCH_BLOCKING=1 ... --variants eager   fixed -> an ordering race (PDL, async copies)
+  3. --variants no-graphs,no-pdl,no-gemv,no-custom-ops
+  4. pytest -q tests/kernels/test_chunked_steps.py  (the attention kernels alone on these steps, seconds)
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ buffers. Small shapes: the query tiles are the small ones the engine picks for m
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -46,11 +48,11 @@ def step_metadata(step: list[tuple[int, int, int]], tables: torch.Tensor, block_
     slots += [-1] * (Tp - T)
     bt = torch.zeros(Sp, MAX_BLOCKS, dtype=torch.int32)
     bt[:S] = tables[[seq for seq, _, _ in step]]
-    i32 = dict(dtype=torch.int32, device=DEVICE)
+    i32 = {"dtype": torch.int32, "device": DEVICE}
     return AttentionMetadata(
         slot_mapping=torch.tensor(slots, dtype=torch.int64, device=DEVICE), query_start_loc=torch.tensor(qsl, **i32),
         seq_lens=torch.tensor(seq_lens, **i32), block_tables=bt.to(DEVICE),
-        max_query_len=max(b - a for a, b in zip(qsl, qsl[1:])), max_seq_len=max(seq_lens),
+        max_query_len=max(b - a for a, b in itertools.pairwise(qsl)), max_seq_len=max(seq_lens),
         decode_only=decode_only, query_start_loc_cpu=qsl, seq_lens_cpu=seq_lens, unified=unified)
 
 

@@ -56,8 +56,8 @@ def step_metadata(step: list[tuple[int, int, int]], tables: torch.Tensor, block_
         decode_only=decode_only, query_start_loc_cpu=qsl, seq_lens_cpu=seq_lens, unified=unified)
 
 
-@pytest.mark.parametrize("h,hkv,d", [(4, 2, 16), (8, 2, 32)])  # the test's two checkpoints
-@pytest.mark.parametrize("block_size", [16, 8])
+# the engine test's two checkpoints; block size 16 (the default) and 8 (a block boundary inside most chunks)
+@pytest.mark.parametrize("h,hkv,d,block_size", [(4, 2, 16, 16), (8, 2, 32, 8)])
 @pytest.mark.parametrize("layout", ["eager", "padded", "unified"])
 def test_chunked_prefill_steps_match_reference(h, hkv, d, block_size, layout):
     g = torch.Generator().manual_seed(block_size + d)

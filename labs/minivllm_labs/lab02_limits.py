@@ -154,7 +154,9 @@ def host_sync_inside_capture(timeout_s: int = 180) -> dict:
 @torch.inference_mode()
 def rng_in_graph(replays: int = 3) -> dict:
     """The article: "replay reuses the capture's RNG seed, so results never change". A sampling step
-    (the exponential-race sampler vLLM uses: argmax(p / q), q ~ Exp(1)) captured once, replayed 3 times."""
+    (the exponential-race sampler vLLM uses: argmax(p / q), q ~ Exp(1), `random_sample` in
+    https://github.com/vllm-project/vllm/blob/main/vllm/v1/sample/ops/topk_topp_sampler.py)
+    captured once, replayed 3 times."""
     if not _cuda():
         return {"device": "cpu"}
     torch.manual_seed(0)

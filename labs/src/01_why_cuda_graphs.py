@@ -164,7 +164,7 @@ if rec:
 #
 # Time per output token of the whole engine (scheduler, input preparation, forward, sampling) with
 # `enforce_eager=True` and with FULL decode graphs. The buttons show one mode at a time. On a GPU both engines
-# also run with *async scheduling* (on by default with CUDA): the CPU prepares step n+1 while the GPU runs step
+# also run with *async scheduling* (on by default with CUDA in this engine): the CPU prepares step n+1 while the GPU runs step
 # n, so with graphs the TPOT approaches the GPU time of a step. Compare with it off:
 # `minivllm bench latency --modes FULL_DECODE_ONLY,FULL_DECODE_ONLY+sync`.
 
@@ -172,7 +172,7 @@ if rec:
 # ### d) 引擎 TPOT：eager 与 CUDA Graph
 #
 # 整个引擎（调度、输入准备、forward、采样）每个输出 token 的时间，分别在 `enforce_eager=True` 和 FULL decode
-# graph 下测量。按钮一次显示一种模式。在 GPU 上两个引擎都开着*异步调度*（CUDA 下默认开启）：GPU 跑第 n 步时
+# graph 下测量。按钮一次显示一种模式。在 GPU 上两个引擎都开着*异步调度*（本引擎在 CUDA 下默认开启）：GPU 跑第 n 步时
 # CPU 已经在准备第 n+1 步，所以有了 CUDA Graph 之后 TPOT 接近一步的 GPU 时间。关掉它对比：
 # `minivllm bench latency --modes FULL_DECODE_ONLY,FULL_DECODE_ONLY+sync`。
 
@@ -187,14 +187,19 @@ if rec:
 # The handbook (§1.2) shows capture and replay in ten lines. Below is what it gave when recorded, then the
 # snippet itself, runnable on a GPU (`cuda` is `torch.cuda`; the warm-up on a side stream before capturing is
 # what PyTorch's documentation asks for). The engine does the same at startup for each capture size:
-# [worker/graph_capture.py](../minivllm/worker/graph_capture.py), `capture_graphs`.
+# [worker/graph_capture.py](../minivllm/worker/graph_capture.py), `capture_graphs`. At run time a batch is padded
+# up to the next captured size, and one larger than the largest captured size runs without a graph; vLLM's
+# dispatcher does the same with its token counts
+# ([vllm/v1/cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/cudagraph_dispatcher.py)).
 
 # %% [markdown] tags=["lang-zh"]
 # ### e) 运行手册里的捕获/重放代码
 #
 # 手册（§1.2）用十行代码展示捕获与重放。下面先是记录时的结果，然后是这段代码本身，可在 GPU 上运行
 # （`cuda` 即 `torch.cuda`；捕获前在副 stream 上预热是 PyTorch 文档的要求）。引擎启动时对每个捕获尺寸做的
-# 是同一件事：[worker/graph_capture.py](../minivllm/worker/graph_capture.py) 中的 `capture_graphs`。
+# 是同一件事：[worker/graph_capture.py](../minivllm/worker/graph_capture.py) 中的 `capture_graphs`。运行时，batch 会被
+# pad 到下一个已捕获尺寸，超过最大捕获尺寸的 batch 不走图；vLLM 的 dispatcher 按 token 数做的是同样的事
+# （[vllm/v1/cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/cudagraph_dispatcher.py)）。
 
 # %% tags=["nbval-check-output"]
 if rec:

@@ -19,8 +19,9 @@
 # **What is measured, and how.** For the Qwen3-0.6B and Llama-3.2-1B shapes (random bf16 weights: speed depends
 # on shapes, not values) on the H200: the copy bandwidth (a 1 GiB device-to-device copy, median of repeats); the
 # bytes a step reads (every weight once, plus the K/V of a 256-token context); the engine's step (32 consecutive
-# steps timed without the profiler, 5 times: the median and [min, max]), in its default mode (FULL_AND_PIECEWISE graphs, as
-# [vLLM's default](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)); one step kernel by
+# steps timed without the profiler, 5 times: the median and [min, max]), in its default mode (FULL_AND_PIECEWISE graphs,
+# vLLM's default too, [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/main/docs/configuration/optimization.md); a pure-decode
+# batch such as batch 1 then replays one FULL graph, [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)); one step kernel by
 # kernel, from a CUPTI profile of 8 graph replays (the functions of `minivllm bench profile`); the same step with
 # programmatic dependent launch off (5 times as well: a difference inside the ranges is noise); and the step at
 # batch 1 to 512 (one timing each). On a CPU the same code runs on the embedded
@@ -38,8 +39,9 @@
 #
 # **测什么，怎么测。** 在 H200 上测 Qwen3-0.6B 和 Llama-3.2-1B 两种形状（随机 bf16 权重：速度取决于形状，与数值无关）：
 # 拷贝带宽（1 GiB 显存内拷贝，多次取中位数）；一步要读的字节（每个权重一次，加上 256 token 上下文的 K/V）；引擎一步的
-# 时间（不开 profiler 连续计时 32 步，重复 5 次：中位数与 [最小, 最大]），用默认模式（FULL_AND_PIECEWISE 图，与
-# [vLLM 的默认值](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)相同）；用 `minivllm bench profile`
+# 时间（不开 profiler 连续计时 32 步，重复 5 次：中位数与 [最小, 最大]），用默认模式（FULL_AND_PIECEWISE 图，也是 vLLM 的默认，
+# [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/main/docs/configuration/optimization.md)；batch 1 这样的纯 decode 批因此重放一张 FULL 图，
+# [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)）；用 `minivllm bench profile`
 # 的函数对 8 次图重放做 CUPTI profile，得到一步的逐 kernel 时间；关掉 programmatic dependent launch（PDL）后的同一步
 # （同样 5 次：差值落在范围内就是噪声）；以及 batch 1 到 512 的一步（各计时一次）。CPU 上同样的代码跑内置的 tiny 模型：只有下限和一步的时间，没有 kernel。
 
@@ -286,8 +288,9 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 # GPU-side cost of a kernel boundary: each of the step's kernels still ramps up and drains, small GEMVs leave SMs
 # idle, and the GPU idles between kernels, so a graph-replayed batch-1 step stays well above its byte floor (the
 # table's *floor/step*). That remainder lives in the kernels, which only fewer, fuller kernels reduce: PDL hides
-# part of each boundary, and a megakernel without boundaries reached 78% on an H100 where vLLM and SGLang stay at
-# or under 50% ([Hazy Research](https://hazyresearch.stanford.edu/blog/2025-05-27-no-bubbles)). The claims, with
+# part of each boundary, and a megakernel without boundaries reached 78% on an H100 where vLLM and SGLang reached at
+# most 50% when Hazy Research measured them in May 2025
+# ([Hazy Research](https://hazyresearch.stanford.edu/blog/2025-05-27-no-bubbles)). The claims, with
 # the numbers that decide them:
 
 # %% [markdown] tags=["lang-zh"]
@@ -296,8 +299,8 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 # **结论。** 手册的两句话在它们的本意上都成立，本实验展示的是它们没说的部分。CUDA Graph 确实去掉了 CPU 的逐个启动：整步一次提交。
 # 它去不掉 kernel 边界在 GPU 侧的代价：每个 kernel 仍要爬升和收尾，小 GEMV 让 SM 空闲，kernel 之间 GPU 空闲，所以图重放的
 # batch 1 一步仍明显高于它的字节下限（表中的 *floor/step*）。剩下的时间在 kernel 里，只有更少、更满的 kernel 能减少：PDL
-# 藏住了每个边界的一部分，而没有边界的 megakernel 在 H100 上做到了 78%，vLLM 和 SGLang 则在 50% 或以下
-# （[Hazy Research](https://hazyresearch.stanford.edu/blog/2025-05-27-no-bubbles)）。各条说法及决定结论的数字：
+# 藏住了每个边界的一部分，而没有边界的 megakernel 在 H100 上做到了 78%，而 Hazy Research 在 2025 年 5 月测得 vLLM 和 SGLang
+# 最多 50%（[Hazy Research](https://hazyresearch.stanford.edu/blog/2025-05-27-no-bubbles)）。各条说法及决定结论的数字：
 
 # %% tags=["nbval-check-output"]
 # every number in this table is read from the recorded results, not measured here

@@ -3,13 +3,14 @@ in both languages, the graders (every form of the right answer, every wrong opti
 other units, full-width digits, odd input) in Python and in the page's JavaScript, the seeded mock interview
 across topics, its per-topic score and what it says to revisit, and the catalog rows."""
 
+import inspect
 import json
 import re
 import shutil
 import subprocess
 
 import pytest
-from minivllm_labs import catalog, lab08, lab08_views
+from minivllm_labs import catalog, lab06, lab08, lab08_views
 from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.lab08_views import MOCK_JS, mock_html, page_data, score_values
 from minivllm_labs.lab_info import resolve_key
@@ -68,8 +69,9 @@ def test_every_question_is_measured_or_says_why_not(e):
 
 def test_statements_fixed_by_issue_28():
     """FULL captures prefill and mixed batches here too, FULL_DECODE_ONLY is decode-only (as in vLLM); the eager
-    memory gain depends on the vLLM version; the prefix-cache token compare is this engine's; Lab 06's chunked
-    prefill record ran full decode graphs only."""
+    memory gain depends on the vLLM version; the prefix-cache token compare is this engine's; f1 names the mode and
+    the max_num_seqs Lab 06's chunked-prefill record ran with, and why its steps with prompt tokens ran without
+    graphs."""
     h3 = lab08.ENTRIES["lab08.h3"]
     assert "FULL_DECODE_ONLY" in h3.model_answer and "vLLM's FULL captures mixed batches" in h3.model_answer
     assert "this engine's FULL does the same through one unified attention kernel" in h3.model_answer
@@ -77,7 +79,21 @@ def test_statements_fixed_by_issue_28():
     assert "versions" in lab08.ENTRIES["lab08.s2"].model_answer and "21489" in lab08.ENTRIES["lab08.s2"].model_answer
     assert "tokens compared" not in lab08.ENTRIES["lab08.x1"].right[0]
     assert "SHA-256" in lab08.ENTRIES["lab08.x1"].model_answer
-    assert "today's FULL_DECODE_ONLY" in lab08.ENTRIES["lab08.f1"].model_answer
+    f1 = lab08.ENTRIES["lab08.f1"]
+    chunked = json.loads((REPO_ROOT / "assets/results/h200/lab06.json").read_text())["chunked"]
+    max_num_seqs = inspect.signature(lab06.chunked_prefill).parameters["n_short"].default + 1
+    for c in chunked:  # the mode and the max_num_seqs the record ran, and the capture size that follows from them
+        assert c["cudagraph_mode"] in f1.model_answer and c["cudagraph_mode"] in f1.model_answer_zh
+    assert f"max_num_seqs {max_num_seqs}" in f1.model_answer
+    assert f"max_num_seqs 为 {max_num_seqs}" in f1.model_answer_zh
+    assert f"largest capture size is {2 * max_num_seqs}" in f1.model_answer
+    # "within the spread": the two settings' runs overlap, and the medians differ by less than either's spread
+    (lo0, hi0), (lo1, hi1) = [(min(c["max_ms_runs"]), max(c["max_ms_runs"])) for c in chunked]
+    assert max(lo0, lo1) <= min(hi0, hi1)
+    assert abs(chunked[0]["max_ms_with_decodes"] - chunked[1]["max_ms_with_decodes"]) < min(hi0 - lo0, hi1 - lo1)
+    assert "within the spread" in f1.model_answer
+    for c in chunked:
+        assert f"{c['max_ms_with_decodes']:.1f} ms" in f1.model_answer
     assert "cap" in lab08.ENTRIES["lab08.n3"].model_answer
     # one figure per fact: the pool of the 35 FULL graphs is read from the latest record, nowhere typed in
     c3 = lab08.ENTRIES["lab08.c3"]
@@ -212,11 +228,44 @@ def test_numbers_the_questions_state_are_the_records():
     assert round(tpot[1] / tpot[0], 1) == 1.6
     assert round(rec("latency.json", "rows.31.output_tok_s") / rec("latency.json", "rows.27.output_tok_s")) == 9
     assert rec("lab06.json", "graphs.kv_capacity_diff_pct") < 1  # s2: "about 0.3%"
-    assert rec("lab06.json", "workload.rows.2.ttft_ms.p99") < 1000 and rec("lab06.json",
-                                                                           "workload.rows.2.tpot_ms.p99") < 12
-    for row in (0, 1, 4):  # slo3: the others miss one of the two SLOs
-        assert (rec("lab06.json", f"workload.rows.{row}.ttft_ms.p99") >= 1000
-                or rec("lab06.json", f"workload.rows.{row}.tpot_ms.p99") >= 12)
+    assert round(rec("lab01.json", "launch_overhead.eager_us_per_op"), 1) == lab08.BY_ID["lab08.n4"].answer
+
+    # slo3: the SLO in its prompt is met by exactly one recorded setting, the one its right option names
+    slo3 = lab08.BY_ID["lab08.slo3"]
+    ttft, tpot = map(float, re.search(r"p99 TTFT under (\d+) ms and p99 TPOT under (\d+) ms", slo3.prompt).groups())
+    rows = rec("lab06.json", "workload.rows")
+    meet = [r for r in rows if r["ttft_ms"]["p99"] < ttft and r["tpot_ms"]["p99"] < tpot]
+    assert len(meet) == 1, [(r["max_num_seqs"], r["max_num_batched_tokens"]) for r in meet]
+    right = slo3.options[slo3.correct].text
+    assert f"max_num_seqs {meet[0]['max_num_seqs']} " in right and f"{meet[0]['max_num_batched_tokens']:,}" in right
+    for o in slo3.options:  # every wrong option names a recorded setting that misses one of the two
+        named = [r for r in rows if f"max_num_seqs {r['max_num_seqs']}," in o.text + "," or
+                 (f"max_num_seqs {r['max_num_seqs']} " in o.text and f"{r['max_num_batched_tokens']:,}" in o.text)]
+        assert named and (o is slo3.options[slo3.correct]) == (named[0] is meet[0]), o.text
+
+    # the figures typed into the Lab 06 questions' text are the record's, as rounded there
+    def quoted(qid, *figures):
+        e = lab08.ENTRIES[qid]
+        options = (e.right,) * bool(e.right) + e.wrong
+        texts = [e.prompt, e.model_answer] + [o[1] for o in options]
+        texts_zh = [e.prompt_zh, e.model_answer_zh] + [o[3] for o in options]
+        for f in figures:
+            assert any(f in s for s in texts) and any(f in s for s in texts_zh), (qid, f)
+
+    def row(i, key):
+        return rec("lab06.json", f"workload.rows.{i}.{key}")
+
+    quoted("lab08.slo1", f"{row(0, 'tpot_ms.p50'):.2f} ms", f"{row(2, 'tpot_ms.p50'):.2f}",
+           f"{row(0, 'output_tok_s'):,.0f}", f"{row(2, 'output_tok_s'):,.0f}",
+           f"{row(0, 'ttft_ms.p50') / 1e3:.2f} s", f"{row(2, 'ttft_ms.p50') / 1e3:.2f} s")
+    quoted("lab08.slo2", f"{row(0, 'ttft_ms.p50'):,.0f} ms", f"{row(2, 'ttft_ms.p50'):,.1f} ms")
+    quoted("lab08.slo3", f"{row(2, 'ttft_ms.p99'):.0f} ms", f"{row(2, 'tpot_ms.p99'):.2f} ms",
+           f"{row(0, 'tpot_ms.p99'):.2f} ms", f"{row(0, 'ttft_ms.p99') / 1e3:.1f} s",
+           f"{row(1, 'ttft_ms.p99') / 1e3:.1f} s", f"{row(4, 'ttft_ms.p99'):.0f} ms", f"{row(4, 'tpot_ms.p99'):.2f} ms")
+    quoted("lab08.slo4", f"{row(1, 'output_tok_s'):,.0f}", f"{row(1, 'ttft_ms.p99') / 1e3:.1f} s")
+    quoted("lab08.dp1", *(f"{rec('lab06.json', f'chunked.{i}.max_ms_with_decodes'):.1f} ms" for i in (0, 1)))
+    quoted("lab08.s2", *(f"{rec('lab06.json', f'graphs.{k}.kv_cache_gib'):.2f} GiB" for k in ("eager", "graphs")),
+           *(f"{rec('lab05.json', f'oom.{k}.kv_cache_tokens'):,}" for k in ("eager", "graphs")))
     assert rec("throughput.json", "correctness.matching") == 10 and rec("throughput.json",
                                                                           "correctness_fp32.matching") == 16
 

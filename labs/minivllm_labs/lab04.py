@@ -10,7 +10,8 @@ b) cold_warm:      the same level-3 engine started cold (empty MINIVLLM_CACHE_DI
                    in a fresh process (a real restart); what the cache entry holds.
 c) cache_faults:   a corrupted entry (bytes flipped in the notebook) detected and rebuilt; config changes
                    that miss the cache (max_model_len) and one that hits it (seed).
-d) recipes:        {"mode": 0} keeps the full decode graphs and runs no Dynamo ("level": its old name); warm-up requests
+d) recipes:        {"mode": 0} runs no Dynamo and, in this engine, keeps the full decode graphs (vLLM's mode 0 alone
+                   sets NONE; "level": its old name); warm-up requests
                    find nothing to compile (the recompile counter), unlike stock torch.compile (level 1).
 
 Everything runs on CUDA and on a CPU (no graphs there), through the public API (LLM, startup_report,

@@ -144,8 +144,9 @@ def level0_evidence(res: dict | None) -> str:
             f"({l0['capture_sizes']} capture sizes), compile level {l0['compile_level']}; {{'mode': 0}} is read as "
             f"level {l0['mode_alias_level']}")
     if l0.get("cudagraph_mode") == "FULL_AND_PIECEWISE":  # recorded before mode 0 dropped Dynamo, as vLLM's does
-        text += (" (recorded before this engine matched vLLM: mode 0 now runs no Dynamo and downgrades "
-                 "FULL_AND_PIECEWISE to FULL_DECODE_ONLY; re-record lab04)")
+        text += (" (recorded before this engine's mode 0 stopped running Dynamo, as vLLM's runs none; it now turns "
+                 "FULL_AND_PIECEWISE into FULL_DECODE_ONLY, where vLLM overrides it to NONE: "
+                 "https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py; re-record lab04)")
     return text
 
 

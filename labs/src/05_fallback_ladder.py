@@ -75,7 +75,8 @@ if rec:
 # %% [markdown] tags=["lang-en"]
 # The other two faults, as recorded on the H200. Note which rung fixed each one. The numerics fault (a layer traced
 # wrong at mode 2) survived "CUDA graphs off" and was fixed by "torch.compile off": mode 0 runs no Dynamo at all, as
-# in vLLM, where a graph mode that needs mode 3's split (PIECEWISE, FULL_AND_PIECEWISE) is then overridden
+# in vLLM ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)),
+# where a graph mode that needs mode 3's split (PIECEWISE, FULL_AND_PIECEWISE) is then overridden to NONE
 # ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). This engine keeps its
 # full decode graphs (FULL_DECODE_ONLY) at mode 0 instead of turning graphs off
 # ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). The compile fault branches on a
@@ -85,8 +86,10 @@ if rec:
 
 # %% [markdown] tags=["lang-zh"]
 # 另外两个故障在 H200 上的记录。注意各由哪一级修好。数值故障（mode 2 下某层 trace 错了）在"关 CUDA Graph"后仍在，
-# "关 torch.compile"才修好：mode 0 完全不跑 Dynamo，与 vLLM 相同；vLLM 里需要 mode 3 切分的图模式（PIECEWISE、
-# FULL_AND_PIECEWISE）此时会被改掉（[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。
+# "关 torch.compile"才修好：mode 0 完全不跑 Dynamo，与 vLLM 相同
+# （[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）；vLLM 里需要 mode 3
+# 切分的图模式（PIECEWISE、FULL_AND_PIECEWISE）此时会被改成 NONE
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。
 # 本引擎在 mode 0 下保留 decode 整图（FULL_DECODE_ONLY），而不是关掉图
 # （[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。编译故障按 tensor 的值分支，要把值读回 host，
 # CUDA Graph 同样捕获不了：`diagnose()` 在错误里读到 "Data-dependent branching"，让降级直接走到"两个都关"，跳过两个修不好它的台阶。
@@ -134,14 +137,14 @@ else:
 #
 # `if out.abs().amax() > 1e9:` in layer 1, the engine at mode 3. Read the error: Dynamo names the
 # data-dependent branch and the line. `diagnose` sees `torch._dynamo` and says *compile*. In vLLM the same fault
-# stops startup the same way: every mode that runs Dynamo compiles with `fullgraph=True`
+# stops startup the same way: every mode that runs Dynamo (1-3) compiles with `fullgraph=True`
 # ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)).
 
 # %% [markdown] tags=["lang-zh"]
 # ### 编译故障
 #
 # 第 1 层里有 `if out.abs().amax() > 1e9:`，引擎用 mode 3。读一下错误：Dynamo 指出了依赖数据的分支和所在行。
-# `diagnose` 看到 `torch._dynamo`，判断为 *compile*。在 vLLM 里同样的故障也会这样让启动失败：凡是跑 Dynamo 的模式都用
+# `diagnose` 看到 `torch._dynamo`，判断为 *compile*。在 vLLM 里同样的故障也会这样让启动失败：凡是跑 Dynamo 的模式（1-3）都用
 # `fullgraph=True` 编译（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）。
 
 # %% tags=["nbval-ignore-output"]
@@ -240,8 +243,9 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # %% [markdown] tags=["lang-en"]
 # <details><summary>Model answers to the self-test · 自检参考答案</summary>
 #
-# **lab05.q3.** --enforce-eager (cudagraph_mode NONE) first; it starts, so the graph is the culprit; then look for a
-# host sync in the forward or capture fewer sizes.
+# **lab05.q3.** cudagraph_mode NONE first (graphs off, compile kept; --enforce-eager turns both off in vLLM:
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); it starts, so the graph is the culprit; then look for a host sync in the forward or capture
+# fewer sizes.
 #
 # **lab05.q_silent.** Verify against eager, turn the optimizations off to confirm, then bisect in fp32 at a small
 # batch.
@@ -251,8 +255,8 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # %% [markdown] tags=["lang-zh"]
 # <details><summary>自检参考答案 · Model answers</summary>
 #
-# **lab05.q3.** 先 --enforce-eager（cudagraph_mode NONE）；能启动就说明是图的问题；再找 forward 里的
-# host 同步，或少捕获几个 size。
+# **lab05.q3.** 先设 cudagraph_mode NONE（关图、保留编译；vLLM 的 --enforce-eager 两个都关：
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）；能启动就说明是图的问题；再找 forward 里的 host 同步，或少捕获几个 size。
 #
 # **lab05.q_silent.** 先和 eager 对比（verify），关掉优化确认，再用 fp32、小 batch 二分定位。
 #
@@ -263,7 +267,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 #
 # **1.** Plant the compile fault under `{"mode": 1, "backend": "eager", "allow_graph_breaks": True,
 # "cudagraph_mode": "NONE"}` (stock `torch.compile` without `fullgraph`: vLLM has no such option and compiles
-# every mode with `fullgraph=True`, so there the fault is a startup error). Graphs stay off so that the exercise
+# every mode that runs Dynamo with `fullgraph=True`, [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py), so there the fault is a startup error). Graphs stay off so that the exercise
 # asks one thing, what Dynamo does: the fault's `if` reads a tensor's value on the host, which a CUDA graph
 # capture forbids, so on a GPU a capture would fail first (it did on the H200, at size 256). Does startup fail? What does `llm.compile_report()` say? *Hint:* without `fullgraph`, Dynamo
 # may split the graph where it cannot trace.
@@ -273,8 +277,8 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # It starts: Dynamo breaks the graph at the `if`, runs the branch in Python and traces the rest as more
 # graphs. `compile_report()` counts the breaks, and they grow once requests run (the stored CPU run below: 5
 # graphs and 1 break at startup; after one request 3 breaks and 10 run-time recompiles). That is the handbook's
-# "falls back to an eager section"; vLLM and this engine compile modes 1-3 with `fullgraph=True` precisely so that this fails
-# loudly at startup instead of silently slowing every step (Lab 03 measured 1.8x with a break at every
+# "falls back to an eager section"; vLLM ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)) and this engine compile modes 1-3 with
+# `fullgraph=True`, so this fails loudly at startup instead of silently slowing every step (Lab 03 measured 1.8x with a break at every
 # attention call).
 # </details>
 #
@@ -292,7 +296,8 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # ## 5. 动手试试
 #
 # **1.** 把编译故障放到 `{"mode": 1, "backend": "eager", "allow_graph_breaks": True, "cudagraph_mode": "NONE"}`
-# （原生 `torch.compile`，不开 `fullgraph`；vLLM 没有这个选项，所有模式都用 `fullgraph=True`，故障在启动时报错）下。
+# （原生 `torch.compile`，不开 `fullgraph`；vLLM 没有这个选项，跑 Dynamo 的模式都用 `fullgraph=True`，
+# [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)，故障在启动时报错）下。
 # 关掉 CUDA Graph，让这道题只问一件事：Dynamo 怎么处理。故障里的 `if` 要在主机上读张量的值，CUDA Graph 捕获时不允许，
 # 所以在 GPU 上会先是捕获失败（H200 上在 size 256 就失败了）。启动会失败吗？
 # `llm.compile_report()` 说了什么？*提示：* 没有 `fullgraph` 时，Dynamo 遇到 trace 不了的地方可以把图断开。
@@ -301,8 +306,8 @@ lab.quiz(lab.Q_SILENT, rec or here)
 #
 # 能启动：Dynamo 在 `if` 处断图，分支用 Python 跑，其余部分 trace 成多张图。`compile_report()` 统计 graph break，
 # 请求跑起来后还会增加（下面保存的 CPU 结果：启动时 5 张图、1 个 break；跑一个请求后 3 个 break、运行时重编译 10 次）。
-# 这就是手册说的"fallback 到 eager 区段"；vLLM 和本引擎的 mode 1-3 都用 `fullgraph=True`，正是为了让它在启动时大声失败，
-# 而不是悄悄拖慢每一步（Lab 03 测到每次 attention 调用都断图时慢 1.8 倍）。
+# 这就是手册说的"fallback 到 eager 区段"；vLLM（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）和本引擎的 mode 1-3 都用
+# `fullgraph=True`，所以它在启动时大声失败，而不是悄悄拖慢每一步（Lab 03 测到每次 attention 调用都断图时慢 1.8 倍）。
 # </details>
 #
 # **2.** 在 CPU 上，无声故障的第二级（"关 CUDA Graph"）和第一级失败得一模一样。为什么？这说明读降级路径时要注意什么？
@@ -342,18 +347,24 @@ with lab.inject("untraceable"):
 # **Verdict.** The handbook's diagnosis rules hold for compile faults and silent numerics errors (a Dynamo error names
 # compile; a silent wrong answer is reproduced against --enforce-eager), but its graph rule misses the commonest
 # capture failure: a host sync in a capture reports "operation not permitted when stream is capturing", not a
-# cudaGraphExec error. Turning graphs off frees the graph reserve, a few hundred MB that goes to the KV cache, not the
-# article's 10-15% of memory. With a symbolic batch dimension new shapes recompile nothing, and an unregistered op
-# does not fall back to eager sections in vLLM: its fullgraph compile fails at startup.
+# cudaGraphExec error. In this engine turning graphs off frees the graph reserve, a few hundred MB
+# that goes to the KV cache, not the article's 10-15% of memory (vLLM, by default since v0.21, subtracts the graph
+# memory it estimates while profiling instead:
+# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)
+# `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`). With a symbolic batch dimension new shapes recompile nothing, and an
+# unregistered op that Dynamo cannot trace does not fall back to eager sections in vLLM: its fullgraph compile fails
+# at startup ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)).
 
 # %% [markdown] tags=["lang-zh"]
 # **结论。** 手册的判断技巧对编译故障和无声的数值错误成立（Dynamo 报错指向 compile；无声的错误用
 # --enforce-eager 对比复现），但它的图规则漏掉了最常见的捕获失败：捕获中的主机同步报的是
 # "operation not permitted when stream is
-# capturing"，而不是cudaGraphExec 错误。关掉 CUDA Graph 释放的是图预留的几百
-# MB，它们归 KV Cache，而不是文章说的 10-15% 显存。batch
-# 维是符号化的时候，新形状不会触发重编译；未注册的算子在 vLLM 里也不会回退到 eager 区段：fullgraph
-# 编译在启动时就报错。
+# capturing"，而不是 cudaGraphExec 错误。在本引擎里关掉 CUDA Graph 释放的是图预留的几百
+# MB，它们归 KV Cache，而不是文章说的 10-15% 显存（vLLM 从 v0.21 起默认扣除的是 profile 时估算的图显存：
+# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py) 的
+# `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`）。batch
+# 维是符号化的时候，新形状不会触发重编译；Dynamo trace 不了的未注册算子在 vLLM 里也不会回退到 eager 区段：fullgraph
+# 编译在启动时就报错（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）。
 
 # %% tags=["nbval-check-output"]
 print(lab04.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))

@@ -389,7 +389,8 @@ class EngineConfig:
             why = (f"attention_backend {self.resolved_attention_backend!r} has no kernel a CUDA graph can hold "
                    f"for mixed batches (the unified Triton kernel runs with 'triton')")
         if mode.has_piecewise and not split:
-            # PIECEWISE graphs need the forward split at attention, which only mode 3 traces (vLLM: the same)
+            # PIECEWISE graphs need the forward split at attention, which only mode 3 traces. vLLM then sets NONE
+            # (config/vllm.py); this engine keeps FULL_AND_PIECEWISE's decode half, whose graphs need no trace
             mode = CUDAGraphMode.FULL_DECODE_ONLY if mode is CUDAGraphMode.FULL_AND_PIECEWISE else CUDAGraphMode.NONE
             why = (f"piecewise graphs need compilation mode 3 (VLLM_COMPILE), which splits the traced forward "
                    f"at attention; this engine runs mode {int(self.compile_mode)} ({self.compile_mode.name})")

@@ -178,6 +178,9 @@ def test_no_broken_link_and_no_raw_table(html):
         raw += [f"{page.relative_to(html)}: {p[:60]}" for p in re.findall(r"<p>([^<]*\|\s*-{3}[^<]*)</p>", text)]
     assert not broken, f"{len(broken)} broken internal links: {broken[:8]}"
     assert not raw, f"markdown tables shown as text: {raw[:5]}"
+    # the labs' links to the README's table of differences from vLLM open the book's copy of it
+    assert 'href="../differs_from_vllm.html' in (html / "labs" / "05_fallback_ladder.html").read_text(encoding="utf-8")
+    assert "FULL_DECODE_ONLY" in (html / "differs_from_vllm.html").read_text(encoding="utf-8")
 
 
 #: Checked in the page: each plot's drawn plot area (plotly's _fullLayout._size) and title; in 中文 mode, the

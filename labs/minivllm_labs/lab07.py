@@ -103,8 +103,8 @@ CHECKLIST = (
 
 #: Rows with nothing to measure on this engine: judged from the projects' own sources (claims.md).
 SOURCE_JUDGED = {
-    "use_cuda_graph attribute": ("wrong", "vllm.engine.llm_engine has no use_cuda_graph attribute in any release; "
-                                 "graphs are off only with enforce_eager / cudagraph_mode NONE"),
+    "use_cuda_graph attribute": ("wrong", "vllm.engine.llm_engine has no use_cuda_graph attribute in the releases "
+                                 "checked; graphs are turned off with enforce_eager=True or cudagraph_mode NONE"),
     "TGI uses torch.cuda.CUDAGraph; TRT-LLM no dynamic batch": (
         "wrong", "vLLM captures with torch.cuda.CUDAGraph too; TensorRT-LLM batches in flight (its 'inflight "
                  "batching' scheduler)"),

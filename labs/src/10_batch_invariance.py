@@ -86,11 +86,19 @@ print(lab.throughput_check_text())
 # %% [markdown] tags=["lang-en"]
 # The lab's own record sweeps the batch size. Batch 1 run twice is the run-to-run check: the same shapes, so the
 # same bits. *max |dlogprob|* is the largest difference of the chosen token's logprob before the sequences part;
-# *bitwise lp* counts sequences whose every logprob is bitwise equal, vLLM's test's criterion.
+# *bitwise lp* counts sequences whose every logprob is bitwise equal, the criterion of vLLM's
+# `test_logprobs_bitwise_batch_invariance_bs1_vs_bsN` (same tokens, then `torch.equal` on each step's logprobs:
+# [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/main/tests/v1/determinism/test_batch_invariance.py)).
+# The logprob is the one `SamplingParams(logprobs=0)` returns, the chosen token's, as in vLLM
+# ([sampling_params.py](https://github.com/vllm-project/vllm/blob/main/vllm/sampling_params.py) `logprobs`).
 
 # %% [markdown] tags=["lang-zh"]
 # 本实验自己的记录扫描 batch 大小。batch 1 跑两次是重复运行检查：形状相同，比特相同。*max |dlogprob|* 是分叉之前所选
-# token 的 logprob 的最大差；*bitwise lp* 是每个 logprob 都逐位相等的序列数，即 vLLM 测试的判据。
+# token 的 logprob 的最大差；*bitwise lp* 是每个 logprob 都逐位相等的序列数，即 vLLM 的
+# `test_logprobs_bitwise_batch_invariance_bs1_vs_bsN` 的判据（先比 token，再对每一步的 logprob 做 `torch.equal`：
+# [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/main/tests/v1/determinism/test_batch_invariance.py)）。
+# 这里的 logprob 是 `SamplingParams(logprobs=0)` 返回的所选 token 的 logprob，与 vLLM 相同
+# （[sampling_params.py](https://github.com/vllm-project/vllm/blob/main/vllm/sampling_params.py) 的 `logprobs`）。
 
 # %% tags=["nbval-check-output"]
 print(lab.disagreement_table(rec))
@@ -135,7 +143,9 @@ if rec:
 # eager's greedy tokens (batch 15 sequence 2 from token 14; batch 16 sequences 6 and 14 from tokens 4 and 12). FULL
 # mode runs every batch through the unified attention kernel, which does not split the KV; eager decode runs the
 # split decode kernel, whose splits are merged afterwards: the same attention summed in another order. In fp32 all
-# 210 were equal.
+# 210 were equal. This is this engine's doing, not vLLM's: vLLM's Triton backend calls the same `unified_attention`
+# in eager steps and in graphs ([triton_attn.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/triton_attn.py);
+# [where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm), row "FULL's tokens vs eager").
 
 # %% [markdown] tags=["lang-zh"]
 # 引擎的 GPU 测试在两种图模式之间也发现了同样的现象。在 main 7a5abb1、H200 上，
@@ -143,7 +153,9 @@ if rec:
 # 跑了 210 条序列（batch 1 到 20），cudagraph_mode FULL 对比 eager：只有 3 条与 eager 的贪心 token 不同（batch 15 的第 2 条从
 # 第 14 个 token 起；batch 16 的第 6、14 条分别从第 4、12 个 token 起）。FULL 模式让每个 batch 都走 unified attention
 # kernel，它不切分 KV；eager 的 decode 走切分的 decode kernel，各段算完再合并：同样的 attention，求和顺序不同。fp32 下
-# 210 条全部相同。
+# 210 条全部相同。这是本引擎的做法，不是 vLLM 的：vLLM 的 Triton 后端在 eager 步和图里调用同一个 `unified_attention`
+# （[triton_attn.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/triton_attn.py)；
+# 见 [minivllm 与 vLLM 的差异](../README.md#where-minivllm-differs-from-vllm) 中 "FULL's tokens vs eager" 一行）。
 
 # %% [markdown] tags=["lang-en"]
 # ### b) The sources, one at a time
@@ -237,28 +249,45 @@ if rec:
 # ### c) The batch-invariant mode, and what it costs · d) graphs and torch.compile
 # `LLM(batch_invariant=True)` (or `VLLM_BATCH_INVARIANT=1`, as in vLLM) runs every matmul through the one-tiling
 # kernel, picks decode KV splits from the context length alone, and fixes the attention and norm tiles
-# ([layers/custom_op.py](../minivllm/layers/custom_op.py) `CustomOpSelection.for_engine`). vLLM's batch_invariant.py
-# (linked above) overrides aten's matmuls, log-softmax and mean with Triton kernels of one fixed tiling; the
-# Thinking Machines post splits attention at a fixed KV size rather than into a fixed number of splits. Its cost is the parallelism that
+# ([layers/custom_op.py](../minivllm/layers/custom_op.py) `CustomOpSelection.for_engine`). vLLM does it otherwise:
+# [batch_invariant.py](https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/batch_invariant.py)
+# (`enable_batch_invariant_mode`) overrides aten's log-softmax, softmax, mean and bmm with Triton kernels of one
+# fixed tiling, and makes the matmuls invariant by GPU: on Ampere a Triton persistent matmul replaces `aten::mm`,
+# `addmm`, `matmul` and `linear`, on Hopper and Blackwell cuBLAS stays, with split-K turned off through the cuBLAS
+# workspace settings (so in the version read here; the choice has changed between versions); its FlashAttention
+# backend does not split the KV at all (`num_splits=1`,
+# [flash_attn.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/flash_attn.py)). This
+# engine keeps split-KV decode with the split count taken from the longest context, and calls its Triton matmul from
+# the Linear layers instead of patching `aten`
+# ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm), row "batch-invariant
+# attention"). The Thinking Machines post splits attention at a fixed KV size rather than into a fixed number of
+# splits, as this engine does. The mode's cost is the parallelism that
 # split-K, the GEMV and occupancy-based splits bought: the table measures it at batch 1 and 64 in the same run,
 # medians of 5 repeats with [min, max]; a difference inside both ranges is noise.
 #
 # CUDA graphs replay the kernels they recorded: a graph of the batch's own size gives eager's bits (Lab 01's
 # snippet: `lab01.json` `snippet.max_abs_diff` is 0.0). What changes numbers is a *different kernel*: a padded
-# size whose kernels split or tile otherwise, FULL mode's unified attention, or torch.compile's fused Inductor
-# kernels (Lab 03 measured an Inductor residual add + RMSNorm differing from eager's in the last bits of bf16:
+# size whose kernels split or tile otherwise, this engine's FULL-mode unified attention (section a), or
+# torch.compile's fused Inductor kernels (Lab 03 measured an Inductor residual add + RMSNorm differing from eager's in the last bits of bf16:
 # `lab03.json` `inductor.max_abs_diff`).
 
 # %% [markdown] tags=["lang-zh"]
 # ### c) batch 不变模式及其代价 · d) CUDA Graph 与 torch.compile
 # `LLM(batch_invariant=True)`（或与 vLLM 相同的 `VLLM_BATCH_INVARIANT=1`）让所有 matmul 走同一种分块的 kernel，decode 的
 # KV 切分只按上下文长度决定，attention 与 norm 的分块固定（[layers/custom_op.py](../minivllm/layers/custom_op.py) 的
-# `CustomOpSelection.for_engine`）。vLLM 的 batch_invariant.py（见上面的链接）用固定分块的 Triton kernel 覆盖 aten 的
-# matmul、log-softmax 和 mean；Thinking Machines 的文章让 attention 按固定的 KV 长度切分，而不是切成固定的份数。代价是 split-K、GEMV 和按占用率
+# `CustomOpSelection.for_engine`）。vLLM 的做法不同：
+# [batch_invariant.py](https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/batch_invariant.py)
+# （`enable_batch_invariant_mode`）用固定分块的 Triton kernel 覆盖 aten 的 log-softmax、softmax、mean 和 bmm，matmul 则按
+# GPU 区分：Ampere 上用 Triton persistent matmul 替换 `aten::mm`、`addmm`、`matmul` 和 `linear`，Hopper 与 Blackwell 上
+# 仍用 cuBLAS，通过 cuBLAS workspace 设置关掉 split-K（这是这里读到的版本；不同版本的做法有过变化）；它的 FlashAttention
+# 后端完全不切分 KV（`num_splits=1`，[flash_attn.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/flash_attn.py)）。
+# 本引擎保留切分 KV 的 decode，切分数由最长上下文决定，并由 Linear 层直接调用自己的 Triton matmul，而不是替换 `aten`
+# （见 [minivllm 与 vLLM 的差异](../README.md#where-minivllm-differs-from-vllm) 中 "batch-invariant attention" 一行）。
+# Thinking Machines 的文章让 attention 按固定的 KV 长度切分，而不是切成固定的份数，本引擎也是这样。代价是 split-K、GEMV 和按占用率
 # 切分原本换来的并行度：下表在同一次运行里测 batch 1 和 64，取 5 次重复的中位数并给出 [最小, 最大]；落在两边范围内的差别算噪声。
 #
 # CUDA Graph 重放的是录下来的 kernel：与 batch 尺寸相同的图给出与 eager 相同的比特（Lab 01 的小例子：`lab01.json` 的
-# `snippet.max_abs_diff` 为 0.0）。改变数值的是*换了 kernel*：填充后的尺寸选了不同的切分或分块、FULL 模式的 unified attention，或 torch.compile
+# `snippet.max_abs_diff` 为 0.0）。改变数值的是*换了 kernel*：填充后的尺寸选了不同的切分或分块、本引擎 FULL 模式的 unified attention（见 a 节），或 torch.compile
 # 融合出的 Inductor kernel（Lab 03 测得 bf16 下 Inductor 的残差加 + RMSNorm 与 eager 在 bf16 的末位上不同：`lab03.json` 的 `inductor.max_abs_diff`）。
 
 # %% tags=["nbval-check-output"]
@@ -406,7 +435,8 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # of the exact size replays eager's kernels bitwise.
 #
 # **lab10.q4.** It fixes each reduction's order whatever the batch: one matmul tiling with no split-K by M, KV
-# splits at a fixed size (from the context, not the occupancy), per-row norms. It still batches; the price is the
+# splits at a fixed size (from the context, not the occupancy; vLLM's FlashAttention backend does not split at all),
+# per-row norms. It still batches; the price is the
 # parallelism those choices bought: on the H200, TPOT +37% at batch 1 and +27% at batch 64, for 64/64 sequences
 # bitwise.
 #
@@ -425,7 +455,7 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # H200 上为 8 选的方案与为 5 选的求和方式相同（5/5 条序列逐位相等）。尺寸恰好相等的图重放与 eager 逐位相同。
 #
 # **lab10.q4.** 固定每个归约的求和顺序，与 batch 无关：matmul 用同一种分块、不按 M 做 split-K；KV 按固定长度切分（由上下文
-# 决定，而非占用率）；norm 按行计算。仍然批处理；代价是这些选择原本换来的并行度：H200 上 TPOT 在 batch 1 增加 37%、batch 64
+# 决定，而非占用率；vLLM 的 FlashAttention 后端干脆不切分）；norm 按行计算。仍然批处理；代价是这些选择原本换来的并行度：H200 上 TPOT 在 batch 1 增加 37%、batch 64
 # 增加 27%，换来 64/64 条序列逐位相同。
 #
 # </details>
@@ -509,8 +539,8 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # projection did not. The article's claim that CUDA graphs change no arithmetic held for graphs: a graph of the
 # exact size and the padded one both replayed eager's bits (5/5), because here the 8-row plan summed like the
 # 5-row one; it is still only partly right, since a padded size that changes the plan (more KV splits at 5 than at 8
-# with long contexts) or FULL mode's unified attention sums in another order, and torch.compile, which goes with the
-# graphs by default, kept only 39/64 of eager's sequences at batch 64. The batch-invariant mode kept 64/64 bitwise
+# with long contexts) or this engine's FULL-mode unified attention sums in another order, and torch.compile,
+# which goes with the graphs by default, kept only 39/64 of eager's sequences at batch 64. The batch-invariant mode kept 64/64 bitwise
 # and cost 37% of TPOT at batch 1 and 27% at batch 64, beyond the spread of 5 repeats.
 
 # %% [markdown] tags=["lang-zh"]
@@ -519,7 +549,7 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # 但 logprob 逐位相等的是 0/64（差值最多 4.8e-06）：它掩盖了 batch 依赖，并没有消除它。逐个测量的来源中，decode attention
 # kernel 变了（bf16 下 16 段与 3 段 KV 切分相差 0.00049），down projection 的 bf16 matmul 行没有变。文章说 CUDA Graph 不改变
 # 任何运算，对图本身成立：尺寸恰好的图和填充的图重放都给出 eager 的比特（5/5），因为这里为 8 行选的方案与为 5 行选的求和方式相同；
-# 但它仍只部分正确：填充后的尺寸若改变了方案（长上下文下 5 条序列比 8 条切更多段 KV），或 FULL 模式换成 unified attention，
+# 但它仍只部分正确：填充后的尺寸若改变了方案（长上下文下 5 条序列比 8 条切更多段 KV），或本引擎的 FULL 模式换成 unified attention，
 # 求和顺序就会不同；而默认与 CUDA Graph 一起使用的 torch.compile，在 batch 64 下只保持了 eager 序列的 39/64。batch 不变模式
 # 64/64 逐位相同，TPOT 代价在 batch 1 为 37%、batch 64 为 27%，超出 5 次重复的波动范围。
 

@@ -284,15 +284,14 @@ def run_all(model: str, quick: bool = False) -> dict:
     workload = STANDARD_WORKLOAD if gpu and not quick else CPU_WORKLOAD
     if gpu and quick:
         workload = {**STANDARD_WORKLOAD, "num_requests": 32}
-    reps = 3 if gpu and not quick else 1
+    reps = 3 if gpu else 1  # a GPU verdict needs a spread; --quick keeps the chunked runs, not the sweep's
     out["workload"] = {"spec": workload, "rows": workload_sweep(model, workload, sweep_configs(quick),
-                                                                2048 if gpu else 128, repeats=reps)}
+                                                                2048 if gpu else 128, repeats=1 if quick else reps)}
     long_len, budget = (1536, 256) if gpu else (96, 32)
     short_new = 6 if quick else 12
-    out["chunked"] = [chunked_prefill(model, True, budget, long_len, short_new=short_new,
-                                      max_model_len=2048 if gpu else 128, repeats=3 if gpu else 1),
-                      chunked_prefill(model, False, 2048 if gpu else 128, long_len, short_new=short_new,
-                                      max_model_len=2048 if gpu else 128, repeats=3 if gpu else 1)]
+    out["chunked"] = [chunked_prefill(model, chunked, budget if chunked else (2048 if gpu else 128), long_len,
+                                      short_new=short_new, max_model_len=2048 if gpu else 128, repeats=reps)
+                      for chunked in (True, False)]
     out["graphs"] = graphs_vs_eager(model, 32768 if gpu else 128, quick)
     out["captures"] = captures_by_config(model, quick)
     return out

@@ -59,6 +59,11 @@ def _label(r: dict) -> str:
     return f"seqs {r['max_num_seqs']}, tokens {r['max_num_batched_tokens']}" + ("" if r["chunked"] else ", no chunking")
 
 
+def _tok_s_runs(row: dict) -> list[float]:
+    """Every run's tok/s of a sweep row (a record of one run per setting has only the row's own)."""
+    return row.get("tok_s_runs") or [row["output_tok_s"]]
+
+
 def plot_sweep(res: dict):
     """Throughput (tok/s), TTFT and TPOT percentiles (ms) per scheduler setting: three panels, one quantity
     and one unit on each axis (TPOT is a hundredth of TTFT: on one axis its bars would not show)."""
@@ -70,7 +75,7 @@ def plot_sweep(res: dict):
     x = [wrap_label(_label(r)) for r in rows]
     n = res["workload"]["spec"]["num_requests"]
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
-    runs = [r.get("tok_s_runs") or [r["output_tok_s"]] for r in rows]  # the bar is the median run; whiskers span all
+    runs = [_tok_s_runs(r) for r in rows]  # the bar is the median run; whiskers span all
     fig.add_bar(x=x, y=[r["output_tok_s"] for r in rows], name="output tok/s", marker_color=PALETTE[0],
                 error_y={"type": "data", "symmetric": False,
                          "array": [max(v) - r["output_tok_s"] for v, r in zip(runs, rows)],
@@ -173,7 +178,7 @@ def sweep_table(res: dict) -> str:
     out = [f"{'setting':<36} {'tok/s':>8} {'range over runs':>17} {'steps':>6} {'batch':>6} {'preempt':>7} "
            f"{'TTFT p50/p99 ms':>17} {'TPOT p50/p99 ms':>16}"]
     for r in res["workload"]["rows"]:
-        runs = r.get("tok_s_runs") or [r["output_tok_s"]]
+        runs = _tok_s_runs(r)
         spread = f"{min(runs):.0f}-{max(runs):.0f} ({len(runs)})" if len(runs) > 1 else "1 run"
         out.append(f"{_label(r):<36} {r['output_tok_s']:>8.0f} {spread:>17} {r['steps']:>6} "
                    f"{r['mean_batch_seqs']:>6.1f} {r['preemptions']:>7} "
@@ -235,7 +240,8 @@ def budget_steps_text(res: dict | None) -> str:
         out.append(f"seqs {r['max_num_seqs']}, budget {r['max_num_batched_tokens']:>5}: {int(prompt):,} prompt tokens "
                    f"-> at least {least} steps with prefill; {r['steps']} steps in {r['wall_s']} s "
                    f"({round(1000 * r['wall_s'] / r['steps'], 1)} ms per step on average)")
-    same = sorted((r for r in rows if r.get("chunked") and r["max_num_seqs"] == max(x["max_num_seqs"] for x in rows)),
+    most = max((r["max_num_seqs"] for r in rows), default=None)
+    same = sorted((r for r in rows if r.get("chunked") and r["max_num_seqs"] == most),
                   key=lambda r: r["max_num_batched_tokens"])
     if len(same) > 1 and same[0]["steps"] > same[-1]["steps"]:  # what one more step costs, tokens held equal
         lo, hi = same[0], same[-1]

@@ -16,6 +16,7 @@ from minivllm_labs.lab08_views import MOCK_JS, mock_html, page_data, score_value
 from minivllm_labs.lab_info import resolve_key
 from minivllm_labs.quiz import NumericQuestion, Question
 from minivllm_labs.quiz_html import NUMERIC_JS
+from minivllm_labs.recorded import load_recorded
 
 from tests.labs import code_links, js_runner
 
@@ -81,7 +82,7 @@ def test_statements_fixed_by_issue_28():
     assert "tokens compared" not in lab08.ENTRIES["lab08.x1"].right[0]
     assert "SHA-256" in lab08.ENTRIES["lab08.x1"].model_answer
     f1 = lab08.ENTRIES["lab08.f1"]
-    chunked = json.loads((REPO_ROOT / "assets/results/h200/lab06.json").read_text())["chunked"]
+    chunked = load_recorded("lab06")["chunked"]
     max_num_seqs = inspect.signature(lab06.chunked_prefill).parameters["n_short"].default + 1
     for c in chunked:  # the mode and the max_num_seqs the record ran, and the capture size that follows from them
         assert c["cudagraph_mode"] in f1.model_answer and c["cudagraph_mode"] in f1.model_answer_zh

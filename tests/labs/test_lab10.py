@@ -12,6 +12,7 @@ import torch
 from minivllm_labs import lab10, lab10_views
 from minivllm_labs.common import REPO_ROOT, lab_model, quiet_engine_logs
 from minivllm_labs.quiz import grade
+from minivllm_labs.recorded import load_recorded, other_record
 
 from minivllm.kernels.triton_decode import choose_num_splits, invariant_num_splits
 
@@ -170,7 +171,7 @@ def test_run_all_keys_are_what_the_views_read():
 
 
 def _h200():
-    return json.loads((REPO_ROOT / lab10.RESULTS).read_text())
+    return load_recorded("lab10")
 
 
 def test_the_prose_quotes_the_h200_record():
@@ -210,10 +211,10 @@ def test_the_prose_quotes_the_h200_record():
         assert x["tpot_ms_range"][1] < y["tpot_ms_range"][0] and round(100 * (y["tpot_ms"] / x["tpot_ms"] - 1)) == pct
         assert f"{x['tpot_ms']:.3f} ms" in src and f"{y['tpot_ms']:.3f} ms" in src and f"{pct}%" in src
     assert round(r["provenance"]["seconds"]) == 101 and "101 s" in src
-    gpu = json.loads((REPO_ROOT / "assets/results/h200/labs_gpu.json").read_text())
+    gpu = other_record("labs_gpu.json")
     row = next(n for n in gpu["notebooks"] if n["notebook"] == "10_batch_invariance")
     assert row["status"] == "ok" and f"in {row['seconds']} s" in src
-    inv_bench = json.loads((REPO_ROOT / "assets/results/h200/invariance.json").read_text())["modes"]
+    inv_bench = other_record("invariance.json")["modes"]
     for mode, b1, b64 in (("default", "0.917", "1.774"), ("batch_invariant", "1.264", "2.297")):
         lat = inv_bench[mode]["latency"]
         assert (f"{lat['1']['tpot_s'] * 1e3:.3f}", f"{lat['64']['tpot_s'] * 1e3:.3f}") == (b1, b64)

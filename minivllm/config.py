@@ -114,7 +114,9 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 def resolve_dtype(dtype: str | torch.dtype, config_dtype: torch.dtype | None, device: torch.device) -> torch.dtype:
-    """'auto': the checkpoint's dtype on CUDA (fp32 stays fp32), fp32 on CPU (CPU half math is slow)."""
+    """'auto': on CUDA the checkpoint's fp16/bf16, and bf16 for an fp32 checkpoint (vLLM's `_resolve_auto_dtype`
+    in vllm/config/model.py downcasts fp32 models too: ask for dtype='float32' to keep fp32); fp32 on a CPU
+    (CPU half math is slow)."""
     if isinstance(dtype, torch.dtype):
         resolved = dtype
     else:

@@ -56,8 +56,8 @@ def _arg(default: Any, help: str, type: Any = None, choices: Any = None) -> Any:
 @dataclass
 class EngineArgs:
     model: str | None = _arg(None, "local HF checkpoint directory (default: the embedded model)", str)
-    dtype: str | torch.dtype = _arg("auto", "auto: the checkpoint's dtype on CUDA, float32 on a CPU",
-                                    choices=list(DTYPES))
+    dtype: str | torch.dtype = _arg("auto", "auto: on CUDA the checkpoint's fp16/bf16, bf16 for an fp32 checkpoint "
+                                    "(as vLLM); float32 on a CPU", choices=list(DTYPES))
     device: str = _arg("auto", "auto (CUDA when present), cpu, cuda or cuda:N")
     max_model_len: int | None = _arg(None, "longest sequence (default: the model's max_position_embeddings)", int)
     max_num_seqs: int = _arg(SchedulerConfig.max_num_seqs, "sequences per step")

@@ -1,5 +1,6 @@
-"""minivllm's greedy tokens equal transformers' generate token for token (fp32, CPU), in every path that
-changes how the KV cache is filled: plain batches, prefix-cache hits, chunked prefill, preemption."""
+"""minivllm's greedy tokens equal transformers' generate token for token in fp32 (dtype="float32": "auto" would
+run these fp32 checkpoints in bf16 on a GPU), in every path that changes how the KV cache is filled: plain
+batches, prefix-cache hits, chunked prefill, preemption."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def check_against_hf(path, prompts, outs, max_tokens=12):
 @pytest.mark.parametrize("name", list(TINY_SHAPES))
 def test_batch_matches_hf(name, ckpt_root):
     path = tiny_checkpoint(name, ckpt_root)
-    llm = LLM(str(path), max_model_len=256)
+    llm = LLM(str(path), max_model_len=256, dtype="float32")
     prompts = random_prompts(llm.engine.model_config.vocab_size, [3, 17, 40, 16, 33], seed=1)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], GREEDY, use_tqdm=False)
     check_against_hf(path, prompts, outs)
@@ -35,7 +36,7 @@ def test_batch_matches_hf(name, ckpt_root):
 @pytest.mark.parametrize("name", ["qwen3-gqa2-d16", "llama-gqa4-d32"])
 def test_prefix_cache_hits_match_hf(name, ckpt_root):
     path = tiny_checkpoint(name, ckpt_root)
-    llm = LLM(str(path), max_model_len=256, block_size=16)
+    llm = LLM(str(path), max_model_len=256, block_size=16, dtype="float32")
     V = llm.engine.model_config.vocab_size
     shared = random_prompts(V, [40], seed=2)[0]
     tails = random_prompts(V, [5, 9, 1], seed=3)
@@ -49,7 +50,7 @@ def test_prefix_cache_hits_match_hf(name, ckpt_root):
 @pytest.mark.parametrize("name", ["qwen3-gqa2-d16", "qwen2-mha-d16"])
 def test_chunked_prefill_matches_hf(name, ckpt_root):
     path = tiny_checkpoint(name, ckpt_root)
-    llm = LLM(str(path), max_model_len=256, max_num_batched_tokens=7)  # prompts cut into 7-token chunks
+    llm = LLM(str(path), max_model_len=256, max_num_batched_tokens=7, dtype="float32")  # prompts cut into 7-token chunks
     prompts = random_prompts(llm.engine.model_config.vocab_size, [30, 4, 19], seed=4)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], GREEDY, use_tqdm=False)
     check_against_hf(path, prompts, outs)
@@ -60,7 +61,7 @@ def test_preemption_matches_hf(ckpt_root, prefix_caching):
     path = tiny_checkpoint("llama-gqa4-d32", ckpt_root)
     # 6 blocks of 8 tokens = 48 slots for 4 sequences that grow to 21..37 tokens: preemption is forced.
     llm = LLM(str(path), max_model_len=48, block_size=8, num_gpu_blocks_override=6,
-              enable_prefix_caching=prefix_caching)
+              enable_prefix_caching=prefix_caching, dtype="float32")
     prompts = random_prompts(llm.engine.model_config.vocab_size, [20, 14, 25, 9], seed=5)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], GREEDY, use_tqdm=False)
     assert llm.engine.scheduler.num_preemptions > 0

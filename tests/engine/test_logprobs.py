@@ -4,6 +4,8 @@ The reference is one transformers forward over prompt + generated tokens: row j 
 token j + 1. The engine's values must agree within 1e-4 and its top-k ids exactly, whether the tokens were
 greedy or sampled (logprobs are raw: the model's distribution, not the one temperature/top-k sampled from),
 whether the prompt was cut into chunks, computed after a preemption, or read back a step late (async).
+Every engine asks for dtype="float32": "auto" runs an fp32 checkpoint in bf16 on a GPU, as vLLM's does, and
+bf16 moves these logprobs by up to ~5e-3.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def check_against_hf(path, prompts, outs, k: int | None, pk: int | None) -> None
 @pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.8, "top_k": 4, "seed": 7}])
 def test_logprobs_match_hf_with_chunked_prefill(name, sampling, ckpt_root):
     path = tiny_checkpoint(name, ckpt_root)
-    llm = LLM(str(path), max_model_len=128, max_num_batched_tokens=7)  # prompts cut into 7-token chunks
+    llm = LLM(str(path), max_model_len=128, max_num_batched_tokens=7, dtype="float32")  # prompts cut into 7-token chunks
     prompts = random_prompts(llm.engine.model_config.vocab_size, [19, 2, 9], seed=11)
     sp = SamplingParams(max_tokens=6, ignore_eos=True, logprobs=3, prompt_logprobs=2, **sampling)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
@@ -83,7 +85,7 @@ def test_logprobs_match_hf_with_chunked_prefill(name, sampling, ckpt_root):
 def test_prompt_logprobs_of_a_long_chunk(ckpt_root):
     """A chunk of more rows than the runner scores at a time (256): the slices join in order."""
     path = tiny_checkpoint("qwen3-gqa2-d16", ckpt_root)
-    llm = LLM(str(path), max_model_len=512)
+    llm = LLM(str(path), max_model_len=512, dtype="float32")
     prompts = random_prompts(llm.engine.model_config.vocab_size, [300, 40], seed=15)
     sp = SamplingParams(temperature=0, max_tokens=1, prompt_logprobs=1)
     check_against_hf(path, prompts, llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False),
@@ -94,7 +96,7 @@ def test_mixed_batch_and_zero(ckpt_root):
     """Requests that ask and requests that do not share a batch; logprobs=0 is the chosen token alone; asking
     changes no token."""
     path = tiny_checkpoint("qwen3-gqa2-d16", ckpt_root)
-    llm = LLM(str(path), max_model_len=128)
+    llm = LLM(str(path), max_model_len=128, dtype="float32")
     prompts = random_prompts(llm.engine.model_config.vocab_size, [5, 8, 3, 6], seed=12)
     base = {"temperature": 0, "max_tokens": 5, "ignore_eos": True}
     params = [SamplingParams(**base), SamplingParams(**base, logprobs=0), SamplingParams(**base, logprobs=5),
@@ -111,7 +113,8 @@ def test_prefix_cache_skipped_and_preemption(ckpt_root):
     """A cached prefix has no logits: a request for prompt logprobs recomputes it (vLLM skips the cache too).
     A preempted request recomputes its prompt; its prompt logprobs are not doubled."""
     path = tiny_checkpoint("llama-gqa4-d32", ckpt_root)
-    llm = LLM(str(path), max_model_len=48, block_size=8, num_gpu_blocks_override=6, enable_prefix_caching=True)
+    llm = LLM(str(path), max_model_len=48, block_size=8, num_gpu_blocks_override=6, enable_prefix_caching=True,
+              dtype="float32")
     prompts = random_prompts(llm.engine.model_config.vocab_size, [20, 14, 25, 9], seed=5)
     sp = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True, logprobs=2, prompt_logprobs=1)
     plain = SamplingParams(temperature=0, max_tokens=1)
@@ -130,7 +133,7 @@ def test_async_scheduling_equals_sync(ckpt_root):
     sp = SamplingParams(temperature=0.7, seed=3, max_tokens=5, ignore_eos=True, logprobs=2, prompt_logprobs=2)
     res = {}
     for a in (False, True):
-        llm = LLM(str(path), max_model_len=128, max_num_batched_tokens=6, async_scheduling=a)
+        llm = LLM(str(path), max_model_len=128, max_num_batched_tokens=6, async_scheduling=a, dtype="float32")
         outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
         res[a] = [(o.outputs[0].token_ids, o.outputs[0].logprobs, o.prompt_logprobs) for o in outs]
     assert res[True] == res[False]
@@ -146,7 +149,7 @@ def test_bad_values_are_rejected(field, value):
 
 def test_more_than_the_vocabulary_is_rejected_and_the_engine_stays_usable(tmp_path):
     path = make_random_checkpoint("tiny", tmp_path / "v16", vocab_size=16, num_hidden_layers=1)
-    llm = LLM(str(path), max_model_len=64)
+    llm = LLM(str(path), max_model_len=64, dtype="float32")
     for field in ("logprobs", "prompt_logprobs"):
         with pytest.raises(ValueError, match=f"{field}=17 exceeds the vocabulary size 16"):
             llm.generate([{"prompt_token_ids": [3, 4]}], SamplingParams(**{field: 17}), use_tqdm=False)
@@ -163,7 +166,7 @@ def test_no_logprob_work_when_nobody_asks(ckpt_root, monkeypatch):
         raise AssertionError("logprobs computed for a batch where no request asked")
 
     path = tiny_checkpoint("qwen3-gqa2-d16", ckpt_root)
-    llm = LLM(str(path), max_model_len=128, max_num_batched_tokens=7)
+    llm = LLM(str(path), max_model_len=128, max_num_batched_tokens=7, dtype="float32")
     monkeypatch.setattr(mr, "gather_logprobs", boom)
     prompts = random_prompts(256, [12, 3], seed=14)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts],

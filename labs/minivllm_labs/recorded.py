@@ -81,6 +81,17 @@ def other_record(name: str, device: str = REFERENCE) -> dict | None:
         return None
 
 
+#: The file that keeps the former results files of `device` whose experiments decided something (an A/B, a
+#: dropped design), each member with its own content and provenance; index.yaml says what each one is.
+ARCHIVE = "archive.json"
+
+
+def archive_members(device: str = REFERENCE) -> dict[str, dict]:
+    """Every member of `device`'s archive.json by its former file name ({} when there is no archive): a view
+    quoting an archived A/B reads its numbers and provenance from there, never from text."""
+    return (other_record(ARCHIVE, device) or {}).get("files") or {}
+
+
 def check_provenance(data: Any, lab: str | None = None) -> dict:
     """Return `data['provenance']` if every field of PROVENANCE_FIELDS is a non-empty string, else raise
     ProvenanceError naming what is missing (and the lab, if `data['lab']` disagrees with `lab`)."""

@@ -117,6 +117,59 @@ if rec:
     print(lab.pdl_table(rec))
 
 # %% [markdown] tags=["lang-en"]
+# ### What the engine changed, before and after · 引擎改了什么：前后对比
+# Each change the engine tried on the batch-1 step, kept or not, with the runs that decided it (the members of
+# `assets/results/h200/archive.json`, each with its own provenance, and this lab's record). A ratio is printed
+# only where before and after ran in one call or one session on one machine at one commit, back to back or
+# interleaved: across machines and fresh GEMV autotunes, batch-1 TPOT moves by more than most of these changes.
+# *Faster* or *slower* means the [min, max] of the repeats do not overlap; a pair with one run a side has no
+# spread, so its ratio is a hint, not a measurement. The verdict is what the engine runs today
+# ([layers/custom_op.py](../minivllm/layers/custom_op.py), `KNOWN_OPS`: an op not listed there can no longer be
+# turned on; [kernels/triton_gemv.py](../minivllm/kernels/triton_gemv.py), `supports`). What was tried and measured
+# slower stays here, as the table's *dropped* rows: fusing more into one kernel did not help when it put work on
+# the critical path that PDL had hidden, or added a serial tail (an atomic and a merge) to the last program.
+# Below the table, the same kernels timed alone.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 引擎改了什么：前后对比
+# 引擎在 batch 1 这一步上试过的每项改动，无论保留与否，连同决定它去留的那几次运行（`assets/results/h200/archive.json` 的各个成员，
+# 各自带着 provenance，以及本实验的记录）。只有改动前后在同一次调用、或同一台机器同一个 commit 的同一轮测量里（前后紧挨着或交替运行）
+# 测得时才给出比值：换一台机器、重新做一次 GEMV autotune，batch 1 的 TPOT 变化就比大多数改动本身还大。*faster* / *slower* 表示
+# 多次重复的 [最小, 最大] 不重叠；每边只跑一次的对比没有波动范围，它的比值只是线索，不算测量结论。结论列是引擎今天实际跑的东西
+# （[layers/custom_op.py](../minivllm/layers/custom_op.py) 的 `KNOWN_OPS`：不在其中的 op 已无法再开启；
+# [kernels/triton_gemv.py](../minivllm/kernels/triton_gemv.py) 的 `supports`）。试过且测得更慢的改动不留在主干里，而是留在这里，
+# 即表中 *dropped* 的行：当算子融合把原本被 PDL 藏住的工作放到了关键路径上，或者给最后一个 program 加了串行的收尾（一次原子操作
+# 加一次合并）时，融合进一个 kernel 反而没有收益。表下方是同样的 kernel 单独计时的结果。
+
+# %% tags=["nbval-check-output"]
+archive = lab.archive_members()  # assets/results/h200/archive.json: the A/B runs, each with its provenance
+print(lab.changes_table(lab.change_rows(archive, rec)))
+print(lab.kernel_alone_table())
+
+# %% [markdown] tags=["lang-en"]
+# ### The engine's goals · 引擎的目标
+# The engine set itself two goals for this step on the H200: the Qwen3-0.6B shape at or under a fixed time per
+# step, and the Llama-3.2-1B shape, the one Hazy Research measured, at a fixed share of the copy bandwidth. Both
+# are missed, and the profile says why: the GEMM kernels alone, one after another, read their weights at well
+# under the copy bandwidth, so even with every other kernel and gap free the Llama step could not reach its goal,
+# and the Qwen goal leaves far less time beside the GEMMs than the other kernels take today. The idle gaps
+# between replayed kernels are already small and PDL is on: what remains is inside the kernel chain itself.
+# Closing it takes fewer, fuller kernels: a fused MLP, a fused attention block, and at the end a persistent
+# megakernel that streams the weights without kernel boundaries, as Hazy Research's did at 78% on an H100.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 引擎的目标
+# 引擎给 H200 上的这一步定了两个目标：Qwen3-0.6B 形状每步不超过一个固定时间；Llama-3.2-1B 形状（Hazy Research 测的那个）达到
+# 拷贝带宽的一个固定比例。两个都没达到，profile 说明了原因：光是 GEMM kernel 一个接一个地跑，读权重的速度就远低于拷贝带宽，
+# 所以即使其余 kernel 和间隙全都不花时间，Llama 这一步也到不了目标；而 Qwen 的目标留给 GEMM 之外的时间，远少于其余 kernel
+# 今天实际花的时间。图重放时 kernel 之间的空闲已经很小，PDL 也已开启：剩下的差距在 kernel 链本身。要补上它，需要更少、更满的
+# kernel：融合的 MLP、融合的 attention 块，最终是一个常驻的 megakernel，不经过 kernel 边界地流式读取权重，就像 Hazy Research
+# 在 H100 上做到 78% 那样。
+
+# %% tags=["nbval-check-output"]
+print(lab.goals_table(rec) if rec else "not recorded yet: python -m minivllm_labs.record lab09 (on a CUDA GPU)")
+
+# %% [markdown] tags=["lang-en"]
 # ### Batch size and the roofline · batch 大小与 Roofline
 # The same engine at batch 1 to 512 with 16-token prompts, so the step reads weights and hardly any K/V. At batch
 # *B* each weight byte serves *B* FLOPs (one multiply-add per sequence per 2-byte weight): the step stays near its

@@ -186,3 +186,160 @@ def test_run_all_quick_on_the_cpu():
     assert names[:4] == ["model.layers.0.self_attn.qkv_proj", "model.layers.0.self_attn.o_proj",
                          "model.layers.0.mlp.gate_up_proj", "model.layers.0.mlp.down_proj"]
     assert names[-1] == "lm_head" and len(names) == 4 * layers + 1
+
+
+# ---- what the engine changed: the rows on the recorded archive, checked against the engine's code ---------
+@pytest.fixture(scope="module")
+def change_rows():
+    from minivllm_labs.recorded import archive_members, load_recorded
+
+    archive = archive_members()
+    assert archive, "assets/results/h200/archive.json has no members"
+    return archive, views.change_rows(archive, load_recorded("lab09"))
+
+
+def _tpot(archive: dict, src: str, batch: int) -> list[float]:
+    """Every run of one side, read here without the views' helpers."""
+    name, _, side = src.partition("#")
+    name, _, mode = name.partition("@")
+    m = archive[name]
+    if side:
+        return m["ab_tpot_ms"][side][str(batch)]
+    return [1e3 * r["tpot_s"] for r in m["rows"] if r["system"] == (mode or "FULL") and r["batch"] == batch]
+
+
+def _engine_agrees(key: str, kept: bool) -> bool:
+    """The claim kept / dropped against the engine's code today: custom_ops defaults, the GEMV's row limits,
+    its autotune set and its shipped configs."""
+    from minivllm.config import CompilationConfig
+    from minivllm.kernels import gemv_configs, triton_gemv
+    from minivllm.layers.custom_op import KNOWN_OPS, CustomOpSelection
+
+    default = CustomOpSelection.from_spec(CompilationConfig().resolved_custom_ops(), has_kernels=True).enabled
+    kind, _, name = key.partition(":")
+    if kind == "op":  # kept: on by default
+        return (name in default) == kept
+    if kind == "gone":  # dropped: custom_ops no longer accepts it (and no shipped config pins it back on)
+        shipped = gemv_configs.read_config_file(gemv_configs.device_config_path("NVIDIA H200"))
+        pinned = any(c.get("PREFETCH_W") for c in shipped.values()) if name == "gemv_prefetch" else False
+        return (name in KNOWN_OPS or pinned) == kept
+    if key == "gemv_rows":  # the GEMV serves 1-2 rows; 4 and 8 go to cuBLAS
+        return (triton_gemv.DISPATCH_MAX_M >= 4) == kept
+    if key == "norm_rows":  # the fused norm serves 1 row
+        return (triton_gemv.NORM_MAX_M >= 2) == kept
+    if key == "gemv_norm_epilogue":  # today's design: add and norm both in the prologue
+        return ("prologue" in KNOWN_OPS["gemv_norm"] and "epilogue" not in KNOWN_OPS["gemv_norm"]) != kept
+    if key == "narrow_tiles":
+        narrow = [c for c in triton_gemv._configs() if c.kwargs["BLOCK_N"] <= 4 and c.kwargs["BLOCK_K"] >= 1024]
+        return bool(narrow) == kept
+    if key == "shipped_configs":
+        return gemv_configs.device_config_path("NVIDIA H200").exists() == kept
+    raise AssertionError(f"no engine check for {key!r}")
+
+
+def test_every_change_has_a_row_and_its_verdict_is_the_engines(change_rows):
+    archive, rows = change_rows
+    assert [r["change"] for r in rows] == list(views.CHANGES)
+    for r in rows:
+        c = r["change"]
+        assert _engine_agrees(c.engine, c.kept), c.name
+        assert r["verdict"].startswith("kept in main" if c.kept else "dropped")
+        assert all(name in archive or (REPO_ROOT / "assets/results/h200" / name).exists()
+                   for name in r["records"]), r["records"]
+
+
+def test_the_engine_check_can_fail():
+    assert not _engine_agrees("op:pdl", False) and not _engine_agrees("gone:decode_merge", True)
+    assert not _engine_agrees("gemv_rows", True) and not _engine_agrees("narrow_tiles", False)
+
+
+def test_every_ratio_is_after_over_before_from_the_files(change_rows):
+    archive, rows = change_rows
+    for r in rows:
+        c = r["change"]
+        assert r["cells"], c.name
+        for cell in r["cells"]:
+            if c.before[0].startswith("lab09:"):
+                continue  # checked below
+            b = [v for s in c.before for v in _tpot(archive, s, cell["batch"])]
+            a = [v for s in c.after for v in _tpot(archive, s, cell["batch"])]
+            assert cell["before"]["lo"] == min(b) and cell["before"]["hi"] == max(b)
+            assert cell["after"]["lo"] == min(a) and cell["after"]["hi"] == max(a)
+            if r["paired"]:
+                assert cell["ratio"] == pytest.approx(cell["after"]["median"] / cell["before"]["median"])
+                if len(b) == 1 and len(a) == 1:
+                    assert cell["ratio"] == pytest.approx(a[0] / b[0]) and cell["measured"] == "one run each"
+            else:
+                assert cell["ratio"] is None and cell["measured"] == "not paired"
+
+
+def test_pairs_not_measured_in_one_run_get_no_ratio(change_rows):
+    archive, rows = change_rows
+    for r in rows:
+        commits = {str((archive[s.split("#")[0].split("@")[0]]["provenance"].get("git") or {}).get("commit"))[:7]
+                   for s in (*r["change"].before, *r["change"].after) if not s.startswith("lab09:")}
+        if len(commits) > 1:
+            assert not r["paired"] and "not one run" in r["how"], r["name"]
+    unpaired = [r["name"] for r in rows if not r["paired"]]
+    assert len(unpaired) == 2 and any("rope_kv_store" in n for n in unpaired)
+    text = views.changes_table(rows)
+    assert text.count(": no ratio") == sum(len(r["cells"]) for r in rows if not r["paired"])
+
+
+def test_the_spread_decides_faster_and_slower(change_rows):
+    _, rows = change_rows
+    for r in rows:
+        for cell in r["cells"]:
+            b, a, m = cell["before"], cell["after"], cell["measured"]
+            if m == "faster":
+                assert a["hi"] < b["lo"]
+            elif m == "slower":
+                assert a["lo"] > b["hi"]
+            elif m == "within the spread":
+                assert a["lo"] <= b["hi"] and b["lo"] <= a["hi"]
+    # a dropped change is never a clean win, and what main keeps was measured faster beyond the spread somewhere
+    for r in rows:
+        if not r["kept"]:
+            assert not all(x["measured"] == "faster" for x in r["cells"]), r["name"]
+    by_op = {}
+    for r in rows:
+        if r["kept"] and (r["change"].engine.startswith("op:") or r["change"].engine in ("narrow_tiles", "shipped_configs")):
+            by_op.setdefault(r["change"].engine, []).append(r)
+    for engine, rs in by_op.items():
+        assert any(x["ratio"] and x["ratio"] < 1 for r in rs for x in r["cells"] if x["batch"] == 1), engine
+    pdl = [r for r in rows if r["records"] == ["lab09.json"]]
+    assert len(pdl) == 2 and all(r["cells"][0]["measured"] == "faster" for r in pdl)
+
+
+def test_spread_and_pairing_rules():
+    one = {"median": 1.0, "lo": 1.0, "hi": 1.0, "n": 1}
+    assert views._measured(one, {**one, "median": 0.5, "lo": 0.5, "hi": 0.5}) == "one run each"
+    b = {"median": 1.0, "lo": 0.99, "hi": 1.01, "n": 2}
+    assert views._measured(b, {"median": 0.98, "lo": 0.97, "hi": 0.985, "n": 2}) == "faster"
+    assert views._measured(b, {"median": 1.0, "lo": 0.995, "hi": 1.02, "n": 2}) == "within the spread"
+    assert views._measured(b, {"median": 1.03, "lo": 1.02, "hi": 1.04, "n": 1}) == "slower"
+    run = {"commit": "abc1234", "date": "2026-11-30T05:00:00+00:00", "call": None}
+    assert views._pairing([run], [{**run, "date": "2026-11-30T05:01:00+00:00"}])[0]
+    assert not views._pairing([run], [{**run, "date": "2026-11-30T07:00:00+00:00"}])[0]
+    assert not views._pairing([run], [{**run, "commit": "def5678"}])[0]
+    assert views.changes_table([]).startswith("no archived") and views.change_rows(None) == []
+
+
+def test_goals_read_the_record(tl):
+    from minivllm_labs.recorded import load_recorded
+
+    rec = load_recorded("lab09")
+    rows = {r["model"]: r for r in views.goal_rows(rec)}
+    q, llama = rows["Qwen3-0.6B"], rows["Llama-3.2-1B"]
+    s = rec["shapes"]
+    assert q["value"] == s["qwen3-06b"]["step_wall_ms"] and q["over"] == pytest.approx(q["value"] / 0.80 - 1)
+    assert llama["value"] == s["llama-32-1b"]["floor_share"] and llama["of_goal"] == pytest.approx(llama["value"] / 0.70)
+    for key, r in (("qwen3-06b", q), ("llama-32-1b", llama)):
+        gemm = [k for k in s[key]["timeline"]["kernels"] if k["category"] == "gemm"]
+        assert r["gemm_kernels"] == len(gemm) == s[key]["timeline"]["gemm_kernels"]
+        assert r["gemm_ms"] == pytest.approx(sum(k["own_us"] for k in gemm) / 1e3)
+        assert r["pdl_off_ms"] == s[key]["pdl_off"]["step_wall_ms"]
+    assert llama["cap_share"] < 0.70  # the measured bound: these GEMMs alone cannot reach the goal
+    text = views.goals_table(rec)
+    assert f"{100 * q['over']:.0f}% over" in text and "below the goal" in text and "PDL off" in text
+    assert views.goals_table(fake_record(tl)) and "no kernel timeline" in views.goals_table(None)

@@ -61,7 +61,7 @@ def registration_table(res: dict | None) -> str:
                                                                        ("recompiles_at_runtime", 11))))
     fg = reg.get("fullgraph_engine")
     if fg:
-        lines.append("level 2 (fullgraph=True) with unregistered attention: " +
+        lines.append("level 1 (fullgraph=True, as every vLLM mode) with unregistered attention: " +
                      ("started" if fg.get("ok") else f"startup fails: {fg.get('error_type')}: {fg.get('message')}"))
     return "\n".join(lines)
 
@@ -203,7 +203,7 @@ def q1_evidence(res: dict | None) -> str:
     if reg and "unregistered" in reg:
         u, fg = reg["unregistered"], reg.get("fullgraph_engine") or {}
         lines.append(f"In {_here(res)}: one layer unregistered: {u['layer']['graphs']} graphs, "
-                     f"{u['layer']['graph_breaks']} breaks; level 2 (fullgraph=True): "
+                     f"{u['layer']['graph_breaks']} breaks; the engine at level 1 (fullgraph=True): "
                      + ("started" if fg.get("ok") else f"startup fails with {fg.get('error_type')}"))
     lines.append("Registration is also what lets level 3 split the graph at attention (one node to cut at).")
     return "\n".join(lines)

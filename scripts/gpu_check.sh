@@ -31,11 +31,6 @@
 #   logprobs        the cost of logprobs=5: bench latency at batch 1 and 64 (FULL_AND_PIECEWISE), each batch without
 #                   then with logprobs on the same engine, and the throughput workload without then with; that
 #                   logprobs off leaves the step unchanged is the ab stage against the tree before them
-#   logprobs-diag   which GPU path moves the chunked-prefill logprobs off transformers' fp32 reference (the GPU
-#                   failure of test_logprobs_match_hf_with_chunked_prefill): the attention kernels on that test's
-#                   steps (tests/kernels/test_chunked_steps.py), then scripts/maint/chunked_logprobs_diag.py with every
-#                   engine variant (eager, no graphs, no PDL, no GEMV, PyTorch attention ...), and the eager variant
-#                   again under CUDA_LAUNCH_BLOCKING=1
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
 #                   (AB_REPS rounds, default 2; AB_LATENCY=0 or AB_THROUGHPUT=0 runs only the other half)
@@ -140,12 +135,6 @@ logprobs() {  # the same-run A/B of logprobs off vs logprobs=5 (LOGPROBS_K picks
     --modes FULL_AND_PIECEWISE --logprobs "${LOGPROBS_K:-5}" --json "$RES/logprobs_latency.json"
   TAILN=20 step logprobs_throughput 330 $BENCH throughput --model "$CK" --max-model-len 2048 \
     --logprobs "${LOGPROBS_K:-5}" --json "$RES/logprobs_throughput.json"
-}
-logprobs_diag() {
-  TAILN=10 step chunked_steps_kernels 120 $PY -m pytest -q -p no:cacheprovider tests/kernels/test_chunked_steps.py
-  TAILN=80 step logprobs_diag 300 $PY scripts/maint/chunked_logprobs_diag.py
-  TAILN=20 CUDA_LAUNCH_BLOCKING=1 step logprobs_diag_blocking 90 $PY scripts/maint/chunked_logprobs_diag.py \
-    --variants eager
 }
 invariance() {
   TAILN=20 step invariance 420 $BENCH invariance --model "$CK" --max-model-len 1024 --json "$RES/invariance.json"
@@ -308,7 +297,6 @@ for stage in $STAGES; do
     invariance) invariance ;;
     labs) labs ;;
     logprobs) logprobs ;;
-    logprobs-diag) logprobs_diag ;;
     lab02-padding-kernels) padding_kernels ;;
     gemv-floor) gemv_floor ;;
     device-kit) device_kit ;;

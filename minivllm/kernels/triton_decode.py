@@ -34,8 +34,9 @@ _MAX_SPLITS = 64
 _PROGRAMS_PER_SM = 2
 # Once (sequence, kv head) programs fill the GPU, long contexts are still split into enough programs for
 # ~this many per SM, each at least _MIN_TOKENS_PER_WAVE_SPLIT tokens: one wave of long programs leaves
-# SMs idle at its tail. H200, batch 64 x 2048 tokens (512 programs on 132 SMs): 1 split read 71.7% of the
-# copy bandwidth, 3 splits 86.0% (issue 26, scripts/maint/attention_sweep.py --decode).
+# SMs idle at its tail. H200, batch 64 x 2048 tokens (512 programs on 132 SMs): 1 split read 71.9% of the
+# copy bandwidth, 3 splits 87.0%; at 128 x 1024, 2 splits 83.0% against 85.7% unsplit (one run each;
+# assets/results/h200/decode_splits_sweep.json, scripts/maint/attention_sweep.py --decode).
 _PROGRAMS_PER_SM_LONG = 8
 _MIN_TOKENS_PER_WAVE_SPLIT = 512
 _INVARIANT_SPLIT_TOKENS = 256  # batch-invariant mode: one split per this many tokens of the longest context

@@ -273,9 +273,9 @@ def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: lis
     if picks:  # process-wide: the last engine's list holds every shape tuned so far
         print_table(f"GEMV block sizes in use ({last.get('gemv_configs_source')}; fresh autotunes differ among "
                     "near-ties, and batch-1 TPOT follows the pick: assets/results/h200/gemv_autotune_spread.json)",
-                    ["shape", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "LOOP_STAGES", "PREFETCH_W"],
+                    ["shape", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "LOOP_STAGES"],
                     [[k, c.get("BLOCK_N"), c.get("BLOCK_K"), c.get("num_warps"), c.get("num_stages"),
-                      c.get("LOOP_STAGES", 1), c.get("PREFETCH_W", 0)] for k, c in picks.items()])
+                      c.get("LOOP_STAGES", 1)] for k, c in picks.items()])
 
     graph_b1 = [(tpot[m, 1], m) for m in modes if parse_mode(m)[0] in ("FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
                 and tpot.get((m, 1)) is not None]

@@ -21,7 +21,6 @@ shipped H200 file was tuned in bf16, and an fp32 run of the same shapes uses it 
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -33,9 +32,6 @@ CONFIG_DIR = Path(__file__).parent / "configs" / "gemv"
 ENV = "MINIVLLM_GEMV_CONFIGS"
 AUTOTUNE = "autotune"
 
-# switches a pinned config may add to any autotune config (the autotuner does not try them): PREFETCH_W
-# loads the first W tile before waiting for the previous kernel (triton_gemv)
-PIN_ONLY = ("PREFETCH_W",)
 _pins: dict[str, dict] | None = None  # resolved once per process (or set by the tuner)
 _source = AUTOTUNE
 
@@ -110,12 +106,8 @@ def use_pinned(configs: list, named_args: dict, **kwargs) -> list:
     want = pins.get(name)
     if want is None:
         return configs
-    extra = {k: want[k] for k in PIN_ONLY if k in want}
-    match = [c for c in configs if config_dict(c) == {k: v for k, v in want.items() if k not in extra}]
+    match = [c for c in configs if config_dict(c) == want]
     if not match:
         raise ValueError(f"GEMV configs ({_source}): {name}: {want} is not one of the GEMV's autotune "
                          f"configs")
-    if extra:  # the autotune config with the pin's own switches on top
-        match = [copy.copy(match[0])]
-        match[0].kwargs = {**match[0].kwargs, **extra}
     return match

@@ -60,14 +60,12 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
                  stride_om, stride_rm, eps,
                  M_PAD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, HAS_NORM: tl.constexpr,
                  ADD_RESIDUAL: tl.constexpr, K_PAD: tl.constexpr, USE_PDL: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 1,
-                 PREFETCH_W: tl.constexpr = 0):
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, LOOP_STAGES: tl.constexpr = 1):
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = n < N
     w_rows = w_ptr + n.to(tl.int64)[:, None] * stride_wn
-    if PREFETCH_W:  # no kernel writes W: with PDL its first tile loads while the previous kernel drains
-        k = tl.arange(0, BLOCK_K)
-        w_first = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & (k < K)[None, :], other=0.0).to(tl.float32)
+    # loading the first W tile before this wait was measured slower (H200 batch-1 TPOT 0.923 -> 0.950 ms;
+    # Lab 09, "gemv_prefetch", dropped)
     wait_for_previous_kernel(USE_PDL)
     m = tl.arange(0, M_PAD)
     m_ok = m < M
@@ -85,13 +83,9 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, out_ptr, nw_ptr, res_ptr, res_out_ptr, M, 
                 tl.store(res_out_ptr + m[:, None] * K + kk[None, :], xx.to(dtype), mask=row_mask)
         rstd = tl.rsqrt(tl.sum(xx * xx, axis=1) / K + eps)
     acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
-    if PREFETCH_W:
-        k = tl.arange(0, BLOCK_K)
-        acc = _tile_product(acc, w_first, k, k < K, x_rows, r_rows, nw_ptr, rstd, m_ok, K, dtype, SILU_MUL,
-                            HAS_NORM, ADD_RESIDUAL)
     # LOOP_STAGES > 1: Triton pipelines a dot-free loop's loads (cp.async, W tiles this many steps ahead)
     # only when the loop names its stages; a config's num_stages alone leaves them unpipelined
-    for k0 in tl.range(BLOCK_K * PREFETCH_W, K, BLOCK_K, num_stages=LOOP_STAGES):
+    for k0 in tl.range(0, K, BLOCK_K, num_stages=LOOP_STAGES):
         k = k0 + tl.arange(0, BLOCK_K)
         k_ok = k < K
         w = tl.load(w_rows + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)

@@ -17,8 +17,7 @@ model for these shapes (kernels/gemv_configs.py), as vLLM ships tuned fused-MoE 
 it lacks) instead of fresh autotuner picks; --legacy-autotune keeps the LOOP_STAGES configs out of that
 autotune, as before they existed. The A/B then reads as before/after: the start, the tuned set, and the
 tuned set with each LOOP_STAGES pick replaced by the best plain config (whether pipelining earned its
-place), and the tuned set with PREFETCH_W (each GEMV loads its first W tile before waiting for the previous
-kernel), each with the step's byte floor at the copy bandwidth. `--summary A.json B.json` prints several
+place), each with the step's byte floor at the copy bandwidth. `--summary A.json B.json` prints several
 runs (one per model) as one table.
 
 A maintenance tool, not part of the engine: it runs when a GPU model or the GEMV's configs change, and what
@@ -226,7 +225,7 @@ def tune(args: argparse.Namespace) -> dict:
         cfg = load_model_config(Path(path))
         t0 = time.monotonic()
         cands = [gemv_configs.config_dict(c) for c in triton_gemv._configs()]
-        errors = warm(decode_gemv_shapes(cfg, batches), cands + [{**c, "PREFETCH_W": 1} for c in cands],
+        errors = warm(decode_gemv_shapes(cfg, batches), cands,
                       str(cfg.torch_dtype or torch.bfloat16).removeprefix("torch."), args.warm_workers)
         print(f"warmed every GEMV config of {path} in {time.monotonic() - t0:.0f} s ({args.warm_workers} processes)")
         for c, e in errors:
@@ -244,7 +243,7 @@ def tune(args: argparse.Namespace) -> dict:
     candidates = [c for c in map(gemv_configs.config_dict, triton_gemv._configs()) if c not in failed]
     measure = _engine_measure(llm, args.input_len, args.output_len)
     finalists, repeats = 3, 2
-    total = len(start) * (len(candidates) + repeats * (finalists + 1)) + 4 * len(batches) * args.ab_repeats
+    total = len(start) * (len(candidates) + repeats * (finalists + 1)) + 3 * len(batches) * args.ab_repeats
     bar = tqdm(total=total, desc="gemv-tune")
     start = dict(sorted(start.items(), key=lambda kv: -weight_elements(kv[0])))  # the big shapes first
     left = None if args.budget_s is None else args.budget_s - (time.monotonic() - t_start)
@@ -253,8 +252,6 @@ def tune(args: argparse.Namespace) -> dict:
     plain = without_loop_stages(tuned, trials)
     if plain != tuned:
         sets[PLAIN] = plain
-    if not any(c.get("PREFETCH_W") for c in failed):
-        sets[PREFETCH] = {s: {**c, "PREFETCH_W": 1} for s, c in tuned.items()}
     ab = interleaved_ab(sets, batches, measure, args.ab_repeats)
     bar.update(len(sets) * len(batches) * args.ab_repeats)
     bar.close()
@@ -298,7 +295,6 @@ def tune(args: argparse.Namespace) -> dict:
 
 
 PLAIN = "tuned, no LOOP_STAGES"
-PREFETCH = "tuned + PREFETCH_W"
 
 
 def without_loop_stages(tuned: dict[str, dict], trials: list[dict]) -> dict[str, dict]:
@@ -352,29 +348,27 @@ def summarize(paths: list[str]) -> list[list]:
             continue
         start = r["settings"].get("start", "autotune")
         bound = floor.get("bytes_ms")
-        pct = [f"{bound / med[n]:.1%}" if bound and n in med else "-" for n in (start, "tuned", PREFETCH)]
+        pct = [f"{bound / med[n]:.1%}" if bound and n in med else "-" for n in (start, "tuned")]
         n_stages = sum(c.get("LOOP_STAGES", 1) > 1 for c in r["tuned_configs"].values())
         shipped += r["gemv_configs"].values()
         for c in r.get("failed_configs", []):
             print(f"{p}: {c} FAILED against F.linear (left out: the kernel has a bug there)")
         rows.append([Path(r["provenance"]["args"].get("model") or "default").name, f"{med[start]:.3f}",
                      f"{med['tuned']:.3f}", f"{med[PLAIN]:.3f}" if PLAIN in med else "=tuned",
-                     f"{med[PREFETCH]:.3f}" if PREFETCH in med else "-",
                      f"{bound:.3f}" if bound else "-", *pct, f"{n_stages}/{len(r['tuned_configs'])}", r["kept"]])
     print_table("batch-1 TPOT ms before (start) / after (tuned), and % of copy bandwidth (byte floor / TPOT)",
-                ["model", "before", "tuned", PLAIN, PREFETCH, "floor", "% before", "% tuned", "% +PREFETCH_W",
-                 "LOOP_STAGES picks", "kept"], rows)
-    for switch, code in (("LOOP_STAGES", "the pipelined configs in triton_gemv._configs()"),
-                         ("PREFETCH_W", "the PREFETCH_W path of _gemv_kernel and gemv_configs.PIN_ONLY")):
-        used = sum(c.get(switch, 0) > (switch == "LOOP_STAGES") for c in shipped)
-        print(f"{switch}: in {used} of the {len(shipped)} kept configs -> "
-              + (f"keep {code}" if used else f"no kept config uses it: {code} can go (measured, not faster)"))
+                ["model", "before", "tuned", PLAIN, "floor", "% before", "% tuned", "LOOP_STAGES picks", "kept"],
+                rows)
+    code = "the pipelined configs in triton_gemv._configs()"
+    used = sum(c.get("LOOP_STAGES", 1) > 1 for c in shipped)
+    print(f"LOOP_STAGES: in {used} of the {len(shipped)} kept configs -> "
+          + (f"keep {code}" if used else f"no kept config uses it: {code} can go (measured, not faster)"))
     return rows
 
 
 def _cfg(c: dict) -> str:
     return f"N{c['BLOCK_N']} K{c['BLOCK_K']} w{c['num_warps']} s{c['num_stages']}" + (
-        f" L{c['LOOP_STAGES']}" if "LOOP_STAGES" in c else "") + (" P" if c.get("PREFETCH_W") else "")
+        f" L{c['LOOP_STAGES']}" if "LOOP_STAGES" in c else "")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -290,7 +290,7 @@ def _gemv_config_cases() -> list:
     cfgs = [gemv_configs.config_dict(c) for c in triton_gemv._configs()]
     few = [c for c in cfgs if (c["BLOCK_N"], c["BLOCK_K"], c.get("LOOP_STAGES")) in
            ((16, 256, None), (8, 256, 3), (2, 1024, 3), (1, 2048, None))]
-    cfgs = (cfgs if CUDA else few) + [{**c, "PREFETCH_W": 1} for c in few]  # + the pin-only switch
+    cfgs = cfgs if CUDA else few
     return [pytest.param(c, id="-".join(f"{k}{v}" for k, v in c.items())) for c in cfgs]
 
 
@@ -396,9 +396,8 @@ def test_every_pdl_kernel_waits_before_it_touches_memory():
     only safe if each waits for the previous kernel before its first load or store: every kernel whose
     launcher passes launch_options() must call wait_for_previous_kernel(USE_PDL) before any load or store.
     The exception is what no kernel of a step writes, read early on purpose: the decode kernel's seq_lens and
-    block table ("decode_prefetch", the step's host copies) and the GEMV's first weight tile (PREFETCH_W: no
-    kernel writes a weight). Off the GPU
-    (or with "-pdl") nothing is launched early."""
+    block table ("decode_prefetch", the step's host copies). Off the GPU (or with "-pdl") nothing is
+    launched early."""
     import ast
     import inspect
 
@@ -418,7 +417,7 @@ def test_every_pdl_kernel_waits_before_it_touches_memory():
                 before = _accesses_before_wait(fn.body, dict(zip(flags, values)))
                 assert before is not None, (mod.__name__, fn.name, "never waits")
                 for name, pointer in before:  # only what no kernel of a step writes may be read early
-                    assert name == "tl.load" and pointer.startswith(("seq_lens_ptr", "bt_ptr", "w_rows")), (
+                    assert name == "tl.load" and pointer.startswith(("seq_lens_ptr", "bt_ptr")), (
                         mod.__name__, fn.name, name, pointer)
             kernels += 1
     assert kernels == 7, kernels  # silu, decode, merge, gemv, norm, rotary, store

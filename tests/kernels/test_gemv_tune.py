@@ -85,27 +85,25 @@ def test_the_shipped_h200_file_names_only_autotune_configs():
         picks = gemv_configs.read_config_file(f)
         assert picks, f
         for shape, cfg in picks.items():
-            assert {k: v for k, v in cfg.items() if k not in gemv_configs.PIN_ONLY} in known, (f.name, shape, cfg)
+            assert cfg in known, (f.name, shape, cfg)
             assert gemv_tune.rows_of(shape) in (1, 2), shape
 
 
-def _synthetic(costs: dict[str, dict[int, float]], noise: float = 0.0, seed: int = 0, prefetch_gain: float = 0.0):
-    """TPOT = base + each shape's cost of its config (+ uniform noise), recording what was measured; a config
-    with PREFETCH_W costs `prefetch_gain` less."""
+def _synthetic(costs: dict[str, dict[int, float]], noise: float = 0.0, seed: int = 0):
+    """TPOT = base + each shape's cost of its config (+ uniform noise), recording what was measured."""
     rng = random.Random(seed)
     seen = []
 
     def measure(pins: dict, batch: int) -> float:
         seen.append((dict(pins), batch))
-        t = 1.0 + sum(costs[s][id_of(c)] - prefetch_gain * c.get("PREFETCH_W", 0) for s, c in pins.items()
-                      if gemv_tune.rows_of(s) == batch)
+        t = 1.0 + sum(costs[s][id_of(c)] for s, c in pins.items() if gemv_tune.rows_of(s) == batch)
         return t + rng.uniform(-noise, noise)
 
     return measure, seen
 
 
 def id_of(cfg: dict) -> int:
-    return [A, B, C, P].index({k: v for k, v in cfg.items() if k != "PREFETCH_W"})
+    return [A, B, C, P].index(cfg)
 
 
 def test_coordinate_descent_finds_each_shapes_fastest_config_in_the_step():
@@ -178,8 +176,7 @@ def test_gemv_tune_main_writes_its_record_and_ships_the_faster_set(fake_gpu, tmp
     rec = json.loads(out.read_text())
     assert rec["autotune_configs"]["N=4096 K=1024 M_PAD=1 norm"] == A
     assert rec["tuned_configs"]["N=4096 K=1024 M_PAD=1 norm"] == B and rec["kept"] == "tuned"
-    assert rec["median_tpot_ms"]["1"] == {"autotune": pytest.approx(1.03), "tuned": pytest.approx(1.0),
-                                          gemv_tune.PREFETCH: pytest.approx(1.0)}  # a tie: the plain set stays
+    assert rec["median_tpot_ms"]["1"] == {"autotune": pytest.approx(1.03), "tuned": pytest.approx(1.0)}
     assert rec["device"] == "NVIDIA H200" and rec["provenance"]["command"]
     shipped = fake_gpu / "NVIDIA_H200.json"
     assert gemv_configs.read_config_file(shipped) == rec["tuned_configs"]  # the first --save made the file
@@ -215,7 +212,7 @@ def test_before_after_run_ab_the_start_the_tuned_set_and_the_tuned_set_without_p
     monkeypatch.setattr(latency, "engine_for_mode", lambda args, mode, **kw: object())
     monkeypatch.setattr(triton_gemv, "autotuned_configs", lambda: {s: A for s in costs})
     monkeypatch.setattr(triton_gemv, "_configs", lambda: [_Cfg(c) for c in (A, B, C, P)])
-    monkeypatch.setattr(gemv_tune, "_engine_measure", lambda llm, i, o: _synthetic(costs, prefetch_gain=0.002)[0])
+    monkeypatch.setattr(gemv_tune, "_engine_measure", lambda llm, i, o: _synthetic(costs)[0])
     floor = {"weight_mb": 1000.0, "kv_mb": 10.0, "total_mb": 1010.0, "bytes_ms": 0.5, "copy_gbps": 2020.0}
     monkeypatch.setattr(gemv_tune, "_step_floor", lambda llm, context: floor)
     warmed = []
@@ -224,31 +221,28 @@ def test_before_after_run_ab_the_start_the_tuned_set_and_the_tuned_set_without_p
     out = tmp_path / "tune.json"
     argv = ["--start", "shipped", "--batch-sizes", "1", "--ab-repeats", "2", "--warm-workers", "3", "--json", str(out)]
     rec = gemv_tune.tune(parse_args(argv))
-    assert len(warmed) == 1 and warmed[0][1:] == (8, 3) and len(warmed[0][0]) == 4  # 4 shapes, 4 configs x PREFETCH_W
+    assert len(warmed) == 1 and warmed[0][1:] == (4, 3) and len(warmed[0][0]) == 4  # 4 shapes x 4 configs
     assert rec["tuned_configs"][qkv] == P and rec["plain_configs"][qkv] == B
     assert rec["median_tpot_ms"]["1"] == {"shipped": pytest.approx(1.05), "tuned": pytest.approx(1.01),
-                                          gemv_tune.PLAIN: pytest.approx(1.02),
-                                          gemv_tune.PREFETCH: pytest.approx(1.006)}  # 2 shapes x 0.002
-    assert rec["kept"] == gemv_tune.PREFETCH and rec["gemv_configs"][qkv] == {**P, "PREFETCH_W": 1}
+                                          gemv_tune.PLAIN: pytest.approx(1.02)}
+    assert rec["kept"] == "tuned" and rec["gemv_configs"][qkv] == P
     assert rec["floor"] == floor
     assert "% of copy bandwidth: shipped 47.6%, tuned 49.5%" in capsys.readouterr().out
-    # a config failing against F.linear is left out of the search; a failing PREFETCH_W drops that set
+    # a config failing against F.linear is left out of the search (and of the plain set's scan)
     monkeypatch.setattr(gemv_tune, "warm", lambda *a: [(P, "N=40 K=64 M_PAD=1 {...}: relative error 0.5"),
-                                                       ({**A, "PREFETCH_W": 1}, "N=40 ...: relative error 0.7")])
+                                                       (C, "N=40 ...: relative error 0.7")])
     bad = gemv_tune.tune(parse_args(argv[:-1] + [str(tmp_path / "bad.json")]))
-    assert bad["failed_configs"] == [P, {**A, "PREFETCH_W": 1}] and bad["tuned_configs"][qkv] == B
-    assert gemv_tune.PREFETCH not in bad["median_tpot_ms"]["1"] and "FAILS" in capsys.readouterr().out
+    assert bad["failed_configs"] == [P, C] and bad["tuned_configs"][qkv] == B
+    assert gemv_tune.PLAIN not in bad["median_tpot_ms"]["1"] and "FAILS" in capsys.readouterr().out
     capsys.readouterr()
     rows = gemv_tune.summarize([str(out)])
     verdict = capsys.readouterr().out
     assert "LOOP_STAGES: in 1 of the 2 kept configs -> keep" in verdict
-    assert "PREFETCH_W: in 2 of the 2 kept configs -> keep" in verdict
-    gemv_tune.summarize([str(tmp_path / "bad.json")])  # the run where P and PREFETCH_W failed: neither kept
+    gemv_tune.summarize([str(tmp_path / "bad.json")])  # the run where P failed: no pipelined config kept
     verdict = capsys.readouterr().out
-    assert "FAILED against F.linear" in verdict and verdict.count("can go (measured, not faster)") == 2
+    assert "FAILED against F.linear" in verdict and verdict.count("can go (measured, not faster)") == 1
     name = Path(rec["provenance"]["args"]["model"] or "default").name
-    assert rows == [[name, "1.050", "1.010", "1.020", "1.006", "0.500", "47.6%", "49.5%", "49.7%", "1/2",
-                     gemv_tune.PREFETCH]]
+    assert rows == [[name, "1.050", "1.010", "1.020", "0.500", "47.6%", "49.5%", "1/2", "tuned"]]
 
 
 def test_legacy_autotune_leaves_the_pipelined_configs_out_unless_pinned(monkeypatch):
@@ -311,17 +305,19 @@ def test_warm_one_runs_a_pinned_config_and_checks_it(shape):
         gemv_configs.set_pins(None)
 
 
-def test_a_pin_may_add_prefetch_to_any_autotune_config(fake_gpu):
-    """PREFETCH_W is a pin-only switch: the autotuner never tries it, a pinned config adds it to the autotune
-    config it names (a copy: the autotuner's own list is unchanged)."""
+def test_a_pin_selects_its_autotune_config_and_nothing_else(fake_gpu):
+    """A pinned config is one of the autotune configs, handed back as is; a pin with a key no autotune
+    config has (a switch the kernel does not have) is refused, not dropped silently."""
     from minivllm.kernels import triton_gemv
 
     configs = triton_gemv._configs()
     base = gemv_configs.config_dict(configs[0])
-    gemv_configs.set_pins({"N=1024 K=2048 M_PAD=1": {**base, "PREFETCH_W": 1}})
-    (chosen,) = gemv_configs.use_pinned(configs, {"N": 1024, "K": 2048}, M_PAD=1, SILU_MUL=False, HAS_NORM=False)
-    assert gemv_configs.config_dict(chosen) == {**base, "PREFETCH_W": 1}
-    assert gemv_configs.config_dict(configs[0]) == base and chosen is not configs[0]
+    gemv_configs.set_pins({"N=1024 K=2048 M_PAD=1": base})
+    meta = {"M_PAD": 1, "SILU_MUL": False, "HAS_NORM": False}
+    assert gemv_configs.use_pinned(configs, {"N": 1024, "K": 2048}, **meta) == [configs[0]]
+    gemv_configs.set_pins({"N=1024 K=2048 M_PAD=1": {**base, "UNKNOWN_SWITCH": 1}})
+    with pytest.raises(ValueError, match="not one of the GEMV's autotune configs"):
+        gemv_configs.use_pinned(configs, {"N": 1024, "K": 2048}, **meta)
 
 
 def test_recapture_full_refuses_a_size_never_captured():

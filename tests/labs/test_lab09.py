@@ -208,6 +208,27 @@ def _tpot(archive: dict, src: str, batch: int) -> list[float]:
     return [1e3 * r["tpot_s"] for r in m["rows"] if r["system"] == (mode or "FULL") and r["batch"] == batch]
 
 
+def _gemv_has_prefetch_switch() -> bool:
+    """Whether the Triton GEMV can still load its first weight tile before the PDL wait: the kernel names the
+    PREFETCH_W switch, or a pinned config may set it on top of an autotune config (gemv_configs.use_pinned)."""
+    import inspect
+
+    from minivllm.kernels import gemv_configs, triton_gemv
+
+    if "PREFETCH_W" in inspect.getsource(triton_gemv):
+        return True
+    configs, before = triton_gemv._configs(), (gemv_configs._pins, gemv_configs._source)
+    gemv_configs.set_pins({"N=1024 K=2048 M_PAD=1": {**gemv_configs.config_dict(configs[0]), "PREFETCH_W": 1}},
+                          label="test_lab09")
+    try:
+        gemv_configs.use_pinned(configs, {"N": 1024, "K": 2048}, M_PAD=1, SILU_MUL=False, HAS_NORM=False)
+        return True
+    except ValueError:  # "... is not one of the GEMV's autotune configs"
+        return False
+    finally:
+        gemv_configs._pins, gemv_configs._source = before
+
+
 def _engine_agrees(key: str, kept: bool) -> bool:
     """The claim kept / dropped against the engine's code today: custom_ops defaults, the GEMV's row limits,
     its autotune set and its shipped configs."""
@@ -219,10 +240,8 @@ def _engine_agrees(key: str, kept: bool) -> bool:
     kind, _, name = key.partition(":")
     if kind == "op":  # kept: on by default
         return (name in default) == kept
-    if kind == "gone":  # dropped: custom_ops no longer accepts it (and no shipped config pins it back on)
-        shipped = gemv_configs.read_config_file(gemv_configs.device_config_path("NVIDIA H200"))
-        pinned = any(c.get("PREFETCH_W") for c in shipped.values()) if name == "gemv_prefetch" else False
-        return (name in KNOWN_OPS or pinned) == kept
+    if kind == "gone":  # dropped: custom_ops no longer accepts it (gemv_prefetch: nor has the GEMV the switch)
+        return (name in KNOWN_OPS or (name == "gemv_prefetch" and _gemv_has_prefetch_switch())) == kept
     if key == "gemv_rows":  # the GEMV serves 1-2 rows; 4 and 8 go to cuBLAS
         return (triton_gemv.DISPATCH_MAX_M >= 4) == kept
     if key == "norm_rows":  # the fused norm serves 1 row
@@ -248,9 +267,15 @@ def test_every_change_has_a_row_and_its_verdict_is_the_engines(change_rows):
                    for name in r["records"]), r["records"]
 
 
-def test_the_engine_check_can_fail():
+def test_the_engine_check_can_fail(monkeypatch):
     assert not _engine_agrees("op:pdl", False) and not _engine_agrees("gone:decode_merge", True)
     assert not _engine_agrees("gemv_rows", True) and not _engine_agrees("narrow_tiles", False)
+    assert not _engine_agrees("gone:gemv_prefetch", True)
+    from minivllm.kernels import gemv_configs
+
+    # a pin filter that let a PREFETCH_W pin through (as gemv_configs.PIN_ONLY did) brings the switch back
+    monkeypatch.setattr(gemv_configs, "use_pinned", lambda configs, named_args, **kw: configs[:1])
+    assert _gemv_has_prefetch_switch() and not _engine_agrees("gone:gemv_prefetch", False)
 
 
 def test_every_ratio_is_after_over_before_from_the_files(change_rows):

@@ -12,10 +12,10 @@
 # This lab looks inside each step on the engine itself:
 #
 # - **a)** what Dynamo sees: the FX graph of one decoder layer, its graph breaks and guards, with attention
-#   registered and unregistered (self-test 2), and what `fullgraph=True` does;
+#   registered and unregistered (self-test 2), and why `fullgraph=True` turns an unregistered op into a startup error;
 # - **b)** what Inductor makes of a residual add + RMSNorm, next to the engine's hand-written Triton kernel;
 # - **c)** compilation modes 0 / 2 / 3 (vLLM's `compilation_config={"mode": N}`, `CompilationMode` in
-#   [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py), where `level` is the deprecated name; this record, made at 135d8b1, calls them levels) with and without CUDA graphs: TPOT at batch 1 / 8 / 64, kernels per step, compile time,
+#   [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py), where `level` is the deprecated name, still the record's key) with and without CUDA graphs: TPOT at batch 1 / 8 / 64, kernels per step, compile time,
 #   recompiles;
 # - **d)** compile scopes (model / layer / ops) against "per layer is vLLM's default", and mode 3's split;
 # - **e)** interview question 1: graphs alone, compile alone, both, on two builds of the engine.
@@ -26,9 +26,9 @@
 # compile 才能识别；compile 和 CUDA Graph 可以叠加：“两者叠加最佳”。
 #
 # 本实验在引擎上逐步看进去：a) Dynamo 看到了什么：一个 decoder 层的 FX graph、断图和 guard，attention
-# 注册与未注册对比（自检题 2），以及 `fullgraph=True` 的行为；b) Inductor 为 residual add + RMSNorm 生成了什么，
+# 注册与未注册对比（自检题 2），以及为什么 `fullgraph=True` 让未注册的算子变成启动错误；b) Inductor 为 residual add + RMSNorm 生成了什么，
 # 与引擎手写的 Triton kernel 并排；c) 编译模式 0 / 2 / 3（vLLM 的 `compilation_config={"mode": N}`，即
-# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py) 中的 `CompilationMode`，`level` 是已弃用的旧名；本记录录于 135d8b1，那时叫 level），开关 CUDA Graph：batch 1 / 8 / 64 的 TPOT、每步 kernel 数、编译时间、重编译次数；d) 编译范围（整个模型 /
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py) 中的 `CompilationMode`，`level` 是已弃用的旧名，记录里的键仍叫 level），开关 CUDA Graph：batch 1 / 8 / 64 的 TPOT、每步 kernel 数、编译时间、重编译次数；d) 编译范围（整个模型 /
 # 每层 / 选定算子）与“默认按层”的说法，以及 mode 3 的切分；
 # e) 面试题 1：只用图、只用 compile、两者都用，在两种构建上对比。
 
@@ -70,31 +70,40 @@ print(lab.dynamo_text(here["registration"]["auto"]["layer"]))
 
 # %% [markdown] tags=["lang-en"]
 # **Self-test 2: the same layer with `attention_backend="unregistered"`**: the same Python, hidden from Dynamo
-# the way a plain C++/CUDA extension call is. Every call is now a graph break, and `fullgraph=True` (what modes
-# 1-3 trace with, in vLLM too: [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py))
-# refuses to compile at all: in vLLM, which compiles during its startup profile run, an op Dynamo cannot trace is a
-# startup error, not a slow engine.
+# the way a plain C++/CUDA extension call is. Traced without `fullgraph`, every attention call is a graph break and
+# the graphs hold no attention node. With `fullgraph=True`, what modes 1-3 compile with, as every vLLM mode does
+# (`TorchCompileWithNoGuardsWrapper` in [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)
+# calls `torch.compile(..., fullgraph=True)`), a graph break is an error: vLLM compiles during its startup profile
+# run, so an op Dynamo cannot trace stops the engine before it serves instead of leaving it slow.
 
 # %% [markdown] tags=["lang-zh"]
 # **自检题 2：同一个层，`attention_backend="unregistered"`**：同样的 Python 代码，像普通的 C++/CUDA 扩展调用那样
-# 对 Dynamo 隐藏。现在每次调用都断图，而 `fullgraph=True`（mode 1-3 都用它 trace，vLLM 也是：
-# [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）直接拒绝编译：vLLM 在启动时的 profile run 中编译，Dynamo 无法 trace 的算子是
-# 启动错误，而不是一个变慢的引擎。
+# 对 Dynamo 隐藏。不带 `fullgraph` trace 时，每次 attention 调用都断图，图里也没有 attention 节点。mode 1-3 都用
+# `fullgraph=True` 编译，和 vLLM 的每个模式一样（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)
+# 里的 `TorchCompileWithNoGuardsWrapper` 调用 `torch.compile(..., fullgraph=True)`），这时断图就是错误：vLLM 在启动时的 profile run
+# 中编译，所以 Dynamo 无法 trace 的算子会让引擎在服务之前就停下，而不是留下一个变慢的引擎。
 
 # %% tags=["nbval-ignore-output"]
 print(lab.dynamo_text(here["registration"]["unregistered"]["layer"], fx=False))
 
 # %% [markdown] tags=["lang-en"]
-# Recorded on the H200 at 135d8b1: the whole engine (28 layers) at level 1, which then compiled without
-# `fullgraph` (today's `allow_graph_breaks=True`), and level 2 with the unregistered op.
+# Recorded on the H200: one layer under Dynamo and the whole engine (28 layers) at mode 1, Dynamo only, with attention
+# registered and unregistered. Registered, the engine traces once at startup and serves. Unregistered, its startup
+# fails with Dynamo's `Unsupported` error, the measurement itself (`registration.fullgraph_engine`), so the
+# unregistered layer row comes from an engine without compile. What the graph breaks would cost needs an engine that
+# allows them: only `allow_graph_breaks=True` (mode 1, no vLLM equivalent) does, and the figures for it are from
+# `attention_*.json`, recorded when mode 1 still compiled without `fullgraph`.
 
 # %% [markdown] tags=["lang-zh"]
-# H200 记录（135d8b1）：整个引擎（28 层）在 level 1 下的情况（那时 level 1 不带 `fullgraph` 编译，相当于现在的
-# `allow_graph_breaks=True`），以及 level 2 用未注册算子时的结果。
+# H200 记录：一个层在 Dynamo 下的情况，以及整个引擎（28 层）在 mode 1 下（只跑 Dynamo），attention 注册与未注册对比。注册时引擎
+# 启动时 trace 一次，然后正常服务。不注册时启动失败，报 Dynamo 的 `Unsupported` 错误，这个错误本身就是测量结果
+# （`registration.fullgraph_engine`），所以未注册那一行的层视图来自一个不编译的引擎。断图的代价要在允许断图的引擎上才能测：只有
+# `allow_graph_breaks=True`（仅 mode 1，vLLM 没有对应选项）允许断图，相应数字来自 `attention_*.json`，录制时 mode 1 还不带
+# `fullgraph` 编译。
 
 # %% tags=["nbval-check-output"]
 print(lab.registration_table(rec))
-print(lab.Q1.evidence(None))
+print(lab.Q1.evidence(rec))
 
 # %% [markdown]
 # ## 3. b) What Inductor generates · Inductor 生成了什么
@@ -135,17 +144,19 @@ print(lab.hand_written_kernel())
 # asked for, the engine uses Inductor's code for the small ops (`custom_ops: ["none"]`, as vLLM does for any mode above
 # 0 with the Inductor backend, [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); at mode 0 its hand-written kernels. The recorder ran every setup on the H200: TPOT (median and min-max over 3 runs), kernels per
 # decode step (engines without graphs, from the profiler), compile time at startup, traces, run-time recompiles and
-# pieces. Mode 1 (stock `torch.compile`, vLLM's `STOCK_TORCH_COMPILE` in [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)) is measured in `attention_registered.json` (the book's torch.compile page).
-# The "FULL" rows are full decode graphs, today's FULL_DECODE_ONLY.
+# pieces. Mode 1 (stock `torch.compile`, vLLM's `STOCK_TORCH_COMPILE` in [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)) is in sections a) and d), Dynamo only.
+# Setups without mode 3's split run FULL_DECODE_ONLY graphs (full decode graphs: there are no pieces to capture);
+# mode 3 runs FULL_AND_PIECEWISE, the default cudagraph mode here and in vLLM.
 
 # %% [markdown] tags=["lang-zh"]
 # mode（level）0：不编译，也不跑 Dynamo。mode 2：前向 trace 一次，token 维是动态的，由 Inductor 编译。mode 3：在每个
 # attention 处切开，各分段分别编译（相同的只编一次），开图时捕获成 PIECEWISE 分段图
 # （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend`，[compilation/levels.py](../minivllm/compilation/levels.py)
 # 的 `compile_model`）。指定了编译模式时引擎用 Inductor 生成的小算子（`custom_ops: ["none"]`，与 vLLM 相同：vLLM 在 mode 大于 0 且用 Inductor 后端时都这样，见 [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）；mode 0 用手写
-# kernel。每种配置都在 H200 上测了：TPOT（3 次的中位数和最小-最大值）、每个 decode 步的 kernel 数（不开图时，来自 profiler）、
-# 启动编译时间、trace 次数、运行时重编译和分段数。mode 1（原生 `torch.compile`，即 [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py) 中 vLLM 的 `STOCK_TORCH_COMPILE`）的测量见 `attention_registered.json`
-# （书中 torch.compile 一页）。表中 "FULL" 一行是 decode 整图，即现在的 FULL_DECODE_ONLY。
+# kernel。每种配置都在 H200 上测了：TPOT（3 次的中位数和最小-最大值）、每个解码步的 kernel 数（不开图时，来自 profiler）、
+# 启动编译时间、trace 次数、运行时重编译和分段数。mode 1（原生 `torch.compile`，即 [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py) 中 vLLM 的 `STOCK_TORCH_COMPILE`）见 a)、d) 两节，只跑 Dynamo。
+# 没有 mode 3 切分的配置用 FULL_DECODE_ONLY（decode 整图：没有分段可捕获）；mode 3 用 FULL_AND_PIECEWISE，这是本引擎和 vLLM 默认的
+# cudagraph 模式。
 
 # %% tags=["nbval-check-output"]
 print(lab.configs_table(rec))
@@ -164,8 +175,8 @@ lab.compare()
 # code launches each kernel with far less Python than the eager module tree. The hand-written Triton kernels are the
 # most expensive to launch from Python (a wrapper computing strides and the grid, then Triton's launcher), and
 # mode 3 with them calls each through its registered custom op from inside the compiled pieces, which is consistent
-# with it being the slowest engine here without graphs. With graphs the launch cost is gone and the same build is
-# among the fastest (the table above). So "compile issues fewer kernels" holds against PyTorch's ops, not against
+# with it being slower, without graphs, than the eager engine that launches the same kernels (the lines below). With
+# graphs the launch cost is gone and the same build is among the fastest (the table above). So "compile issues fewer kernels" holds against PyTorch's ops, not against
 # fused kernels, and is not why compile is faster.
 
 # %% [markdown] tags=["lang-zh"]
@@ -173,8 +184,8 @@ lab.compare()
 # Inductor launch 的 kernel 比 PyTorch 自带算子少（它做了算子融合），但比引擎手写的融合 kernel 多，而 mode 2 仍比用这些
 # kernel 的 eager 快：它生成的代码 launch 每个 kernel 时的 Python 开销比 eager 的模块树小得多。手写 Triton kernel 从 Python
 # launch 的代价最高（先由包装函数算 stride 和 grid，再走 Triton 的 launcher），而 mode 3 配手写 kernel 时，每个 kernel 都要在
-# 编译后的分段里经由注册的自定义算子调用，这与它在不开图时是最慢的引擎相符。开图后 launch 开销消失，同一个构建反而是最快的
-# 之一（见上表）。所以“编译后 kernel 更少”只在对比 PyTorch 自带算子时成立，对比融合 kernel 则不成立，而且它也不是编译更快的原因。
+# 编译后的分段里经由注册的自定义算子调用，这与它在不开图时比 launch 同样 kernel 的 eager 引擎还慢相符（见下面几行）。开图后
+# launch 开销消失，同一个构建反而是最快的之一（见上表）。所以“编译后 kernel 更少”只在对比 PyTorch 自带算子时成立，对比融合 kernel 则不成立，而且它也不是编译更快的原因。
 
 # %% tags=["nbval-check-output"]
 print(lab.kernels_vs_time_text(rec))
@@ -267,15 +278,15 @@ print(lab.stacking_text(rec))
 # **Verdict on "两者叠加最佳".** The first half, "they can be stacked", holds: at mode 3 the engine runs compiled
 # pieces inside PIECEWISE graphs, as vLLM's default (mode 3, FULL_AND_PIECEWISE: [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)) does. "Best" holds only when compile has something left to
 # fuse (the lines above, from this record): with PyTorch's own ops, adding mode 3 to graphs makes the step several
-# times faster; with the hand-fused kernels kept, it made batch 1 slower, beyond the spread, and batch 64 moved
-# within the spread. One figure per fact: older files (compile_vs_graphs.json, compile_custom_ops_none.json) ran
-# other trees and one run each; this record supersedes them.
+# times faster; with the hand-fused kernels kept, the step is the same within the spread of the repeats, at batch 1
+# and 64: nothing is left to fuse, so there is no gain and no loss that counts. A difference is read only beyond the
+# spread: the medians alone suggest a small loss that the repeats do not support.
 
 # %% [markdown] tags=["lang-zh"]
 # **对“两者叠加最佳”的结论。** 前一半“可以叠加”成立：mode 3 时引擎就是在 PIECEWISE 图里跑编译后的分段，vLLM 的默认配置
 # （mode 3、FULL_AND_PIECEWISE：[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）也是如此。“最佳”只在 compile 还有可融合的东西时成立（见上面几行，数字来自本记录）：用 PyTorch 自带算子时，在图上再加
-# mode 3 让每步快好几倍；保留手工融合的 kernel 时，batch 1 反而变慢，超出波动范围，batch 64 的变化在波动范围内。每个事实只取
-# 一个数：较早的文件（compile_vs_graphs.json、compile_custom_ops_none.json）跑的是别的代码版本，而且各只跑一次，以本记录为准。
+# mode 3 让每步快好几倍；保留手工融合的 kernel 时，batch 1 和 batch 64 的差别都在多次重复的波动范围之内：已经没有可融合的东西，
+# 既没有收益，也没有算得上数的损失。只有超出波动范围的差别才算数：单看中位数会以为略有损失，但多次重复的结果并不支持。
 
 # %% tags=["nbval-skip"] id="gpu-grid"
 if lab.gpu_only("The graphs / compile / both grid"):
@@ -301,9 +312,10 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # %% [markdown] tags=["lang-en"]
 # <details><summary>Model answers to the self-test · 自检参考答案</summary>
 #
-# **lab03.q1.** VLLM compiles the whole model as one graph, so startup fails; where graph breaks are allowed (level 1
-# here) every call breaks the graph (76 breaks, 1.8x slower); register it, which also makes it the split point for
-# piecewise graphs
+# **lab03.q1.** vLLM compiles every mode with fullgraph=True, and so does this engine: unregistered attention stops
+# startup (Unsupported). Only where graph breaks are allowed (allow_graph_breaks=True, mode 1, no vLLM equivalent)
+# does it run, breaking the graph at every call (76 breaks, 1.8x slower). Register it, which also makes it the split
+# point for piecewise graphs
 #
 # **lab03.q2.** Graphs remove launches, compile changes the kernels; they stack only when compile still has ops to
 # fuse
@@ -311,22 +323,23 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # **lab03.q3.** One trace of the whole forward, split at attention into pieces compiled and captured separately
 #
 # **lab03.q4.** Batch-1 decode is bound by the CPU launching kernels one by one: compile makes each launch cheaper
-# (339 kernels in 12.08 ms vs eager's 200 in 20.5 ms), graphs submit the whole step at once (0.895 ms)
+# (339 kernels in 9.366 ms vs eager's 200 in 15.07 ms), graphs submit the whole step at once (0.9798 ms)
 #
 # </details>
 
 # %% [markdown] tags=["lang-zh"]
 # <details><summary>自检参考答案 · Model answers</summary>
 #
-# **lab03.q1.** vLLM 把整个模型编译成一张图，所以启动失败；允许断图时（这里的 level 1）每次调用都断图（76 次，慢 1.8
-# 倍）；应注册它，这样它也成为分段图的切分点。
+# **lab03.q1.** vLLM 每个模式都用 fullgraph=True 编译，本引擎也是：未注册的 attention 让启动失败（Unsupported）。只有允许断图时
+# （allow_graph_breaks=True，仅 mode 1，vLLM 没有对应选项）才能运行，每次调用都断图（76 次断图，慢 1.8 倍）。应注册它，这样它也
+# 成为分段图的切分点。
 #
 # **lab03.q2.** 图消除 launch，compile 改变 kernel 本身；只有 compile 还有算子可融合时两者叠加才有收益。
 #
 # **lab03.q3.** 整个前向 trace 一次，在 attention 处切成分段，分别编译和捕获。
 #
-# **lab03.q4.** batch 1 的 decode 受 CPU 逐个发射 kernel 的限制：compile 让每次发射更便宜（339 个
-# kernel 12.08 ms，eager 200 个 20.5 ms），图一次提交整步（0.895 ms）。
+# **lab03.q4.** batch 1 的解码受 CPU 逐个发射 kernel 的限制：compile 让每次发射更便宜（339 个
+# kernel 9.366 ms，eager 200 个 15.07 ms），图一次提交整步（0.9798 ms）。
 #
 # </details>
 
@@ -344,8 +357,9 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 #    a silent slowdown? *Hint:* modes 1-3 trace with `fullgraph=True`, as vLLM's do
 #    ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)).
 #    <details><summary>Solution · 参考答案</summary>
-#    Startup fails with Dynamo's `Unsupported` error naming the disabled function: with `fullgraph=True` a graph
-#    break is an error, so an unregistered op is found before serving instead of as a 1.8x slower engine.
+#    Startup fails with Dynamo's `Unsupported` error naming the disabled function, as the record's mode 1 engine did:
+#    with `fullgraph=True` a graph break is an error, so an unregistered op is found before serving instead of as a
+#    slower engine (1.8x with `allow_graph_breaks=True`, the Q1 feedback).
 #    </details>
 
 # %% [markdown] tags=["lang-zh"]
@@ -358,8 +372,8 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # 2. 设 `attention_backend="unregistered"`、`level=2`。启动时发生了什么？为什么这比悄悄变慢要好？*提示：* mode 1-3 都用
 #    `fullgraph=True` trace，vLLM 也一样（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）。
 #    <details><summary>Solution · 参考答案</summary>
-#    启动失败，Dynamo 报 `Unsupported`，指出被禁用的函数：`fullgraph=True` 时断图就是错误，所以未注册的算子在服务前就被发现，
-#    而不是变成一个慢 1.8 倍的引擎。
+#    启动失败，Dynamo 报 `Unsupported`，指出被禁用的函数，和记录中 mode 1 的引擎一样：`fullgraph=True` 时断图就是错误，所以
+#    未注册的算子在服务前就被发现，而不是变成一个变慢的引擎（`allow_graph_breaks=True` 时慢 1.8 倍，见 Q1 的反馈）。
 #    </details>
 
 # %% [markdown]
@@ -376,20 +390,21 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # %% [markdown] tags=["lang-en"]
 # **Verdict.** "10-30% faster than eager" is partly right: what compile gains depends on what it replaces. Against
 # PyTorch's own ops Inductor fuses a lot (add + RMSNorm's seven ops become a few generated Triton kernels) and stacks
-# with CUDA graphs for a large gain; against this engine's hand-fused kernels it gains little, and with graphs on it
-# can lose. vLLM does not compile per layer: it traces the whole forward once and splits it at attention ([vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)). Registering
-# attention with torch.library is what lets compile keep it as one node; unregistered, every attention call breaks the
-# graph and the engine runs slower, which is why modes 1-3 trace with fullgraph, here and in vLLM
-# ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)), and fail at startup instead.
+# with CUDA graphs for a large gain; against this engine's hand-fused kernels it loses without graphs, and with graphs
+# on it changes nothing beyond the spread. vLLM does not compile per layer: it traces the whole forward once and splits it at attention ([vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)). Registering
+# attention with torch.library is what lets compile keep it as one node; unregistered, every attention call is a graph
+# break, and since modes 1-3 compile with fullgraph, here and in vLLM
+# ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)), the engine fails at startup
+# instead of running slower.
 
 # %% [markdown] tags=["lang-zh"]
 # **结论。** "比 eager 快 10-30%" 部分正确：compile 的收益取决于它替换的是什么。对
 # PyTorch 自带算子，Inductor 能做很多算子融合（add + RMSNorm 的七个算子变成几个生成的
 # Triton kernel），与 CUDA Graph 叠加收益很大；对本引擎手写融合的
-# kernel，收益很小，开图时甚至会变慢。vLLM 不按层编译：它把整个前向 trace 一次，在 attention
+# kernel，不开图时反而更慢，开图时的差别不超出波动范围。vLLM 不按层编译：它把整个前向 trace 一次，在 attention
 # 处切分（[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)）。attention 用 torch.library 注册后，compile 才能把它当作一个节点；不注册时每次
-# attention 调用都断图、引擎变慢，所以 mode 1-3 用 fullgraph trace（本引擎和 vLLM 都是：
-# [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)），在启动时就报错。
+# attention 调用都是一次断图，而 mode 1-3 都用 fullgraph 编译（本引擎和 vLLM 都是：
+# [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)），所以引擎在启动时就报错，而不是跑得更慢。
 
 # %% tags=["nbval-check-output"]
 print(lab.verdicts_table(rec))

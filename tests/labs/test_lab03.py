@@ -74,13 +74,17 @@ def test_right_answers_spread_and_not_the_longest():
 def test_evidence_never_raises_and_cites_recorded_files(res):
     for q in QUESTIONS:
         assert isinstance(q.evidence(res), str)
-    assert "76 breaks" in lab03.Q1.evidence(res)  # attention_unregistered.json, present in the repository
-    assert "1.531" in lab03.Q2.evidence(res)  # compile_custom_ops_none.json, level 3 + graphs, batch 1
+    # graph breaks cost only where they are allowed: attention_unregistered.json, present in the repository
+    assert "76 breaks" in lab03.Q1.evidence(res)
+    # a results dict without the sweep falls back to the H200 record: feedback always quotes a measurement
+    assert "mode 3" in lab03.Q2.evidence(res) and "spread" in lab03.Q2.evidence(res)
 
 
 def test_feedback_cites_this_labs_record():
     assert "6 graphs, 5 breaks" in lab03.Q1.evidence(GPU)
-    assert "torch ops: eager / graphs / compile / both = 25.0 / 3.8 / 17.0 / 1.5" in lab03.Q2.evidence(GPU)
+    q2 = lab03.Q2.evidence(GPU)
+    assert "torch ops: eager / graphs / compile / both = 25.0 (" in q2 and ") / 3.8 (" in q2 and ") / 1.5 (" in q2
+    assert "startup fails with Unsupported" in lab03.Q1.evidence(GPU)
 
 
 # ---- views ---------------------------------------------------------------------------------------------
@@ -128,8 +132,10 @@ def test_hand_written_kernel_is_the_engines():
 def test_claims_cite_keys_that_exist():
     for c in lab03.LAB_INFO.claims:
         assert c.verdict in VERDICTS
-        data = GPU if c.evidence_file.endswith("lab03.json") else json.loads((REPO_ROOT / c.evidence_file).read_text())
-        value = resolve_key(data, c.evidence_key)
+        if c.evidence_file.endswith("lab03.json"):  # the figures themselves: test_lab03_figures.py, on the record
+            resolve_key(GPU, c.evidence_key)
+            continue
+        value = resolve_key(json.loads((REPO_ROOT / c.evidence_file).read_text()), c.evidence_key)
         if c.figure is not None:
             assert value == c.figure, c.cid
     assert "(record)" in lab03.verdicts_table(None) and "(record)" not in lab03.verdicts_table(GPU)

@@ -4,7 +4,7 @@ The handbook (§3) says startup takes 1-5 minutes (weights, a ~10 s profile run,
 size", a few seconds of graph capture), that a cache in VLLM_TORCH_COMPILE_CACHE_DIR avoids recompiling,
 and (interview question 4) that a few dummy requests after startup "trigger the compile". Measured here:
 
-a) startup_phases: every startup phase of LLM(...) for enforce_eager, graphs only (level 0) and level 3 +
+a) startup_phases: every startup phase of LLM(...) for enforce_eager, graphs only (mode 0) and level 3 +
    graphs, from llm.startup_report() (compile split into Dynamo and AOT autograd + Inductor), and TPOT.
 b) cold_warm:      the same level-3 engine started cold (empty MINIVLLM_CACHE_DIR) and warm, the warm start
                    in a fresh process (a real restart); what the cache entry holds.
@@ -314,6 +314,8 @@ from minivllm_labs.lab04_views import (  # noqa: E402,F401
     bench_startup_table,
     cache_table,
     faults_table,
+    level0_compiled_nothing,
+    level0_text,
     phases_table,
     plot_cold_warm,
     plot_phases,

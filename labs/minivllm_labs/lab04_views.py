@@ -68,16 +68,16 @@ def plot_cold_warm(res: dict):
 def phases_table(res: dict) -> str:
     ph = res["phases"]
     modes = list(ph)
-    rows = [f"{'phase':<20}" + "".join(f"{m:>18}" for m in modes) + "   handbook (§3)"]
+    rows = [f"{'phase':<20}" + "".join(f"{m:>20}" for m in modes) + "   handbook (§3)"]
     compile_rows = {"Dynamo", "AOT + Inductor", "compile (other)"}
     for p in PHASES:
         hb = HANDBOOK["compile"] if p == "Dynamo" else "" if p in compile_rows else HANDBOOK.get(p, "")
-        rows.append(f"{p:<20}" + "".join(f"{ph[m]['phases_s'][p]:>18}" for m in modes) + f"   {hb}")
-    rows.append(f"{'total':<20}" + "".join(f"{ph[m]['total_s']:>18}" for m in modes) + f"   {HANDBOOK['total']}")
-    rows.append(f"{'graph mode':<20}" + "".join(f"{ph[m]['cudagraph_mode']:>18}" for m in modes))
-    rows.append(f"{'graphs traced':<20}" + "".join(f"{ph[m]['unique_graphs']:>18}" for m in modes))
+        rows.append(f"{p:<20}" + "".join(f"{ph[m]['phases_s'][p]:>20}" for m in modes) + f"   {hb}")
+    rows.append(f"{'total':<20}" + "".join(f"{ph[m]['total_s']:>20}" for m in modes) + f"   {HANDBOOK['total']}")
+    rows.append(f"{'graph mode':<20}" + "".join(f"{ph[m]['cudagraph_mode']:>20}" for m in modes))
+    rows.append(f"{'graphs traced':<20}" + "".join(f"{ph[m]['unique_graphs']:>20}" for m in modes))
     if any(ph[m].get("tpot_ms") for m in modes):
-        rows.append(f"{'TPOT (ms)':<20}" + "".join(f"{str(ph[m]['tpot_ms']):>18}" for m in modes))
+        rows.append(f"{'TPOT (ms)':<20}" + "".join(f"{str(ph[m]['tpot_ms']):>20}" for m in modes))
     return "\n".join(rows) + "\n(seconds)"
 
 
@@ -117,17 +117,14 @@ def warmup_table(res: dict) -> str:
 
 # ---- questions ------------------------------------------------------------------------------------------
 def q4_evidence(res: dict | None) -> str:
-    s = startup_record()
+    """Cold and warm start of this lab's record (the one figure per fact the lab quotes) and the warm-up requests."""
     lines = []
-    if s:
-        lines.append(f"Recorded by `minivllm bench startup` (H200, Qwen3-0.6B, level 3): cold "
-                     f"{round(s['cold']['phases_s']['total'], 1)} s, warm {round(s['warm']['phases_s']['total'], 1)} s "
-                     f"({round(s['ratio_warm_over_cold']['total'], 2)}x); Dynamo {s['cold']['phases_s']['  of which Dynamo']}"
-                     f" s cold, skipped warm")
     if res and "cache" in res:
         c = res["cache"]
-        lines.append(f"{_where(res)}: cold {c['cold']['total_s']} s, warm {c['warm']['total_s']} s "
-                     f"({c['warm_over_cold']}x), Dynamo skipped on the warm start: {c['warm']['dynamo_skipped']}")
+        lines.append(f"{_where(res)}: cold {c['cold']['total_s']} s (torch.compile {c['cold']['compile_s']} s, of which "
+                     f"Dynamo {c['cold']['phases_s']['Dynamo']} s; capture {c['cold']['phases_s']['cudagraph_capture']} s), "
+                     f"warm {c['warm']['total_s']} s ({c['warm_over_cold']}x), Dynamo skipped on the warm start: "
+                     f"{c['warm']['dynamo_skipped']}")
     if res and "warmup" in res:
         w = res["warmup"]
         lines.append(f"- after requests of {len(w['shapes'])} new shapes: level 3 recompiled "
@@ -136,17 +133,45 @@ def q4_evidence(res: dict | None) -> str:
     return "\n".join(lines)
 
 
+def level0_compiled_nothing(res: dict) -> bool:
+    """True when the mode-0 ("graphs") start ran no Dynamo and traced no graph: its compile phase is empty."""
+    g = res["phases"]["graphs"]
+    return g["phases_s"]["Dynamo"] == 0 and g["phases_s"]["AOT + Inductor"] == 0 and g["unique_graphs"] == 0
+
+
+def level0_text(res: dict | None) -> str:
+    """What {"mode": 0} did in this record: its compile phase, its graphs, and its startup and TPOT beside the
+    other two engines (the "graphs" run is the mode-0 engine)."""
+    if not res or "phases" not in res or "graphs" not in res["phases"]:
+        return ""
+    ph, g = res["phases"], res["phases"]["graphs"]
+    l0 = res.get("level0") or {"cudagraph_mode": g["cudagraph_mode"], "capture_sizes": g["capture_sizes"],
+                               "mode_alias_level": "?"}
+    compiled = ("no Dynamo, no graph traced: nothing compiled" if level0_compiled_nothing(res) else
+                f"Dynamo ran and traced {g['unique_graphs']} graph(s): this mode 0 compiled")
+    graphs = (f"cudagraph_mode {l0['cudagraph_mode']}, {l0['capture_sizes']} sizes captured in "
+              f"{g['phases_s']['cudagraph_capture']} s" if l0["capture_sizes"] else
+              f"cudagraph_mode {l0['cudagraph_mode']}: no CUDA graphs on this device")
+    lines = [(f'{{"mode": 0}} (read as level {l0["mode_alias_level"]}): compile phase '
+              f"{g['compile_s']} s (Dynamo {g['phases_s']['Dynamo']} s, AOT + Inductor "
+              f"{g['phases_s']['AOT + Inductor']} s, graphs traced {g['unique_graphs']}): {compiled}; {graphs}"),
+             "startup, s: " + ", ".join(f"{m} {v['total_s']}" for m, v in ph.items())]
+    if any(v.get("tpot_ms") for v in ph.values()):
+        lines.append("TPOT, ms: " + ", ".join(f"{m} {v['tpot_ms']}" for m, v in ph.items()))
+    return "\n".join(lines)
+
+
 def level0_evidence(res: dict | None) -> str:
     if not res or "level0" not in res:
         return ""
     l0 = res["level0"]
-    text = (f"{_where(res)}: LLM(compilation_config={{'level': 0}}) ran with cudagraph_mode {l0['cudagraph_mode']} "
-            f"({l0['capture_sizes']} capture sizes), compile level {l0['compile_level']}; {{'mode': 0}} is read as "
-            f"level {l0['mode_alias_level']}")
-    if l0.get("cudagraph_mode") == "FULL_AND_PIECEWISE":  # recorded before mode 0 dropped Dynamo, as vLLM's does
-        text += (" (recorded before this engine's mode 0 stopped running Dynamo, as vLLM's runs none; it now turns "
-                 "FULL_AND_PIECEWISE into FULL_DECODE_ONLY, where vLLM overrides it to NONE: "
-                 "https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py; re-record lab04)")
+    text = (f"{_where(res)}: LLM(compilation_config={{'mode': 0}}) ran with cudagraph_mode {l0['cudagraph_mode']} "
+            f"({l0['capture_sizes']} capture sizes), compile level {l0['compile_level']} ({{'mode': 0}} is read as "
+            f"level {l0['mode_alias_level']})")
+    if "graphs" in (res.get("phases") or {}):
+        g = res["phases"]["graphs"]
+        text += (f"; compile phase {g['compile_s']} s (Dynamo {g['phases_s']['Dynamo']} s, graphs traced "
+                 f"{g['unique_graphs']})")
     return text
 
 

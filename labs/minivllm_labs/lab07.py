@@ -227,7 +227,7 @@ UNITS_ZH = {"requests/s": "请求/s", "(compute capability)": "（计算能力�
 #: The unit of each evidence key (the table prints every number with its unit).
 UNITS = {
     "_us_per_op": "µs", "_ms": "ms", "_ms.0": "ms", ".median": "ms", "floor_ms": "ms", "tpot_s": "s", "ttft_s": "s",
-    "load_weights": "s", ".total": "s", "profile_run": "s", "cudagraph_capture": "s", "_mib": "MiB",
+    "load_weights": "s", ".total": "s", "total_s": "s", "warm_over_cold": "x (ratio)", "profile_run": "s", "cudagraph_capture": "s", "_mib": "MiB",
     "_pct": "percentage points", "eager_tpot_over_graphs": "x (ratio)", "ratio_warm_over_cold.total": "x (ratio)",
     "freed_fraction_of_kv": "fraction of the KV cache", "freed_fraction_of_gpu": "fraction of GPU memory",
     "req_s_ceiling": "requests/s", "compute_capability": "(compute capability)",

@@ -94,33 +94,37 @@ print(lab.startup_figures_text(rec))
 #
 # One bar per phase, one colour per engine (the buttons show one engine at a time). torch.compile is split
 # by PyTorch's own timers into **Dynamo** (tracing the Python bytecode into an FX graph) and **AOT autograd +
-# Inductor** (the compiler backend: at level 3 the split at attention plus Inductor generating and compiling
-# kernels; at level 0 the split only); *compile (other)* is the first run over a dummy batch.
-# Compare each with the handbook's column, and note *graphs traced*: one graph for every batch size.
-# This record was made at 135d8b1, when level 0 with piecewise graphs still traced the forward with Dynamo (its
-# "graphs" row). Since then mode 0 runs no Dynamo, as vLLM's mode 0 applies no torch.compile
-# ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)), so its
-# compile phase is empty; a re-recording will show it. It keeps the full decode graphs (FULL_DECODE_ONLY), where
-# vLLM's mode 0 alone turns graphs off
-# ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)).
+# Inductor** (the compiler backend: the split at attention, then Inductor generating and compiling kernels);
+# *compile (other)* is the first run over a dummy batch. Compare each with the handbook's column, and note
+# *graphs traced*: at mode 3, one graph for every batch size.
+#
+# The "graphs" engine is mode 0. Its compile phase is empty: Dynamo and the backend take 0 s and no graph is
+# traced, as vLLM's mode 0 applies no torch.compile
+# ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)). Its
+# startup is almost all graph capture: without a traced graph there are no pieces, so it captures the full decode
+# graphs only (FULL_DECODE_ONLY) and prefill runs eagerly. vLLM's mode 0 alone turns graphs off
+# ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). The lines under the table
+# read these numbers from the record.
 
 # %% [markdown] tags=["lang-zh"]
 # ### a) 启动阶段
 #
 # 每个阶段一根柱子，每种引擎一种颜色（按钮可以只看一种）。torch.compile 按 PyTorch 自己的计时拆成
-# **Dynamo**（把 Python 字节码 trace 成 FX 图）和 **AOT autograd + Inductor**（编译器后端：level 3 时是在 attention
-# 处切分再由 Inductor 生成并编译 kernel；level 0 时只有切分）；
-# *compile (other)* 是编译后在 dummy batch 上的第一次运行。逐项对照手册那一栏，并注意 *graphs traced*：
-# 所有 batch size 共用一张图。本记录录于 135d8b1，那时 level 0 开分段图仍要用 Dynamo trace 一次 forward（"graphs" 一行）。
-# 此后 mode 0 完全不跑 Dynamo，与 vLLM 的 mode 0 不做任何 torch.compile 一致
-# （[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)），编译阶段为空；
-# 重新录制后会看到这一点。本引擎在 mode 0 下保留 decode 整图（FULL_DECODE_ONLY），而 vLLM 单独设 mode 0 会把图关掉
-# （[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。
+# **Dynamo**（把 Python 字节码 trace 成 FX 图）和 **AOT autograd + Inductor**（编译器后端：在 attention 处切分，
+# 再由 Inductor 生成并编译 kernel）；*compile (other)* 是编译后在 dummy batch 上的第一次运行。逐项对照手册那一栏，
+# 并注意 *graphs traced*：mode 3 下所有 batch size 共用一张图。
+#
+# "graphs" 这个引擎是 mode 0。它的编译阶段是空的：Dynamo 和编译器后端都是 0 s，没有 trace 任何图，与 vLLM 的 mode 0
+# 不做任何 torch.compile 一致（[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）。
+# 它的启动时间基本都花在 CUDA Graph 捕获上：没有 trace 出的图就没有分段，所以只捕获 decode 整图（FULL_DECODE_ONLY），
+# 预填充走 eager。vLLM 单独设 mode 0 会把图关掉（[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。
+# 表格下面那几行的数字直接读自记录。
 
 # %% tags=["nbval-check-output"]
 if rec:
     lab.show(lab.plot_phases(rec))
     print(lab.phases_table(rec))
+    print(lab.level0_text(rec))
 
 # %% [markdown] tags=["lang-en"]
 # ### b) Cold vs warm · 冷启动与热启动
@@ -200,10 +204,10 @@ if rec:
 # full graphs need no compile, so ask for `{"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}` to keep them
 # ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py);
 # [where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). The engine's default is mode 3,
-# as vLLM's ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py); at
-# 135d8b1, when this record was made, it was level 0). And the warm-up recipe: requests of five new (batch, prompt
-# length) shapes after startup, with the engine's symbolic-batch compile and with stock `torch.compile` (mode 1
-# with backend "eager": Dynamo only).
+# as vLLM's ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); the lines
+# under the phase table (part a) give mode 0's startup and TPOT beside eager and mode 3. And the warm-up recipe:
+# requests of five new (batch, prompt length) shapes after startup, with the engine's symbolic-batch compile and
+# with stock `torch.compile` (mode 1 with backend "eager": Dynamo only).
 
 # %% [markdown] tags=["lang-zh"]
 # ### d) 配方实测
@@ -215,13 +219,13 @@ if rec:
 # `{"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}`
 # （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)；
 # [minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。本引擎的默认是 mode 3，与 vLLM 相同
-# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)；录制本记录的 135d8b1
-# 上默认还是 level 0）。warmup 配方：启动后发五种新的（batch, prompt 长度）请求，分别看引擎的符号化 batch 编译和原生
-# `torch.compile`（mode 1，backend 为 "eager"，只跑 Dynamo）会不会重编译。
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）；mode 0 和 eager、mode 3
+# 并列的启动时间与 TPOT 见 a) 部分阶段表下面那几行。warmup 配方：启动后发五种新的
+# （batch, prompt 长度）请求，分别看引擎的符号化 batch 编译和原生 `torch.compile`（mode 1，backend 为 "eager"，
+# 只跑 Dynamo）会不会重编译。
 
 # %% tags=["nbval-check-output"]
 if rec:
-    print(rec["level0"])
     print(lab.warmup_table(rec))
     print(rec["recipes"])
 
@@ -280,7 +284,7 @@ print(lab.faults_table(here))
 # %% tags=["nbval-ignore-output"]
 here["level0"] = lab.level0(here["phases"]["graphs"])
 here["warmup"] = lab.warmup(model, LEVEL)
-print(here["level0"])
+print(lab.level0_text(here))
 print(lab.warmup_table(here))
 
 # %% [markdown]
@@ -311,7 +315,8 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 #
 # **lab04.q_level0.** Not by itself: in vLLM the key is mode, mode 0 runs no torch.compile, and the default
 # FULL_AND_PIECEWISE is overridden to NONE (its piecewise half needs mode 3); add cudagraph_mode FULL_DECODE_ONLY to
-# keep the decode graphs ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). This engine keeps FULL_DECODE_ONLY at mode 0 by itself.
+# keep the decode graphs ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). This engine keeps FULL_DECODE_ONLY at mode 0 by itself,
+# with an empty compile phase.
 #
 # </details>
 
@@ -324,7 +329,7 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 #
 # **lab04.q_level0.** 单独设不行：vLLM 里 key 叫 mode，mode 0 不跑 torch.compile，默认的 FULL_AND_PIECEWISE
 # 被改成 NONE（分段那一半需要 mode 3）；要保留 decode 图，再设 cudagraph_mode FULL_DECODE_ONLY（[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。本引擎在 mode 0 下会自己保留
-# FULL_DECODE_ONLY。
+# FULL_DECODE_ONLY，编译阶段为空。
 #
 # </details>
 
@@ -387,10 +392,10 @@ for extra in ({"max_num_seqs": 4},):
 
 # %% [markdown] tags=["lang-en"]
 # Each claim of §3 and interview question 4, its verdict, the number that decides it and the results file it
-# comes from (numbers of `lab04.json` appear once the recorder has run on the H200).
+# comes from (`lab04.json`, this lab's H200 record).
 
 # %% [markdown] tags=["lang-zh"]
-# §3 和面试题 4 的每条说法、结论、决定结论的那个数字以及它所在的结果文件（`lab04.json` 的数字在 H200 上跑过记录器后出现）。
+# §3 和面试题 4 的每条说法、结论、决定结论的那个数字以及它所在的结果文件（`lab04.json`，本实验在 H200 上的记录）。
 
 # %% [markdown] tags=["lang-en"]
 # **Verdict.** The handbook's startup budget is partly right: its phases are the real ones, but their sizes are not.
@@ -399,8 +404,9 @@ for extra in ({"max_num_seqs": 4},):
 # [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)), and a warm
 # cache skips most of it; graph capture does take seconds. The cache variable it names, VLLM_TORCH_COMPILE_CACHE_DIR,
 # does not exist in vLLM (the cache lives under VLLM_CACHE_ROOT:
-# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)). Mode (level) 0 turns compile off, and
-# in vLLM it turns graphs off too unless cudagraph_mode FULL_DECODE_ONLY is asked for
+# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)). Mode (level) 0 turns compile off (the
+# record's mode-0 start runs no Dynamo and traces no graph), and in vLLM it turns graphs off too unless cudagraph_mode
+# FULL_DECODE_ONLY is asked for
 # ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); this engine keeps those
 # decode graphs by itself ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). Warm-up
 # requests trigger no compile; --enforce-eager starts fastest and runs slowest.
@@ -412,7 +418,7 @@ for extra in ({"max_num_seqs": 4},):
 # [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)），编译缓存命中时大部分都省掉；
 # CUDA Graph 捕获确实要几秒。它提到的缓存变量 VLLM_TORCH_COMPILE_CACHE_DIR 在 vLLM 里不存在（编译缓存在
 # VLLM_CACHE_ROOT 下：[vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)）。mode（level）0 关掉
-# compile；在 vLLM 里除非另设 cudagraph_mode FULL_DECODE_ONLY，它连图也一起关掉
+# compile（记录里 mode 0 的启动不跑 Dynamo，也不 trace 任何图）；在 vLLM 里除非另设 cudagraph_mode FULL_DECODE_ONLY，它连图也一起关掉
 # （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)），本引擎则自己保留这些
 # decode 图（[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。预热请求不会触发编译；
 # --enforce-eager 启动最快、运行最慢。

@@ -205,7 +205,12 @@ if rec:
 # ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py);
 # [where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). The engine's default is mode 3,
 # as vLLM's ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); the lines
-# under the phase table (part a) give mode 0's startup and TPOT beside eager and mode 3. And the warm-up recipe:
+# under the phase table (part a) give mode 0's startup and TPOT beside eager and mode 3. Mode 3 asked for by name
+# decodes slower there than mode 0: naming a compile mode hands the small ops to Inductor's generated code, as
+# vLLM does (custom ops are off under Inductor unless listed in `custom_ops`,
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)),
+# while this engine's default, which names no mode, keeps its hand-written kernels inside mode 3's pieces
+# (Lab 03 measures both builds). And the warm-up recipe:
 # requests of five new (batch, prompt length) shapes after startup, with the engine's symbolic-batch compile and
 # with stock `torch.compile` (mode 1 with backend "eager": Dynamo only).
 
@@ -220,7 +225,10 @@ if rec:
 # （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)；
 # [minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。本引擎的默认是 mode 3，与 vLLM 相同
 # （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）；mode 0 和 eager、mode 3
-# 并列的启动时间与 TPOT 见 a) 部分阶段表下面那几行。warmup 配方：启动后发五种新的
+# 并列的启动时间与 TPOT 见 a) 部分阶段表下面那几行。显式指定 mode 3 时解码反而比 mode 0 慢：一旦指定编译模式，小算子就交给
+# Inductor 生成的代码，这与 vLLM 相同（用 Inductor 时 custom op 默认关闭，除非在 `custom_ops` 里列出，
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）；而本引擎不指定
+# mode 的默认配置会在 mode 3 的各段里保留手写 kernel（Lab 03 测了这两种构建）。warmup 配方：启动后发五种新的
 # （batch, prompt 长度）请求，分别看引擎的符号化 batch 编译和原生 `torch.compile`（mode 1，backend 为 "eager"，
 # 只跑 Dynamo）会不会重编译。
 

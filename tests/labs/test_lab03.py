@@ -160,6 +160,17 @@ def test_run_all_quick_on_cpu():
     assert isinstance(lab03.configs_table(res), str) and isinstance(lab03.Q4.evidence(res), str)
 
 
+def test_registration_with_the_engine_as_the_gpu_recorder_runs_it():
+    """The recorder's engine half (run_all(quick=False) only, so the quick test never reaches it): mode 1
+    compiles with fullgraph=True, so registered attention serves and unregistered attention's startup error is
+    the measurement, not a crash of the recorder (Dynamo only: seconds on a CPU)."""
+    reg = lab03.registration(lab_model())
+    assert reg["auto"]["graph_breaks"] == 0 and reg["auto"]["graphs_traced_at_startup"] >= 1
+    assert reg["fullgraph_engine"]["ok"] is False and reg["fullgraph_engine"]["error_type"] == "Unsupported"
+    assert reg["unregistered"]["layer"]["graph_breaks"] > 0 and "graph_breaks" not in reg["unregistered"]
+    assert "startup fails: Unsupported" in lab03.registration_table({"registration": reg})
+
+
 def test_split_pieces_cut_at_every_attention_op():
     llm = lab03.make_llm(lab_model(), lab03.EngineSetup("eager", custom_ops=("none",)), max_num_seqs=8)
     try:

@@ -125,6 +125,14 @@ def round_floats(obj: Any, digits: int = 4) -> Any:
     return obj
 
 
+def spread_verdict(before: tuple[float, float], after: tuple[float, float]) -> str:
+    """A time as [min, max] over repeats, before and after a change: "faster" or "slower" only where the two
+    ranges do not overlap, else "within" (the labs' rule: a difference counts only beyond the spread)."""
+    if after[1] < before[0]:
+        return "faster"
+    return "slower" if after[0] > before[1] else "within"
+
+
 def quiet_engine_logs() -> None:
     """Send the engine's INFO lines (timestamps, timings) away from notebook outputs: warnings only."""
     import logging

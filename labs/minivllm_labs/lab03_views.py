@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from functools import cache
 
-from minivllm_labs.common import REPO_ROOT
+from minivllm_labs.common import REPO_ROOT, spread_verdict
 from minivllm_labs.lab02_views import _get, show, show_quiz  # noqa: F401  (re-exported for the notebook)
 from minivllm_labs.lab_info import resolve_key
 from minivllm_labs.quiz_data import load_claims, load_questions
@@ -306,18 +306,16 @@ def _ratio_text(a: dict | None, b: dict | None) -> str:
     """a / b of two medians, and whether the ranges overlap (then the difference is within the spread)."""
     if not a or not b:
         return "n/a"
-    overlap = a["min"] <= b["max"] and b["min"] <= a["max"]
+    within = spread_verdict((a["min"], a["max"]), (b["min"], b["max"])) == "within"
     return f"{round(a['median'] / b['median'], 2)}x ({a['median']} vs {b['median']} ms, " \
-           f"{'within' if overlap else 'beyond'} the spread)"
+           f"{'within' if within else 'beyond'} the spread)"
 
 
 def stacking_effect(g: dict | None, both: dict | None) -> str | None:
     """What adding mode 3 to graphs did, counted only beyond the spread: "faster", "slower" or "within"."""
     if not g or not both:
         return None
-    if both["max"] < g["min"]:
-        return "faster"
-    return "slower" if both["min"] > g["max"] else "within"
+    return spread_verdict((g["min"], g["max"]), (both["min"], both["max"]))
 
 
 _EFFECT = {"faster": "faster beyond the spread", "slower": "slower beyond the spread",

@@ -8,11 +8,13 @@ timeline, no PDL A/B) are optional: the function says what is missing instead of
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
+from minivllm_labs.common import spread_verdict
 from minivllm_labs.plots import show  # noqa: F401  (the labs' one display call for figures)
 from minivllm_labs.quiz_data import load_claims, load_questions
-from minivllm_labs.recorded import archive_members  # noqa: F401  (the notebook reads the archive with it)
+from minivllm_labs.recorded import ARCHIVE, archive_members  # noqa: F401  (the notebook reads the archive)
 
 RESULTS = "assets/results/h200/lab09.json"
 NAMES = {"qwen3-06b": "Qwen3-0.6B", "llama-32-1b": "Llama-3.2-1B", "tiny": "minivllm-tiny (CPU)"}
@@ -192,7 +194,8 @@ def pdl_table(res: dict | None) -> str:
         diff = 1e3 * (off["step_wall_ms"] - s["step_wall_ms"])
         lo_on, hi_on = s.get("step_wall_ms_range") or [s["step_wall_ms"]] * 2
         lo_off, hi_off = off.get("step_wall_ms_range") or [off["step_wall_ms"]] * 2
-        noise = " (within noise: the ranges overlap)" if lo_off <= hi_on and lo_on <= hi_off else ""
+        same = spread_verdict((lo_off, hi_off), (lo_on, hi_on)) == "within"
+        noise = " (within noise: the ranges overlap)" if same else ""
         lines.append(f"{_name(key):<16} step {s['step_wall_ms']:.3f} ms with PDL, {off['step_wall_ms']:.3f} ms "
                      f"without ({diff:+.0f} us{noise}); GPU idle per profiled step "
                      f"{on.get('idle_us_per_step', 0):.0f} us with, {off['idle_us_per_step']:.0f} us without")
@@ -238,8 +241,6 @@ def first_compute_batch(res: dict, key: str, factor: float = 1.5) -> int | None:
 
 
 # ---- what the engine changed, before and after ------------------------------------------------------------
-#: Where the A/B runs behind each change are kept (recorded.archive_members reads it).
-ARCHIVE = "assets/results/h200/archive.json"
 #: Two runs of one change count as one measurement only at one commit within this many minutes of each
 #: other (one session on one machine): machines and fresh GEMV autotunes move batch-1 TPOT by more than
 #: most of these changes do.
@@ -367,9 +368,7 @@ def _member_runs(src: str, archive: dict, rec: dict | None) -> dict:
 
 
 def _spread(values: list[float]) -> dict:
-    v = sorted(values)
-    n = len(v)
-    return {"median": v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2, "lo": v[0], "hi": v[-1], "n": n}
+    return {"median": statistics.median(values), "lo": min(values), "hi": max(values), "n": len(values)}
 
 
 def _pool(runs: list[dict], batch: int) -> dict | None:
@@ -408,11 +407,8 @@ def _measured(b: dict, a: dict) -> str:
     """Faster / slower only when the ranges of the repeats do not overlap; one run a side has no spread."""
     if b["n"] == 1 and a["n"] == 1:
         return "one run each"
-    if a["hi"] < b["lo"]:
-        return "faster"
-    if a["lo"] > b["hi"]:
-        return "slower"
-    return "within the spread"
+    verdict = spread_verdict((b["lo"], b["hi"]), (a["lo"], a["hi"]))
+    return "within the spread" if verdict == "within" else verdict
 
 
 def _kernel_count(name: str, archive: dict) -> float | None:
@@ -463,7 +459,7 @@ def changes_table(rows: list[dict]) -> str:
     """The rows as text: what the change does, the records, TPOT before -> after with after / before, the
     verdict."""
     if not rows:
-        return f"no archived A/B runs here ({ARCHIVE})"
+        return f"no archived A/B runs here ({RESULTS.rsplit('/', 1)[0]}/{ARCHIVE})"
     lines = ["Qwen3-0.6B shape (random bf16 weights) unless named, FULL graphs, TPOT in ms, median of the runs;",
              "ratio = after / before (below 1: faster); faster / slower only where the [min, max] of the runs",
              "do not overlap; a pair not measured in one run gets no ratio.", ""]

@@ -9,6 +9,7 @@ timeline, no PDL A/B) are optional: the function says what is missing instead of
 from __future__ import annotations
 
 import statistics
+import textwrap
 from dataclasses import dataclass
 
 from minivllm_labs.common import spread_verdict
@@ -455,14 +456,24 @@ def _cell(x: dict) -> str:
     return f"batch {x['batch']}: {b['median']:.3f} -> {a['median']:.3f} ({x['ratio']:.3f}x, {x['measured']})"
 
 
+#: Line width of the change and goal tables: the book's text column shows about 80 monospace characters.
+TEXT_WIDTH = 80
+
+
+def _wrapped(line: str) -> str:
+    """One table line folded to TEXT_WIDTH, its continuation indented past the line's own indent."""
+    indent = " " * (len(line) - len(line.lstrip()))
+    return textwrap.fill(line, TEXT_WIDTH, subsequent_indent=indent + "  ")
+
+
 def changes_table(rows: list[dict]) -> str:
     """The rows as text: what the change does, the records, TPOT before -> after with after / before, the
     verdict."""
     if not rows:
         return f"no archived A/B runs here ({RESULTS.rsplit('/', 1)[0]}/{ARCHIVE})"
-    lines = ["Qwen3-0.6B shape (random bf16 weights) unless named, FULL graphs, TPOT in ms, median of the runs;",
-             "ratio = after / before (below 1: faster); faster / slower only where the [min, max] of the runs",
-             "do not overlap; a pair not measured in one run gets no ratio.", ""]
+    lines = ["Qwen3-0.6B shape (random bf16 weights) unless named, FULL graphs, TPOT in ms, median of the runs; "
+             "ratio = after / before (below 1: faster); faster / slower only where the [min, max] of the runs do "
+             "not overlap; a pair not measured in one run gets no ratio.", ""]
     for i, r in enumerate(rows, 1):
         lines.append(f"{i:>2}. {r['name']}")
         runs = f", {r['runs'][0]} + {r['runs'][1]} runs" if r["paired"] else ""
@@ -471,7 +482,7 @@ def changes_table(rows: list[dict]) -> str:
         if r["kernels"] and None not in r["kernels"]:
             lines.append(f"    kernels per batch-1 step: {r['kernels'][0]:.0f} -> {r['kernels'][1]:.0f}")
         lines.append(f"    verdict: {r['verdict']}")
-    return "\n".join(lines)
+    return "\n".join(_wrapped(line) for line in lines)
 
 
 def kernel_alone_table() -> str:
@@ -556,7 +567,7 @@ def goals_table(res: dict | None) -> str:
                      f"{r['gaps_us']:.1f} us, around the step's input copies {r['host_gaps_us']:.0f} us")
         if r["pdl_off_ms"]:
             lines.append(f"  PDL off: {r['pdl_off_ms']:.3f} ms per step ({r['step_ms'] / r['pdl_off_ms']:.2f}x with it)")
-    return "\n".join(lines)
+    return "\n".join(_wrapped(line) for line in lines)
 
 
 # ---- evidence behind the questions -----------------------------------------------------------------------

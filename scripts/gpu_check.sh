@@ -130,11 +130,12 @@ full() {
   TAILN=20 step prefill512 300 $BENCH latency --model "$CK" --max-model-len 1024 --input-len 512 --output-len 16 \
     --batch-sizes 1 --modes eager,PIECEWISE,FULL --json "$RES/prefill512_modes.json"
 }
-logprobs() {  # the same-run A/B of logprobs off vs logprobs=5 (LOGPROBS_K picks another K)
+logprobs() {  # the same-run A/B of logprobs off vs logprobs=5 (LOGPROBS_K picks another K), then its ops
   TAILN=20 step logprobs_latency 330 $BENCH latency --model "$CK" --max-model-len 512 --batch-sizes 1,64 \
     --modes FULL_AND_PIECEWISE --logprobs "${LOGPROBS_K:-5}" --json "$RES/logprobs_latency.json"
   TAILN=20 step logprobs_throughput 330 $BENCH throughput --model "$CK" --max-model-len 2048 \
     --logprobs "${LOGPROBS_K:-5}" --json "$RES/logprobs_throughput.json"
+  TAILN=20 step logprobs_ops 90 $PY scripts/maint/logprobs_ops.py --k "${LOGPROBS_K:-5}" --json "$RES/logprobs_ops.json"
 }
 invariance() {
   TAILN=20 step invariance 420 $BENCH invariance --model "$CK" --max-model-len 1024 --json "$RES/invariance.json"

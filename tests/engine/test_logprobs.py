@@ -172,3 +172,22 @@ def test_no_logprob_work_when_nobody_asks(ckpt_root, monkeypatch):
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts],
                         SamplingParams(temperature=0.5, seed=1, max_tokens=4), use_tqdm=False)
     assert all(o.outputs[0].logprobs is None and o.prompt_logprobs is None for o in outs)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gather_logprobs_top_k_from_the_logits_own_dtype(dtype):
+    """The top k come from the logits in their own dtype (no fp32 top-k on the GPU): the values must still be
+    fp32 log_softmax's k largest, in order, and each id's logprob its value; the chosen token's rank counts
+    every token at least as likely."""
+    from minivllm.layers.sampler import gather_logprobs
+
+    g = torch.Generator().manual_seed(3)
+    logits = (torch.randn(5, 1000, generator=g) * 4).to(dtype)  # bf16: many exact ties among 1000 values
+    chosen = torch.tensor([0, 7, 999, 500, 3])
+    ids, vals, ranks = gather_logprobs(logits, chosen, 6)
+    ref = logits.float().log_softmax(-1)
+    assert torch.equal(ids[:, 0], chosen)
+    assert torch.equal(vals[:, 1:], ref.topk(6, dim=-1).values)
+    assert torch.equal(vals, ref.gather(1, ids))
+    assert torch.equal(ranks, (ref >= ref.gather(1, chosen.view(-1, 1))).sum(-1))
+    assert gather_logprobs(logits, chosen, 0)[0].shape == (5, 1)

@@ -1,0 +1,100 @@
+"""What `logprobs=K` adds to a decode step on the GPU, op by op (README, "Logprobs").
+
+The latency bench measures the whole cost (TPOT with and without logprobs on the same engine). This probe
+says where it goes: each op of the sampler's logprobs path on [rows, vocab] logits, timed two ways:
+- gpu_us: kernel time alone (the host queues every call while the GPU sleeps, then CUDA events time them);
+- host_us: how long the host spends per call. A value near the sleep's length per call means the op blocked
+  the host until the GPU caught up, which is what breaks async scheduling's overlap of host and GPU work.
+
+    python scripts/maint/logprobs_ops.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from datetime import datetime, timezone
+
+import torch
+
+from minivllm.bench.common import git_info, print_table, versions
+from minivllm.layers.sampler import gather_logprobs
+from minivllm.worker.model_runner_output import _to_host
+
+SLEEP_CYCLES = int(3e8)  # about 0.15 s of GPU sleep: longer than the host needs to queue every call
+
+
+def timed(fn, iters: int) -> dict:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    host = (time.perf_counter() - t0) / iters
+    end.record()
+    torch.cuda.synchronize()
+    return {"gpu_us": round(start.elapsed_time(end) / iters * 1e3, 1), "host_us": round(host * 1e6, 1)}
+
+
+def ops(logits: torch.Tensor, tok: torch.Tensor, k: int) -> dict:
+    lp = logits.float().log_softmax(-1)
+    chosen = lp.gather(1, tok.view(-1, 1))
+    return {
+        "argmax (the greedy sampler)": lambda: logits.argmax(-1),
+        "gather_logprobs + copies to host": lambda: gather_logprobs(logits, tok, k).apply(_to_host),
+        "log_softmax in fp32": lambda: logits.float().log_softmax(-1),
+        "rank of the chosen (>=, sum)": lambda: (lp >= chosen).sum(-1),
+        f"topk({k}) of the fp32 logprobs": lambda: lp.topk(k, dim=-1),
+        f"topk({k}) of the logits, own dtype": lambda: logits.topk(k, dim=-1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vocab", type=int, default=151936, help="Qwen3's vocabulary by default")
+    ap.add_argument("--rows", default="1,64")
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("logprobs_ops: needs a CUDA GPU (it times kernels and host waits)", file=sys.stderr)
+        return 2
+    result = {"bench": "logprobs ops", "provenance": {
+        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": shlex.join(sys.argv),
+        "gpu": torch.cuda.get_device_name(), **versions(), "git": git_info(), "args": vars(args)},
+        "sleep_us_per_call": None, "rows": []}
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for rows in map(int, args.rows.split(",")):
+        for dtype in (torch.bfloat16, torch.float32):
+            logits = (torch.randn(rows, args.vocab, device="cuda", generator=g) * 3).to(dtype)
+            tok = logits.argmax(-1)
+            for name, fn in ops(logits, tok, args.k).items():
+                result["rows"].append({"rows": rows, "dtype": str(dtype).removeprefix("torch."), "op": name,
+                                       **timed(fn, args.iters)})
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    torch.cuda._sleep(SLEEP_CYCLES)
+    e.record()
+    torch.cuda.synchronize()
+    result["sleep_us_per_call"] = round(s.elapsed_time(e) * 1e3 / args.iters, 1)
+    print_table(f"logprobs ops, {args.vocab} vocabulary (a host_us near {result['sleep_us_per_call']} us: "
+                "the op waited for the GPU)", ["rows", "dtype", "op", "gpu_us", "host_us"],
+                [[r["rows"], r["dtype"], r["op"], r["gpu_us"], r["host_us"]] for r in result["rows"]], ".1f")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -165,7 +165,8 @@ def load_weights(model: nn.Module, path: Path, device: torch.device, dtype: torc
     loaded: set[str] = set()
     files = safetensors_files(path)
     finite: list[tuple[str, torch.Tensor]] = []  # checked in one sync at the end
-    with tqdm(total=len(files), desc="Loading safetensors shards", disable=len(files) < 2) as bar:
+    quiet = len(files) < 2 or not logger.isEnabledFor(logging.INFO)  # an INFO-level report, as the log lines
+    with tqdm(total=len(files), desc="Loading safetensors shards", disable=quiet) as bar:
         for file in files:
             try:
                 _load_file(file, model, params, packed, tied, loaded, finite, device, dtype)

@@ -29,8 +29,9 @@
 #   lab02-padding-kernels   the kernels the full decode graphs of sizes 5 and 8 replay (why graph 8 replays
 #                   faster than graph 5 in Lab 02): scripts/maint/padding_kernels.py -> padding_kernels.json
 #   logprobs        the cost of logprobs=5: bench latency at batch 1 and 64 (FULL_AND_PIECEWISE), each batch without
-#                   then with logprobs on the same engine, and the throughput workload without then with; that
-#                   logprobs off leaves the step unchanged is the ab stage against the tree before them
+#                   then with logprobs on the same engine, and the throughput workload without then with; then
+#                   each op of the path alone (scripts/maint/logprobs_ops.py -> logprobs_ops.json); that logprobs
+#                   off leaves the step unchanged is the ab stage against the tree before them
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
 #                   (AB_REPS rounds, default 2; AB_LATENCY=0 or AB_THROUGHPUT=0 runs only the other half)

@@ -51,9 +51,10 @@ def gather_logprobs(logits: torch.Tensor, token_ids: torch.Tensor, k: int) -> Lo
     logprobs = logits.float().log_softmax(dim=-1)
     chosen = logprobs.gather(1, token_ids.view(-1, 1))
     ranks = (logprobs >= chosen).sum(dim=-1)  # vLLM's batched_count_greater_than: ties rank the chosen last
-    # The top k of the logits in their own dtype name the same tokens (log_softmax keeps the order). On CUDA,
-    # topk of an fp32 [rows, 150k] tensor blocked the host until the GPU caught up, which a bf16 one did not
-    # (H200, torch 2.11: assets/results/h200/logprobs_ops.json), and that wait undid async scheduling's overlap.
+    # The top k of the logits in their own dtype name the same tokens (log_softmax keeps the order), as vLLM's
+    # GPU model runner takes them (v1/worker/gpu/sample/logprob.py). On CUDA, topk of an fp32 [rows, 150k] tensor
+    # blocked the host until the GPU caught up, which a bf16 one did not (H200, torch 2.11:
+    # assets/results/h200/logprobs_ops.json), and that wait undid async scheduling's overlap.
     top_ids = logits.topk(k, dim=-1).indices
     top_vals = logprobs.gather(1, top_ids)
     return LogprobsTensors(torch.cat([token_ids.view(-1, 1), top_ids], 1), torch.cat([chosen, top_vals], 1), ranks)

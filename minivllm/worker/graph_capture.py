@@ -96,7 +96,9 @@ def capture_all_sizes(mode: CUDAGraphMode | str, sizes: list[int], desc: str, ca
     free_start = torch.cuda.mem_get_info()[0]
     gc.freeze()
     try:
-        for n in tqdm(sorted(sizes, reverse=True), desc=desc, disable=not sizes):
+        # the bar is an INFO-level report: an engine told to log warnings only (the labs) draws none
+        quiet = not sizes or not logger.isEnabledFor(logging.INFO)
+        for n in tqdm(sorted(sizes, reverse=True), desc=desc, disable=quiet):
             t0 = time.perf_counter()
             torch.cuda.empty_cache()  # the previous size's warm-up activations, cached outside the pool
             free0 = torch.cuda.mem_get_info()[0]

@@ -53,6 +53,12 @@ def ops(logits: torch.Tensor, tok: torch.Tensor, k: int) -> dict:
         "rank of the chosen (>=, sum)": lambda: (lp >= chosen).sum(-1),
         f"topk({k}) of the fp32 logprobs": lambda: lp.topk(k, dim=-1),
         f"topk({k}) of the logits, own dtype": lambda: logits.topk(k, dim=-1),
+        # pairs and the whole path without its copies: which combination makes the host wait
+        "log_softmax, then topk (own dtype)": lambda: (logits.float().log_softmax(-1), logits.topk(k, dim=-1)),
+        "rank, then topk (own dtype)": lambda: ((lp >= chosen).sum(-1), logits.topk(k, dim=-1)),
+        "topk (own dtype), rank, log_softmax": lambda: (logits.topk(k, dim=-1), (lp >= chosen).sum(-1),
+                                                        logits.float().log_softmax(-1)),
+        "gather_logprobs alone": lambda: gather_logprobs(logits, tok, k),
     }
 
 

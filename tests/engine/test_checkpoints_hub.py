@@ -151,3 +151,21 @@ def test_hub_name_not_in_cache_says_where_it_looked(tmp_path, no_hf_env):
     no_hf_env.setenv("HF_HOME", str(tmp_path / "home"))
     with pytest.raises(ValueError, match=str(tmp_path / "home" / "hub" / "models--org--missing")):
         LLM("org/missing", device="cpu")
+
+
+@pytest.mark.parametrize("level", ["INFO", "WARNING"])
+def test_the_shard_bar_follows_the_engine_log_level(src, tmp_path, capsys, level):
+    """The shard progress bar is an INFO-level report: an engine logging warnings only (the labs' quiet
+    notebooks) draws none."""
+    import logging
+
+    snap = hub_layout(src, tmp_path / "hub")
+    log = logging.getLogger("minivllm")
+    old = log.level
+    log.setLevel(level)
+    try:
+        generate(snap)
+    finally:
+        log.setLevel(old)
+    drawn = "Loading safetensors shards" in capsys.readouterr().err
+    assert drawn == (level == "INFO")

@@ -191,3 +191,17 @@ def test_gather_logprobs_top_k_from_the_logits_own_dtype(dtype):
     assert torch.equal(vals, ref.gather(1, ids))
     assert torch.equal(ranks, (ref >= ref.gather(1, chosen.view(-1, 1))).sum(-1))
     assert gather_logprobs(logits, chosen, 0)[0].shape == (5, 1)
+
+
+def test_the_logprobs_ops_probe_runs_each_op_on_cpu_tensors():
+    """scripts/maint/logprobs_ops.py only times on a GPU; each op it times must at least run (a broken lambda
+    would only show on the device)."""
+    from minivllm.bench.common import maint_script
+
+    probe = maint_script("logprobs_ops")
+    logits = torch.randn(2, 300).to(torch.bfloat16)
+    ops = probe.ops(logits, logits.argmax(-1), 5)
+    assert "gather_logprobs alone" in ops and len(ops) == 10
+    for fn in ops.values():
+        fn()
+    assert probe.main(["--rows", "1"]) == 2  # no CUDA here: a clear refusal, not a crash

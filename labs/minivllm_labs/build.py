@@ -129,6 +129,19 @@ def cells_match(src: Path, nb_path: Path) -> list[str]:
     return diffs
 
 
+def strip_plotlyjs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The executed copy without its embedded plotly.js (figures keep their data and draw where plotly.js is
+    loaded: JupyterLab's renderer, the book)."""
+    from minivllm_labs.plots import strip_embedded_plotlyjs
+
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            html = out.get("data", {}).get("text/html")
+            if html:
+                out["data"]["text/html"] = strip_embedded_plotlyjs("".join(html))
+    return nb
+
+
 def run_on_gpu(srcs: list[Path], out_dir: Path, timeout: int) -> int:
     """Execute each lab end to end on this CUDA machine into out_dir; report every failing notebook."""
     import torch
@@ -147,7 +160,7 @@ def run_on_gpu(srcs: list[Path], out_dir: Path, timeout: int) -> int:
         except CellExecutionError as e:
             failed.append(src.stem)
             status = f"FAILED\n{str(e)[-3000:]}"
-        nbformat.write(nb, out_dir / f"{src.stem}.ipynb")
+        nbformat.write(strip_plotlyjs(nb), out_dir / f"{src.stem}.ipynb")
         print(f"{src.stem}: {status} ({time.perf_counter() - t0:.0f} s) -> {out_dir / (src.stem + '.ipynb')}",
               flush=True)
     print(f"{len(srcs) - len(failed)}/{len(srcs)} notebooks ran without error on "

@@ -335,6 +335,12 @@ def embedded_plotlyjs() -> str:
     return _EMBED.format(version=plotly.__version__, b64=packed)
 
 
+def strip_embedded_plotlyjs(html: str) -> str:
+    """A figure's text/html without the plotly.js copy embedded_plotlyjs() put before it: the GPU runs' executed
+    notebooks are kept in the repository, where 2 MB of plotly.js per notebook would only repeat labs/'s copy."""
+    return re.sub(r"<script data-minivllm-plotlyjs=.*?</script>\n?", "", html, count=1, flags=re.S)
+
+
 def fallback_table(spec: dict) -> str:
     """The figure as text for a page that runs no script: its title and a table of each trace's points."""
     lay = spec.get("layout", {})

@@ -225,6 +225,23 @@ def test_show_stores_html_that_draws_offline_and_the_plotly_json(monkeypatch, tm
         plots.show({"data": []})
 
 
+def test_gpu_copies_drop_the_embedded_plotlyjs_and_keep_the_figure():
+    """The executed notebooks kept in assets/results/<gpu>/labs_gpu/ carry no 2 MB plotly.js copy; the figure's
+    own drawing code and data stay, and the recorded copies there have none left."""
+    pytest.importorskip("plotly")
+    import nbformat
+    from minivllm_labs import plots
+    from minivllm_labs.build import strip_plotlyjs
+
+    spec = {"data": [{"type": "bar", "x": [1], "y": [2]}], "layout": {}}
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/html": plots.figure_html(spec, "d1", embed_plotlyjs=True)})])])
+    page = strip_plotlyjs(nb).cells[0].outputs[0]["data"]["text/html"]
+    assert page == plots.figure_html(spec, "d1") and "Plotly.newPlot" in page
+    for path in (REPO_ROOT / "assets" / "results").glob("*/labs_gpu/*.ipynb"):
+        assert "data-minivllm-plotlyjs" not in path.read_text(), path
+
+
 def test_figure_helper():
     pytest.importorskip("plotly")
     from minivllm_labs import plots

@@ -52,9 +52,10 @@ def gather_logprobs(logits: torch.Tensor, token_ids: torch.Tensor, k: int) -> Lo
     chosen = logprobs.gather(1, token_ids.view(-1, 1))
     ranks = (logprobs >= chosen).sum(dim=-1)  # vLLM's batched_count_greater_than: ties rank the chosen last
     # The top k of the logits in their own dtype name the same tokens (log_softmax keeps the order), as vLLM's
-    # GPU model runner takes them (v1/worker/gpu/sample/logprob.py). On CUDA, topk of an fp32 [rows, 150k] tensor
-    # blocked the host until the GPU caught up, which a bf16 one did not (H200, torch 2.11:
-    # assets/results/h200/logprobs_ops.json), and that wait undid async scheduling's overlap.
+    # GPU model runner takes them (v1/worker/gpu/sample/logprob.py). On the H200 their kernels take 51 instead
+    # of 75 us at one row (assets/results/h200/logprobs_ops.json), and logprobs=5's TPOT cost fell from 1.69x
+    # to 1.18x at batch 1 and from 2.68x to 1.79x at batch 64 (logprobs_latency.json and the archive): more than
+    # the kernels' difference, for a reason the op probe has not isolated yet.
     top_ids = logits.topk(k, dim=-1).indices
     top_vals = logprobs.gather(1, top_ids)
     return LogprobsTensors(torch.cat([token_ids.view(-1, 1), top_ids], 1), torch.cat([chosen, top_vals], 1), ranks)

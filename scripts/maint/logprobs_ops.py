@@ -2,9 +2,11 @@
 
 The latency bench measures the whole cost (TPOT with and without logprobs on the same engine). This probe
 says where it goes: each op of the sampler's logprobs path on [rows, vocab] logits, timed two ways:
-- gpu_us: kernel time alone (the host queues every call while the GPU sleeps, then CUDA events time them);
-- host_us: how long the host spends per call. A value near the sleep's length per call means the op blocked
-  the host until the GPU caught up, which is what breaks async scheduling's overlap of host and GPU work.
+- gpu_us: kernel time alone (the host queues `iters` calls while the GPU sleeps, then CUDA events time them);
+- host_us: the host's time for ONE call queued behind a sleeping GPU (median of `trials`). An op that
+  synchronizes waits out the sleep (host_us near trial_sleep_us, `waits` true); one that only launches returns
+  in microseconds. One call at a time, because queuing many calls behind one sleep fills the driver's launch
+  queue, and then any op of enough launches looks as if it waited.
 
     python scripts/maint/logprobs_ops.py --json out.json
 """
@@ -24,23 +26,51 @@ from minivllm.bench.common import git_info, print_table, versions
 from minivllm.layers.sampler import gather_logprobs
 from minivllm.worker.model_runner_output import _to_host
 
-SLEEP_CYCLES = int(3e8)  # about 0.15 s of GPU sleep: longer than the host needs to queue every call
+SLEEP_CYCLES = int(3e8)  # about 0.15 s of GPU sleep: longer than the host needs to queue `iters` calls
+TRIAL_SLEEP_CYCLES = int(2e7)  # about 10 ms: what one call behind it waits if it synchronizes
 
 
-def timed(fn, iters: int) -> dict:
-    for _ in range(3):
-        fn()
+def gpu_us(fn, iters: int) -> float:
+    """Kernel time per call: `iters` calls queued behind a sleep, timed by events around them."""
     torch.cuda.synchronize()
     torch.cuda._sleep(SLEEP_CYCLES)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    t0 = time.perf_counter()
     for _ in range(iters):
         fn()
-    host = (time.perf_counter() - t0) / iters
     end.record()
     torch.cuda.synchronize()
-    return {"gpu_us": round(start.elapsed_time(end) / iters * 1e3, 1), "host_us": round(host * 1e6, 1)}
+    return round(start.elapsed_time(end) / iters * 1e3, 1)
+
+
+def host_us(fn, trials: int) -> float:
+    """The host's time for one call while the GPU is busy (median of `trials`)."""
+    times = []
+    for _ in range(trials):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(TRIAL_SLEEP_CYCLES)
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return round(sorted(times)[len(times) // 2] * 1e6, 1)
+
+
+def sleep_us(cycles: int) -> float:
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    torch.cuda._sleep(cycles)
+    e.record()
+    torch.cuda.synchronize()
+    return round(s.elapsed_time(e) * 1e3, 1)
+
+
+def timed(fn, iters: int, trials: int, trial_sleep: float) -> dict:
+    for _ in range(3):
+        fn()
+    host = host_us(fn, trials)
+    return {"gpu_us": gpu_us(fn, iters), "host_us": host, "waits": host > trial_sleep / 2}
 
 
 def ops(logits: torch.Tensor, tok: torch.Tensor, k: int) -> dict:
@@ -53,7 +83,7 @@ def ops(logits: torch.Tensor, tok: torch.Tensor, k: int) -> dict:
         "rank of the chosen (>=, sum)": lambda: (lp >= chosen).sum(-1),
         f"topk({k}) of the fp32 logprobs": lambda: lp.topk(k, dim=-1),
         f"topk({k}) of the logits, own dtype": lambda: logits.topk(k, dim=-1),
-        # pairs and the whole path without its copies: which combination makes the host wait
+        # pairs and the whole path without its copies
         "log_softmax, then topk (own dtype)": lambda: (logits.float().log_softmax(-1), logits.topk(k, dim=-1)),
         "rank, then topk (own dtype)": lambda: ((lp >= chosen).sum(-1), logits.topk(k, dim=-1)),
         "topk (own dtype), rank, log_softmax": lambda: (logits.topk(k, dim=-1), (lp >= chosen).sum(-1),
@@ -67,16 +97,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocab", type=int, default=151936, help="Qwen3's vocabulary by default")
     ap.add_argument("--rows", default="1,64")
     ap.add_argument("--k", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--iters", type=int, default=50, help="calls queued behind one sleep for gpu_us")
+    ap.add_argument("--trials", type=int, default=9, help="single calls behind a sleep for host_us")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("logprobs_ops: needs a CUDA GPU (it times kernels and host waits)", file=sys.stderr)
         return 2
+    trial_sleep = sleep_us(TRIAL_SLEEP_CYCLES)
     result = {"bench": "logprobs ops", "provenance": {
         "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": shlex.join(sys.argv),
         "gpu": torch.cuda.get_device_name(), **versions(), "git": git_info(), "args": vars(args)},
-        "sleep_us_per_call": None, "rows": []}
+        "trial_sleep_us": trial_sleep, "rows": []}
     g = torch.Generator(device="cuda").manual_seed(0)
     for rows in map(int, args.rows.split(",")):
         for dtype in (torch.bfloat16, torch.float32):
@@ -84,17 +116,11 @@ def main(argv: list[str] | None = None) -> int:
             tok = logits.argmax(-1)
             for name, fn in ops(logits, tok, args.k).items():
                 result["rows"].append({"rows": rows, "dtype": str(dtype).removeprefix("torch."), "op": name,
-                                       **timed(fn, args.iters)})
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    torch.cuda._sleep(SLEEP_CYCLES)
-    e.record()
-    torch.cuda.synchronize()
-    result["sleep_us_per_call"] = round(s.elapsed_time(e) * 1e3 / args.iters, 1)
-    print_table(f"logprobs ops, {args.vocab} vocabulary (a host_us near {result['sleep_us_per_call']} us: "
-                "the op waited for the GPU)", ["rows", "dtype", "op", "gpu_us", "host_us"],
-                [[r["rows"], r["dtype"], r["op"], r["gpu_us"], r["host_us"]] for r in result["rows"]], ".1f")
+                                       **timed(fn, args.iters, args.trials, trial_sleep)})
+    print_table(f"logprobs ops, {args.vocab} vocabulary (host_us: one call behind {trial_sleep:.0f} us of GPU "
+                "sleep; waits: it synchronized)", ["rows", "dtype", "op", "gpu_us", "host_us", "waits"],
+                [[r["rows"], r["dtype"], r["op"], r["gpu_us"], r["host_us"], r["waits"]] for r in result["rows"]],
+                ".1f")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from minivllm.hub_cache import find_snapshot, hub_model_root, looks_like_repo_id
 from minivllm.layers.rotary import attach_rope_tables
+from minivllm.logger import progress_bars_enabled
 from minivllm.models.config import ModelConfig
 from minivllm.models.config_check import check_config_fields
 from minivllm.models.registry import MODEL_REGISTRY
@@ -165,7 +166,7 @@ def load_weights(model: nn.Module, path: Path, device: torch.device, dtype: torc
     loaded: set[str] = set()
     files = safetensors_files(path)
     finite: list[tuple[str, torch.Tensor]] = []  # checked in one sync at the end
-    quiet = len(files) < 2 or not logger.isEnabledFor(logging.INFO)  # an INFO-level report, as the log lines
+    quiet = len(files) < 2 or not progress_bars_enabled()
     with tqdm(total=len(files), desc="Loading safetensors shards", disable=quiet) as bar:
         for file in files:
             try:

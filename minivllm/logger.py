@@ -18,3 +18,9 @@ def init_logger() -> logging.Logger:
         logger.setLevel(os.environ.get("MINIVLLM_LOGGING_LEVEL", "INFO"))
         logger.propagate = False
     return logger
+
+
+def progress_bars_enabled() -> bool:
+    """The engine's own progress bars (weight shards, graph capture) are INFO-level reports: an engine told to
+    log warnings only (the labs' quiet notebooks) draws none. `generate(use_tqdm=...)` stays the caller's."""
+    return logging.getLogger("minivllm").isEnabledFor(logging.INFO)

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from minivllm.attention.metadata import set_forward_context
 from minivllm.compilation.cuda_graph import CudaGraphCaptureError, CUDAGraphWrapper
 from minivllm.config import CUDAGraphMode, EngineConfig
+from minivllm.logger import progress_bars_enabled
 from minivllm.worker.input_batch import InputBatch
 
 logger = logging.getLogger("minivllm")
@@ -96,9 +97,7 @@ def capture_all_sizes(mode: CUDAGraphMode | str, sizes: list[int], desc: str, ca
     free_start = torch.cuda.mem_get_info()[0]
     gc.freeze()
     try:
-        # the bar is an INFO-level report: an engine told to log warnings only (the labs) draws none
-        quiet = not sizes or not logger.isEnabledFor(logging.INFO)
-        for n in tqdm(sorted(sizes, reverse=True), desc=desc, disable=quiet):
+        for n in tqdm(sorted(sizes, reverse=True), desc=desc, disable=not sizes or not progress_bars_enabled()):
             t0 = time.perf_counter()
             torch.cuda.empty_cache()  # the previous size's warm-up activations, cached outside the pool
             free0 = torch.cuda.mem_get_info()[0]

@@ -97,7 +97,8 @@ def versions() -> dict:
     return out
 
 
-def provenance(args: argparse.Namespace, path: str) -> dict:
+def provenance(args: argparse.Namespace, path: str | None) -> dict:
+    """Where a result came from; `path` is the model (None for a probe that runs no model)."""
     cuda = torch.cuda.is_available()
     return {
         "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -109,7 +110,7 @@ def provenance(args: argparse.Namespace, path: str) -> dict:
         "host": platform.node(),
         **versions(),
         "git": git_info(),
-        "model": model_shape(path),
+        "model": model_shape(path) if path else None,
     }
 
 

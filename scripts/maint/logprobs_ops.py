@@ -14,15 +14,12 @@ says where it goes: each op of the sampler's logprobs path on [rows, vocab] logi
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import sys
 import time
-from datetime import datetime, timezone
 
 import torch
 
-from minivllm.bench.common import git_info, print_table, versions
+from minivllm.bench.common import print_table, provenance, write_json
 from minivllm.layers.sampler import gather_logprobs
 from minivllm.worker.model_runner_output import _to_host
 
@@ -105,10 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         print("logprobs_ops: needs a CUDA GPU (it times kernels and host waits)", file=sys.stderr)
         return 2
     trial_sleep = sleep_us(TRIAL_SLEEP_CYCLES)
-    result = {"bench": "logprobs ops", "provenance": {
-        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": shlex.join(sys.argv),
-        "gpu": torch.cuda.get_device_name(), **versions(), "git": git_info(), "args": vars(args)},
-        "trial_sleep_us": trial_sleep, "rows": []}
+    result = {"bench": "logprobs ops", "provenance": provenance(args, None), "trial_sleep_us": trial_sleep,
+              "rows": []}
     g = torch.Generator(device="cuda").manual_seed(0)
     for rows in map(int, args.rows.split(",")):
         for dtype in (torch.bfloat16, torch.float32):
@@ -121,10 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sleep; waits: it synchronized)", ["rows", "dtype", "op", "gpu_us", "host_us", "waits"],
                 [[r["rows"], r["dtype"], r["op"], r["gpu_us"], r["host_us"], r["waits"]] for r in result["rows"]],
                 ".1f")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
-        print(f"wrote {args.json}")
+    write_json(args.json, result)
     return 0
 
 

@@ -7,12 +7,11 @@ compilation), so the names here transfer.
 
 from __future__ import annotations
 
-import copy
 import enum
 import json
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,14 @@ class CUDAGraphMode(str, enum.Enum):
 
     NONE: no graphs. PIECEWISE: the pieces between attention ops, keyed by token count (attention runs
     eagerly between them), so prefill, mixed and decode batches all replay; needs the split trace (mode 3).
-    FULL: one graph of the whole forward (the LM head outside, as in vLLM) per token count, for every batch:
-    prefill, mixed and decode alike, padded up to the nearest capture size; attention is the unified Triton
-    kernel (kernels/triton_unified_attention.py), whose launch depends on the token count only, so with
-    attention_backend other than 'triton' FULL is downgraded. FULL_DECODE_ONLY: one full graph (LM head
-    included) per batch size for pure-decode batches, nothing for the rest. FULL_AND_PIECEWISE:
+    FULL: one graph of the whole forward per token count, for every batch: prefill, mixed and decode alike,
+    padded up to the nearest capture size; attention is the unified Triton kernel
+    (kernels/triton_unified_attention.py), whose launch depends on the token count only.
+    FULL_DECODE_ONLY: one full graph of the forward per batch size for pure-decode batches, nothing for the
+    rest. Every full graph leaves the LM head outside, as in vLLM (it runs on the sampled rows only), and
+    needs attention_backend 'triton' (else the mode is downgraded). FULL_AND_PIECEWISE:
     FULL_DECODE_ONLY's graphs for pure decode, PIECEWISE for the rest (vLLM's default). A mode that cannot
-    run is downgraded, with one log line, as vLLM does (EngineConfig.cudagraph_mode). A str enum, so
+    run is downgraded, with one log line, as vLLM does (EngineConfig.resolve). A str enum, so
     `mode == "FULL"` and JSON dumps keep working.
 
     FULL and PIECEWISE are also the two runtime modes a step runs in (what the dispatcher picks and a
@@ -133,7 +133,7 @@ def resolve_dtype(dtype: str | torch.dtype, config_dtype: torch.dtype | None, de
     return resolved
 
 
-@dataclass
+@dataclass(frozen=True)
 class CacheConfig:
     """Paged KV cache: blocks of `block_size` tokens, sized from memory or given directly."""
 
@@ -142,7 +142,6 @@ class CacheConfig:
     kv_cache_memory_bytes: int | None = None
     num_gpu_blocks_override: int | None = None
     enable_prefix_caching: bool = True
-    num_blocks: int = 0  # filled in at startup
 
     def __post_init__(self) -> None:
         _check(is_int(self.block_size) and self.block_size in (8, 16, 32, 64, 128),
@@ -159,7 +158,7 @@ class CacheConfig:
         check_bool(self.enable_prefix_caching, "enable_prefix_caching")
 
 
-@dataclass
+@dataclass(frozen=True)
 class SchedulerConfig:
     """Continuous batching limits: how many sequences and how many tokens one step may carry."""
 
@@ -179,26 +178,24 @@ class SchedulerConfig:
         check_bool(self.enable_chunked_prefill, "enable_chunked_prefill")
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompilationConfig:
-    """torch.compile and CUDA graph settings, in vLLM's vocabulary.
+    """torch.compile and CUDA graph settings as ASKED, in vLLM's vocabulary (what runs: EngineConfig).
 
     mode (CompilationMode): 0 NONE, 1 STOCK_TORCH_COMPILE, 2 DYNAMO_TRACE_ONCE, 3 VLLM_COMPILE. None, the
     default, is this engine's fastest measured configuration: mode 3 with the hand-written Triton kernels as
     the pieces' ops (custom_ops ["all"]) on CUDA, mode 0 on a CPU (README, "Where minivllm differs from
     vLLM"). `level` is the name vLLM used before 0.11: accepted, with a deprecation warning.
-    allow_graph_breaks: mode 1 only; compile without fullgraph, so an op Dynamo cannot trace becomes a graph
-    break instead of a startup error (vLLM has no such option: it always compiles with fullgraph=True; the
-    labs use it to show what a graph break costs).
+    compile_scope and allow_graph_breaks: the labs' variants of mode 1 (compilation/variants.py).
     """
 
     mode: int | None = None
     backend: str = "inductor"
-    custom_ops: list[str] | None = None  # None: hand-written kernels, except Inductor's when mode >= 1 is asked
+    custom_ops: list[str] | str | None = None  # None: hand-written kernels, except Inductor's when mode >= 1 is asked
     compile_sizes: list[int] = field(default_factory=list)  # mode 3: extra static-shape compiles per piece
     inductor_compile_config: dict = field(default_factory=dict)  # Inductor config patches, e.g. max_autotune
-    compile_scope: str = "model"  # "model" | "layer" | "ops": the handbook's three scopes
-    allow_graph_breaks: bool = False
+    compile_scope: str = "model"  # "model" | "layer" | "ops": the handbook's three scopes (labs only)
+    allow_graph_breaks: bool = False  # mode 1 without fullgraph (labs only; vLLM has no such option)
     cache_dir: str | None = None
     cudagraph_mode: str | None = None  # None -> FULL_AND_PIECEWISE when graphs are on, NONE when eager
     cudagraph_capture_sizes: list[int] | None = None
@@ -209,16 +206,11 @@ class CompilationConfig:
         """The old name of `mode`."""
         return self.mode
 
-    @level.setter
-    def level(self, value: int | None) -> None:
-        self.mode = value
-
     def __post_init__(self) -> None:
         if self.mode is not None:
             _check(is_int(self.mode) and self.mode in (0, 1, 2, 3),
                    f"compilation_config.mode must be 0 (NONE), 1 (STOCK_TORCH_COMPILE), 2 (DYNAMO_TRACE_ONCE) "
                    f"or 3 (VLLM_COMPILE), got {self.mode!r}")
-            self.mode = CompilationMode(self.mode)
         _check(self.backend in ("inductor", "eager", "aot_eager"),
                f"compilation_config.backend must be 'inductor', 'eager' or 'aot_eager', got {self.backend!r}")
         _check(self.compile_scope in ("model", "layer", "ops"),
@@ -230,9 +222,7 @@ class CompilationConfig:
         _check(self.compile_scope == "model" or self.mode == 1,
                f"compilation_config.compile_scope={self.compile_scope!r} needs mode 1 (stock torch.compile of "
                f"each layer or op); got mode {self.mode}")
-        if isinstance(self.custom_ops, str):
-            self.custom_ops = [self.custom_ops]
-        _check(isinstance(self.compile_sizes, list) and all(is_int(n) and n >= 1 for n in self.compile_sizes),
+        _check(isinstance(self.compile_sizes, (list, tuple)) and all(is_int(n) and n >= 1 for n in self.compile_sizes),
                f"compilation_config.compile_sizes must be a list of positive ints, got {self.compile_sizes!r}")
         _check(not self.compile_sizes or (self.mode in (None, 3) and self.backend == "inductor"),
                f"compilation_config.compile_sizes needs mode 3 with the inductor backend (each piece of the "
@@ -248,37 +238,30 @@ class CompilationConfig:
         if self.cudagraph_mode is not None:
             _check(isinstance(self.cudagraph_mode, str) and self.cudagraph_mode in CUDAGRAPH_MODES,
                    f"cudagraph_mode must be one of {CUDAGRAPH_MODES}, got {self.cudagraph_mode!r}")
-            self.cudagraph_mode = CUDAGraphMode(self.cudagraph_mode)
         if self.cudagraph_capture_sizes is not None:
             _check(isinstance(self.cudagraph_capture_sizes, (list, tuple))
                    and all(is_int(s) and s >= 1 for s in self.cudagraph_capture_sizes),
                    f"cudagraph_capture_sizes must be a list of positive ints, got {self.cudagraph_capture_sizes!r}")
-            self.cudagraph_capture_sizes = list(self.cudagraph_capture_sizes)
         if self.max_cudagraph_capture_size is not None:
             _check(is_int(self.max_cudagraph_capture_size) and self.max_cudagraph_capture_size >= 1,
                    f"max_cudagraph_capture_size must be an int >= 1, got {self.max_cudagraph_capture_size!r}")
-
-    def resolved_mode(self, device: torch.device) -> CompilationMode:
-        """The mode that runs: the default (None) is VLLM_COMPILE on CUDA and NONE on a CPU."""
-        if self.mode is not None:
-            return CompilationMode(self.mode)
-        return CompilationMode.VLLM_COMPILE if device.type == "cuda" else CompilationMode.NONE
 
     def resolved_custom_ops(self) -> list[str]:
         """As vLLM: where a compile mode is asked for, Inductor generates (and fuses) the small ops; else, and
         in the default configuration (measured fastest on the H200), the hand-written kernels run."""
         if self.custom_ops is not None:
-            return self.custom_ops
+            return [self.custom_ops] if isinstance(self.custom_ops, str) else list(self.custom_ops)
         return ["none"] if self.mode is not None and self.mode >= 1 and self.backend == "inductor" else ["all"]
 
     @classmethod
-    def from_any(cls, value: Any) -> "CompilationConfig":
-        """Accept a CompilationConfig, a dict, a JSON string (the CLI form) or None."""
+    def from_any(cls, value: Any, **overrides: Any) -> "CompilationConfig":
+        """Accept a CompilationConfig, a dict, a JSON string (the CLI form) or None; `overrides` (EngineArgs'
+        own graph fields) replace keys that are not None."""
         if value is None:
-            return cls()
-        if isinstance(value, cls):  # a copy: the engine (its fallback ladder) changes level and mode
-            return copy.deepcopy(value)
-        if isinstance(value, str):
+            value = {}
+        elif isinstance(value, cls):
+            value = {f.name: getattr(value, f.name) for f in fields(cls)}
+        elif isinstance(value, str):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError as e:
@@ -294,7 +277,7 @@ class CompilationConfig:
         known = set(cls.__dataclass_fields__)
         unknown = set(value) - known
         _check(not unknown, f"compilation_config has unknown keys {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**value)
+        return cls(**{**value, **{k: v for k, v in overrides.items() if v is not None}})
 
     def resolved_cache_dir(self) -> Path:
         root = self.cache_dir or os.environ.get("MINIVLLM_CACHE_DIR") or "~/.cache/minivllm"
@@ -307,111 +290,172 @@ def default_capture_sizes(max_size: int) -> list[int]:
     return [s for s in sizes if s <= max_size]
 
 
-@dataclass
+@dataclass(frozen=True)
 class EngineConfig:
-    """Everything the engine needs, resolved against the checkpoint at startup."""
+    """Every decision the engine runs with, made once by `EngineConfig.resolve` (vLLM's create_engine_config)
+    and frozen: later code reads it, nothing writes it. The fallback ladder resolves a new one per rung."""
 
     model: str
-    dtype: torch.dtype = torch.float32
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    max_model_len: int = 0
-    seed: int = 0
-    enforce_eager: bool = False
-    attention_backend: str = "auto"
-    skip_tokenizer_init: bool = False  # vLLM's flag: token ids in, token ids out, no text
-    fallback: str | None = None  # "auto": walk the fallback ladder on a startup failure (worker/fallback.py)
-    verify: bool = False  # greedy probes through the optimized path vs the plain forward at startup
-    batch_invariant: bool = False  # every reduction's order independent of the batch (layers/custom_op.py)
-    cache: CacheConfig = field(default_factory=CacheConfig)
-    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    compilation: CompilationConfig = field(default_factory=CompilationConfig)
+    dtype: torch.dtype
+    device: torch.device
+    max_model_len: int  # lowered to what a CPU's fixed-size KV cache holds, before anything is sized from it
+    seed: int
+    enforce_eager: bool
+    attention_backend: str  # what runs: "triton", "torch" or "unregistered" ("auto" resolved)
+    skip_tokenizer_init: bool  # vLLM's flag: token ids in, token ids out, no text
+    fallback: str | None  # "auto": walk the fallback ladder on a startup failure (engine/fallback.py)
+    verify: bool  # greedy probes through this engine vs an eager one at startup
+    batch_invariant: bool  # every reduction's order independent of the batch (layers/custom_op.py)
+    async_scheduling: bool
+    cache: CacheConfig
+    scheduler: SchedulerConfig
+    compilation: CompilationConfig  # as asked; what runs is below
+    compile_mode: CompilationMode
+    cudagraph_mode: CUDAGraphMode  # after vLLM's downgrades
+    cudagraph_downgrade: str | None  # why the asked-for graph mode is not the one that runs (logged once)
+    custom_ops: tuple[str, ...]
+    cudagraph_capture_sizes: tuple[int, ...]  # vLLM's rule, before the per-kind floors and caps below
+    full_capture_sizes: tuple[int, ...]  # token counts of FULL graphs (pure decode: = batch sizes)
+    piecewise_capture_sizes: tuple[int, ...]  # token counts of PIECEWISE graphs
+    full_graphs_capture: str  # "plain" or "compiled": the forward a FULL graph records
+    min_num_tokens: int  # the padding floor of a traced forward (2: Dynamo's 0/1 specialization)
+    max_num_tokens: int  # rows of the persistent buffers: the largest step
 
-    def __post_init__(self) -> None:
-        _check(self.attention_backend in ATTENTION_BACKENDS,
-               f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
-        check_seed(self.seed, "seed")
-        check_bool(self.enforce_eager, "enforce_eager")
-        check_bool(self.skip_tokenizer_init, "skip_tokenizer_init")
-        check_bool(self.verify, "verify")
-        check_bool(self.batch_invariant, "batch_invariant")
-        _check(not self.batch_invariant or self.device.type != "cuda" or self.attention_backend in ("auto", "triton"),
+    @classmethod
+    def resolve(cls, model: str, *, dtype: torch.dtype = torch.float32,
+                device: torch.device | str = torch.device("cpu"), max_model_len: int = 2048,
+                seed: int = 0, enforce_eager: bool = False, attention_backend: str = "auto",
+                skip_tokenizer_init: bool = False, fallback: str | None = None, verify: bool = False,
+                batch_invariant: bool = False, cache: CacheConfig | None = None,
+                scheduler: SchedulerConfig | None = None,
+                compilation: CompilationConfig | None = None) -> "EngineConfig":
+        """Check the settings against each other and make every decision: the one resolution step."""
+        device = resolve_device(device)
+        cache, scheduler = cache or CacheConfig(), scheduler or SchedulerConfig()
+        c = compilation or CompilationConfig()
+        _check(attention_backend in ATTENTION_BACKENDS,
+               f"attention_backend must be one of {ATTENTION_BACKENDS}, got {attention_backend!r}")
+        check_seed(seed, "seed")
+        for name, value in (("enforce_eager", enforce_eager), ("skip_tokenizer_init", skip_tokenizer_init),
+                            ("verify", verify), ("batch_invariant", batch_invariant)):
+            check_bool(value, name)
+        _check(not batch_invariant or device.type != "cuda" or attention_backend in ("auto", "triton"),
                f"batch_invariant=True on a GPU needs attention_backend 'triton' (or 'auto'): its kernels and the "
-               f"Triton norms are what fix each reduction's order; got {self.attention_backend!r}")
-        _check(self.fallback in (None, "auto"), f"fallback must be None or 'auto', got {self.fallback!r}")
+               f"Triton norms are what fix each reduction's order; got {attention_backend!r}")
+        _check(fallback in (None, "auto"), f"fallback must be None or 'auto', got {fallback!r}")
         # Triton compiles its kernels for a GPU; without one the first generate fails deep in the driver
         # ("0 active drivers") and leaves Triton's state broken for every later engine in the process.
         # TRITON_INTERPRET=1 (the CPU tests) runs the kernels in Triton's interpreter instead.
-        _check(self.attention_backend != "triton" or self.device.type == "cuda"
-               or os.environ.get("TRITON_INTERPRET") == "1",
-               f"attention_backend='triton' needs a CUDA GPU, and this engine runs on {self.device.type!r}"
+        _check(attention_backend != "triton" or device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1",
+               f"attention_backend='triton' needs a CUDA GPU, and this engine runs on {device.type!r}"
                f"{'' if torch.cuda.is_available() else ' (no CUDA on this machine)'}; use attention_backend="
                f"'auto' or 'torch' (or set TRITON_INTERPRET=1 to run Triton's interpreter on the CPU, slowly)")
+        backend = attention_backend if attention_backend != "auto" else "triton" if device.type == "cuda" else "torch"
+        if enforce_eager:
+            mode = CompilationMode.NONE
+        elif c.mode is not None:
+            mode = CompilationMode(c.mode)
+        else:
+            mode = CompilationMode.VLLM_COMPILE if device.type == "cuda" else CompilationMode.NONE
+        graph_mode, downgrade = _resolve_cudagraph_mode(c, mode, backend, device, enforce_eager)
+        sizes = _capture_sizes(c, scheduler)
+        # The default configuration's FULL graphs record the plain forward: its ops are the hand-written
+        # kernels, so Inductor has nothing to fuse in them, and the plain forward replays a size-1 graph at
+        # batch 1 (README, "Where minivllm differs from vLLM"). An asked-for mode records the compiled one.
+        full_records = "plain" if (c.mode is None and c.custom_ops is None) or mode is CompilationMode.NONE \
+            else "compiled"
+        # Dynamo specializes a dynamic dimension of size 1 (the "0/1 specialization"): a 1-token batch would
+        # retrace, and on torch 2.11-2.13 Inductor then fails on that graph. So a traced forward never sees
+        # 1 token: such batches are padded to 2.
+        floor = 2 if mode >= CompilationMode.DYNAMO_TRACE_ONCE else 1
+        full_floor = 1 if full_records == "plain" else floor
+        max_tokens = max(scheduler.max_num_batched_tokens, scheduler.max_num_seqs, 2)
+        full: list[int] = []
+        if graph_mode is CUDAGraphMode.FULL:  # graphs of any batch, by token count
+            full = sorted({max(s, full_floor) for s in sizes if s <= max_tokens})
+        elif graph_mode.has_full:  # graphs of pure decode, by batch size (= token count)
+            full = sorted({max(s, full_floor) for s in sizes} & set(range(1, max(scheduler.max_num_seqs, 2) + 1)))
+        piecewise = sorted({max(s, floor) for s in sizes if s <= max_tokens}) if graph_mode.has_piecewise else []
+        return cls(model=model, dtype=dtype, device=device, max_model_len=max_model_len, seed=seed,
+                   enforce_eager=enforce_eager, attention_backend=backend, skip_tokenizer_init=skip_tokenizer_init,
+                   fallback=fallback, verify=verify, batch_invariant=batch_invariant,
+                   async_scheduling=scheduler.async_scheduling if scheduler.async_scheduling is not None
+                   else device.type == "cuda",  # on a CPU nothing runs concurrently: nothing to overlap
+                   cache=cache, scheduler=scheduler, compilation=c, compile_mode=mode, cudagraph_mode=graph_mode,
+                   cudagraph_downgrade=downgrade, custom_ops=tuple(c.resolved_custom_ops()),
+                   cudagraph_capture_sizes=tuple(sizes), full_capture_sizes=tuple(full),
+                   piecewise_capture_sizes=tuple(piecewise), full_graphs_capture=full_records,
+                   min_num_tokens=floor, max_num_tokens=max_tokens)
 
-    @property
-    def resolved_attention_backend(self) -> str:
-        if self.attention_backend != "auto":
-            return self.attention_backend
-        return "triton" if self.device.type == "cuda" else "torch"
 
-    @property
-    def resolved_async_scheduling(self) -> bool:
-        if self.scheduler.async_scheduling is not None:
-            return self.scheduler.async_scheduling
-        return self.device.type == "cuda"  # on a CPU nothing runs concurrently, so there is nothing to overlap
+def _resolve_cudagraph_mode(c: CompilationConfig, mode: CompilationMode, backend: str, device: torch.device,
+                            enforce_eager: bool) -> tuple[CUDAGraphMode, str | None]:
+    """The graph mode that runs, after vLLM's downgrades, and the one line that says why it differs."""
+    asked = CUDAGraphMode(c.cudagraph_mode or CUDAGraphMode.FULL_AND_PIECEWISE)
+    if enforce_eager or device.type != "cuda":
+        return CUDAGraphMode.NONE, None
+    split = mode is CompilationMode.VLLM_COMPILE
+    graph_mode, why = asked, []
+    if graph_mode.has_full and backend != "triton":
+        # Full graphs need the Triton kernels: the PyTorch reference syncs with the host. vLLM turns a backend
+        # without full-graph support to PIECEWISE (docs/design/cuda_graphs.md).
+        graph_mode = CUDAGraphMode.NONE if graph_mode is CUDAGraphMode.FULL_DECODE_ONLY else CUDAGraphMode.PIECEWISE
+        why.append(f"attention_backend {backend!r} has no kernel a CUDA graph can hold (the Triton kernels run "
+                   f"with 'triton')")
+    if graph_mode.has_piecewise and not split:
+        # PIECEWISE graphs need the forward split at attention, which only mode 3 traces. vLLM then sets NONE
+        # (config/vllm.py); this engine keeps FULL_AND_PIECEWISE's decode half, whose graphs need no trace
+        keep = graph_mode is CUDAGraphMode.FULL_AND_PIECEWISE
+        graph_mode = CUDAGraphMode.FULL_DECODE_ONLY if keep else CUDAGraphMode.NONE
+        why.append(f"piecewise graphs need compilation mode 3 (VLLM_COMPILE), which splits the traced forward "
+                   f"at attention; this engine runs mode {int(mode)} ({mode.name})")
+    return graph_mode, (f"cudagraph_mode {asked.value} -> {graph_mode.value}: {'; '.join(why)}"
+                        if graph_mode is not asked else None)
 
-    @property
-    def compile_mode(self) -> CompilationMode:
-        """The compilation mode that runs (enforce_eager: NONE, as in vLLM)."""
-        if self.enforce_eager:
-            return CompilationMode.NONE
-        return self.compilation.resolved_mode(self.device)
 
-    @property
-    def cudagraph_mode(self) -> CUDAGraphMode:
-        """The graph mode that runs, after vLLM's downgrades (cudagraph_downgrade says why)."""
-        return self._resolve_cudagraph_mode()[0]
+def _capture_sizes(c: CompilationConfig, scheduler: SchedulerConfig) -> list[int]:
+    """The sizes to capture, by vLLM's rule (VllmConfig._set_cudagraph_sizes): the largest is
+    max_cudagraph_capture_size (default min(2 x max_num_seqs, 512)), never above max_num_batched_tokens;
+    explicit sizes above max_num_batched_tokens are dropped, and explicit sizes whose largest is not an
+    explicit max_cudagraph_capture_size are refused (the two say different things)."""
+    max_tokens = scheduler.max_num_batched_tokens
+    if c.cudagraph_capture_sizes is None:
+        max_size = c.max_cudagraph_capture_size or min(2 * scheduler.max_num_seqs, 512)
+        return default_capture_sizes(min(max_size, max_tokens))
+    sizes = sorted({s for s in c.cudagraph_capture_sizes if s <= max_tokens})
+    _check(bool(sizes), f"cudagraph_capture_sizes {list(c.cudagraph_capture_sizes)} are all above "
+                        f"max_num_batched_tokens ({max_tokens}): no batch could replay a graph")
+    _check(c.max_cudagraph_capture_size is None or c.max_cudagraph_capture_size == sizes[-1],
+           f"max_cudagraph_capture_size ({c.max_cudagraph_capture_size}) must equal the largest of "
+           f"cudagraph_capture_sizes ({sizes[-1]}) when both are given, as in vLLM; give one of them")
+    return sizes
 
-    @property
-    def cudagraph_downgrade(self) -> str | None:
-        """Why the asked-for graph mode is not the one that runs (one log line at startup), or None."""
-        return self._resolve_cudagraph_mode()[1]
 
-    def _resolve_cudagraph_mode(self) -> tuple[CUDAGraphMode, str | None]:
-        asked = CUDAGraphMode(self.compilation.cudagraph_mode or CUDAGraphMode.FULL_AND_PIECEWISE)
-        if self.enforce_eager or self.device.type != "cuda":
-            return CUDAGraphMode.NONE, None
-        split = self.compile_mode is CompilationMode.VLLM_COMPILE
-        mode, why = asked, None
-        if mode is CUDAGraphMode.FULL and self.resolved_attention_backend != "triton":
-            # Full graphs of mixed batches need the unified Triton kernel (vLLM: a backend whose cudagraph
-            # support is UNIFORM_BATCH or ALWAYS). Without it vLLM turns FULL into FULL_AND_PIECEWISE where
-            # the split trace exists, FULL_DECODE_ONLY where it does not (docs/design/cuda_graphs.md); here
-            # the other backends have no full graphs at all, so the decode-only graphs are skipped at capture.
-            mode = CUDAGraphMode.FULL_AND_PIECEWISE if split else CUDAGraphMode.FULL_DECODE_ONLY
-            why = (f"attention_backend {self.resolved_attention_backend!r} has no kernel a CUDA graph can hold "
-                   f"for mixed batches (the unified Triton kernel runs with 'triton')")
-        if mode.has_piecewise and not split:
-            # PIECEWISE graphs need the forward split at attention, which only mode 3 traces. vLLM then sets NONE
-            # (config/vllm.py); this engine keeps FULL_AND_PIECEWISE's decode half, whose graphs need no trace
-            mode = CUDAGraphMode.FULL_DECODE_ONLY if mode is CUDAGraphMode.FULL_AND_PIECEWISE else CUDAGraphMode.NONE
-            why = (f"piecewise graphs need compilation mode 3 (VLLM_COMPILE), which splits the traced forward "
-                   f"at attention; this engine runs mode {int(self.compile_mode)} ({self.compile_mode.name})")
-        return mode, (f"cudagraph_mode {asked.value} -> {mode.value}: {why}" if mode is not asked else None)
+def kv_bytes_per_block(num_layers: int, num_kv_heads: int, head_dim: int, block_size: int,
+                       dtype: torch.dtype) -> int:
+    """Bytes of K and V for one block of every layer."""
+    return 2 * num_layers * block_size * num_kv_heads * head_dim * torch.empty(0, dtype=dtype).element_size()
 
-    def capture_sizes(self) -> list[int]:
-        """The batch sizes to capture, by vLLM's rule (VllmConfig._set_cudagraph_sizes): the largest is
-        max_cudagraph_capture_size (default min(2 x max_num_seqs, 512)), never above max_num_batched_tokens;
-        explicit sizes above max_num_batched_tokens are dropped, and explicit sizes whose largest is not an
-        explicit max_cudagraph_capture_size are refused (the two say different things)."""
-        c = self.compilation
-        max_tokens = self.scheduler.max_num_batched_tokens
-        if c.cudagraph_capture_sizes is None:
-            max_size = c.max_cudagraph_capture_size or min(2 * self.scheduler.max_num_seqs, 512)
-            return default_capture_sizes(min(max_size, max_tokens))
-        sizes = sorted({s for s in c.cudagraph_capture_sizes if s <= max_tokens})
-        _check(bool(sizes), f"cudagraph_capture_sizes {c.cudagraph_capture_sizes} are all above "
-                            f"max_num_batched_tokens ({max_tokens}): no batch could replay a graph")
-        _check(c.max_cudagraph_capture_size is None or c.max_cudagraph_capture_size == sizes[-1],
-               f"max_cudagraph_capture_size ({c.max_cudagraph_capture_size}) must equal the largest of "
-               f"cudagraph_capture_sizes ({sizes[-1]}) when both are given, as in vLLM; give one of them")
-        return sizes
+
+def fixed_num_blocks(cache: CacheConfig, device: torch.device, max_model_len: int, per_block: int,
+                     max_num_seqs: int) -> int | None:
+    """KV blocks that need no memory probe: the override, the byte budget, or a CPU's default (room for 4
+    sequences of max_model_len, at least 8192 tokens, at most 2 GiB); None where CUDA's free memory decides.
+
+    Counts from a budget are capped at what max_num_seqs sequences of max_model_len tokens can ever hold
+    (x2 for the prefix cache): a tiny model on a big GPU would otherwise get hundreds of millions of blocks,
+    and the block manager keeps a Python object per block."""
+    if cache.num_gpu_blocks_override is not None:
+        return cache.num_gpu_blocks_override
+    if cache.kv_cache_memory_bytes is not None:
+        blocks = max(cache.kv_cache_memory_bytes // per_block, 1)
+    elif device.type == "cuda":
+        return None
+    else:
+        blocks = max(min(-(-max(4 * max_model_len, 8192) // cache.block_size), (2 << 30) // per_block), 1)
+    return min(blocks, max_blocks(cache.block_size, max_model_len, max_num_seqs))
+
+
+def max_blocks(block_size: int, max_model_len: int, max_num_seqs: int) -> int:
+    """The most KV blocks the engine could ever use: max_num_seqs sequences of max_model_len, x2 (prefix cache)."""
+    return 2 * max_num_seqs * -(-max_model_len // block_size)

@@ -11,8 +11,9 @@ flags, and `create_engine_config` validates them against the checkpoint into an 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
@@ -26,12 +27,16 @@ from minivllm.config import (
     CompilationConfig,
     EngineConfig,
     SchedulerConfig,
+    fixed_num_blocks,
+    kv_bytes_per_block,
     resolve_device,
     resolve_dtype,
 )
 from minivllm.loader import check_model_dir, load_model_config
 from minivllm.models.config import ModelConfig
 from minivllm.models.footprint import check_fits
+
+logger = logging.getLogger("minivllm")
 
 
 def _int_list(s: str) -> list[int]:
@@ -72,9 +77,9 @@ class EngineArgs:
     enable_chunked_prefill: bool = _arg(SchedulerConfig.enable_chunked_prefill, "split long prompts over steps")
     async_scheduling: bool | None = _arg(SchedulerConfig.async_scheduling, "launch step n+1 before reading step "
                                          "n's tokens (default: on with CUDA)", bool)
-    seed: int = _arg(EngineConfig.seed, "the sampler's seed")
-    enforce_eager: bool = _arg(EngineConfig.enforce_eager, "no torch.compile, no CUDA graphs")
-    attention_backend: str = _arg(EngineConfig.attention_backend, "attention kernels", choices=ATTENTION_BACKENDS)
+    seed: int = _arg(0, "the sampler's seed")
+    enforce_eager: bool = _arg(False, "no torch.compile, no CUDA graphs")
+    attention_backend: str = _arg("auto", "attention kernels", choices=ATTENTION_BACKENDS)
     compilation_config: Any = _arg(None, 'a dict, a CompilationConfig, or JSON on the command line: \'{"mode": 3}\'',
                                    str)
     cudagraph_mode: str | None = _arg(CompilationConfig.cudagraph_mode, "CUDA graph mode (default: "
@@ -83,11 +88,11 @@ class EngineArgs:
                                                      "batch sizes to capture, e.g. 1,2,4,8", _int_list)
     max_cudagraph_capture_size: int | None = _arg(CompilationConfig.max_cudagraph_capture_size,
                                                   "largest captured size (default: min(2 x max_num_seqs, 512))", int)
-    skip_tokenizer_init: bool = _arg(EngineConfig.skip_tokenizer_init, "no tokenizer: token ids in, token ids out")
-    fallback: str | None = _arg(EngineConfig.fallback, "auto: on a startup failure, diagnose it and turn off the "
-                                "layer at fault (worker/fallback.py)", str, ("auto",))
-    verify: bool = _arg(EngineConfig.verify, "compare greedy probes with the plain eager forward at startup")
-    batch_invariant: bool = _arg(EngineConfig.batch_invariant, "results independent of the batch (as vLLM's "
+    skip_tokenizer_init: bool = _arg(False, "no tokenizer: token ids in, token ids out")
+    fallback: str | None = _arg(None, "auto: on a startup failure, diagnose it and turn off the "
+                                "layer at fault (engine/fallback.py)", str, ("auto",))
+    verify: bool = _arg(False, "compare greedy probes with an eager engine at startup")
+    batch_invariant: bool = _arg(False, "results independent of the batch (as vLLM's "
                                  "VLLM_BATCH_INVARIANT=1, which also turns it on)")
 
     # ---- the command line ------------------------------------------------------------------------
@@ -113,7 +118,8 @@ class EngineArgs:
 
     # ---- the configs ---------------------------------------------------------------------------------
     def create_engine_config(self) -> tuple[EngineConfig, ModelConfig]:
-        """Validate against the checkpoint: the EngineConfig the engine runs with, and the model's config."""
+        """Validate against the checkpoint and resolve every decision once: the frozen EngineConfig the
+        engine runs with, and the model's config."""
         path = check_model_dir(DEFAULT_MODEL if self.model is None else self.model)  # "" is an error
         model_config = load_model_config(path)
         dev = resolve_device(self.device)
@@ -124,35 +130,61 @@ class EngineArgs:
         if max_len is not None and max_len > model_config.max_position_embeddings:
             raise ValueError(f"max_model_len={max_len} exceeds the model's max_position_embeddings "
                              f"({model_config.max_position_embeddings})")
-        max_len = max_len or model_config.max_position_embeddings
-        comp = CompilationConfig.from_any(self.compilation_config)
-        for key in ("cudagraph_capture_sizes", "cudagraph_mode", "max_cudagraph_capture_size"):
-            if getattr(self, key) is not None:
-                setattr(comp, key, getattr(self, key))
-        comp.__post_init__()
+        cache = CacheConfig(self.block_size, self.gpu_memory_utilization, self.kv_cache_memory_bytes,
+                            self.num_gpu_blocks_override, self.enable_prefix_caching)
+        max_len = max_len or _fit_cpu_kv_cache(model_config, cache, dev, dtype, self.max_num_seqs)
         max_tokens = self.max_num_batched_tokens
         if max_tokens is None:
             max_tokens = SchedulerConfig.max_num_batched_tokens
             max_tokens = max_tokens if self.enable_chunked_prefill else max(max_len, max_tokens)
-        config = EngineConfig(
-            model=str(path), dtype=dtype, device=dev, max_model_len=max_len, seed=self.seed,
+        config = EngineConfig.resolve(
+            str(path), dtype=dtype, device=dev, max_model_len=max_len, seed=self.seed,
             enforce_eager=self.enforce_eager, attention_backend=self.attention_backend,
             skip_tokenizer_init=self.skip_tokenizer_init, fallback=self.fallback, verify=self.verify,
-            batch_invariant=self.batch_invariant or _env_flag("VLLM_BATCH_INVARIANT"),
-            cache=CacheConfig(self.block_size, self.gpu_memory_utilization, self.kv_cache_memory_bytes,
-                              self.num_gpu_blocks_override, self.enable_prefix_caching),
+            batch_invariant=self.batch_invariant or _env_flag("VLLM_BATCH_INVARIANT"), cache=cache,
             scheduler=SchedulerConfig(self.max_num_seqs, max_tokens, self.enable_chunked_prefill,
                                       self.async_scheduling),
-            compilation=comp,
-        )
+            compilation=CompilationConfig.from_any(self.compilation_config, cudagraph_mode=self.cudagraph_mode,
+                                                   cudagraph_capture_sizes=self.cudagraph_capture_sizes,
+                                                   max_cudagraph_capture_size=self.max_cudagraph_capture_size))
         if not self.enable_chunked_prefill and max_tokens < max_len:
             raise ValueError(f"max_num_batched_tokens ({max_tokens}) must be >= max_model_len ({max_len}) when "
                              f"enable_chunked_prefill=False, or a long prompt could never run")
-        config.capture_sizes()  # explicit capture sizes that contradict each other fail here, not at capture
         check_fits(model_config, max_len, dtype, dev, self.max_num_seqs, self.block_size,
                    "max_model_len" if self.max_model_len is not None else "max_position_embeddings",
                    str(path / "config.json"))
         return config, model_config
+
+    def with_off(self, compile_off: bool, graphs_off: bool) -> "EngineArgs":
+        """These arguments with torch.compile and/or CUDA graphs turned off (a rung of the fallback ladder):
+        the options only a compile mode has are dropped with it."""
+        comp = CompilationConfig.from_any(self.compilation_config, cudagraph_mode=self.cudagraph_mode,
+                                          cudagraph_capture_sizes=self.cudagraph_capture_sizes,
+                                          max_cudagraph_capture_size=self.max_cudagraph_capture_size)
+        changes: dict[str, Any] = {}
+        if compile_off:
+            changes.update(mode=0, compile_sizes=[], inductor_compile_config={}, compile_scope="model",
+                           allow_graph_breaks=False)
+        if graphs_off:
+            changes["cudagraph_mode"] = "NONE"
+        return replace(self, compilation_config=replace(comp, **changes), cudagraph_mode=None,
+                       cudagraph_capture_sizes=None, max_cudagraph_capture_size=None)
+
+
+def _fit_cpu_kv_cache(model_config: ModelConfig, cache: CacheConfig, device: torch.device, dtype: torch.dtype,
+                      max_num_seqs: int) -> int:
+    """max_model_len when none is given: the model's max_position_embeddings, lowered (with a log line) to what
+    a KV cache of fixed size holds on a CPU, so nothing is sized from a length the cache cannot hold."""
+    max_len = model_config.max_position_embeddings
+    if device.type == "cuda":
+        return max_len  # sized from free memory at startup: too small is an error there, never a lowering
+    m = model_config
+    per_block = kv_bytes_per_block(m.num_hidden_layers, m.num_key_value_heads, m.head_dim, cache.block_size, dtype)
+    blocks = fixed_num_blocks(cache, device, max_len, per_block, max_num_seqs)
+    if blocks * cache.block_size < max_len:
+        logger.info("max_model_len lowered to %d to fit the KV cache", blocks * cache.block_size)
+        return blocks * cache.block_size
+    return max_len
 
 
 def llm_kwargs(model: str | None, kwargs: dict[str, Any]) -> EngineArgs:

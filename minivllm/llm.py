@@ -18,6 +18,7 @@ from typing import Sequence as Seq
 
 from tqdm.auto import tqdm
 
+from minivllm.engine.fallback import start_engine
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.engine_args import EngineArgs, llm_kwargs
 from minivllm.inputs import encode_prompt, token_ids_from
@@ -43,8 +44,9 @@ class LLM:
         self.report = StartupReport()
         # The caller's torch RNG state is left alone (it is theirs): the sampler draws from its own generator
         # seeded with `seed` (layers/sampler.py), a request with a seed from its own generator.
-        engine = LLMEngine.from_engine_args(llm_kwargs(model, kwargs), self.report)
+        engine = start_engine(llm_kwargs(model, kwargs), self.report)
         self.config, self.tokenizer, self.worker = engine.config, engine.tokenizer, engine.worker
+        self.fallback_report: list[dict] = engine.fallback_report  # the ladder's rungs (engine/fallback.py)
         self.engine_vocab = engine.model_config.vocab_size
         # `del llm` (or rebinding the name in a notebook cell) frees the device memory at once.
         self._finalizer = weakref.finalize(self, self.worker.release)
@@ -59,17 +61,12 @@ class LLM:
     def model_runner(self) -> ModelRunner | None:
         return self.worker.model_runner
 
-    @property
-    def fallback_report(self) -> list[dict]:
-        """The fallback ladder's rungs, when fallback="auto" (worker/fallback.py)."""
-        return self.worker.fallback_report
-
     def compile_report(self) -> dict:
         """Graphs traced, graph breaks and run-time recompiles of torch.compile (see compilation/)."""
         from minivllm.compilation.report import live_compile_report
 
         runner = self.model_runner
-        return live_compile_report(self.report.compile, runner.split_backend if runner is not None else None)
+        return live_compile_report(self.report.compile, runner.compiled.split_backend if runner is not None else None)
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def shutdown(self) -> None:

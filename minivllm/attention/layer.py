@@ -4,7 +4,8 @@ Why a custom op: torch.compile must see attention as ONE opaque node. Dynamo can
 launchers that read a global batch description, and a paged-KV write traced op by op is slow and
 fragile. Registered with torch.library (kernels/op_registry.py), the op is a single node with a fake (shape-only) implementation,
 so the whole model traces with zero graph breaks, and level 3 can split the graph right at it.
-attention_backend="unregistered" calls the same Python function, hidden from Dynamo, to show what happens then.
+attention_backend="unregistered" (a lab variant, compilation/variants.py) calls the same Python function,
+hidden from Dynamo, to show what happens then.
 """
 
 from __future__ import annotations
@@ -61,20 +62,6 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
         meta.launch_plans[plan_key] = launch.LaunchPlan.build(recorded, ptrs) if unit else None
 
 
-@torch._dynamo.disable
-def unregistered_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int,
-                           scale: float, use_pdl: bool = False, prefetch_metadata: bool = False,
-                           batch_invariant: bool = False) -> None:
-    """attention_backend="unregistered": the same Python, hidden from Dynamo the way a plain C++/CUDA extension
-    call is, so every attention call is a graph break.
-
-    Left visible, Dynamo traces into the Triton launchers and must functionalize their in-place writes to
-    the KV cache (a global it does not own): on the H200, Inductor then cloned the whole 28 GiB cache
-    (8.05e9 elements) every forward and died with an illegal memory access, and on a small model it gave
-    wrong tokens. Registering the op (below) is what tells the compiler what it may assume."""
-    unified_attention_impl(q, k, v, out, layer_idx, scale, use_pdl, prefetch_metadata, batch_invariant)
-
-
 @direct_op("minivllm::unified_attention", mutates_args=("out",))
 def unified_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int,
                       scale: float, use_pdl: bool = False, prefetch_metadata: bool = False,
@@ -94,11 +81,9 @@ class Attention(UsesCustomOps):
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim, self.scale = num_heads, num_kv_heads, head_dim, scale
         self.layer_idx = layer_idx  # which (k_cache, v_cache) of the forward context is this layer's
-        self.use_custom_op = True  # False for attention_backend="unregistered" (set by the model runner)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(q)
-        op = unified_attention if self.use_custom_op else unregistered_attention
-        op(q, k, v, out, self.layer_idx, self.scale, self.custom_ops.use_pdl,
-           self.custom_ops.is_enabled("decode_prefetch"), self.custom_ops.batch_invariant)
+        unified_attention(q, k, v, out, self.layer_idx, self.scale, self.custom_ops.use_pdl,
+                          self.custom_ops.is_enabled("decode_prefetch"), self.custom_ops.batch_invariant)
         return out

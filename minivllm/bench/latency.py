@@ -124,10 +124,6 @@ def ran_as(llm, mode: str) -> tuple[str, str | None]:
         why = f"CUDA graphs are unavailable on {cfg.device.type}" + (
             "" if torch.cuda.is_available() else " (no CUDA)")
         return "eager" + suffix, why
-    if cfg.cudagraph_mode.has_full and cfg.resolved_attention_backend != "triton":
-        # the engine captures no FULL graph then (it logs the same reason)
-        why = f"FULL graphs need attention_backend='triton' (this engine: {cfg.resolved_attention_backend!r})"
-        return ("PIECEWISE" if cfg.cudagraph_mode.has_piecewise else "eager") + suffix, why
     if cfg.cudagraph_downgrade:  # e.g. PIECEWISE at mode 0 (no split trace): vLLM's downgrade, logged at startup
         return cfg.cudagraph_mode.value + suffix, cfg.cudagraph_downgrade
     return mode, None
@@ -195,8 +191,8 @@ def main(args) -> dict:
         rep = jsonable(llm.startup_report().as_dict())
         result["modes"][mode] = {"asked": asked, "cudagraph_mode": llm.config.cudagraph_mode,
                                  "compile_level": rep["compile"].get("mode", 0),
-                                 "attention_backend": llm.config.resolved_attention_backend,
-                                 "async_scheduling": llm.config.resolved_async_scheduling,
+                                 "attention_backend": llm.config.attention_backend,
+                                 "async_scheduling": llm.config.async_scheduling,
                                  "dtype": str(llm.config.dtype).removeprefix("torch."),
                                  "capture_sizes": rep["cudagraph"].get("capture_sizes", []),
                                  "graph_pool_mib": _graph_pool_mib(rep["cudagraph"]),

@@ -75,7 +75,7 @@ def run_engine(llm, prompts, max_tokens, temperature: float, high: int, logprobs
     n_dec, n_steps = max(st["decode_steps"], 1), max(es["steps"], 1)
     cpu = es["schedule_time"] + st["cpu_launch_time"] + es["process_time"]
     return {
-        "async_scheduling": llm.config.resolved_async_scheduling,
+        "async_scheduling": llm.config.async_scheduling,
         "decode_wall_ms_per_step": st["decode_time"] / n_dec * 1e3,
         "decode_gpu_ms_per_step": st["decode_gpu_time"] / n_dec * 1e3 if torch.cuda.is_available() else None,
         "cpu_ms_per_step": cpu / n_steps * 1e3, "wait_ms_per_step": es["wait_time"] / n_steps * 1e3,
@@ -136,7 +136,7 @@ def main(args) -> dict:
                            "token_id_max": high, "max_model_len": max_len}}
     llm = LLM(**engine_kwargs(args, max_model_len=max_len))
     result["engine"] = {"cudagraph_mode": llm.config.cudagraph_mode, "dtype": str(llm.config.dtype),
-                        "attention_backend": llm.config.resolved_attention_backend,
+                        "attention_backend": llm.config.attention_backend,
                         "max_num_seqs": llm.config.scheduler.max_num_seqs,
                         "max_num_batched_tokens": llm.config.scheduler.max_num_batched_tokens,
                         "startup": jsonable(llm.startup_report().as_dict())}

@@ -2,7 +2,7 @@
 
 This is what vLLM does: trace the WHOLE forward once (Dynamo, fullgraph), then split the FX graph at every
 `minivllm::unified_attention` node. Each piece is compiled by Inductor (compilation/piecewise.py) and, with
-PIECEWISE graphs on, wrapped in a CUDAGraphWrapper (compilation/cuda_graph.py); attention stays eager
+a CUDAGraphWrapper (compilation/cuda_graph.py) around it; attention stays eager
 between them, so one set of graphs serves prefill, decode and mixed batches. The split graph then calls its
 pieces and attention ops as plain callables (piecewise.call_directly): a PIECEWISE step is host time between
 replays, and module calls and the dispatcher's round trip were most of it. The traced graph and compiled
@@ -47,11 +47,11 @@ def _is_attention(node: fx.Node) -> bool:
 class SplitBackend:
     """A Dynamo backend: split the traced graph at attention ops, compile pieces, wrap them for graphs."""
 
-    def __init__(self, compile_pieces: bool, inductor: bool, use_graphs: bool,
-                 compile_sizes: list[int] | None = None, inductor_config: dict | None = None,
+    def __init__(self, compile_pieces: bool, inductor: bool, compile_sizes: list[int] | None = None, inductor_config: dict | None = None,
                  graph_cache_dir: Path | None = None, model: torch.nn.Module | None = None) -> None:
-        self.compile_pieces, self.inductor, self.use_graphs = compile_pieces, inductor, use_graphs
-        self.wrappers: list[CUDAGraphWrapper] = []  # one PIECEWISE graph wrapper per piece (use_graphs)
+        self.compile_pieces, self.inductor = compile_pieces, inductor
+        # one PIECEWISE graph wrapper per piece; it calls through in every step that is not a PIECEWISE replay
+        self.wrappers: list[CUDAGraphWrapper] = []
         self._split_gms: list[weakref.ref] = []  # the split graphs handed out (Dynamo keeps them after release)
         # where to keep the traced graph and the compiled pieces, so a warm start skips Dynamo (graph_cache)
         self.graph_cache_dir = graph_cache_dir
@@ -152,11 +152,10 @@ class SplitBackend:
         return pieces
 
     def _wrap_for_graphs(self, split_gm: fx.GraphModule, pieces: list[fx.Node]) -> None:
-        if self.use_graphs:
-            for i, node in enumerate(pieces):
-                wrapper = CUDAGraphWrapper(getattr(split_gm, node.target), CUDAGraphMode.PIECEWISE, f"piece {i}")
-                self.wrappers.append(wrapper)
-                setattr(split_gm, node.target, CallableModule(wrapper))
+        for i, node in enumerate(pieces):
+            wrapper = CUDAGraphWrapper(getattr(split_gm, node.target), CUDAGraphMode.PIECEWISE, f"piece {i}")
+            self.wrappers.append(wrapper)
+            setattr(split_gm, node.target, CallableModule(wrapper))
         from minivllm.attention.layer import unified_attention, unified_attention_impl
 
         split_gm.direct_calls = call_directly(split_gm, unified_attention.op, unified_attention_impl)

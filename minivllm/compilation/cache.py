@@ -75,7 +75,7 @@ def cache_key(config, model_config) -> str:
     parts = {
         "compilation": {k: v for k, v in asdict(c).items() if k not in ("cache_dir",)},
         "model": asdict(model_config) | {"torch_dtype": str(model_config.torch_dtype)},
-        "dtype": str(config.dtype), "device": config.device.type, "backend": config.resolved_attention_backend,
+        "dtype": str(config.dtype), "device": config.device.type, "backend": config.attention_backend,
         "max_model_len": config.max_model_len, "block_size": config.cache.block_size,
         "batch_invariant": config.batch_invariant,
         "torch": torch.__version__, "code": code_hash(),

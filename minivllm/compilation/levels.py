@@ -3,15 +3,14 @@
   mode 0  NONE: the plain forward; nothing is traced, Dynamo never runs
   mode 1  STOCK_TORCH_COMPILE: torch.compile(fullgraph=True) of the forward, guards kept, so a new shape
           may re-trace (counted); an op Dynamo cannot trace is a startup error, as in vLLM
-          (compilation_config allow_graph_breaks=True makes it a graph break instead, for the labs)
   mode 2  DYNAMO_TRACE_ONCE: one trace with a dynamic token dimension, compiled whole; after it the
           engine calls the compiled graph directly, so no guard is checked and nothing re-traces
   mode 3  VLLM_COMPILE: mode 2's trace split at every attention op, each piece compiled by Inductor
           (compilation/backend.py); with PIECEWISE graphs on, each piece is captured per token count
 
-vLLM traces the WHOLE forward once and splits at attention; "per layer" and "selected ops" are offered as
-compile_scope="layer"/"ops" so the lab can compare the three scopes. The result is a CompiledForward: the
-worker keeps it and never looks inside the compiler.
+vLLM traces the WHOLE forward once and splits at attention. The labs' variants (the handbook's other
+compile scopes, graph breaks, unregistered attention) come in through one seam, compilation/variants.py.
+The result is a CompiledForward: the worker keeps it and never looks inside the compiler.
 """
 
 from __future__ import annotations
@@ -26,12 +25,12 @@ from typing import Callable
 import torch
 from torch import nn
 
-from minivllm.compilation import graph_cache, report
+from minivllm.compilation import graph_cache, report, variants
 from minivllm.compilation.backend import SplitBackend
 from minivllm.compilation.cache import CompileCache, cache_key, scoped_cache_env
-from minivllm.compilation.cuda_graph import CUDAGraphWrapper
+from minivllm.compilation.cuda_graph import CUDAGraphWrapper, released
 from minivllm.config import EngineConfig
-from minivllm.layers.custom_op import CustomOp, CustomOpSelection, attach_custom_ops
+from minivllm.layers.custom_op import CustomOpSelection, attach_custom_ops
 from minivllm.models.config import ModelConfig
 
 logger = logging.getLogger("minivllm")
@@ -42,13 +41,22 @@ Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 class CompiledForward:
     """What compile_model hands the worker."""
 
-    forward: Forward  # runs every step that is not a FULL graph replay
-    full_graph_forward: Forward  # what FULL graphs capture: the compiled forward, or at level 0 the plain one
-    min_num_tokens: int = 1  # a traced forward never sees 1 token (see compile_model)
-    full_graph_min_tokens: int = 1
-    piecewise_wrappers: list[CUDAGraphWrapper] = field(default_factory=list)
+    forward: Forward  # the forward every step runs (a FULL graph may record it too: EngineConfig.full_graphs_capture)
+    piecewise_wrappers: list[CUDAGraphWrapper] = field(default_factory=list)  # mode 3: one per piece
     split_backend: SplitBackend | None = None
     info: dict = field(default_factory=dict)  # for the startup report
+    code: types.CodeType | None = None  # the code object Dynamo keeps this engine's compiled code under
+
+    def release(self) -> None:
+        """Drop the compiled code and graphs: Dynamo's cache entries for this engine's code object (they hold
+        the model through their guards), the pieces' graphs and the split backend's artifacts."""
+        for w in self.piecewise_wrappers:
+            w.release()
+        if self.split_backend is not None:
+            self.split_backend.release()
+        if self.code is not None:
+            forget_code(self.code)
+        self.forward, self.piecewise_wrappers, self.split_backend, self.code = released, [], None, None
 
 
 @scoped_cache_env()  # the cache's environment variables are set only while this compiles
@@ -59,16 +67,17 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
     c = config.compilation
     ops = CustomOpSelection.for_engine(config)
     attach_custom_ops(model, ops)
+    variants.prepare_model(model, config)
     if ops.batch_invariant:
         logger.info("Batch-invariant mode on: matmuls in one kernel for every batch size, attention splits "
                     "by context length; custom ops %s", ",".join(sorted(ops.enabled)) or "none")
-    graphs_on = config.cudagraph_mode.has_piecewise  # only ever with mode 3 (EngineConfig.cudagraph_mode)
     level = int(config.compile_mode)
-    info: dict = {"mode": level, "level": level, "backend": c.backend, "scope": c.compile_scope}
+    info: dict = {"mode": level, "level": level, "backend": c.backend, "scope": c.compile_scope,
+                  "full_graphs_capture": f"{config.full_graphs_capture} forward"}
     if level == 0:  # vLLM's mode NONE: no Dynamo at all
-        return CompiledForward(model.forward, model.forward, info=info)
+        return CompiledForward(model.forward, info=info)
     cache = None
-    if level > 0 and c.backend == "inductor":
+    if c.backend == "inductor":
         cache = CompileCache(c.resolved_cache_dir(), cache_key(config, model_config))
         cache.open()
     # Dynamo keeps one cache entry per model instance on the same code object (the guards check `self`), so
@@ -81,17 +90,19 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
     split = level == 3
     backend = None
     trace_once: TraceOnceBackend | None = None
-    if level == 1:
-        fn = _compile_level1(model, c.compile_scope, c.backend, options, fullgraph=not c.allow_graph_breaks)
-    else:
-        backend = SplitBackend(compile_pieces=True, inductor=c.backend == "inductor", use_graphs=graphs_on,
+    forward = own_forward(model)
+    fn = variants.compile_forward(model, forward, config, options)  # the labs' mode-1 variants, else None
+    if fn is None and level == 1:
+        fn = torch.compile(forward, backend=c.backend, fullgraph=True, **options)
+    elif fn is None:
+        backend = SplitBackend(compile_pieces=True, inductor=c.backend == "inductor",
                                compile_sizes=c.compile_sizes, inductor_config=c.inductor_compile_config,
                                graph_cache_dir=cache.dir if cache is not None else None,
                                model=model) if split else None
         fn = _load_saved_forward(backend, cache, model, info) if backend is not None else None
         if fn is None:
             trace_once = TraceOnceBackend(backend or c.backend, options if not split else {}, model)
-            fn = _traced_forward(model, trace_once)
+            fn = _traced_forward(forward, trace_once)
     loaded = fn if info.get("dynamo_skipped") else None  # a saved graph: nothing for Dynamo to trace
     fn = _with_constant_floats(fn)
     try:
@@ -104,7 +115,7 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
         cache.open()
         if info.pop("dynamo_skipped", False):  # the loaded graph failed: trace it again
             backend.wrappers.clear()
-            fn = _with_constant_floats(_traced_forward(model, backend))
+            fn = _with_constant_floats(_traced_forward(forward, backend))
         warm_up(fn)
     if loaded is not None and info.get("dynamo_skipped"):
         fn = loaded  # called every step: without the config patch around it (it only matters to a trace)
@@ -120,41 +131,26 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
         cache.seal()
         info["cache_dir"], info["cache_warm"] = str(cache.dir), cache.warm
     _log_and_count(info, level, c.backend, took, base, times_before)
-    # Dynamo specializes a dynamic dimension of size 1 (the "0/1 specialization"): a 1-token batch would
-    # retrace (a run-time recompile), and on torch 2.11-2.13 Inductor then fails on that graph (KeyError
-    # in its scheduler). So the traced forward never sees 1 token: such batches are padded to 2.
-    min_tokens = 2 if level >= 2 or split else 1
-    # The default configuration's FULL decode graphs capture the plain forward: its ops are the hand-written
-    # kernels, so Inductor has nothing to fuse in them, and the plain forward replays a size-1 graph at
-    # batch 1 (README, "Where minivllm differs from vLLM"). An asked-for mode captures the compiled forward.
-    default = c.mode is None and c.custom_ops is None
-    full = (fn, min_tokens) if not default else (model.forward, 1)
-    info["full_graphs_capture"] = "compiled forward" if not default else "plain forward"
-    return CompiledForward(fn, full[0], min_tokens, full[1], list(backend.wrappers) if backend else [], backend, info)
-
-
-def _compile_level1(model: nn.Module, scope: str, backend: str, options: dict, fullgraph: bool) -> Forward:
-    if scope == "layer":
-        for layer in model.model.layers:
-            layer.forward = torch.compile(layer.forward, backend=backend, fullgraph=fullgraph, **options)
-        return model.forward
-    if scope == "ops":  # only the small elementwise layers (norms, activation)
-        for m in model.modules():
-            if isinstance(m, CustomOp):
-                m.forward_native = torch.compile(m.forward_native, backend=backend, fullgraph=fullgraph,
-                                                 **options)
-        return model.forward
-    return torch.compile(own_forward(model), backend=backend, fullgraph=fullgraph, **options)
+    return CompiledForward(fn, list(backend.wrappers) if backend else [], backend, info, forward.__code__)
 
 
 def own_forward(model: nn.Module) -> Forward:
     """model.forward with a code object of its own. Dynamo caches compiled code per code object, and its
     guards may accept another model of the same class: without this, an engine compiled with graph breaks
-    would hand its code to the next engine, which asked for fullgraph (seen in the tests)."""
+    would hand its code to the next engine, which asked for fullgraph (seen in the tests). It also lets the
+    engine's release drop exactly its own cache entries (forget_code)."""
     func = type(model).forward
     fresh = types.FunctionType(func.__code__.replace(), func.__globals__, func.__name__, func.__defaults__,
                                func.__closure__)
     return types.MethodType(fresh, model)
+
+
+def forget_code(code: types.CodeType) -> None:
+    """Drop Dynamo's compiled entries for one code object: their guards and compiled functions hold the
+    model (its parameters, the graph module) for as long as the code object lives."""
+    reset = getattr(torch._C._dynamo.eval_frame, "reset_code", None)
+    if reset is not None:  # (a torch without it: the entries stay until the code object is collected)
+        reset(code)
 
 
 class TraceOnceBackend:
@@ -219,9 +215,9 @@ def _log_and_count(info: dict, level: int, backend: str, took: float, base: dict
         logger.info("torch.compile took %.2f s in total (mode %d)", took, level)
 
 
-def _traced_forward(model: nn.Module, backend) -> Forward:
+def _traced_forward(forward: Forward, backend) -> Forward:
     """torch.compile of the forward: traced once, the token dimension dynamic, no graph breaks allowed."""
-    compiled = torch.compile(own_forward(model), backend=backend, fullgraph=True)
+    compiled = torch.compile(forward, backend=backend, fullgraph=True)
 
     def fn(input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         torch._dynamo.mark_dynamic(input_ids, 0)

@@ -13,21 +13,18 @@ import logging
 import time
 from functools import cache
 from itertools import count
-from pathlib import Path
 from typing import Any
 
 from minivllm.config import EngineConfig
 from minivllm.engine.block_manager import BlockManager
 from minivllm.engine.scheduler import Scheduler
 from minivllm.engine.sequence import Sequence, SequenceStatus
-from minivllm.engine_args import EngineArgs
-from minivllm.loader import NoTokenizer, load_tokenizer
+from minivllm.loader import NoTokenizer
 from minivllm.models.config import ModelConfig
 from minivllm.outputs import CompletionOutput, RequestOutput, logprobs_dict
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.model_runner import ModelRunner
 from minivllm.worker.model_runner_output import ModelRunnerOutput
-from minivllm.worker.startup import StartupReport
 from minivllm.worker.worker import Worker
 
 logger = logging.getLogger("minivllm")
@@ -35,18 +32,19 @@ Tokenizer = Any  # loader.FastTokenizer, loader.NoTokenizer or a transformers to
 
 
 class LLMEngine:
-    """The step loop over one started worker. `from_engine_args` builds both: the configs from EngineArgs,
-    the tokenizer, then the worker's startup (worker/worker.py)."""
+    """The step loop over one started worker (engine/fallback.py starts both: the config from EngineArgs,
+    the tokenizer, then the worker's startup, worker/worker.py)."""
 
     def __init__(self, config: EngineConfig, model_config: ModelConfig, tokenizer: Tokenizer,
-                 worker: Worker) -> None:
+                 worker: Worker, fallback_report: list[dict] | None = None) -> None:
         self.config, self.model_config, self.tokenizer = config, model_config, tokenizer
         self.worker = worker
+        self.fallback_report = fallback_report or []  # the fallback ladder's rungs (engine/fallback.py)
         self.model_runner: ModelRunner = worker.model_runner
         cache = config.cache
         self.block_manager = BlockManager(worker.num_blocks, cache.block_size, cache.enable_prefix_caching)
         self.scheduler = Scheduler(config.scheduler, self.block_manager, config.max_model_len)
-        self.async_scheduling = config.resolved_async_scheduling
+        self.async_scheduling = config.async_scheduling
         self.inflight: ModelRunnerOutput | None = None  # the launched step whose tokens are not read yet
         eos = list(model_config.eos_token_ids)
         if getattr(tokenizer, "eos_token_id", None) is not None and tokenizer.eos_token_id not in eos:
@@ -55,30 +53,6 @@ class LLMEngine:
         self._ids = count()
         self.stats = {"steps": 0, "scheduled_tokens": 0, "scheduled_seqs": 0, "preemptions": 0,
                       "schedule_time": 0.0, "wait_time": 0.0, "process_time": 0.0}
-
-    @classmethod
-    def from_engine_args(cls, args: EngineArgs, report: StartupReport) -> "LLMEngine":
-        """Validate the arguments, load the tokenizer, start the worker (a failed start keeps nothing)."""
-        config, model_config = args.create_engine_config()
-        logger.info("Initializing minivllm engine: model=%s, arch=%s, dtype=%s, device=%s, max_model_len=%d, "
-                    "attention_backend=%s, enforce_eager=%s, async_scheduling=%s, compilation mode=%d (%s), "
-                    "cudagraph_mode=%s", config.model, model_config.architecture,
-                    str(config.dtype).removeprefix("torch."), config.device, config.max_model_len,
-                    config.resolved_attention_backend, config.enforce_eager, config.resolved_async_scheduling,
-                    config.compile_mode, config.compile_mode.name, config.cudagraph_mode.value)
-        if config.cudagraph_downgrade:
-            logger.info("%s", config.cudagraph_downgrade)
-        if config.device.type != "cuda" and not config.enforce_eager:
-            logger.info("CUDA graphs are unavailable on %s: running eagerly", config.device)
-        with report.phase("load_tokenizer", config.device):
-            tokenizer = load_tokenizer(Path(config.model), config.skip_tokenizer_init)
-        worker = Worker(config, model_config, report, user_max_model_len=args.max_model_len)
-        try:
-            worker.start()
-        except BaseException:
-            worker.release()  # a failed engine keeps nothing: the next one gets the whole device
-            raise
-        return cls(config, model_config, tokenizer, worker)
 
     # ---- requests --------------------------------------------------------------------------------
     def next_request_id(self) -> str:

@@ -73,11 +73,10 @@ class CustomOpSelection:
         batch_invariant: the GEMV (used at 1-2 rows only) is off, and the norms are the Triton kernels (a
         row per reduction, tiles from the row length) at every compile mode, since Inductor picks reduction
         tiles per size; matmuls (kernels/triton_matmul.py) and attention (kernels/ops.py) are opaque ops."""
-        sel = cls.from_spec(config.compilation.resolved_custom_ops(),
-                            has_kernels=config.resolved_attention_backend == "triton")
+        sel = cls.from_spec(list(config.custom_ops), has_kernels=config.attention_backend == "triton")
         if not config.batch_invariant:
             return sel
-        norms = {"rms_norm", "qk_norm_rope"} if config.resolved_attention_backend == "triton" else set()
+        norms = {"rms_norm", "qk_norm_rope"} if config.attention_backend == "triton" else set()
         return cls((sel.enabled - {"gemv", "gemv_norm"}) | norms, batch_invariant=True)
 
     def is_enabled(self, name: str) -> bool:

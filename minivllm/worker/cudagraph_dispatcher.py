@@ -7,13 +7,16 @@ the padded rows' outputs are discarded. Which graphs exist depends on the engine
 
   FULL                 one graph of the whole forward per TOKEN count, for any batch: prefill, mixed or
                        decode (the unified attention kernel, whose grid depends on the token count only).
-  FULL_DECODE_ONLY     one graph of the decode step per BATCH size, for pure-decode batches; the rest eager.
+  FULL_DECODE_ONLY     one graph of the whole forward per BATCH size, for pure-decode batches; the rest eager.
   FULL_AND_PIECEWISE   those decode graphs, and PIECEWISE graphs (by token count) for every other batch.
   PIECEWISE            the pieces between attention ops, by token count, for any batch.
-Anything larger than the largest size runs without graphs.
+Anything larger than the largest size runs without graphs. Every full graph ends at the hidden states: the
+LM head runs after it on the sampled rows only.
 
-The dispatcher only decides; the model runner publishes its decision in the forward context, where every
-CUDAGraphWrapper (compilation/cuda_graph.py) reads it. Sizes become dispatchable only once captured.
+A step without graphs is still padded to the engine's padding floor (EngineConfig.min_num_tokens: a traced
+forward never sees 1 token). The dispatcher only decides; the model runner publishes its pick in the forward
+context, where every CUDAGraphWrapper (compilation/cuda_graph.py) reads it. Sizes become dispatchable only
+once captured.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ from minivllm.config import CUDAGraphMode
 
 @dataclass(frozen=True)
 class BatchDescriptor:
-    """The dispatcher's pick for one batch: the graph mode and the padded sizes (None: not padded).
-    uniform_decode (vLLM's name): a FULL graph of pure-decode batches keyed by batch size; a FULL pick
-    without it is a graph of any batch keyed by token count (the engine mode FULL)."""
+    """The dispatcher's pick for one batch: the runtime mode (FULL, PIECEWISE or NONE) and the padded sizes
+    (None: not padded). uniform_decode (vLLM's name): a FULL graph of pure-decode batches keyed by batch size;
+    a FULL pick without it is a graph of any batch keyed by token count (the engine mode FULL)."""
 
     mode: CUDAGraphMode
     num_padded_tokens: int | None = None
@@ -36,53 +39,40 @@ class BatchDescriptor:
     uniform_decode: bool = False
 
 
-EAGER = BatchDescriptor(CUDAGraphMode.NONE)
-
-
 class CudagraphDispatcher:
-    def __init__(self, capture_sizes: list[int], mode: CUDAGraphMode | str) -> None:
-        self.mode = CUDAGraphMode(mode)
-        self.sizes = sorted(capture_sizes)
-        self.full_sizes: set[int] = set()  # batch sizes with a captured FULL graph of pure decode
-        self.full_token_sizes: list[int] = []  # token counts with a captured FULL graph of any batch (mode FULL)
+    def __init__(self, mode: CUDAGraphMode | str, min_num_tokens: int = 1) -> None:
+        self.mode = CUDAGraphMode(mode)  # the engine's mode, as resolved (EngineConfig.cudagraph_mode)
+        self.min_num_tokens = min_num_tokens
+        self.full_sizes: list[int] = []  # captured FULL graphs: batch sizes of pure decode, or (mode FULL) tokens
         self.piecewise_sizes: list[int] = []  # token counts with captured PIECEWISE graphs
         self._picks: dict[tuple[CUDAGraphMode, int], BatchDescriptor] = {}  # built once, not per step
         self.counts = {"full": 0, "piecewise": 0, "eager": 0}
-        self.stats: dict[str, dict] = {}  # capture statistics per mode (CaptureStats.as_dict())
-
-    @property
-    def full_any_batch(self) -> bool:
-        """The FULL graphs are vLLM's FULL ones (any batch, by token count), not decode-only ones."""
-        return self.mode is CUDAGraphMode.FULL
 
     def activate(self, mode: CUDAGraphMode, sizes: list[int]) -> None:
         """Make the sizes of runtime `mode` (FULL or PIECEWISE) dispatchable (after their graphs were captured)."""
-        decode = mode is CUDAGraphMode.FULL and not self.full_any_batch
-        if mode is CUDAGraphMode.FULL and self.full_any_batch:
-            self.full_token_sizes = sorted(sizes)
-        elif mode is CUDAGraphMode.FULL:
-            self.full_sizes = set(sizes)
+        decode = mode is CUDAGraphMode.FULL and self.mode is not CUDAGraphMode.FULL
+        if mode is CUDAGraphMode.FULL:
+            self.full_sizes = sorted(sizes)
         else:
             self.piecewise_sizes = sorted(sizes)
-        self._picks = {k: v for k, v in self._picks.items() if k[0] is not mode}
         self._picks.update({(mode, n): BatchDescriptor(mode, n, n if decode else None, uniform_decode=decode)
                             for n in sizes})
 
     def dispatch(self, num_tokens: int, num_seqs: int, decode_only: bool) -> BatchDescriptor:
-        if self.full_token_sizes:  # mode FULL: the batch's composition does not matter, only its token count
-            i = bisect.bisect_left(self.full_token_sizes, num_tokens)
-            if i < len(self.full_token_sizes):
+        if self.full_sizes and (decode_only or self.mode is CUDAGraphMode.FULL):
+            # mode FULL: only the token count matters; else a pure-decode batch, by its number of sequences
+            n = num_tokens if self.mode is CUDAGraphMode.FULL else num_seqs
+            i = bisect.bisect_left(self.full_sizes, n)
+            if i < len(self.full_sizes):
                 self.counts["full"] += 1
-                return self._picks[(CUDAGraphMode.FULL, self.full_token_sizes[i])]
-        if decode_only and self.full_sizes:
-            i = bisect.bisect_left(self.sizes, num_seqs)
-            if i < len(self.sizes) and self.sizes[i] in self.full_sizes:
-                self.counts["full"] += 1
-                return self._picks[(CUDAGraphMode.FULL, self.sizes[i])]
+                return self._picks[(CUDAGraphMode.FULL, self.full_sizes[i])]
         if self.piecewise_sizes:
             i = bisect.bisect_left(self.piecewise_sizes, num_tokens)
             if i < len(self.piecewise_sizes):
                 self.counts["piecewise"] += 1
                 return self._picks[(CUDAGraphMode.PIECEWISE, self.piecewise_sizes[i])]
         self.counts["eager"] += 1
-        return EAGER
+        if num_tokens < self.min_num_tokens:  # padded rows: slot -1, no sampling
+            n = self.min_num_tokens
+            return BatchDescriptor(CUDAGraphMode.NONE, n, n if decode_only else None)
+        return BatchDescriptor(CUDAGraphMode.NONE)

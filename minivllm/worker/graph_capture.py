@@ -6,7 +6,7 @@ by CPU time. A graph replays the whole recorded sequence of kernels with one lau
 
 The pieces: CudagraphDispatcher (worker/cudagraph_dispatcher.py) picks the graph of each step,
 CUDAGraphWrapper (compilation/cuda_graph.py) captures and replays, and this file runs the capture pass:
-a dummy decode batch of each size (InputBatch.dummy_decode) through the wrapped callable, with the forward
+a dummy batch of each size (InputBatch.dummy_decode or dummy_unified) through the wrapped callable, with the forward
 context saying "capture this mode at this size". Sizes go largest first into ONE memory pool, so the
 smaller graphs reuse the larger one's memory instead of each taking its own. The memory the graphs will
 need is reserved before the KV cache is sized (graph_memory_estimate).
@@ -116,7 +116,7 @@ def capture_all_sizes(mode: CUDAGraphMode | str, sizes: list[int], desc: str, ca
     return stats
 
 
-def graph_memory_estimate(config: EngineConfig, max_num_tokens: int, num_layers: int, activation_peak: int) -> int:
+def graph_memory_estimate(config: EngineConfig, num_layers: int, activation_peak: int) -> int:
     """Bytes to reserve for CUDA graphs BEFORE sizing the KV cache, so capture cannot run out of memory.
 
     Two parts. The pool: one shared pool holds what the largest captured batch needs (smaller sizes reuse
@@ -124,18 +124,13 @@ def graph_memory_estimate(config: EngineConfig, max_num_tokens: int, num_layers:
     graph executables: the driver keeps ~11 KiB per captured kernel node outside the pool (H200, Qwen3-0.6B,
     default sizes: 35 FULL graphs took 104 MiB beyond the pool, 51 x 29 piecewise graphs 164 MiB).
     """
-    mode = CUDAGraphMode(config.cudagraph_mode)
-    if mode is CUDAGraphMode.NONE:
+    full, piecewise = config.full_capture_sizes, config.piecewise_capture_sizes
+    if not (full or piecewise):
         return 0
-    sizes = config.capture_sizes()
-    largest = max(sizes, default=0)
-    per_mode = int(activation_peak * min(1.0, largest / max_num_tokens))
-    full = [s for s in sizes if s <= config.scheduler.max_num_seqs] if mode.has_full else []
-    full = sizes if mode is CUDAGraphMode.FULL else full  # vLLM's FULL: graphs of any batch, by token count
-    piecewise = sizes if mode.has_piecewise else []
+    largest = max(config.cudagraph_capture_sizes, default=0)
+    per_mode = int(activation_peak * min(1.0, largest / config.max_num_tokens))
     nodes = (len(full) + len(piecewise)) * GRAPH_NODES_PER_LAYER * num_layers
-    pools = 2 if mode is CUDAGraphMode.FULL_AND_PIECEWISE else 1
-    return pools * per_mode + max(64 << 20, nodes * GRAPH_NODE_BYTES)
+    return (bool(full) + bool(piecewise)) * per_mode + max(64 << 20, nodes * GRAPH_NODE_BYTES)
 
 
 class CaptureRunner(Protocol):
@@ -148,17 +143,17 @@ class CaptureRunner(Protocol):
 
 @torch.inference_mode()
 def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int], run: Callable,
-                   wrappers: list[CUDAGraphWrapper], pool: Any, dummy_batch: Callable | None = None) -> CaptureStats:
-    """The capture pass of one mode: for each size, a dummy batch through `run` (the FULL decode step, the
-    FULL forward of any batch, or the split forward) with the forward context set to (mode, size), so each
-    wrapper of that mode captures itself. dummy_batch(n) fills the buffers (default: n decode rows).
-    A failure frees every graph of the mode and says what to try instead."""
+                   wrappers: list[CUDAGraphWrapper], pool: Any, any_batch: bool) -> CaptureStats:
+    """The capture pass of one runtime mode: for each size, a dummy batch through `run` (the FULL forward, or
+    the split forward whose pieces are the PIECEWISE wrappers) with the forward context set to (mode, size),
+    so each wrapper of that mode captures itself. any_batch: the dummy batch is laid out for graphs keyed by
+    token count (FULL of any batch: InputBatch.dummy_unified), else n decode rows. A failure frees every
+    graph of the mode and says what to try instead."""
     ib = runner.input_batch
-    any_batch = dummy_batch is not None
-    dummy_batch = dummy_batch or ib.dummy_decode
+    dummy_batch = ib.dummy_unified if mode is CUDAGraphMode.FULL and any_batch else ib.dummy_decode
     for w in wrappers:
         w.pool = pool
-    what = "batch size" if mode is CUDAGraphMode.FULL and not any_batch else "tokens"
+    what = "tokens" if any_batch else "batch size"
     advice = ("Something in the forward is not capturable (a host sync such as .item(), or a changing "
               "allocation). Try enforce_eager=True, cudagraph_mode='PIECEWISE', or smaller cudagraph_capture_sizes."
               if mode is CUDAGraphMode.FULL else
@@ -178,7 +173,6 @@ def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int],
             raise CudaGraphCaptureError(f"CUDA graph capture failed (mode {mode.value}, {where}): "
                                         f"{type(e).__name__}: {e}. {advice}") from e
 
-    desc = ("Capturing CUDA graphs (mixed prefill-decode, FULL)" if any_batch
-            else "Capturing CUDA graphs (decode, FULL)" if mode is CUDAGraphMode.FULL
-            else "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)")
+    desc = ("Capturing CUDA graphs (decode, FULL)" if mode is CUDAGraphMode.FULL and not any_batch
+            else f"Capturing CUDA graphs (mixed prefill-decode, {mode.value})")
     return capture_all_sizes(mode.value, sizes, desc, capture_one, pool)

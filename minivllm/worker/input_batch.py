@@ -19,14 +19,17 @@ copies out of them have run; by then the GPU has only just started that step, so
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from minivllm.attention.metadata import AttentionMetadata
-from minivllm.engine.sched_output import SchedulerOutput
-from minivllm.engine.sequence import Sequence
 from minivllm.layers.sampler import SamplingMetadata
+
+if TYPE_CHECKING:  # the engine's types, named in annotations only: worker/ never imports engine/
+    from minivllm.engine.sched_output import SchedulerOutput
+    from minivllm.engine.sequence import Sequence
 
 
 @dataclass

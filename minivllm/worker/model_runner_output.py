@@ -7,11 +7,14 @@ its tokens, and neither has to import the other's code.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import torch
 
-from minivllm.engine.sequence import Sequence
 from minivllm.layers.sampler import LogprobsTensors
+
+if TYPE_CHECKING:  # the engine's types, named in annotations only: worker/ never imports engine/
+    from minivllm.engine.sequence import Sequence
 
 
 def _to_host(t: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import torch
 
-from minivllm.config import CacheConfig, EngineConfig
+from minivllm.config import CacheConfig, EngineConfig, fixed_num_blocks, max_blocks
 from minivllm.worker.model_runner import ModelRunner
 
 logger = logging.getLogger("minivllm")
@@ -61,29 +61,21 @@ class StartupReport:
 
 def choose_num_blocks(runner: ModelRunner, cache_cfg: CacheConfig, activation_peak: int,
                       graph_reserve: int) -> int:
-    """How many KV blocks fit: the override, or the byte budget, or (CUDA) what gpu_memory_utilization leaves.
-
-    Memory-derived counts are capped at what max_num_seqs sequences of max_model_len tokens can ever hold
-    (x2 for the prefix cache): a tiny model on a big GPU would otherwise get hundreds of millions of blocks,
-    and the block manager keeps a Python object per block.
-    """
-    if cache_cfg.num_gpu_blocks_override is not None:
-        return cache_cfg.num_gpu_blocks_override
+    """How many KV blocks fit: the override, or the byte budget, or a CPU's default (config.fixed_num_blocks),
+    or (CUDA) what gpu_memory_utilization leaves, capped as config.max_blocks says."""
     cfg, per_block = runner.config, runner.kv_bytes_per_block()
-    if cache_cfg.kv_cache_memory_bytes is not None:
-        blocks = max(cache_cfg.kv_cache_memory_bytes // per_block, 1)
-    elif cfg.device.type == "cuda":
-        free, total = torch.cuda.mem_get_info()
-        used_by_others = total - free - torch.cuda.memory_reserved()
-        budget = total * cache_cfg.gpu_memory_utilization - used_by_others - torch.cuda.memory_allocated() \
-            - activation_peak - graph_reserve
-        logger.info("Memory profiling: weights %.2f GiB, activation peak %.2f GiB, graph reserve %.2f GiB, "
-                    "budget for KV cache %.2f GiB", torch.cuda.memory_allocated() / GiB, activation_peak / GiB,
-                    graph_reserve / GiB, budget / GiB)
-        blocks = max(int(budget // per_block), 0)
-    else:  # CPU default: room for 4 sequences of max_model_len (at least 8192 tokens), at most 2 GiB
-        blocks = max(min(-(-max(4 * cfg.max_model_len, 8192) // runner.block_size), (2 * GiB) // per_block), 1)
-    return min(blocks, 2 * cfg.scheduler.max_num_seqs * runner.max_blocks_per_seq)
+    blocks = fixed_num_blocks(cache_cfg, cfg.device, cfg.max_model_len, per_block, cfg.scheduler.max_num_seqs)
+    if blocks is not None:
+        return blocks
+    free, total = torch.cuda.mem_get_info()
+    used_by_others = total - free - torch.cuda.memory_reserved()
+    budget = total * cache_cfg.gpu_memory_utilization - used_by_others - torch.cuda.memory_allocated() \
+        - activation_peak - graph_reserve
+    logger.info("Memory profiling: weights %.2f GiB, activation peak %.2f GiB, graph reserve %.2f GiB, "
+                "budget for KV cache %.2f GiB", torch.cuda.memory_allocated() / GiB, activation_peak / GiB,
+                graph_reserve / GiB, budget / GiB)
+    return min(max(int(budget // per_block), 0), max_blocks(cache_cfg.block_size, cfg.max_model_len,
+                                                           cfg.scheduler.max_num_seqs))
 
 
 def kv_too_small_message(kv_tokens: int, max_len: int, cfg: EngineConfig, live_engines: int) -> str:

@@ -2,8 +2,8 @@
 
     start():  load_model -> profile_run -> initialize_kv_cache -> compile_model -> capture_model
 
-The last two run through worker/fallback.py, which walks the fallback ladder (fallback="auto") and runs
-the verify probe (verify=True).
+The worker runs one EngineConfig as resolved; the fallback ladder and the verify probe (engine/fallback.py)
+build a new worker for each configuration they try.
 
 Each phase is a method below, timed into the StartupReport (`llm.startup_report()`) and logged with
 vLLM-style lines, because "why is startup slow?" is one of the handbook's questions. nano-vllm's
@@ -25,11 +25,9 @@ from pathlib import Path
 import torch
 
 from minivllm.compilation import levels
-from minivllm.config import CUDAGraphMode, EngineConfig
+from minivllm.config import EngineConfig
 from minivllm.loader import load_model
 from minivllm.models.config import ModelConfig
-from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
-from minivllm.worker.fallback import build_with_fallback
 from minivllm.worker.graph_capture import graph_memory_estimate
 from minivllm.worker.model_runner import ModelRunner
 from minivllm.worker.startup import GiB, StartupReport, choose_num_blocks, kv_too_small_message
@@ -39,27 +37,20 @@ _live: "weakref.WeakSet[Worker]" = weakref.WeakSet()  # for the out-of-memory me
 
 
 class Worker:
-    def __init__(self, config: EngineConfig, model_config: ModelConfig, report: StartupReport,
-                 user_max_model_len: int | None = None) -> None:
+    def __init__(self, config: EngineConfig, model_config: ModelConfig, report: StartupReport) -> None:
         self.config, self.model_config, self.report = config, model_config, report
-        self.user_max_model_len = user_max_model_len
         self.model_runner: ModelRunner | None = None
         self.num_blocks = 0
-        self.fallback_report: list[dict] = []  # the fallback ladder's rungs (worker/fallback.py)
 
     def start(self) -> None:
-        """Every phase, in order; compile and capture through the fallback ladder when it is asked for."""
+        """Every phase, in order."""
         free_dropped_engines()
         self.load_model()
         peak = self.profile_run()
         self.initialize_kv_cache(peak)
-        self.fallback_report = build_with_fallback(self.config, self.model_runner, self.report,
-                                                   self.compile_and_capture)
-        _live.add(self)
-
-    def compile_and_capture(self) -> None:
         self.compile_model()
         self.capture_model()
+        _live.add(self)
 
     # ---- the phases --------------------------------------------------------------------------------
     def load_model(self) -> None:
@@ -80,19 +71,15 @@ class Worker:
     def initialize_kv_cache(self, activation_peak: int) -> None:
         """Size the KV cache from what is left (after the activations and the future CUDA graphs), allocate it."""
         cfg, runner = self.config, self.model_runner
-        reserve = graph_memory_estimate(cfg, runner.max_num_tokens, self.model_config.num_hidden_layers,
-                                        activation_peak)
+        reserve = graph_memory_estimate(cfg, self.model_config.num_hidden_layers, activation_peak)
         num_blocks = choose_num_blocks(runner, cfg.cache, activation_peak, reserve)
         block_size, max_len = cfg.cache.block_size, cfg.max_model_len
         kv_tokens = num_blocks * block_size
-        if kv_tokens < max_len:
-            if self.user_max_model_len is not None or cfg.device.type == "cuda":
-                raise ValueError(kv_too_small_message(kv_tokens, max_len, cfg, len(_live)))
-            cfg.max_model_len = kv_tokens
-            logger.info("max_model_len lowered to %d to fit the KV cache", kv_tokens)
+        if kv_tokens < max_len:  # (a CPU's fixed-size cache lowered max_model_len when it was resolved)
+            raise ValueError(kv_too_small_message(kv_tokens, max_len, cfg, len(_live)))
         with self.report.phase("kv_cache", cfg.device):
             runner.allocate_kv_cache(num_blocks)
-        self.num_blocks = cfg.cache.num_blocks = num_blocks
+        self.num_blocks = num_blocks
         self.report.num_gpu_blocks, self.report.kv_cache_tokens = num_blocks, kv_tokens
         self.report.kv_cache_gib = num_blocks * runner.kv_bytes_per_block() / GiB
         logger.info("KV cache: %d blocks of %d tokens = %d tokens (%.3f GiB)", num_blocks, block_size, kv_tokens,
@@ -103,32 +90,17 @@ class Worker:
         request."""
         runner = self.model_runner
         with self.report.phase("torch.compile", self.config.device):
-            compiled = levels.compile_model(runner.model, self.model_config, self.config, runner.warm_up)
-        runner.set_compiled(compiled)
-        self.report.compile = compiled.info
+            runner.compiled = levels.compile_model(runner.model, self.model_config, self.config, runner.warm_up)
+        self.report.compile = runner.compiled.info
 
     def capture_model(self) -> None:
-        """CUDA graphs over the compiled forward: FULL decode steps, then PIECEWISE pieces (one shared pool)."""
-        cfg, runner = self.config, self.model_runner
-        mode = CUDAGraphMode(cfg.cudagraph_mode)
-        sizes = cfg.capture_sizes() if mode is not CUDAGraphMode.NONE else []
-        if min(runner.min_num_tokens, runner.full_graph_min_tokens) > 1:  # a traced forward never runs 1
-            sizes = sorted({max(s, runner.min_num_tokens) for s in sizes})  # token: batch 1 replays size 2
-        self.report.cudagraph = {"mode": mode, "capture_sizes": sizes}
-        if mode is CUDAGraphMode.NONE:
+        """CUDA graphs over the forward, at the sizes the config resolved: FULL, then PIECEWISE (one pool)."""
+        cfg = self.config
+        self.report.cudagraph = {"mode": cfg.cudagraph_mode, "capture_sizes": list(cfg.cudagraph_capture_sizes)}
+        if not (cfg.full_capture_sizes or cfg.piecewise_capture_sizes):
             return
-        runner.cudagraph_dispatcher = CudagraphDispatcher(sizes, mode)
         with self.report.phase("cudagraph_capture", cfg.device):
-            if mode.has_full:
-                if cfg.resolved_attention_backend != "triton":
-                    logger.warning("FULL CUDA graphs need attention_backend='triton' (the torch reference "
-                                   "syncs with the host); decode runs without FULL graphs")
-                else:
-                    self.report.cudagraph["FULL"] = runner.capture(CUDAGraphMode.FULL, sizes).as_dict()
-            if mode.has_piecewise:
-                stats = runner.capture(CUDAGraphMode.PIECEWISE, sizes)
-                if stats is not None:
-                    self.report.cudagraph["PIECEWISE"] = stats.as_dict()
+            self.report.cudagraph.update(self.model_runner.capture_model())
 
     # ---- after startup -------------------------------------------------------------------------------
     def release(self) -> None:

@@ -58,14 +58,14 @@ def _spread(xs: list[float]) -> dict:
 # ---- b) capture sizes ------------------------------------------------------------------------------------
 def capture_sizes_for(max_num_seqs: int | None = None, max_cudagraph_capture_size: int | None = None,
                       cudagraph_capture_sizes: list[int] | None = None) -> list[int]:
-    """The sizes the engine captures for these knobs (the engine's own rule: EngineConfig.capture_sizes;
+    """The sizes the engine captures for these knobs (the engine's own rule: EngineConfig.resolve;
     max_num_seqs None: the engine's default)."""
     from minivllm.config import CompilationConfig, EngineConfig, SchedulerConfig
 
     comp = CompilationConfig(cudagraph_capture_sizes=cudagraph_capture_sizes,
                              max_cudagraph_capture_size=max_cudagraph_capture_size)
     sched = SchedulerConfig(max_num_seqs=max_num_seqs or SchedulerConfig.max_num_seqs)
-    return EngineConfig(model="", scheduler=sched, compilation=comp).capture_sizes()
+    return list(EngineConfig.resolve(model="", scheduler=sched, compilation=comp).cudagraph_capture_sizes)
 
 
 def capture_size_table(seqs: tuple[int, ...] = (1, 8, 16, 64, 256, 512)) -> dict:
@@ -91,7 +91,7 @@ def make_llm(model: str, mode: str = "FULL_DECODE_ONLY", sizes: list[int] | None
     blocks = max_num_seqs * ((max_len + 15) // 16) + 8
     args = dict(max_num_seqs=max_num_seqs, max_model_len=max_len, num_gpu_blocks_override=blocks,
                 enable_prefix_caching=False, **kw)
-    if mode == "NONE" or not _cuda():  # the configured sizes are still resolved (llm.config.capture_sizes())
+    if mode == "NONE" or not _cuda():  # the configured sizes are still resolved (llm.config.cudagraph_capture_sizes)
         return LLM(model=model, enforce_eager=True, cudagraph_capture_sizes=sizes, **args)
     return LLM(model=model, cudagraph_mode=mode, cudagraph_capture_sizes=sizes, **args)
 

@@ -90,9 +90,9 @@ def capture_sizes_from_config(block_size: int, max_num_batched_tokens: int,
     the engine's default)."""
     from minivllm.config import CacheConfig, EngineConfig, SchedulerConfig
 
-    cfg = EngineConfig(model="-", cache=CacheConfig(block_size=block_size),
-                       scheduler=SchedulerConfig(max_num_seqs or SchedulerConfig.max_num_seqs, max_num_batched_tokens))
-    return cfg.capture_sizes()
+    cfg = EngineConfig.resolve(model="-", cache=CacheConfig(block_size=block_size), scheduler=SchedulerConfig(
+        max_num_seqs or SchedulerConfig.max_num_seqs, max_num_batched_tokens))
+    return list(cfg.cudagraph_capture_sizes)
 
 
 def lookup_us(sizes: list[int], reps: int = 20000) -> float:

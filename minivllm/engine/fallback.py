@@ -6,8 +6,8 @@ worker, and resolves a fresh EngineConfig from the original arguments with one l
 at fault first, as the handbook's §4.6 says: a capture error turns CUDA graphs off and keeps torch.compile,
 a compile error turns torch.compile off and keeps the graphs a mode-0 engine can hold, a wrong result
 (verify) turns graphs off, then compile, then both. Every rung is recorded (step, ok, the compilation mode
-and cudagraph_mode it ran, the layer and error of a failure): `llm.fallback_report`. A rung that would run
-the same modes as an earlier one is skipped.
+and cudagraph_mode it ran, the layer and error of a failure): `llm.fallback_report`. A rung whose
+compilation settings equal an earlier one's is skipped.
 
 The verify probe (`verify=True`): a few greedy requests through an eager engine built first (and freed),
 then through the engine being started; both run LLMEngine.step, so the probe tests the engine's own step.
@@ -45,13 +45,13 @@ def start_engine(args: EngineArgs, report: StartupReport) -> LLMEngine:
     reference = probe_tokens(reference_args(args, config)) if config.verify else None
     if config.fallback is None:
         return LLMEngine(config, model_config, tokenizer, start_worker(config, model_config, report, reference))
-    record, ran, todo = [], set(), ["as configured"]
+    record, ran, todo = [], [], ["as configured"]
     while todo:
         step = todo.pop(0)
         cfg = config if step == "as configured" else args.with_off(*OFF[step]).create_engine_config()[0]
-        if (cfg.compile_mode, cfg.cudagraph_mode) in ran:
-            continue  # the same modes as a rung already tried (e.g. graphs off where none were asked for)
-        ran.add((cfg.compile_mode, cfg.cudagraph_mode))
+        if cfg.compilation in ran:
+            continue  # the same settings as a rung already tried (e.g. graphs off where none were asked for)
+        ran.append(cfg.compilation)
         entry = {"step": step, "compilation_mode": int(cfg.compile_mode), "cudagraph_mode": cfg.cudagraph_mode.value}
         try:
             worker = start_worker(cfg, model_config, report, reference)

@@ -132,9 +132,14 @@ def test_bad_compilation_config(kwargs, match):
 
 
 def test_cudagraph_mode_is_the_enum():
+    import torch
+
+    from minivllm.config import EngineConfig
+
     c = CompilationConfig(cudagraph_mode="FULL_AND_PIECEWISE", cudagraph_capture_sizes=(4, 1))
-    assert c.cudagraph_mode is CUDAGraphMode.FULL_AND_PIECEWISE and c.cudagraph_mode == "FULL_AND_PIECEWISE"
-    assert c.cudagraph_mode.has_full and c.cudagraph_mode.has_piecewise and c.cudagraph_capture_sizes == [4, 1]
+    cfg = EngineConfig.resolve(model="m", device=torch.device("cuda"), compilation=c)  # resolved as on a GPU
+    assert cfg.cudagraph_mode is CUDAGraphMode.FULL_AND_PIECEWISE and cfg.cudagraph_mode == "FULL_AND_PIECEWISE"
+    assert cfg.cudagraph_mode.has_full and cfg.cudagraph_mode.has_piecewise and cfg.cudagraph_capture_sizes == (1, 4)
     assert not CUDAGraphMode.PIECEWISE.has_full and not CUDAGraphMode.FULL.has_piecewise
     assert not CUDAGraphMode.NONE.has_full and not CUDAGraphMode.NONE.has_piecewise
 
@@ -202,8 +207,8 @@ def _capture_sizes(sizes=None, max_size=None, max_num_seqs=256, max_tokens=8192)
     from minivllm.config import EngineConfig, SchedulerConfig
 
     comp = CompilationConfig(cudagraph_capture_sizes=sizes, max_cudagraph_capture_size=max_size)
-    return EngineConfig(model="m", compilation=comp, scheduler=SchedulerConfig(
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens)).capture_sizes()
+    return list(EngineConfig.resolve(model="m", compilation=comp, scheduler=SchedulerConfig(
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens)).cudagraph_capture_sizes)
 
 
 def test_capture_sizes_follow_vllm():

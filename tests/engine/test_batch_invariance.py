@@ -33,18 +33,18 @@ def test_off_by_default_on_by_keyword_flag_or_vllm_environment_variable(monkeypa
     with pytest.raises(ValueError, match="VLLM_BATCH_INVARIANT must be an integer"):
         EngineArgs().create_engine_config()
     with pytest.raises(ValueError, match="batch_invariant must be True or False"):
-        EngineConfig(model="m", batch_invariant="yes")
+        EngineConfig.resolve(model="m", batch_invariant="yes")
 
 
 def test_the_selection_drops_the_gemv_and_keeps_the_triton_norms_under_inductor():
     pytest.importorskip("triton")  # the "triton" backend on a CPU: TRITON_INTERPRET=1 (conftest.py)
-    cfg = EngineConfig(model="m", attention_backend="triton", batch_invariant=True,
+    cfg = EngineConfig.resolve(model="m", attention_backend="triton", batch_invariant=True,
                        compilation=CompilationConfig(mode=3))  # mode 3 asked: custom ops "none" (Inductor's)
     sel = CustomOpSelection.for_engine(cfg)
     assert sel.batch_invariant and sel.enabled == {"rms_norm", "qk_norm_rope"}
-    full = CustomOpSelection.for_engine(EngineConfig(model="m", attention_backend="triton", batch_invariant=True))
+    full = CustomOpSelection.for_engine(EngineConfig.resolve(model="m", attention_backend="triton", batch_invariant=True))
     assert {"gemv", "gemv_norm"}.isdisjoint(full.enabled) and {"rms_norm", "pdl"} <= full.enabled
-    assert not CustomOpSelection.for_engine(EngineConfig(model="m", attention_backend="triton")).batch_invariant
+    assert not CustomOpSelection.for_engine(EngineConfig.resolve(model="m", attention_backend="triton")).batch_invariant
 
 
 def _logprobs(llm, prompts, target, n=5):

@@ -54,14 +54,14 @@ def test_level_is_a_deprecated_alias_of_mode():
 
 def test_default_is_mode_3_with_hand_written_kernels_on_cuda_and_mode_0_on_cpu():
     c = CompilationConfig()
-    assert c.resolved_mode(CUDA) is CompilationMode.VLLM_COMPILE
-    assert c.resolved_mode(torch.device("cpu")) is CompilationMode.NONE
+    assert EngineConfig.resolve(model="m", device=CUDA, compilation=c).compile_mode is CompilationMode.VLLM_COMPILE
+    assert EngineConfig.resolve(model="m", compilation=c).compile_mode is CompilationMode.NONE
     assert c.resolved_custom_ops() == ["all"]
     assert CompilationConfig(mode=3).resolved_custom_ops() == ["none"]  # asked-for compile: Inductor's ops
-    cfg = EngineConfig(model="m", device=CUDA)
+    cfg = EngineConfig.resolve(model="m", device=CUDA)
     assert cfg.compile_mode is CompilationMode.VLLM_COMPILE
     assert cfg.cudagraph_mode is CUDAGraphMode.FULL_AND_PIECEWISE and cfg.cudagraph_downgrade is None
-    assert EngineConfig(model="m", device=CUDA, enforce_eager=True).compile_mode is CompilationMode.NONE
+    assert EngineConfig.resolve(model="m", device=CUDA, enforce_eager=True).compile_mode is CompilationMode.NONE
 
 
 @pytest.mark.parametrize("mode, asked, runs", [
@@ -76,7 +76,7 @@ def test_default_is_mode_3_with_hand_written_kernels_on_cuda_and_mode_0_on_cpu()
     (3, "NONE", "NONE"),
 ])
 def test_graph_modes_are_downgraded_as_in_vllm(mode, asked, runs):
-    cfg = EngineConfig(model="m", device=CUDA, compilation=CompilationConfig(mode=mode, cudagraph_mode=asked))
+    cfg = EngineConfig.resolve(model="m", device=CUDA, compilation=CompilationConfig(mode=mode, cudagraph_mode=asked))
     assert cfg.cudagraph_mode is CUDAGraphMode(runs)
     if asked == runs:
         assert cfg.cudagraph_downgrade is None
@@ -84,10 +84,11 @@ def test_graph_modes_are_downgraded_as_in_vllm(mode, asked, runs):
         assert cfg.cudagraph_downgrade.startswith(f"cudagraph_mode {asked} -> {runs}:")
 
 
-@pytest.mark.parametrize("mode, runs", [(3, "FULL_AND_PIECEWISE"), (0, "FULL_DECODE_ONLY")])
+@pytest.mark.parametrize("mode, runs", [(3, "PIECEWISE"), (0, "NONE")])
 def test_full_is_downgraded_without_the_unified_kernel(mode, runs):
-    """The PyTorch reference attention has no kernel a graph can hold for mixed batches: vLLM's downgrade."""
-    cfg = EngineConfig(model="m", device=CUDA, attention_backend="torch",
+    """The PyTorch reference attention has no kernel a full graph can hold: vLLM's downgrade to PIECEWISE,
+    and NONE where there is no split trace either."""
+    cfg = EngineConfig.resolve(model="m", device=CUDA, attention_backend="torch",
                        compilation=CompilationConfig(mode=mode, cudagraph_mode="FULL"))
     assert cfg.cudagraph_mode is CUDAGraphMode(runs)
     assert cfg.cudagraph_downgrade.startswith(f"cudagraph_mode FULL -> {runs}: attention_backend 'torch'")

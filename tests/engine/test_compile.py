@@ -274,29 +274,41 @@ def test_inductor_compile_config_reaches_inductor(ckpt, prompts, eager_tokens, m
      ["as configured", "both off"]),  # a host read: graphs would fail too
     ("graph", "graph", ["as configured", "CUDA graphs off"]),  # graphs off first, compile kept
 ])
-def test_the_ladder_turns_off_the_layer_at_fault_first(error, layer, walked):
-    """The rungs follow the diagnosis (handbook §4.6), on a CUDA-shaped config with a fake build."""
+def test_the_ladder_turns_off_the_layer_at_fault_first(error, layer, walked, monkeypatch):
+    """The rungs follow the diagnosis (handbook §4.6): each one a config resolved anew from the arguments
+    (CUDA-shaped here) with one layer off, started by a fake worker."""
+    import contextlib
     from types import SimpleNamespace
 
     import torch
 
     from minivllm.compilation.cuda_graph import CudaGraphCaptureError
     from minivllm.config import CompilationConfig, EngineConfig
-    from minivllm.worker.fallback import build_with_fallback
+    from minivllm.engine import fallback
+    from minivllm.engine_args import EngineArgs
 
-    cfg = EngineConfig(model="m", device=torch.device("cuda"), fallback="auto",
-                       compilation=CompilationConfig(mode=3))
+    def resolve(self):  # as on a GPU, without a checkpoint
+        comp = CompilationConfig.from_any(self.compilation_config, cudagraph_mode=self.cudagraph_mode)
+        return EngineConfig.resolve(model="m", device=torch.device("cuda"), fallback="auto", compilation=comp), None
+
     runs = []
 
-    def build():
+    def start_worker(cfg, model_config, report, reference=None):
         mode, graphs = int(cfg.compile_mode), cfg.cudagraph_mode.value
         runs.append((mode, graphs))
         if error == "graph" and graphs != "NONE":
             raise CudaGraphCaptureError("CUDA graph capture failed (mode FULL, batch size 8): injected")
         if error != "graph" and (mode > 0 if walked[-1] == "torch.compile off" else (mode > 0 or graphs != "NONE")):
             raise error
+        return "worker"
 
-    report = build_with_fallback(cfg, SimpleNamespace(set_compiled=lambda c: None), None, build)
+    monkeypatch.setattr(EngineArgs, "create_engine_config", resolve)
+    monkeypatch.setattr(fallback, "start_worker", start_worker)
+    monkeypatch.setattr(fallback, "load_tokenizer", lambda *a: None)
+    monkeypatch.setattr(fallback, "LLMEngine", lambda cfg, mc, tok, worker, record: SimpleNamespace(record=record))
+    monkeypatch.setattr(fallback, "log_config", lambda *a: None)
+    report = fallback.start_engine(EngineArgs(compilation_config={"mode": 3}, fallback="auto"),
+                                   SimpleNamespace(phase=lambda *a: contextlib.nullcontext())).record
     assert [r["step"] for r in report] == walked and report[0]["layer"] == layer
     assert [r["ok"] for r in report] == [False, True]
     assert (report[-1]["compilation_mode"], report[-1]["cudagraph_mode"]) == runs[-1]

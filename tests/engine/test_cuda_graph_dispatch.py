@@ -22,11 +22,11 @@ def test_default_capture_sizes_follow_vllm():
     sizes = default_capture_sizes(512)
     assert sizes[:4] == [1, 2, 4, 8] and 248 in sizes and 256 in sizes and 264 not in sizes
     assert sizes[-3:] == [480, 496, 512]
-    cfg = EngineConfig(model="m", scheduler=SchedulerConfig(max_num_seqs=8))
-    assert cfg.capture_sizes() == [1, 2, 4, 8, 16]  # up to min(2 x max_num_seqs, 512)
-    cfg = EngineConfig(model="m", compilation=CompilationConfig(cudagraph_capture_sizes=[4, 1, 4]))
-    assert cfg.capture_sizes() == [1, 4]
-    assert EngineConfig(model="m", enforce_eager=True).cudagraph_mode == "NONE"
+    cfg = EngineConfig.resolve(model="m", scheduler=SchedulerConfig(max_num_seqs=8))
+    assert cfg.cudagraph_capture_sizes == (1, 2, 4, 8, 16)  # up to min(2 x max_num_seqs, 512)
+    cfg = EngineConfig.resolve(model="m", compilation=CompilationConfig(cudagraph_capture_sizes=[4, 1, 4]))
+    assert cfg.cudagraph_capture_sizes == (1, 4)
+    assert EngineConfig.resolve(model="m", enforce_eager=True).cudagraph_mode == "NONE"
 
 
 def _decode_batch(n: int) -> SchedulerOutput:
@@ -54,7 +54,7 @@ def _dispatch(d: CudagraphDispatcher, sched: SchedulerOutput):
 
 
 def test_dispatcher_pads_to_the_nearest_captured_size():
-    d = CudagraphDispatcher(capture_sizes=[1, 2, 4, 8], mode="FULL_AND_PIECEWISE")
+    d = CudagraphDispatcher("FULL_AND_PIECEWISE")
     assert _dispatch(d, _decode_batch(1)) == (CUDAGraphMode.NONE, None, None)  # nothing captured yet
     d.activate(CUDAGraphMode.FULL, [1, 2, 4, 8])  # as after a capture pass
     d.activate(CUDAGraphMode.PIECEWISE, [1, 2, 4, 8])
@@ -151,20 +151,19 @@ def test_graph_memory_is_reserved_for_the_pool_and_the_graph_executables():
     captured size, per mode) plus the driver's graph executables (~12 KiB per kernel node). On the H200 the
     default FULL_AND_PIECEWISE capture of Qwen3-0.6B lowered free memory by 354 MiB, 58 of them the pool:
     the reservation must cover that; before, a fixed 64 MiB stood for the executables."""
-    from types import SimpleNamespace
-
-    from minivllm.worker.graph_capture import graph_memory_estimate
+    from minivllm.worker.graph_capture import GRAPH_NODE_BYTES, GRAPH_NODES_PER_LAYER, graph_memory_estimate
 
     def reserve(mode: str, layers: int = 28, peak: int = 0, **engine) -> float:
-        cfg = EngineConfig(model="m", **engine)  # on a CPU its mode is NONE: the CUDA one is given here
-        cfg = SimpleNamespace(cudagraph_mode=mode, capture_sizes=cfg.capture_sizes, scheduler=cfg.scheduler)
-        return graph_memory_estimate(cfg, 8192, layers, peak) / 2 ** 20
+        cfg = EngineConfig.resolve(model="m", device=torch.device("cuda"),  # resolved as on a GPU (mode 3)
+                                   compilation=CompilationConfig(cudagraph_mode=mode), **engine)
+        return graph_memory_estimate(cfg, layers, peak) / 2 ** 20
 
     default = reserve("FULL_AND_PIECEWISE")  # 35 decode sizes + 51 token counts, 28 layers
     assert 354 - 58 <= default <= 2 * 354
     assert reserve("FULL_DECODE_ONLY") >= 162 - 58 and reserve("PIECEWISE") >= 190 - 26
     assert reserve("FULL_DECODE_ONLY") + reserve("PIECEWISE") == default
-    assert reserve("FULL") == reserve("PIECEWISE")  # graphs of any batch: one per token count, as PIECEWISE
+    # graphs of any batch: one per token count, as PIECEWISE, whose traced forward pads size 1 to 2
+    assert reserve("FULL") == reserve("PIECEWISE") + GRAPH_NODES_PER_LAYER * 28 * GRAPH_NODE_BYTES / 2 ** 20
     assert reserve("NONE") == 0
     assert reserve("FULL_DECODE_ONLY", layers=2, scheduler=SchedulerConfig(max_num_seqs=4)) == 64  # the floor
     peak = 1 << 30  # the pool part: the activation peak scaled to the largest size (512 of 8192 tokens), per mode

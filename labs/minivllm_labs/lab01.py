@@ -168,7 +168,7 @@ def bound_sweep(llm, batch_sizes: tuple[int, ...] = (1, 2, 4, 5, 8, 16, 32, 64, 
 
         def forward(b=b, meta=meta):
             with set_forward_context(meta, runner.backend, runner.kv_caches):
-                return runner.forward_fn(ib.input_ids[:b], ib.positions[:b])
+                return runner.compiled.forward(ib.input_ids[:b], ib.positions[:b])
 
         for _ in range(3):
             forward()
@@ -186,7 +186,7 @@ def bound_sweep(llm, batch_sizes: tuple[int, ...] = (1, 2, 4, 5, 8, 16, 32, 64, 
         reserved, t0 = torch.cuda.memory_reserved(), time.perf_counter()
         graph = torch.cuda.CUDAGraph()
         with set_forward_context(meta, runner.backend, runner.kv_caches), torch.cuda.graph(graph):
-            runner.forward_fn(ib.input_ids[:b], ib.positions[:b])
+            runner.compiled.forward(ib.input_ids[:b], ib.positions[:b])
         torch.cuda.synchronize()
         cols["capture_s"].append(time.perf_counter() - t0)
         cols["capture_mib"].append((torch.cuda.memory_reserved() - reserved) / 2**20)

@@ -138,7 +138,7 @@ def replay_times(llm, sizes: tuple[int, ...] = (1, 5, 8, 256), replays: int = 50
     """GPU time (ms) of one replay of the engine's FULL graph of each size: `replays` back-to-back replays
     timed with CUDA events, `repeats` times. A padded batch of 5 runs the size-8 graph, so graph 8 - graph 5
     is what the 3 padded rows cost."""
-    step = getattr(llm.model_runner, "full_step", None)  # the CUDAGraphWrapper of the FULL decode step
+    step = getattr(llm.model_runner, "full_graph", None)  # the CUDAGraphWrapper of the FULL graphs
     if step is None or not step.graphs:
         return {}
     out = {}
@@ -204,11 +204,11 @@ def pool_memory(llm, sizes: list[int] = POOL_SIZES, context: int = 64) -> dict:
     def capture(n: int, pool) -> torch.cuda.CUDAGraph:
         meta = _decode_inputs(runner, n, context)
         with set_forward_context(meta, runner.backend, runner.kv_caches):
-            runner.forward_fn(ib.input_ids[:n], ib.positions[:n])  # warm-up at this size
+            runner.compiled.forward(ib.input_ids[:n], ib.positions[:n])  # warm-up at this size
             torch.cuda.synchronize()
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g, pool=pool):
-                runner.forward_fn(ib.input_ids[:n], ib.positions[:n])
+                runner.compiled.forward(ib.input_ids[:n], ib.positions[:n])
         return g
 
     res = {}

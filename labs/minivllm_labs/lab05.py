@@ -205,7 +205,7 @@ def locate(model: str, batch: int = 2, context: int = 8) -> dict:
                 out_t, _ = traced(positions, x, residual)
                 h = x if residual is None else x + residual
                 subs = {"input_layernorm": lambda: layer.input_layernorm(h),
-                        "mlp": lambda: layer.mlp(out_e)}
+                        "mlp": lambda: layer.mlp(layer.mlp.gate_up_proj(out_e))}
                 sub_diff = {}
                 for name, fn in subs.items():
                     traced_fn = torch.compile(fn, backend="eager", fullgraph=True, dynamic=False)

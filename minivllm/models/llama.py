@@ -47,11 +47,9 @@ class DecoderAttention(UsesCustomOps):
             k = self.k_norm(k.reshape(T, -1, self.head_dim)).view(T, -1)
         return self.rotary_emb(positions, q, k)
 
-    def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self.attend(positions, self.qkv_proj(x))
-
-    def attend(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
-        """Everything after the qkv projection: (q/k norm,) RoPE, attention, o_proj."""
+    def forward(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
+        """Everything after the qkv projection (which the layer runs with its norm): (q/k norm,) RoPE,
+        attention, o_proj."""
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q, k = self.rope_qk(positions, q, k)
         return self.o_proj(self.attn(q, k, v))  # v stays a strided view of qkv: the KV store reads it in place
@@ -65,11 +63,9 @@ class DecoderMLP(UsesCustomOps):
         self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=cfg.mlp_bias)
         self.act_fn = SiluAndMul()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(self.gate_up_proj(x))
-
-    def down(self, gate_up: torch.Tensor) -> torch.Tensor:
-        """SiLU-and-mul, then down_proj."""
+    def forward(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """Everything after the gate/up projection (which the layer runs with its norm): SiLU-and-mul, then
+        down_proj."""
         if self.custom_ops.gemv_silu_mul:  # 1-2 rows: SiLU-and-mul inside the down projection's GEMV (more
             # rows: the SiLU-and-mul kernel, then cuBLAS, inside the op)
             return self.down_proj(gate_up, silu_mul=True)
@@ -89,9 +85,9 @@ class DecoderLayer(nn.Module):
         Each "residual add + RMSNorm, then projection" is one call of the projection (Linear.forward_after_norm),
         so with custom op "gemv_norm" it can be one GEMV kernel for 1 row: two kernels fewer per layer."""
         qkv, residual = self.self_attn.qkv_proj.forward_after_norm(x, residual, self.input_layernorm)
-        x = self.self_attn.attend(positions, qkv)
+        x = self.self_attn(positions, qkv)
         gate_up, residual = self.mlp.gate_up_proj.forward_after_norm(x, residual, self.post_attention_layernorm)
-        return self.mlp.down(gate_up), residual
+        return self.mlp(gate_up), residual
 
 
 class DecoderModel(nn.Module):
@@ -131,13 +127,8 @@ class LlamaForCausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids, positions)
 
-    def compute_logits(self, hidden: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """out: a buffer to write the logits into (FULL CUDA graphs: no [n, vocab] temporary in the graph
-        pool and no copy kernel after the LM head)."""
-        if out is None or self.lm_head.custom_ops.batch_invariant:
-            logits = self.lm_head(hidden)
-            return logits if out is None else out.copy_(logits)
-        return torch.mm(hidden, self.lm_head.weight.t(), out=out)
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden)
 
 
 class Qwen2ForCausalLM(LlamaForCausalLM):

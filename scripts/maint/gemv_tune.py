@@ -49,13 +49,13 @@ Measure = Callable[[dict, int], float]  # (pins {shape: config}, batch) -> TPOT 
 def recapture_full(runner, n: int) -> None:
     """Capture the FULL graph of batch size n again, replacing the old one (its pool memory is reused): a graph
     keeps the kernels it was captured with, so a change of a kernel's block sizes needs it."""
-    d, step = runner.cudagraph_dispatcher, runner.full_step
+    d, step = runner.cudagraph_dispatcher, runner.full_graph
     if d is None or step is None or n not in d.full_sizes:
         raise ValueError(f"no FULL CUDA graph of batch size {n} to re-capture (captured: "
                          f"{sorted(d.full_sizes) if d is not None else []})")
     step.graphs.pop(n, None)
     torch.cuda.synchronize()
-    capture_graphs(runner, CUDAGraphMode.FULL, [n], step, [step], runner.graph_pool)
+    capture_graphs(runner, CUDAGraphMode.FULL, [n], step, [step], runner.graph_pool, any_batch=False)
 
 
 def rows_of(shape: str) -> int:

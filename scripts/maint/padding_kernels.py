@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     llm = LLM(model=args.model, max_model_len=256, max_num_seqs=max(sizes), enable_prefix_caching=False,
               compilation_config={"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY",
                                   "cudagraph_capture_sizes": sizes})
-    step = llm.model_runner.full_step
+    step = llm.model_runner.full_graph
     out = {"sizes": sizes, "replays": args.replays, "graphs": {}}
     for n in sizes:
         out["graphs"][str(n)] = kernels_of_replay(step.graphs[n].graph, args.replays)

@@ -93,10 +93,10 @@ def test_graph_modes_match_eager_at_every_batch_size(model):
         if mode in ("PIECEWISE", "FULL_AND_PIECEWISE"):
             assert counts["piecewise"] > 0, counts
         if mode == "FULL":  # graphs of any batch: prefills up to 16 tokens replay FULL graphs too
-            assert counts["piecewise"] == 0 and llm.model_runner.cudagraph_dispatcher.full_token_sizes, counts
+            assert counts["piecewise"] == 0 and llm.model_runner.cudagraph_dispatcher.full_sizes, counts
         assert counts["eager"] > 0  # batches above 16 (and prefills above 16 tokens in FULL_DECODE_ONLY) run eagerly
         if mode == "FULL":
-            llm.model_runner.full_step.clear()  # the same steps, the same kernels, without their graphs
+            llm.model_runner.full_graph.clear()  # the same steps, the same kernels, without their graphs
             same = {b: _run(llm, p) for b, p in batches.items()}
             failures += _differences("FULL graphs vs the same kernels eagerly:", got, same)
             full_vs_eager = _differences("FULL vs eager:", got, ref)
@@ -133,24 +133,27 @@ def test_capture_failure_names_mode_and_size_and_leaves_nothing():
 
     llm = LLM(_default_model(), max_model_len=256, max_num_seqs=8, enforce_eager=True,
               gpu_memory_utilization=0.3)
+    from dataclasses import replace
+
     from minivllm.config import CUDAGraphMode
-    from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
 
     runner = llm.model_runner
-    orig = runner.full_graph_fn
+    orig = runner.model.forward
 
     def bad_forward(ids, pos):
         out = orig(ids, pos)
         out.sum().item()  # a host sync: not allowed while capturing
         return out
 
-    runner.full_graph_fn = bad_forward
-    runner.cudagraph_dispatcher = d = CudagraphDispatcher([1, 2], "FULL_DECODE_ONLY")
+    runner.model.forward = bad_forward
+    eager_config = runner.config  # capture as a FULL_DECODE_ONLY engine would (its plain forward, sizes 1, 2)
+    runner.config = replace(eager_config, cudagraph_mode=CUDAGraphMode.FULL_DECODE_ONLY, full_capture_sizes=(1, 2),
+                            full_graphs_capture="plain")
     with pytest.raises(CudaGraphCaptureError, match=r"(?s)mode FULL, batch size 2.*enforce_eager=True"):
-        runner.capture(CUDAGraphMode.FULL, [1, 2])
-    assert not runner.full_step.graphs and not d.full_sizes
+        runner.capture_model()
+    assert not runner.full_graph.graphs and not runner.cudagraph_dispatcher.full_sizes
     torch.randn(4, device="cuda")  # the CUDA RNG is usable again (a failed capture leaves it "capturing")
-    runner.full_graph_fn = orig
+    runner.model.forward, runner.config, runner.full_graph = orig, eager_config, None
     out = llm.generate({"prompt_token_ids": [5, 6, 7]}, SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
     assert out[0].outputs[0].token_ids
     llm.shutdown()

@@ -457,17 +457,17 @@ def test_gemv_custom_op_in_the_model(tmp_path):
         for rows in (1, 2, 3, 12):
             x = randn(rows, cfg.hidden_size, seed=rows)
             assert not use(mlp, ["all", "-gemv"]).is_enabled("gemv")
-            ref = mlp(x)
+            ref = mlp(mlp.gate_up_proj(x))
             assert use(mlp, ["all"]).is_enabled("gemv")
             calls.clear()
-            check(mlp(x), ref)
+            check(mlp(mlp.gate_up_proj(x)), ref)
             assert calls == ([False, True] if rows <= triton_gemv.DISPATCH_MAX_M else [])
         x1 = randn(1, cfg.hidden_size, seed=1)
         use(mlp, ["all", "-gemv", "-silu_and_mul"])
-        ref1 = mlp(x1)
+        ref1 = mlp(mlp.gate_up_proj(x1))
         use(mlp, ["all", "-silu_and_mul"])  # native SiLU asked for: not fused
         calls.clear()
-        check(mlp(x1), ref1)
+        check(mlp(mlp.gate_up_proj(x1)), ref1)
         assert calls == [False, False]  # gate_up and down as plain GEMVs, the native SiLU-and-mul between
         big = Linear(64, triton_gemv.MAX_WEIGHT_ELEMENTS // 64 + 1).to(DEVICE)  # LM-head sized: cuBLAS
         use(big, ["all"])

@@ -11,6 +11,7 @@ flags, and `create_engine_config` validates them against the checkpoint into an 
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import os
 from dataclasses import dataclass, field, fields, replace
@@ -53,6 +54,10 @@ def _env_flag(name: str) -> bool:
     return bool(int(os.environ.get(name, "0")))
 
 
+#: EngineConfig's own defaults (the keyword arguments of its resolution step)
+ENGINE = {name: p.default for name, p in inspect.signature(EngineConfig.resolve).parameters.items()}
+
+
 def _arg(default: Any, help: str, type: Any = None, choices: Any = None) -> Any:
     """A field with what its flag needs: the parser type when the default does not say it, and the choices."""
     return field(default=default, metadata={"help": help, "type": type, "choices": choices})
@@ -77,9 +82,9 @@ class EngineArgs:
     enable_chunked_prefill: bool = _arg(SchedulerConfig.enable_chunked_prefill, "split long prompts over steps")
     async_scheduling: bool | None = _arg(SchedulerConfig.async_scheduling, "launch step n+1 before reading step "
                                          "n's tokens (default: on with CUDA)", bool)
-    seed: int = _arg(0, "the sampler's seed")
-    enforce_eager: bool = _arg(False, "no torch.compile, no CUDA graphs")
-    attention_backend: str = _arg("auto", "attention kernels", choices=ATTENTION_BACKENDS)
+    seed: int = _arg(ENGINE["seed"], "the sampler's seed")
+    enforce_eager: bool = _arg(ENGINE["enforce_eager"], "no torch.compile, no CUDA graphs")
+    attention_backend: str = _arg(ENGINE["attention_backend"], "attention kernels", choices=ATTENTION_BACKENDS)
     compilation_config: Any = _arg(None, 'a dict, a CompilationConfig, or JSON on the command line: \'{"mode": 3}\'',
                                    str)
     cudagraph_mode: str | None = _arg(CompilationConfig.cudagraph_mode, "CUDA graph mode (default: "
@@ -88,11 +93,11 @@ class EngineArgs:
                                                      "batch sizes to capture, e.g. 1,2,4,8", _int_list)
     max_cudagraph_capture_size: int | None = _arg(CompilationConfig.max_cudagraph_capture_size,
                                                   "largest captured size (default: min(2 x max_num_seqs, 512))", int)
-    skip_tokenizer_init: bool = _arg(False, "no tokenizer: token ids in, token ids out")
-    fallback: str | None = _arg(None, "auto: on a startup failure, diagnose it and turn off the "
+    skip_tokenizer_init: bool = _arg(ENGINE["skip_tokenizer_init"], "no tokenizer: token ids in, token ids out")
+    fallback: str | None = _arg(ENGINE["fallback"], "auto: on a startup failure, diagnose it and turn off the "
                                 "layer at fault (engine/fallback.py)", str, ("auto",))
-    verify: bool = _arg(False, "compare greedy probes with an eager engine at startup")
-    batch_invariant: bool = _arg(False, "results independent of the batch (as vLLM's "
+    verify: bool = _arg(ENGINE["verify"], "compare greedy probes with an eager engine at startup")
+    batch_invariant: bool = _arg(ENGINE["batch_invariant"], "results independent of the batch (as vLLM's "
                                  "VLLM_BATCH_INVARIANT=1, which also turns it on)")
 
     # ---- the command line ------------------------------------------------------------------------
@@ -130,6 +135,9 @@ class EngineArgs:
         if max_len is not None and max_len > model_config.max_position_embeddings:
             raise ValueError(f"max_model_len={max_len} exceeds the model's max_position_embeddings "
                              f"({model_config.max_position_embeddings})")
+        check_fits(model_config, max_len or model_config.max_position_embeddings, dtype, dev, self.max_num_seqs,
+                   self.block_size, "max_model_len" if max_len is not None else "max_position_embeddings",
+                   str(path / "config.json"))
         cache = CacheConfig(self.block_size, self.gpu_memory_utilization, self.kv_cache_memory_bytes,
                             self.num_gpu_blocks_override, self.enable_prefix_caching)
         max_len = max_len or _fit_cpu_kv_cache(model_config, cache, dev, dtype, self.max_num_seqs)
@@ -150,9 +158,6 @@ class EngineArgs:
         if not self.enable_chunked_prefill and max_tokens < max_len:
             raise ValueError(f"max_num_batched_tokens ({max_tokens}) must be >= max_model_len ({max_len}) when "
                              f"enable_chunked_prefill=False, or a long prompt could never run")
-        check_fits(model_config, max_len, dtype, dev, self.max_num_seqs, self.block_size,
-                   "max_model_len" if self.max_model_len is not None else "max_position_embeddings",
-                   str(path / "config.json"))
         return config, model_config
 
     def with_off(self, compile_off: bool, graphs_off: bool) -> "EngineArgs":

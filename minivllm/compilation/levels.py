@@ -46,17 +46,22 @@ class CompiledForward:
     split_backend: SplitBackend | None = None
     info: dict = field(default_factory=dict)  # for the startup report
     code: types.CodeType | None = None  # the code object Dynamo keeps this engine's compiled code under
+    trace_once: TraceOnceBackend | None = None
 
     def release(self) -> None:
-        """Drop the compiled code and graphs: Dynamo's cache entries for this engine's code object (they hold
-        the model through their guards), the pieces' graphs and the split backend's artifacts."""
+        """Drop the compiled code and graphs. Dynamo keeps every backend it was given (and its cache entries,
+        whose guards hold the model) for the life of the process: the backends give up what they hold, and
+        the entries of this engine's code object are dropped."""
         for w in self.piecewise_wrappers:
             w.release()
         if self.split_backend is not None:
             self.split_backend.release()
+        if self.trace_once is not None:
+            self.trace_once.release()
         if self.code is not None:
             forget_code(self.code)
-        self.forward, self.piecewise_wrappers, self.split_backend, self.code = released, [], None, None
+        self.forward, self.piecewise_wrappers, self.split_backend, self.code, self.trace_once = \
+            released, [], None, None, None
 
 
 @scoped_cache_env()  # the cache's environment variables are set only while this compiles
@@ -131,7 +136,7 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
         cache.seal()
         info["cache_dir"], info["cache_warm"] = str(cache.dir), cache.warm
     _log_and_count(info, level, c.backend, took, base, times_before)
-    return CompiledForward(fn, list(backend.wrappers) if backend else [], backend, info, forward.__code__)
+    return CompiledForward(fn, list(backend.wrappers) if backend else [], backend, info, forward.__code__, trace_once)
 
 
 def own_forward(model: nn.Module) -> Forward:
@@ -180,6 +185,10 @@ class TraceOnceBackend:
         if specs is not None:
             self.direct = graph_cache.forward_from_graph(compiled, specs, model)
         return compiled
+
+    def release(self) -> None:
+        """Give up the compiled graph and the direct call (which holds the model's parameters)."""
+        self.inner, self.direct, self._model = None, None, lambda: None
 
 
 def _load_saved_forward(backend: SplitBackend, cache: CompileCache | None, model: nn.Module,

@@ -141,3 +141,34 @@ def test_both_packages_are_in_the_graph():
 def test_no_import_cycles():
     cycles = all_cycles(import_graph())
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The modules a file imports when it runs: annotations-only imports (`if TYPE_CHECKING:`) left out."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.update([node.module] + [f"{node.module}.{a.name}" for a in node.names])
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return found
+
+
+def test_engine_and_worker_do_not_import_each_other():
+    """One direction only: the engine (step loop, scheduler, fallback ladder) drives workers, and a worker
+    runs one resolved config without calling back into the engine. The worker may name the engine's types in
+    annotations (vLLM's runner names SchedulerOutput the same way)."""
+    def into(folder: str, other: str) -> dict[str, list[str]]:
+        return {p.name: sorted(m for m in _runtime_imports(p) if m.startswith(f"minivllm.{other}"))
+                for p in (REPO / "minivllm" / folder).glob("*.py")}
+
+    assert any(into("engine", "worker").values())  # the engine drives workers: this direction exists
+    back = {name: mods for name, mods in into("worker", "engine").items() if mods}
+    assert not back, f"worker/ imports engine/ (a cycle between the folders): {back}"

@@ -323,7 +323,7 @@ class EngineConfig:
 
     @classmethod
     def resolve(cls, model: str, *, dtype: torch.dtype = torch.float32,
-                device: torch.device | str = torch.device("cpu"), max_model_len: int = 2048,
+                device: torch.device | str = "cpu", max_model_len: int = 2048,
                 seed: int = 0, enforce_eager: bool = False, attention_backend: str = "auto",
                 skip_tokenizer_init: bool = False, fallback: str | None = None, verify: bool = False,
                 batch_invariant: bool = False, cache: CacheConfig | None = None,

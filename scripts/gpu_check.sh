@@ -35,6 +35,10 @@
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
 #                   (AB_REPS rounds, default 2; AB_LATENCY=0 or AB_THROUGHPUT=0 runs only the other half)
+#   leak            six engines built and dropped with `del` in one process (default, eager, mode 3, FULL, PIECEWISE,
+#                   default): free memory, live tensors and KV tokens before each (scripts/maint/engine_leak.py ->
+#                   engine_leak.json, also copied to $OUT); issue 41's check: the sixth's KV tokens within 1% of
+#                   the first's, free memory within 0.2 GiB
 #   bisect-kernels  the decode attention kernel at each commit of MINIVLLM_BISECT_COMMITS (default: every
 #                   commit that touched the decode kernel, its launcher or bench kernels since 40cba88)
 #   gemv-floor      batch-1 GEMV configs for the Llama-3.2-1B and Qwen3-0.6B shapes, chosen by TPOT inside the FULL
@@ -142,6 +146,11 @@ invariance() {
   TAILN=20 step invariance 420 $BENCH invariance --model "$CK" --max-model-len 1024 --json "$RES/invariance.json"
   TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_invariance 540 $PY -m pytest -q -p no:cacheprovider \
     tests/engine/test_batch_invariance_gpu.py tests/kernels/test_batch_invariance.py
+}
+leak() {
+  TAILN=12 step engine_leak 420 $PY scripts/maint/engine_leak.py --model "$CK" --json "$RES/engine_leak.json"
+  cp "$RES/engine_leak.json" "$OUT/" 2>/dev/null
+  return 0
 }
 padding_kernels() {
   TAILN=10 step padding_kernels 180 $PY scripts/maint/padding_kernels.py --model "$CK" --sizes 5,8 \
@@ -303,6 +312,7 @@ for stage in $STAGES; do
     gemv-floor) gemv_floor ;;
     device-kit) device_kit ;;
     ab) ab ;;
+    leak) leak ;;
     bisect-kernels) bisect_kernels ;;
     *) echo "unknown stage $stage (see the top of $0)"; exit 2 ;;
   esac

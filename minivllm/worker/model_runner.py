@@ -102,7 +102,7 @@ class ModelRunner:
     def capture_model(self) -> dict:
         """Capture the graphs the config resolved, FULL then PIECEWISE, into one pool; make them dispatchable.
         Returns the capture statistics per runtime mode."""
-        cfg, ib, stats = self.config, self.input_batch, {}
+        cfg, stats = self.config, {}
         self.graph_pool = torch.cuda.graph_pool_handle()
         if cfg.full_capture_sizes:
             forward = self.model.forward if cfg.full_graphs_capture == "plain" else self.compiled.forward

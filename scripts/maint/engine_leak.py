@@ -1,0 +1,76 @@
+"""Six engines built and dropped with `del` in one process: does each one leave memory behind (issue 41)?
+
+Before each engine (after the previous one's `del llm; gc.collect(); torch.cuda.empty_cache()`), the device's
+free memory, what live tensors hold (torch.cuda.memory_allocated) and how many CUDA tensors the garbage
+collector sees; after its startup, the KV cache's size in tokens. The engines: default, eager, mode 3, FULL,
+PIECEWISE, default. The check (issue 41): the sixth engine's KV tokens within 1% of the first's, and the free
+memory before it within 0.2 GiB of the free memory before the first.
+
+    python scripts/maint/engine_leak.py --model /tmp/ckpt/qwen3-0.6b --json engine_leak.json
+    python scripts/maint/engine_leak.py --device cpu --max-model-len 64   # the same walk on a CPU (no memory figures)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+
+import torch
+
+from minivllm.bench.common import provenance, write_json
+
+GiB = 1 << 30
+ENGINES = [("default", {}), ("eager", {"enforce_eager": True}), ("mode 3", {"compilation_config": {"mode": 3}}),
+           ("FULL", {"cudagraph_mode": "FULL"}), ("PIECEWISE", {"cudagraph_mode": "PIECEWISE"}), ("default", {})]
+
+
+def memory_now(cuda: bool) -> dict:
+    """What the process holds now, after a collection and the allocator's cache handed back."""
+    gc.collect()
+    if not cuda:
+        return {"free_gib": None, "allocated_gib": None, "cuda_tensors": None}
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    tensors = sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.is_cuda)
+    return {"free_gib": round(torch.cuda.mem_get_info()[0] / GiB, 3),
+            "allocated_gib": round(torch.cuda.memory_allocated() / GiB, 3), "cuda_tensors": tensors}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=None, help="checkpoint directory (default: the embedded model)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--max-model-len", type=int, default=512)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    from minivllm import DEFAULT_MODEL, LLM, SamplingParams
+
+    model = args.model or DEFAULT_MODEL
+    cuda = args.device != "cpu" and torch.cuda.is_available()
+    rows = []
+    for name, kwargs in ENGINES:
+        before = memory_now(cuda)
+        llm = LLM(model, device=args.device, max_model_len=args.max_model_len, **kwargs)
+        out = llm.generate([{"prompt_token_ids": [1, 2, 3, 4]}],
+                           SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
+        rows.append({"engine": name, **{f"before_{k}": v for k, v in before.items()},
+                     "kv_cache_tokens": llm.report.kv_cache_tokens, "compilation_mode": int(llm.config.compile_mode),
+                     "cudagraph_mode": llm.config.cudagraph_mode.value,
+                     "tokens": len(out[0].outputs[0].token_ids)})
+        print(rows[-1], flush=True)
+        del llm, out
+    after = memory_now(cuda)
+    first, last = rows[0], rows[-1]
+    kv_drift = (first["kv_cache_tokens"] - last["kv_cache_tokens"]) / first["kv_cache_tokens"]
+    free_drift = None if not cuda else round(first["before_free_gib"] - last["before_free_gib"], 3)
+    verdict = {"kv_tokens_drift": round(kv_drift, 5), "kv_within_1pct": abs(kv_drift) <= 0.01,
+               "free_gib_drift": free_drift, "free_within_0.2_gib": None if free_drift is None else free_drift <= 0.2}
+    print(verdict)
+    write_json(args.json, {"provenance": provenance(args, model), "engines": rows, "after_all": after,
+                           "verdict": verdict})
+    return 0 if verdict["kv_within_1pct"] and verdict["free_within_0.2_gib"] is not False else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -99,7 +99,8 @@ if rec:
 # The handbook's "1000+ kernels" is about kernels, so it is compared with kernels only, scaled to 80 layers.
 #
 # The last line compares cost per op: the time to enqueue one eager step divided by the ops it dispatches is
-# an order of magnitude more than a tiny ATen op from a) (about 10 times in the recording). The engine's ops are mostly Triton kernels launched from
+# several times what a tiny ATen op from a) costs (the line prints the ratio; {rec}`lab01.json:bound.enqueue_ms.0` ms
+# over {rec}`lab01.json:census.ops_per_step` ops in the recording). The engine's ops are mostly Triton kernels launched from
 # Python (a wrapper computing strides and the grid, then Triton's launcher), plus the model's own Python
 # between them; both cost far more per op than `x.add_(1)`. This is what a graph removes at decode time.
 
@@ -110,8 +111,8 @@ if rec:
 # 只算一次，尽管它内部调用 `aten::addmm`）；*GPU kernel* 是 GPU 真正执行的。手册说的 "1000+ 个 kernel"
 # 指 kernel，所以只拿 kernel 和它比，并换算到 80 层。
 #
-# 最后一行比较每个算子的成本：一个 eager 步的排队时间除以它分发的算子数，比 a) 中的 ATen 小算子高一个数量级
-# （记录中约 10 倍）。
+# 最后一行比较每个算子的成本：一个 eager 步的排队时间除以它分发的算子数，是 a) 中 ATen 小算子的好几倍
+# （这一行会打印倍数；记录中是 {rec}`lab01.json:bound.enqueue_ms.0` ms 分给 {rec}`lab01.json:census.ops_per_step` 个算子）。
 # 引擎的算子大多是从 Python 启动的 Triton kernel（先由包装函数算 stride 和 grid，再走 Triton 的 launcher），
 # 再加上模型自身在算子之间的 Python 代码；两者每个算子都比 `x.add_(1)` 贵得多。decode 时 CUDA Graph 去掉的
 # 正是这部分。
@@ -302,14 +303,14 @@ if lab.gpu_only("The live eager / graphs toggle"):
 # Two of the handbook's self-test questions. Click an option: the feedback explains it, gives our model answer
 # (the handbook gives none) and the numbers this lab measured (the recorded GPU results when present, else
 # yours). In a live kernel the quiz is a widget; you can also grade an answer directly:
-# `from minivllm_labs import grade; print(grade(lab01.Q1, "C")[1])`.
+# `from minivllm_labs import grade; print(grade(lab.Q1, "C")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 自检
 #
 # 手册里的两道自检题。点一个选项：反馈会解释它，给出我们的参考答案（手册没有给答案）以及本实验测得的数字
 # （有 GPU 记录时用记录，否则用你本机的）。在运行中的 kernel 里测验是一个 widget；也可以直接评分：
-# `from minivllm_labs import grade; print(grade(lab01.Q1, "C", lang="zh")[1])`。
+# `from minivllm_labs import grade; print(grade(lab.Q1, "C", lang="zh")[1])`。
 
 # %% tags=["nbval-check-output"]
 lab.quiz(lab.Q1, rec or here)
@@ -320,10 +321,10 @@ lab.quiz(lab.Q4, rec or here)
 # %% [markdown] tags=["lang-en"]
 # ## 6. Try it yourself
 #
-# 1. **Fewer ops per call.** Predict the eager cost per op of `lab01.launch_overhead(n_ops=10)` compared with
+# 1. **Fewer ops per call.** Predict the eager cost per op of `lab.launch_overhead(n_ops=10)` compared with
 #    1,000 ops, then run it in the cell below. *Hint:* what is paid once per call rather than per op?
 # 2. **A bigger batch.** Predict how the eager TPOT changes from batch 1 to batch 16 on your device, then run
-#    `lab01.engine_tpot({"eager": eager}, (1, 16), repeats=3)`. *Hint:* on a CPU, compute grows with the batch;
+#    `lab.engine_tpot({"eager": eager}, (1, 16), repeats=3)`. *Hint:* on a CPU, compute grows with the batch;
 #    on a GPU with a small model, the enqueue time does not.
 #
 # <details><summary>Solution · 参考答案</summary>
@@ -338,10 +339,10 @@ lab.quiz(lab.Q4, rec or here)
 # %% [markdown] tags=["lang-zh"]
 # ## 6. 动手试试
 #
-# 1. **每次调用更少的算子。** 先预测 `lab01.launch_overhead(n_ops=10)` 每个算子的 eager 成本与 1000 个算子时
+# 1. **每次调用更少的算子。** 先预测 `lab.launch_overhead(n_ops=10)` 每个算子的 eager 成本与 1000 个算子时
 #    相比如何，再在下面的单元格里运行。*提示*：哪些开销是每次调用付一次，而不是每个算子付一次？
 # 2. **更大的 batch。** 预测你的设备上 eager TPOT 从 batch 1 到 batch 16 怎么变，再运行
-#    `lab01.engine_tpot({"eager": eager}, (1, 16), repeats=3)`。*提示*：CPU 上计算量随 batch 增长；GPU 上用小模型时，
+#    `lab.engine_tpot({"eager": eager}, (1, 16), repeats=3)`。*提示*：CPU 上计算量随 batch 增长；GPU 上用小模型时，
 #    排队时间不随 batch 变。
 #
 # <details><summary>Solution · 参考答案</summary>

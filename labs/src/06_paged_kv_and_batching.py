@@ -152,8 +152,10 @@ if rec:
 # times; the table gives the median and the range. On the H200, budget 512 gave 21,860 tok/s (range 21,790-21,910)
 # against 22,570 (22,440-22,810) at budget 2048: 3% less, and beyond the spread, because its 279 or more prefill
 # steps are more steps (1,393 against 1,097). Budget 8192 gave 24,420 (23,900-24,450). The last line below divides
-# the wall-time gap by the extra steps: 1.83 ms per step, about one decode step's graph replay at batch 64 (1.90 ms
-# in `ab.json`): the tokens are the same, so an extra step costs its fixed part, the weights read once more. Turning chunking off at
+# the wall-time gap between the smallest and the largest budget (not 2048) by the extra steps: about one whole decode
+# step at batch 64 (Lab 09 replays one in {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms). The tokens
+# are the same, so an extra step costs a step's fixed part: its chain of kernels, of which reading the weights once
+# is only {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms. Turning chunking off at
 # budget 2048 gave 19,700 (18,500-21,410), the widest range of the sweep, and a TPOT p99 of 14.2 ms against 9.6 ms.
 
 # %% [markdown] tags=["lang-zh"]
@@ -165,7 +167,9 @@ if rec:
 # [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`），超过时不走图。每个配置跑了三遍，表中是中位数和范围。在 H200 上，预算 512 得到 21,860 tok/s（范围
 # 21,790-21,910），预算 2048 得到 22,570（22,440-22,810）：少了 3%，且超出波动，原因是它至少 279 个带预填充的步让总步数
 # 更多（1,393 对 1,097）。预算 8192 得到 24,420（23,900-24,450）。下面最后一行用墙钟时间之差除以多出的步数：每步
-# 1.83 ms，约等于 batch 64 时一次解码整图重放（`ab.json` 里是 1.90 ms）：token 总数相同，多出的一步付的是固定部分，即再读一遍权重。预算 2048 时关掉分块得到 19,700（18,500-21,410），
+# 的耗时（这里比的是最小和最大预算，不是 2048）约等于 batch 64 时一整个解码步（实验 09 重放一步要
+# {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms）：token 总数相同，多出的一步付的是每步的固定部分，即那一串
+# kernel，其中读一遍权重只占 {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms。预算 2048 时关掉分块得到 19,700（18,500-21,410），
 # 是整个扫描里范围最宽的一行，TPOT p99 为 14.2 ms，开分块时为 9.6 ms。
 
 # %% tags=["nbval-check-output"]
@@ -314,11 +318,11 @@ if lab.gpu_only("The full standard-workload sweep"):
 
 # %% [markdown] tags=["lang-en"]
 # Three questions on what you measured. Pick or type an answer and press *Score*; the feedback quotes the numbers
-# above (the recorded H200 ones when present, else yours). In Python: `lab08.grade_any(lab.Q_KV, "114688")`.
+# above (the recorded H200 ones when present, else yours). In Python: `from minivllm_labs import grade; print(grade(lab.Q_KV, "114688")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 三道关于本实验测量的题。作答后点 *Score · 评分*；反馈引用上面的数字（有 H200 记录时用记录，否则用本机结果）。
-# 也可以在 Python 里评分：`lab08.grade_any(lab.Q_KV, "114688")`。
+# 也可以在 Python 里评分：`from minivllm_labs import grade; print(grade(lab.Q_KV, "114688")[1])`。
 
 # %% tags=["nbval-ignore-output"]
 from minivllm_labs import lab08_views
@@ -356,7 +360,7 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # ## 6. Try it yourself · 动手试试
 #
 # **Exercise 1.** Predict, then measure: with block size 32 instead of 8, how many blocks does the request of b)
-# hold at the end, and how many of its slots are empty? Run `lab06.block_table_trace` on an engine made with
+# hold at the end, and how many of its slots are empty? Run `lab.block_table_trace` on an engine made with
 # `block_size=32`.
 #
 # *Hint:* blocks = ceil(tokens / block_size); the prompt has 10 tokens and 14 are generated.
@@ -365,11 +369,11 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 #
 # The cache ends holding 23 tokens (the 24th, just sampled, needs no K/V yet): one block of 32 (9 empty slots);
 # with block size 8 they take 3 blocks (1 empty slot). Larger blocks, more fragmentation.
-# `small = lab06.make_llm(model, block_size=32, max_num_seqs=4, num_gpu_blocks_override=64, max_model_len=128)`,
-# then `print(trace_table({"trace": lab06.block_table_trace(small, 10, 14)}))`.
+# `small = lab.make_llm(model, block_size=32, max_num_seqs=4, num_gpu_blocks_override=64, max_model_len=128)`,
+# then `print(lab.trace_table({"trace": lab.block_table_trace(small, 10, 14)}))`.
 # </details>
 #
-# **Exercise 2.** Make preemption worse: call `lab06.preemption(model, num_blocks=4, new_tokens=8)`. Do the tokens
+# **Exercise 2.** Make preemption worse: call `lab.preemption(model, num_blocks=4, new_tokens=8)`. Do the tokens
 # still match? Why can 4 blocks of 8 run requests of 20 tokens at all?
 #
 # *Hint:* one request needs ceil(20 / 8) = 3 blocks at its longest.
@@ -386,7 +390,7 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # ## 6. 动手试试
 #
 # **练习 1.** 先预测再测量：block size 从 8 改成 32，b) 中的请求最后持有几个块、空几个槽位？用 `block_size=32`
-# 的引擎运行 `lab06.block_table_trace`。
+# 的引擎运行 `lab.block_table_trace`。
 #
 # *提示：* 块数 = ceil(token 数 / block_size)；prompt 10 个 token，生成 14 个。
 #
@@ -396,7 +400,7 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # 块越大，碎片越多。
 # </details>
 #
-# **练习 2.** 让抢占更严重：`lab06.preemption(model, num_blocks=4, new_tokens=8)`。token 还一致吗？为什么 4 个 8 槽的块
+# **练习 2.** 让抢占更严重：`lab.preemption(model, num_blocks=4, new_tokens=8)`。token 还一致吗？为什么 4 个 8 槽的块
 # 也能跑 20 个 token 的请求？
 #
 # *提示：* 一个请求最长时需要 ceil(20 / 8) = 3 个块。

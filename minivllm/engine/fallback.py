@@ -22,6 +22,7 @@ from pathlib import Path
 
 from minivllm.compilation.diagnose import NumericsError, diagnose
 from minivllm.config import CompilationConfig, EngineConfig
+from minivllm.engine.interrupt import caused_by_interrupt
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.engine_args import EngineArgs
 from minivllm.loader import load_tokenizer
@@ -96,8 +97,10 @@ def start_worker(config: EngineConfig, model_config: ModelConfig, report: Startu
             if same != len(got):
                 raise NumericsError(f"verify: {len(got) - same} of {len(got)} greedy probes differ from eager")
             logger.info("verify: %d/%d greedy probes identical to eager", same, len(got))
-    except BaseException:
+    except BaseException as e:
         worker.release()  # the next engine (or rung) gets the whole device
+        if not isinstance(e, KeyboardInterrupt) and caused_by_interrupt(e):
+            raise KeyboardInterrupt from e  # Ctrl-C that a library re-raised as its own error
         raise
     return worker
 

@@ -100,7 +100,7 @@ if lab.gpu_only("Running the capture/replay cells"):
 
 # %% [markdown] tags=["lang-en"]
 # The engine uses vLLM's rule ([config.py](../minivllm/config.py) `default_capture_sizes`,
-# `EngineConfig.capture_sizes`): 1, 2, 4, then every 8 up to 256, then every 16, up to
+# `EngineConfig.resolve`): 1, 2, 4, then every 8 up to 256, then every 16, up to
 # `min(2 x max_num_seqs, 512)` and never above `max_num_batched_tokens`, unless `max_cudagraph_capture_size` or
 # an explicit `cudagraph_capture_sizes` says otherwise (vLLM: `VllmConfig._set_cudagraph_sizes` in
 # [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py); on its main branch it also
@@ -116,7 +116,7 @@ if lab.gpu_only("Running the capture/replay cells"):
 # would capture full decode graphs for all 51 sizes, not 35 ([README](../README.md#where-minivllm-differs-from-vllm)).
 
 # %% [markdown] tags=["lang-zh"]
-# 引擎用 vLLM 的规则（[config.py](../minivllm/config.py) 的 `default_capture_sizes`、`EngineConfig.capture_sizes`）：
+# 引擎用 vLLM 的规则（[config.py](../minivllm/config.py) 的 `default_capture_sizes`、`EngineConfig.resolve`）：
 # 1、2、4，然后每 8 一档到 256，再每 16 一档，上限 `min(2 x max_num_seqs, 512)`，且不超过 `max_num_batched_tokens`，
 # 除非设置了 `max_cudagraph_capture_size` 或显式的 `cudagraph_capture_sizes`（vLLM 的规则见
 # [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py) 的 `VllmConfig._set_cudagraph_sizes`；其 main 分支还会在

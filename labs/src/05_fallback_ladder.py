@@ -370,14 +370,14 @@ with lab.inject("untraceable"):
 print(lab04.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))
 
 # %% [markdown] tags=["lang-en"]
-# **In the engine:** the ladder in [worker/fallback.py](../minivllm/worker/fallback.py) `build_with_fallback` (and
-# `verify`, the greedy probe against eager); the classifier in
+# **In the engine:** the ladder in [engine/fallback.py](../minivllm/engine/fallback.py) `start_engine` (a fresh
+# engine per rung; `start_worker` runs the greedy probe against an eager engine); the classifier in
 # [compilation/diagnose.py](../minivllm/compilation/diagnose.py) `diagnose`; capture errors wrapped with the mode
 # and size in [worker/graph_capture.py](../minivllm/worker/graph_capture.py) `capture_graphs`; the mode that
 # runs, after vLLM's downgrades, in [config.py](../minivllm/config.py) `EngineConfig.cudagraph_mode`.
 
 # %% [markdown] tags=["lang-zh"]
-# **引擎代码：** 降级路径在 [worker/fallback.py](../minivllm/worker/fallback.py) 的 `build_with_fallback`（还有 `verify`：和 eager
-# 对比的贪心探针）；分类器在 [compilation/diagnose.py](../minivllm/compilation/diagnose.py) 的 `diagnose`；捕获错误带上模式和
+# **引擎代码：** 降级路径在 [engine/fallback.py](../minivllm/engine/fallback.py) 的 `start_engine`（每一级都新建一个引擎；
+# `start_worker` 运行和 eager 引擎对比的贪心探针）；分类器在 [compilation/diagnose.py](../minivllm/compilation/diagnose.py) 的 `diagnose`；捕获错误带上模式和
 # size 后抛出，在 [worker/graph_capture.py](../minivllm/worker/graph_capture.py) 的 `capture_graphs`；按 vLLM 规则降级后实际运行的
 # 模式在 [config.py](../minivllm/config.py) 的 `EngineConfig.cudagraph_mode`。

@@ -148,7 +148,7 @@ print(lab.describe_model(model))
 llm = lab.make_llm(model, "FULL_DECODE_ONLY", cudagraph_capture_sizes, max_num_seqs=max_num_seqs,
                      max_cudagraph_capture_size=max_cudagraph_capture_size)
 print("startup_report().cudagraph:", llm.startup_report().cudagraph)
-print("config.capture_sizes():   ", llm.config.capture_sizes())
+print("config.cudagraph_capture_sizes:", llm.config.cudagraph_capture_sizes)
 
 # %% [markdown]
 # ## 4. c) Padding, and one graph for the largest size only · padding 的代价，只捕获最大 size

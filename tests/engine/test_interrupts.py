@@ -10,6 +10,7 @@ engine's state and runs the workload again next to a fresh engine's answer."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from minivllm import DEFAULT_MODEL, LLM, SamplingParams
 from minivllm.attention import layer as attention_layer
@@ -31,6 +32,15 @@ PARAMS = [SamplingParams(temperature=0, max_tokens=8, ignore_eos=True),
           SamplingParams(temperature=0.8, max_tokens=7, ignore_eos=True, seed=1),
           SamplingParams(temperature=0, max_tokens=9),
           SamplingParams(temperature=0.7, top_k=20, max_tokens=6, ignore_eos=True, seed=2)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Batches of a few tokens: one CPU thread is faster than two, and much faster on a busy machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def _tokens(outs):

@@ -311,6 +311,7 @@ from minivllm_labs.lab05_views import (  # noqa: E402,F401
     fault_summary,
     heuristics_table,
     ladder_html,
+    ladder_svg,
     ladder_path,
     locate_table,
     scenario_rows,
@@ -321,5 +322,5 @@ from minivllm_labs.lab05_views import (  # noqa: E402,F401
 LAB_INFO = LabInfo(
     lab="lab05", notebook="labs/05_fallback_ladder.ipynb", title="When to turn it off, and the fallback ladder",
     title_zh="什么时候关掉，以及降级路径", sections=("§4", "§4.5", "§4.6", "self-test 3"), questions=(Q3, Q_SILENT),
-    claims=CLAIMS, code=("minivllm/worker/fallback.py", "minivllm/compilation/diagnose.py",
+    claims=CLAIMS, code=("minivllm/engine/fallback.py", "minivllm/compilation/diagnose.py",
                          "minivllm/worker/graph_capture.py", "minivllm/compilation/backend.py"))

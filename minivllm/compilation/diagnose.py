@@ -5,7 +5,7 @@ The handbook's rule (§4.6): turn off the layer the error comes from. A capture 
 (compilation_config mode 0) and keeps the graphs a mode-0 engine can hold; a wrong result turns both off,
 then re-enables one at a time. A compile error that comes from reading a tensor's value on the host
 (data-dependent control flow, `.item()`) fails a graph capture too, so there both go off at once.
-`LLM(..., fallback="auto")` walks these rungs in that order (worker/fallback.py) and logs each one.
+`LLM(..., fallback="auto")` walks these rungs in that order (engine/fallback.py) and logs each one.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import torch
 
 from minivllm.config import EngineConfig
 from minivllm.engine.block_manager import BlockManager
-from minivllm.engine.interrupt import caused_by_interrupt, finish_despite_interrupts
+from minivllm.engine.interrupt import finish_despite_interrupts
 from minivllm.engine.scheduler import Scheduler
 from minivllm.engine.sequence import Sequence, SequenceStatus
 from minivllm.loader import NoTokenizer

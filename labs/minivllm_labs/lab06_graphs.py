@@ -52,7 +52,7 @@ def paging_under_graphs(llm, n_req: int = 8, prompt_len: int = 20, new_tokens: i
         if blocks > peak[1]:
             peak = (tokens, blocks)
     bs = llm.config.cache.block_size
-    return {"graphs": disp is not None and bool(disp.full_sizes or disp.full_token_sizes), "full_replays": replays,
+    return {"graphs": disp is not None and bool(disp.full_sizes), "full_replays": replays,
             "replays_with_new_blocks": replays_with_new_blocks, "block_table_buffer_moved": moved,
             "block_table_buffer_shape": list(runner.input_batch.block_tables.shape),
             "peak_blocks": peak[1], "peak_tokens": peak[0],

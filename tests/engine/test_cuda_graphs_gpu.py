@@ -176,7 +176,7 @@ def test_full_mode_matches_eager_with_prefill_mixed_and_decode_steps(dtype):
     runner = llm.model_runner
     assert llm.config.cudagraph_mode == "FULL" and llm.config.cudagraph_downgrade is None
     d = runner.cudagraph_dispatcher
-    assert d.full_token_sizes == [1, 2, 4, 8, 16, 32, 64] and not d.full_sizes and not d.piecewise_sizes
+    assert d.full_sizes == [1, 2, 4, 8, 16, 32, 64] and not d.piecewise_sizes  # by token count (mode FULL)
     ptrs = {k: v.data_ptr() for k, v in runner.input_batch.buffers().items()}
     steps = []
     execute = runner.execute_model

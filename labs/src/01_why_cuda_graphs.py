@@ -164,7 +164,7 @@ if rec:
 # ### d) The engine's TPOT, eager vs graphs
 #
 # Time per output token of the whole engine (scheduler, input preparation, forward, sampling) with
-# `enforce_eager=True` and with FULL decode graphs. The buttons show one mode at a time. On a GPU both engines
+# `enforce_eager=True` and with FULL decode graphs. The dropdown above the plot shows one mode at a time. On a GPU both engines
 # also run with *async scheduling* (on by default with CUDA in this engine): the CPU prepares step n+1 while the GPU runs step
 # n, so with graphs the TPOT approaches the GPU time of a step. Compare with it off:
 # `minivllm bench latency --modes FULL_DECODE_ONLY,FULL_DECODE_ONLY+sync`.
@@ -173,7 +173,7 @@ if rec:
 # ### d) 引擎 TPOT：eager 与 CUDA Graph
 #
 # 整个引擎（调度、输入准备、forward、采样）每个输出 token 的时间，分别在 `enforce_eager=True` 和 FULL decode
-# graph 下测量。按钮一次显示一种模式。在 GPU 上两个引擎都开着*异步调度*（本引擎在 CUDA 下默认开启）：GPU 跑第 n 步时
+# graph 下测量。图上方的下拉菜单一次显示一种模式。在 GPU 上两个引擎都开着*异步调度*（本引擎在 CUDA 下默认开启）：GPU 跑第 n 步时
 # CPU 已经在准备第 n+1 步，所以有了 CUDA Graph 之后 TPOT 接近一步的 GPU 时间。关掉它对比：
 # `minivllm bench latency --modes FULL_DECODE_ONLY,FULL_DECODE_ONLY+sync`。
 

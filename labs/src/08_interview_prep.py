@@ -94,10 +94,11 @@ print([lab.grade_any(n1, a)[0] for a in ("0.3 ms", "284 us", "０.２８", "1 ms
 print(lab.grade_any(n1, "0,28")[0], lab.grade_any(lab.BY_ID["lab08.n2"], "5 ms")[1].splitlines()[0])
 
 # %% [markdown] tags=["lang-en"]
-# In a live kernel the same interview as widgets (the page above needs no kernel):
+# The same draw once more, on a page of its own to answer again (no widgets: a saved widget reads "model not found"
+# after a reopen, this page keeps working):
 
 # %% [markdown] tags=["lang-zh"]
-# 在线 kernel 中的 widget 版本（上面的页面无需 kernel）：
+# 同一次抽题再来一遍，单独一页，可以重新作答（不用 widget：保存后重新打开时 widget 只显示“model not found”，这一页照常可用）：
 
 # %% tags=["nbval-ignore-output"]
 lab.show_widget(lab.mock_widget(8, seed=0))

@@ -302,14 +302,14 @@ if lab.gpu_only("The live eager / graphs toggle"):
 #
 # Two of the handbook's self-test questions. Click an option: the feedback explains it, gives our model answer
 # (the handbook gives none) and the numbers this lab measured (the recorded GPU results when present, else
-# yours). In a live kernel the quiz is a widget; you can also grade an answer directly:
+# yours); a wrong option gives a hint, so try again. You can also grade an answer directly:
 # `from minivllm_labs import grade; print(grade(lab.Q1, "C")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 自检
 #
 # 手册里的两道自检题。点一个选项：反馈会解释它，给出我们的参考答案（手册没有给答案）以及本实验测得的数字
-# （有 GPU 记录时用记录，否则用你本机的）。在运行中的 kernel 里测验是一个 widget；也可以直接评分：
+# （有 GPU 记录时用记录，否则用你本机的）；选错会给提示，可以再试。也可以直接评分：
 # `from minivllm_labs import grade; print(grade(lab.Q1, "C", lang="zh")[1])`。
 
 # %% tags=["nbval-check-output"]

@@ -18,7 +18,7 @@
 #
 # Options are shuffled with a seed taken from the question id, so the letter of the right answer carries no hint.
 # The mock interview draws N questions across topics with a seed, scores each topic and says which lab or reading
-# to revisit for each weak one; it works on this page without a kernel, and live with widgets.
+# to revisit for each weak one; it works on this page without a kernel, before and after a run.
 
 # %% [markdown] tags=["lang-zh"]
 # 推理引擎面试中常见的问题，覆盖十九个主题：CUDA Graph、torch.compile、自定义算子、Paged Attention、连续批处理、
@@ -31,7 +31,7 @@
 # （投机解码、并行、MoE 等）标明“推理题，本引擎未实测”，给出公式和公开出处。下表统计了两类题的数量。
 #
 # 选项按题目 id 为种子打乱，答案字母不带任何暗示。模拟面试按种子跨主题抽 N 道题，按主题评分，并为每个薄弱主题指出
-# 该复习的实验或资料；本页无需 kernel 即可使用，在线 kernel 中还有 widget 版本。
+# 该复习的实验或资料；本页无需 kernel 即可使用，运行前后都可以。
 
 # %% [markdown]
 # ## 1. Setup · 环境准备

@@ -59,7 +59,8 @@ MOCK_JS = r"""
   function byId(id) { return bank.filter(function (q) { return q.id === id; })[0]; }
   function esc(s) { var d = document.createElement("div"); d.textContent = s; return d.innerHTML; }
   function both(en, zh) {
-    return '<span class="lang-en">' + esc(en) + '</span><span class="lang-zh" lang="zh">' + esc(zh || en) + "</span>";
+    if (!zh || zh === en) return esc(en);
+    return '<span class="lang-en">' + esc(en) + '</span><span class="mv-sep"> · </span><span class="lang-zh" lang="zh">' + esc(zh) + "</span>";
   }
   function link(path) {  // a notebook next to this one, or its page in the book
     return /\.html?$/.test(location.pathname) ? path.replace(/\.ipynb$/, ".html") : path;
@@ -137,8 +138,11 @@ MOCK_JS = r"""
 
 
 def _both(en: str, zh: str) -> str:
-    return (f'<span class="lang-en">{html.escape(en)}</span>'
-            f'<span class="lang-zh" lang="zh">{html.escape(zh or en)}</span>')
+    """Both languages with a separator (hidden when the page shows one); a text the same in both, once."""
+    if not zh or zh == en:
+        return html.escape(en)
+    return (f'<span class="lang-en">{html.escape(en)}</span><span class="mv-sep"> · </span>'
+            f'<span class="lang-zh" lang="zh">{html.escape(zh)}</span>')
 
 
 def page_data(results: dict | None = None, questions=None) -> list[dict]:

@@ -249,7 +249,7 @@ MIN_PLOT = {1280: (300, 200), 390: (150, 180)}  # least plot-area width, height 
 #: assets/results/h200/index.yaml's `what` and `result` (English only); the labs' quiz evidence and cite
 #: labels come from minivllm_labs (English only). Every other page: none.
 ZH_ENGLISH_CEILING: dict[str, int] = {
-    "results.html": 122, "results/attention.html": 7, "results/checks.html": 6, "results/fused_kernels.html": 9,
+    "results.html": 19, "results/attention.html": 7, "results/checks.html": 6, "results/fused_kernels.html": 9,
     "results/latency.html": 10, "results/throughput.html": 4,
     "labs/01_why_cuda_graphs.html": 9, "labs/02_inside_a_cuda_graph.html": 22, "labs/03_torch_compile.html": 18,
     "labs/04_startup_and_cache.html": 14, "labs/05_fallback_ladder.html": 11, "labs/07_claims.html": 19,

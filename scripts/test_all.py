@@ -89,9 +89,11 @@ def main(argv: list[str]) -> int:
         return 2
     rows, slow, failed = [], [], []
     t_all = time.monotonic()
+    keep = os.environ.get("MINIVLLM_TEST_REPORTS")  # a folder to keep each part's JUnit XML in
     with tempfile.TemporaryDirectory(prefix="minivllm-test-") as tmp:
         for name in chosen:
-            xml = Path(tmp) / f"{name}.xml"
+            xml = Path(keep or tmp) / f"{name}.xml"
+            xml.parent.mkdir(parents=True, exist_ok=True)
             rc, seconds = run_part(name, table[name], xml)
             counts, by_file, setup = read_junit(xml)
             if rc != 0:

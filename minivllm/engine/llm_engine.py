@@ -130,10 +130,8 @@ class LLMEngine:
 
     def abort_all(self, sampler_state: torch.Tensor | None = None) -> None:
         """Abort every request wherever it is (queued, running, admitted halfway, in the step in flight), give
-        every KV block back, and restore the sampler's random state if given: the engine as it was before those
-        requests came. Cached prefix blocks stay cached, unreferenced. Recomputed from the live requests rather
-        than undone step by step, so an interrupt landing anywhere, even inside this call, leaves nothing
-        behind (engine/interrupt.py); a KeyboardInterrupt during it is raised once it is done."""
+        every block back (cached prefixes stay cached) and restore the sampler's random state if given.
+        Idempotent and run to its end despite Ctrl-C (engine/interrupt.py)."""
         def once() -> None:
             self.discard_inflight()
             self.scheduler.abort_all()

@@ -196,31 +196,6 @@ def test_interrupt_midway_through_freeing_a_block_table(llm, fresh_tokens, monke
     _reset_rng(llm)
 
 
-def test_an_interrupted_llm_is_not_left_owned(llm, monkeypatch):
-    """Right after generate takes the LLM for its call, an interrupt must not leave it marked as in use."""
-    with monkeypatch.context() as m:
-        _interrupt(m, LLM, "_normalize", 1, False)
-        with pytest.raises(KeyboardInterrupt):
-            llm.generate(PROMPTS, PARAMS, use_tqdm=False)
-    assert llm._owner is None
-    llm.generate(PROMPTS[:1], PARAMS[:1], use_tqdm=False)
-
-
-@pytest.mark.parametrize("stage", ["sampling", "output"])
-def test_unseeded_sampling_draws_as_a_fresh_engine_would(llm, fresh, monkeypatch, stage):
-    """Requests without a seed draw from the engine's random state: an interrupted call's draws are taken
-    back. Prompts and outputs shorter than a block, so nothing is cached and the steps batch alike."""
-    owner, name, _ = STAGES[stage]
-    _reset_rng(llm)
-    with monkeypatch.context() as m:
-        _interrupt(m, owner, name, 3, True)
-        with pytest.raises(KeyboardInterrupt):
-            llm.generate(UNSEEDED_PROMPTS, UNSEEDED, use_tqdm=False)
-    _assert_idle(llm)
-    assert _tokens(llm.generate(UNSEEDED_PROMPTS, UNSEEDED, use_tqdm=False)) == fresh[1]
-    _reset_rng(llm)
-
-
 def test_a_real_sigint_during_the_clean_up_waits_for_its_end(llm, fresh_tokens, monkeypatch):
     """Ctrl-C (the signal itself, not a raised exception) while the clean-up runs: held back, then raised."""
     import os

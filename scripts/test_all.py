@@ -33,7 +33,9 @@ NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval
 
 
 def parts() -> dict[str, list[str]]:
-    xdist = ["-n", WORKERS, "--dist", "loadfile"] if WORKERS not in ("", "0") else []
+    # Files in collection order, not xdist's default of most tests first: that default left the engine's few
+    # but slow compile tests to the end, one worker busy with them while the other idled.
+    xdist = ["-n", WORKERS, "--dist", "loadfile", "--no-loadscope-reorder"] if WORKERS not in ("", "0") else []
     return {
         # tests/book builds the book once in a module fixture: one process, never split across workers.
         "pytest": [*COMMON, *xdist, "tests", "--ignore=tests/book"],

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+import threading
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -89,14 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         interrupted.append(signum)  # remembered: a library may turn the KeyboardInterrupt into its own error
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, on_sigint) if _main_thread() else None
+    previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() \
+        else None
     debug = os.environ.get("MINIVLLM_DEBUG", "") not in ("", "0")
     try:
         a = build_parser().parse_args(argv)  # imports torch: seconds in which Ctrl-C is likely
         debug = debug or a.debug
-        if interrupted:  # a library swallowed the KeyboardInterrupt (a bare except around an import)
-            raise KeyboardInterrupt
-        status = a.func(a) or 0
+        status = 0 if interrupted else a.func(a) or 0  # interrupted already: an import swallowed it
         if interrupted:
             raise KeyboardInterrupt
         return status
@@ -117,20 +117,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_interrupt(e: BaseException) -> int:
-    """One line, last: what the interrupted frames still hold (a progress bar that prints when it closes) is
-    released first."""
+    """One line, last: the interrupted frames are released first (a progress bar prints as it closes)."""
     import traceback
 
     traceback.clear_frames(e.__traceback__)
-    sys.stderr.flush()
     print("minivllm: interrupted", file=sys.stderr)
     return 130
-
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ RESULTS = Path("assets/results")
 #: The reference device's folder, its index and its archive of experiments.
 REFERENCE = RESULTS / "h200"
 INDEX = "index.yaml"
+#: How an archive member that backs a results row is described: "experiment behind: <the row's what>".
+BEHIND = "experiment behind: "
 ARCHIVE = "archive.json"
 
 
@@ -136,8 +138,16 @@ def pages(root: Path) -> dict[str, str]:
     data = recorded_files(folder)
     prov = {name: provenance_of(d) for name, d in data.items()}
     in_archive = {e["file"] for e in index.get("archive") or []}
-    what = {e["file"]: (f"[{e['what']}]{{.lang-en}}[{e['what_zh']}]{{.lang-zh}}" if e.get("what_zh")
-                        else e["what"]) for e in (index.get("files") or []) + (index.get("archive") or [])}
+    row_zh = {r["what"]: r["what_zh"] for r in rows if r.get("what_zh")}
+
+    def what_zh(e: dict) -> str:
+        """A file's Chinese description: its own, or for an archive member that is "experiment behind: <a row>",
+        that row's Chinese title."""
+        behind = e["what"].removeprefix(BEHIND)
+        return e.get("what_zh") or (f"背后的实验：{row_zh[behind]}" if behind != e["what"] and behind in row_zh
+                                    else "")
+    what = {e["file"]: (f"[{e['what']}]{{.lang-en}}[{what_zh(e)}]{{.lang-zh}}" if what_zh(e) else e["what"])
+            for e in (index.get("files") or []) + (index.get("archive") or [])}
     topics = {t[0] for t in TOPICS}
     named: set[str] = set()
     by_topic: dict[str, list[str]] = {t[0]: [] for t in TOPICS}

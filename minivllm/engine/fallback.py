@@ -25,7 +25,7 @@ from minivllm.config import CompilationConfig, EngineConfig
 from minivllm.engine.interrupt import caused_by_interrupt
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.engine_args import EngineArgs
-from minivllm.loader import load_tokenizer
+from minivllm.loader import load_generation_eos, load_tokenizer
 from minivllm.models.config import ModelConfig
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.startup import StartupReport
@@ -43,9 +43,10 @@ def start_engine(args: EngineArgs, report: StartupReport) -> LLMEngine:
     log_config(config, model_config)
     with report.phase("load_tokenizer", config.device):
         tokenizer = load_tokenizer(Path(config.model), config.skip_tokenizer_init)
+    eos = load_generation_eos(Path(config.model))
     reference = probe_tokens(reference_args(args, config)) if config.verify else None
     if config.fallback is None:
-        return LLMEngine(config, model_config, tokenizer, start_worker(config, model_config, report, reference))
+        return LLMEngine(config, model_config, tokenizer, start_worker(config, model_config, report, reference), eos)
     record, ran, todo = [], [], ["as configured"]
     while todo:
         step = todo.pop(0)
@@ -67,7 +68,7 @@ def start_engine(args: EngineArgs, report: StartupReport) -> LLMEngine:
         if step != "as configured":
             logger.warning("Fallback: running with %s (compilation_config mode %d, cudagraph_mode %s)", step,
                            int(cfg.compile_mode), cfg.cudagraph_mode.value)
-        return LLMEngine(cfg, model_config, tokenizer, worker, record)
+        return LLMEngine(cfg, model_config, tokenizer, worker, eos, record)
     raise RuntimeError(f"every rung of the fallback ladder failed: {record}")
 
 

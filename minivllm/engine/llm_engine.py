@@ -39,7 +39,8 @@ class LLMEngine:
     the tokenizer, then the worker's startup, worker/worker.py)."""
 
     def __init__(self, config: EngineConfig, model_config: ModelConfig, tokenizer: Tokenizer,
-                 worker: Worker, fallback_report: list[dict] | None = None) -> None:
+                 worker: Worker, generation_eos: list[int] | None = None,
+                 fallback_report: list[dict] | None = None) -> None:
         self.config, self.model_config, self.tokenizer = config, model_config, tokenizer
         self.worker = worker
         self.fallback_report = fallback_report or []  # the fallback ladder's rungs (engine/fallback.py)
@@ -53,6 +54,9 @@ class LLMEngine:
         if getattr(tokenizer, "eos_token_id", None) is not None and tokenizer.eos_token_id not in eos:
             eos.append(tokenizer.eos_token_id)
         self.eos_token_ids = set(eos)
+        # generation_config.json's other EOS ids stop as stop_token_ids do (vLLM's
+        # SamplingParams.update_from_generation_config): finish_reason "stop", stop_reason the id.
+        self.generation_eos_ids = set(generation_eos or ()) - self.eos_token_ids
         self._ids = count()
         self.stats = {"steps": 0, "scheduled_tokens": 0, "scheduled_seqs": 0, "preemptions": 0,
                       "schedule_time": 0.0, "wait_time": 0.0, "process_time": 0.0}
@@ -98,10 +102,8 @@ class LLMEngine:
 
     def abort_all(self, sampler_state: torch.Tensor | None = None) -> None:
         """Abort every request wherever it is (queued, running, admitted halfway, in the step in flight), give
-        every KV block back, and restore the sampler's random state if given: the engine as it was before those
-        requests came. Cached prefix blocks stay cached, unreferenced. Recomputed from the live requests rather
-        than undone step by step, so an interrupt landing anywhere, even inside this call, leaves nothing
-        behind (engine/interrupt.py); a KeyboardInterrupt during it is raised once it is done."""
+        every block back (cached prefixes stay cached) and restore the sampler's random state if given.
+        Idempotent and run to its end despite Ctrl-C (engine/interrupt.py)."""
         def once() -> None:
             self.discard_inflight()
             self.scheduler.abort_all()
@@ -205,7 +207,7 @@ class LLMEngine:
         if not p.ignore_eos and tok in self.eos_token_ids:
             seq.stop_reason = None
             return SequenceStatus.FINISHED_STOPPED
-        if p.stop_token_ids and tok in p.stop_token_ids:
+        if (p.stop_token_ids and tok in p.stop_token_ids) or (not p.ignore_eos and tok in self.generation_eos_ids):
             seq.stop_reason = tok
             return SequenceStatus.FINISHED_STOPPED
         if p.stop:

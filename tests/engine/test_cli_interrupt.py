@@ -67,7 +67,7 @@ def test_sigint_while_a_bench_starts_its_engine(tmp_path):
 
 @pytest.mark.parametrize("case", ["parent_is_a_file", "a_directory", "read_only_dir"])
 def test_unwritable_json_is_refused_before_the_bench_runs(tmp_path, monkeypatch, capsys, case):
-    import minivllm.bench.latency as latency
+    from minivllm.bench import latency
 
     ran = []
     monkeypatch.setattr(latency, "main", lambda a: ran.append(a))
@@ -91,7 +91,7 @@ def test_unwritable_json_is_refused_before_the_bench_runs(tmp_path, monkeypatch,
 
 def test_writable_json_path_is_left_as_it_was(tmp_path, monkeypatch):
     """The check creates nothing the benchmark would not (folders aside): no empty result file on a failure."""
-    import minivllm.bench.latency as latency
+    from minivllm.bench import latency
 
     monkeypatch.setattr(latency, "main", lambda a: None)
     path = tmp_path / "new" / "out.json"

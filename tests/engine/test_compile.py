@@ -305,7 +305,7 @@ def test_the_ladder_turns_off_the_layer_at_fault_first(error, layer, walked, mon
     monkeypatch.setattr(EngineArgs, "create_engine_config", resolve)
     monkeypatch.setattr(fallback, "start_worker", start_worker)
     monkeypatch.setattr(fallback, "load_tokenizer", lambda *a: None)
-    monkeypatch.setattr(fallback, "LLMEngine", lambda cfg, mc, tok, worker, record: SimpleNamespace(record=record))
+    monkeypatch.setattr(fallback, "LLMEngine", lambda cfg, mc, tok, worker, eos, record: SimpleNamespace(record=record))
     monkeypatch.setattr(fallback, "log_config", lambda *a: None)
     report = fallback.start_engine(EngineArgs(compilation_config={"mode": 3}, fallback="auto"),
                                    SimpleNamespace(phase=lambda *a: contextlib.nullcontext())).record

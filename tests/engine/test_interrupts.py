@@ -47,11 +47,21 @@ def _tokens(outs):
     return [(o.outputs[0].token_ids, o.outputs[0].finish_reason) for o in outs]
 
 
+UNSEEDED_PROMPTS = [{"prompt_token_ids": p} for p in random_prompts(512, [2, 5, 3], seed=9)]
+UNSEEDED = SamplingParams(temperature=1.0, max_tokens=4, ignore_eos=True)
+
+
 @pytest.fixture(scope="module")
-def fresh_tokens():
-    """The workload's tokens on a fresh engine (sync and async give the same)."""
+def fresh():
+    """A fresh engine's tokens (sync and async give the same): the workload's, and the unseeded one's."""
     with LLM(DEFAULT_MODEL, **ENGINE) as llm:
-        return _tokens(llm.generate(PROMPTS, PARAMS, use_tqdm=False))
+        unseeded = _tokens(llm.generate(UNSEEDED_PROMPTS, UNSEEDED, use_tqdm=False))
+        return _tokens(llm.generate(PROMPTS, PARAMS, use_tqdm=False)), unseeded
+
+
+@pytest.fixture(scope="module")
+def fresh_tokens(fresh):
+    return fresh[0]
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["sync", "async"])
@@ -183,35 +193,6 @@ def test_interrupt_midway_through_freeing_a_block_table(llm, fresh_tokens, monke
             llm.generate(PROMPTS, PARAMS, use_tqdm=False)
     _assert_idle(llm)
     assert _tokens(llm.generate(PROMPTS, PARAMS, use_tqdm=False)) == fresh_tokens
-    _reset_rng(llm)
-
-
-def test_an_interrupted_llm_is_not_left_owned(llm, monkeypatch):
-    """Right after generate takes the LLM for its call, an interrupt must not leave it marked as in use."""
-    with monkeypatch.context() as m:
-        _interrupt(m, LLM, "_normalize", 1, False)
-        with pytest.raises(KeyboardInterrupt):
-            llm.generate(PROMPTS, PARAMS, use_tqdm=False)
-    assert llm._owner is None
-    llm.generate(PROMPTS[:1], PARAMS[:1], use_tqdm=False)
-
-
-@pytest.mark.parametrize("stage", ["sampling", "output"])
-def test_unseeded_sampling_draws_as_a_fresh_engine_would(llm, monkeypatch, stage):
-    """Requests without a seed draw from the engine's random state: an interrupted call's draws are taken
-    back. Prompts and outputs shorter than a block, so nothing is cached and the steps batch alike."""
-    prompts = [{"prompt_token_ids": p} for p in random_prompts(512, [2, 5, 3], seed=9)]
-    params = SamplingParams(temperature=1.0, max_tokens=4, ignore_eos=True)
-    with LLM(DEFAULT_MODEL, **ENGINE) as fresh:
-        want = _tokens(fresh.generate(prompts, params, use_tqdm=False))
-    owner, name, _ = STAGES[stage]
-    _reset_rng(llm)
-    with monkeypatch.context() as m:
-        _interrupt(m, owner, name, 3, True)
-        with pytest.raises(KeyboardInterrupt):
-            llm.generate(prompts, params, use_tqdm=False)
-    _assert_idle(llm)
-    assert _tokens(llm.generate(prompts, params, use_tqdm=False)) == want
     _reset_rng(llm)
 
 

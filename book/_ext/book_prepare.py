@@ -193,11 +193,11 @@ def version_page() -> str:
     return "\n".join([
         "# Version · 版本", "",
         ":::{container} lang-en",
-        f"This book was built from commit `{head}`{dirty} on {built}. The labs' GPU records it shows were made at "
-        "these commits (each file's own provenance):", ":::", "",
+        (f"This book was built from commit `{head}`{dirty} on {built}. The labs' GPU records it shows were made "
+         "at these commits (each file's own provenance):"), ":::", "",
         ":::{container} lang-zh",
-        f"本书构建自 commit `{head}`{'（含未提交的改动）' if dirty else ''}，构建时间 {built}。书中展示的各实验 GPU "
-        "记录产生于下列 commit（取自每个文件自带的来源信息）：", ":::", "",
+        (f"本书构建自 commit `{head}`{'（含未提交的改动）' if dirty else ''}，构建时间 {built}。书中展示的各实验 GPU "
+         "记录产生于下列 commit（取自每个文件自带的来源信息）："), ":::", "",
         "| device · 设备 | file · 文件 | GPU | commit | date · 日期 |", "|---|---|---|---|---|", *rows, ""])
 
 

@@ -177,11 +177,12 @@ def pages(root: Path) -> dict[str, str]:
     for stem, title, en, zh in TOPICS:
         out[stem] = "\n".join([f"# {title}", "", f"[{en}]{{.lang-en}}[{zh}]{{.lang-zh}}", "",
                                ":::{container} lang-en",
-                               "Each section: what was measured, the result, then its files (with their provenance: "
-                               "GPU, torch, commit, date), where it is quoted, and the command that reproduces it.",
+                               ("Each section: what was measured, the result, then its files (with their "
+                                "provenance: GPU, torch, commit, date), where it is quoted, and the command that "
+                                "reproduces it."),
                                ":::", "", ":::{container} lang-zh",
-                               "每一节：测的是什么、结果，然后是数据文件（及其来源：GPU、torch、commit、日期）、"
-                               "引用它的地方和复现命令。", ":::", "", *by_topic[stem], ""])
+                               ("每一节：测的是什么、结果，然后是数据文件（及其来源：GPU、torch、commit、日期）、"
+                                "引用它的地方和复现命令。"), ":::", "", *by_topic[stem], ""])
     page = ["# Recorded results · 测量结果", "", *_intro(), "## By topic · 按主题", ""]
     page += [f"- [{title}](results/{stem}.md): [{en}]{{.lang-en}}[{zh}]{{.lang-zh}}"
              for stem, title, en, zh in TOPICS]
@@ -215,8 +216,8 @@ def other_devices(root: Path) -> list[str]:
     if not folders:
         return []
     out = ["## Other recorded devices · 其他已记录的设备", "",
-           "[Recorded with `make labs-record` on that GPU; each lab's page shows them beside the H200.]{.lang-en}"
-           "[在该 GPU 上用 `make labs-record` 录制；各实验页把它们与 H200 并排展示。]{.lang-zh}", ""]
+           ("[Recorded with `make labs-record` on that GPU; each lab's page shows them beside the H200.]{.lang-en}"
+            "[在该 GPU 上用 `make labs-record` 录制；各实验页把它们与 H200 并排展示。]{.lang-zh}"), ""]
     for folder in folders:
         rows = []
         for f in sorted(folder.glob("*.json")):

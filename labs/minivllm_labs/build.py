@@ -65,7 +65,7 @@ def parse_source(text: str, slug: str) -> list[nbformat.NotebookNode]:
             first = cell.source.splitlines()[0] if cell.source else ""
             raise ValueError(f"{slug}: a cell tagged nbval-skip needs an explicit id (first line: {first!r})")
         text = cell.source.strip("\n")
-        if cell.cell_type == "markdown":  # {rec}`file.json:key` roles become the recorded number (figures.py)
+        if cell.cell_type == "markdown":  # {rec}`<file>.json:<key>` roles become the recorded number (figures.py)
             text = render(text)
         if cell.cell_type == "markdown":  # JupyterLab's language switch hides a cell by this marker
             text = mark_cell(text, tags)

@@ -1,4 +1,4 @@
-"""Figures in lab text come from records: {rec}`file.json:key[*scale][:format]` is replaced by the number stored
+"""Figures in lab text come from records: {rec}`<file>.json:<key>[*scale][:format]` is replaced by the number stored
 in assets/results/h200/<file>, and every other number with a unit must be a declared constant.
 
 Why: hand-typed figures drift. A sentence written against one record ("TPOT 0.93 ms") stays when the record is

@@ -35,7 +35,7 @@ Evidence = Callable[[dict | None], str]
 @cache
 def lab_data(lab: str) -> dict[str, Any]:
     """The parsed data/<lab>.yaml ({"lab", "questions", "claims"}), read once per process, every
-    {rec}`file.json:key:format` in its text replaced by the recorded number (figures.py)."""
+    {rec}`<file>.json:<key>:<format>` in its text replaced by the recorded number (figures.py)."""
     import yaml
 
     doc = render_data(yaml.safe_load((DATA_DIR / f"{lab}.yaml").read_text(encoding="utf-8")))

@@ -53,7 +53,7 @@ def test_latency(ckpt, tmp_path, monkeypatch, capsys):
     assert set(data["comparison"]) >= {"batch1_graph_tpot_ms", "batch1_hf_compile_tpot_ms", "speedup_vs_hf_compile"}
     assert data["modes"]["eager"]["gemv_configs"] == picks  # recorded per engine, printed once
     printed = capsys.readouterr().out
-    assert "GEMV block sizes in use (autotune" in printed and "N=64 K=32 M_PAD=1" in printed
+    assert "GEMV block sizes in use (rule" in printed and "N=64 K=32 M_PAD=1" in printed
 
 
 def test_gemv_autotune_picks_are_listed_per_shape(monkeypatch):

@@ -122,7 +122,10 @@ def test_the_book_shows_every_device_on_every_lab_page(tmp_path, monkeypatch):
     assert len(names) == len(list((REPO_ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))) >= 8
     for name in names:
         nb = json.loads((tmp_path / "book" / "labs" / f"{name}.ipynb").read_text())
-        block = next(c for c in nb["cells"] if c.get("id", "").endswith("-book-devices"))
+        block = next((c for c in nb["cells"] if c.get("id", "").endswith("-book-devices")), None)
+        if block is None:  # a lab that records nothing of its own (Lab 08) gets no devices block
+            assert not devices.device_records(f"lab{name[:2]}"), name
+            continue
         page = block["outputs"][0]["data"]["text/html"]
         assert "NVIDIA H200" in page and "NVIDIA L4" in page, name
         if (REPO_ROOT / "assets" / "results" / "h200" / f"lab{name[:2]}.json").is_file():  # else (lab08 records

@@ -30,7 +30,7 @@ from minivllm.compilation.backend import SplitBackend
 from minivllm.compilation.cache import CompileCache, cache_key, scoped_cache_env
 from minivllm.compilation.cuda_graph import CUDAGraphWrapper, released
 from minivllm.config import EngineConfig
-from minivllm.engine.interrupt import caused_by_interrupt
+from minivllm.interrupt import caused_by_interrupt
 from minivllm.layers.custom_op import CustomOpSelection, attach_custom_ops
 from minivllm.models.config import ModelConfig
 

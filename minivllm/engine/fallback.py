@@ -22,7 +22,7 @@ from pathlib import Path
 
 from minivllm.compilation.diagnose import NumericsError, diagnose
 from minivllm.config import CompilationConfig, EngineConfig
-from minivllm.engine.interrupt import caused_by_interrupt
+from minivllm.interrupt import caused_by_interrupt
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.engine_args import EngineArgs
 from minivllm.loader import load_generation_eos, load_tokenizer

@@ -19,7 +19,7 @@ import torch
 
 from minivllm.config import EngineConfig
 from minivllm.engine.block_manager import BlockManager
-from minivllm.engine.interrupt import finish_despite_interrupts
+from minivllm.interrupt import finish_despite_interrupts
 from minivllm.engine.scheduler import Scheduler
 from minivllm.engine.sequence import Sequence, SequenceStatus
 from minivllm.loader import NoTokenizer
@@ -103,7 +103,7 @@ class LLMEngine:
     def abort_all(self, sampler_state: torch.Tensor | None = None) -> None:
         """Abort every request wherever it is (queued, running, admitted halfway, in the step in flight), give
         every block back (cached prefixes stay cached) and restore the sampler's random state if given.
-        Idempotent and run to its end despite Ctrl-C (engine/interrupt.py)."""
+        Idempotent and run to its end despite Ctrl-C (minivllm/interrupt.py)."""
         def once() -> None:
             self.discard_inflight()
             self.scheduler.abort_all()

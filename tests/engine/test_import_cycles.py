@@ -172,3 +172,32 @@ def test_engine_and_worker_do_not_import_each_other():
     assert any(into("engine", "worker").values())  # the engine drives workers: this direction exists
     back = {name: mods for name, mods in into("worker", "engine").items() if mods}
     assert not back, f"worker/ imports engine/ (a cycle between the folders): {back}"
+
+
+def test_the_folders_import_each_other_without_a_cycle():
+    """The picture a learner draws of minivllm/'s folders (engine -> worker -> compilation -> kernels ...) has
+    arrows one way only: no chain of runtime imports leads from a folder back to itself."""
+    root = REPO / "minivllm"
+    folders = sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    edges: dict[str, set[str]] = {f: set() for f in folders}
+    for f in folders:
+        for p in (root / f).rglob("*.py"):
+            for m in _runtime_imports(p):
+                parts = m.split(".")
+                if len(parts) > 1 and parts[0] == "minivllm" and parts[1] in edges and parts[1] != f:
+                    edges[f].add(parts[1])
+    assert edges["engine"], "the scan finds the folders' imports"
+
+    def cycle_from(start: str) -> list[str] | None:
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in edges[node]:
+                if nxt == start:
+                    return path + [start]
+                if nxt not in path:
+                    stack.append((nxt, path + [nxt]))
+        return None
+
+    cycles = [c for c in map(cycle_from, folders) if c]
+    assert not cycles, f"a cycle between minivllm/'s folders: {cycles[0]}"

@@ -322,6 +322,7 @@ class EngineConfig:
     fallback: str | None = None  # "auto": walk the fallback ladder on a startup failure (worker/fallback.py)
     verify: bool = False  # greedy probes through the optimized path vs the plain forward at startup
     batch_invariant: bool = False  # every reduction's order independent of the batch (layers/custom_op.py)
+    quantization: str | None = None  # "fp8": weights quantized at load (minivllm/quantization)
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     compilation: CompilationConfig = field(default_factory=CompilationConfig)
@@ -338,6 +339,9 @@ class EngineConfig:
                f"batch_invariant=True on a GPU needs attention_backend 'triton' (or 'auto'): its kernels and the "
                f"Triton norms are what fix each reduction's order; got {self.attention_backend!r}")
         _check(self.fallback in (None, "auto"), f"fallback must be None or 'auto', got {self.fallback!r}")
+        from minivllm.quantization import check_quantization
+
+        check_quantization(self.quantization, self.device, self.batch_invariant)
         # Triton compiles its kernels for a GPU; without one the first generate fails deep in the driver
         # ("0 active drivers") and leaves Triton's state broken for every later engine in the process.
         # TRITON_INTERPRET=1 (the CPU tests) runs the kernels in Triton's interpreter instead.

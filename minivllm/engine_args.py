@@ -87,6 +87,8 @@ class EngineArgs:
     fallback: str | None = _arg(EngineConfig.fallback, "auto: on a startup failure, diagnose it and turn off the "
                                 "layer at fault (worker/fallback.py)", str, ("auto",))
     verify: bool = _arg(EngineConfig.verify, "compare greedy probes with the plain eager forward at startup")
+    quantization: str | None = _arg(EngineConfig.quantization, "quantize the weights at load: fp8 (E4M3, one "
+                                    "scale per output channel; activations per token)", str, ("fp8",))
     batch_invariant: bool = _arg(EngineConfig.batch_invariant, "results independent of the batch (as vLLM's "
                                  "VLLM_BATCH_INVARIANT=1, which also turns it on)")
 
@@ -139,6 +141,7 @@ class EngineArgs:
             enforce_eager=self.enforce_eager, attention_backend=self.attention_backend,
             skip_tokenizer_init=self.skip_tokenizer_init, fallback=self.fallback, verify=self.verify,
             batch_invariant=self.batch_invariant or _env_flag("VLLM_BATCH_INVARIANT"),
+            quantization=self.quantization,
             cache=CacheConfig(self.block_size, self.gpu_memory_utilization, self.kv_cache_memory_bytes,
                               self.num_gpu_blocks_override, self.enable_prefix_caching),
             scheduler=SchedulerConfig(self.max_num_seqs, max_tokens, self.enable_chunked_prefill,

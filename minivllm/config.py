@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from minivllm.compilation.passes.pass_config import PassConfig
+
 
 class CUDAGraphMode(str, enum.Enum):
     """Which CUDA graphs the engine captures: vLLM's five modes, with vLLM's meanings
@@ -197,6 +199,7 @@ class CompilationConfig:
     custom_ops: list[str] | None = None  # None: hand-written kernels, except Inductor's when mode >= 1 is asked
     compile_sizes: list[int] = field(default_factory=list)  # mode 3: extra static-shape compiles per piece
     inductor_compile_config: dict = field(default_factory=dict)  # Inductor config patches, e.g. max_autotune
+    pass_config: PassConfig = field(default_factory=PassConfig)  # the engine's FX passes (compilation/passes)
     compile_scope: str = "model"  # "model" | "layer" | "ops": the handbook's three scopes
     allow_graph_breaks: bool = False
     cache_dir: str | None = None
@@ -245,6 +248,11 @@ class CompilationConfig:
         _check(not self.inductor_compile_config or (self.mode != 0 and self.backend == "inductor"),
                f"compilation_config.inductor_compile_config needs Inductor to compile: mode >= 1 with the "
                f"inductor backend; got mode {self.mode}, backend {self.backend!r}")
+        self.pass_config = PassConfig.from_any(self.pass_config)
+        _check(not self.pass_config.enabled() or (self.mode != 0 and self.backend == "inductor"),
+               f"compilation_config.pass_config {self.pass_config.enabled()} needs Inductor to compile (the passes "
+               f"run inside it on each compiled graph): mode >= 1 with the inductor backend; got mode {self.mode}, "
+               f"backend {self.backend!r}")
         if self.cudagraph_mode is not None:
             _check(isinstance(self.cudagraph_mode, str) and self.cudagraph_mode in CUDAGRAPH_MODES,
                    f"cudagraph_mode must be one of {CUDAGRAPH_MODES}, got {self.cudagraph_mode!r}")

@@ -32,6 +32,11 @@
 #                   then with logprobs on the same engine, and the throughput workload without then with; then
 #                   each op of the path alone (scripts/maint/logprobs_ops.py -> logprobs_ops.json); that logprobs
 #                   off leaves the step unchanged is the ab stage against the tree before them
+#   first-start     issue 42's first start on an unshipped shape: `bench startup` (cold = empty caches, then
+#                   warm) of the shipped Qwen3-0.6B shape and of a Llama-3.2-1B shape the H200 file lacks (its
+#                   GEMV shapes autotuned over the rule's candidates), then batch-1 TPOT of the Llama shape with
+#                   the rule's picks against the full 26-config search (MINIVLLM_GEMV_CONFIGS=autotune), each
+#                   in a fresh process with an empty Triton cache, alternated FS_REPS times (default 2)
 #   ab              the tree before (MINIVLLM_AB_BASE=<commit>) against this one, interleaved in one run:
 #                   TPOT at batch 1, 8, 64 with default settings, throughput on the standard workload
 #                   (AB_REPS rounds, default 2; AB_LATENCY=0 or AB_THROUGHPUT=0 runs only the other half)
@@ -208,6 +213,25 @@ gemv_floor() {  # Llama first (the 70% goal); a tune past its budget keeps the s
   return 0
 }
 
+first_start() {
+  local lk=/tmp/ckpt/llama-3.2-1b i who
+  [ -d "$lk" ] || $PY -m minivllm.tools.make_random_checkpoint --shape llama-3.2-1b --dtype bfloat16 "$lk" >/dev/null
+  TAILN=25 step first_start_qwen3 200 $BENCH startup --model "$CK" --max-model-len 1024 --json "$RES/first_start_qwen3.json"
+  TAILN=25 step first_start_llama 240 $BENCH startup --model "$lk" --max-model-len 1024 --json "$RES/first_start_llama.json"
+  for i in $(seq "${FS_REPS:-2}"); do  # rule vs full search, alternated; each with its own empty Triton cache
+    for who in rule autotune; do
+      local env=(TRITON_CACHE_DIR=/tmp/fs_triton_${who}_$i MINIVLLM_CACHE_DIR=/tmp/fs_cache_${who}_$i)
+      [ "$who" = autotune ] && env+=(MINIVLLM_GEMV_CONFIGS=autotune)
+      TAILN=12 step "first_start_tpot_${who}_$i" 200 env "${env[@]}" $BENCH latency --model "$lk" \
+        --max-model-len 1024 --batch-sizes 1 --input-len 128 --output-len 128 --modes FULL_AND_PIECEWISE \
+        --json "$RES/first_start_tpot_${who}_$i.json"
+    done
+  done
+  $PY scripts/maint/first_start_summary.py "$RES" | tee "$RES/first_start_summary.log"
+  cp "$RES"/first_start_*.json "$RES/first_start_summary.log" "$OUT/" 2>/dev/null
+  return 0
+}
+
 # tree COMMIT: a directory holding COMMIT's minivllm/ (a git worktree, or the prepared tarball unpacked)
 tree() {
   local c=$1 dir=/tmp/minivllm_trees/$1
@@ -295,6 +319,7 @@ for stage in $STAGES; do
     compile) compile ;;
     full) full ;;
     modes) modes ;;
+    first-start) first_start ;;
     piecewise) piecewise ;;
     invariance) invariance ;;
     labs) labs ;;

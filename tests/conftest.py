@@ -14,6 +14,10 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
+# The live quiz records answers in the learner's progress file; tests write to a temporary one, never ~/.minivllm.
+import tempfile  # noqa: E402
+
+os.environ["MINIVLLM_PROGRESS"] = os.path.join(tempfile.mkdtemp(prefix="minivllm-progress-"), "progress.json")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

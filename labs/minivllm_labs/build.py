@@ -38,6 +38,8 @@ from pathlib import Path
 import nbformat
 
 from minivllm_labs.common import REPO_ROOT
+from minivllm_labs.figures import render
+from minivllm_labs.language import mark_cell
 from minivllm_labs.quiz_show import STATIC_ENV
 
 LABS_DIR = REPO_ROOT / "labs"
@@ -60,8 +62,12 @@ def parse_source(text: str, slug: str) -> list[nbformat.NotebookNode]:
         if "nbval-skip" in tags and not explicit:
             first = cell.source.splitlines()[0] if cell.source else ""
             raise ValueError(f"{slug}: a cell tagged nbval-skip needs an explicit id (first line: {first!r})")
-        new = (nbformat.v4.new_markdown_cell if cell.cell_type == "markdown" else nbformat.v4.new_code_cell)(
-            cell.source.strip("\n"))
+        text = cell.source.strip("\n")
+        if cell.cell_type == "markdown":  # {rec}`file.json:key` roles become the recorded number (figures.py)
+            text = render(text)
+        if cell.cell_type == "markdown":  # JupyterLab's language switch hides a cell by this marker
+            text = mark_cell(text, tags)
+        new = (nbformat.v4.new_markdown_cell if cell.cell_type == "markdown" else nbformat.v4.new_code_cell)(text)
         new.id = explicit or f"{slug}-{n:02d}"
         if tags:
             new.metadata["tags"] = tags

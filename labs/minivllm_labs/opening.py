@@ -89,11 +89,18 @@ class Lab:
     describe_model = staticmethod(describe_model)
 
 
-def open_lab(number: str) -> Lab:
+def open_lab(number: str, lang: str | None = None) -> Lab:
     """Set a notebook up for lab `number` ("01".."10"): engine INFO logs off, then print the device and where
-    the recorded H200 numbers come from (or how to make them)."""
+    the recorded H200 numbers come from (or how to make them), and show the language switch (language.py:
+    "en", "zh" or "both"; default $MINIVLLM_LAB_LANG, else the locale's)."""
+    from IPython.display import display
+
+    from minivllm_labs.language import default_lang, switch_html
+
     quiet_engine_logs()
     lab = Lab(number)
+    lab.lang = default_lang(lang)
     print(lab.device)
     print(lab.recorded)
+    display({"text/plain": "Language · 语言: EN / 中文 / EN + 中文", "text/html": switch_html(lab.lang)}, raw=True)
     return lab

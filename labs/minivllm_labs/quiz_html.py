@@ -6,10 +6,16 @@ by the same Python grader (quiz.option_feedback), in English and Chinese (spans 
 `lang-zh`, which the book's language switch shows one at a time).
 
 It degrades in steps. Each option is a `<details>` element: clicking it opens that option's feedback with no
-JavaScript at all (so it works even where scripts are stripped, as in an untrusted JupyterLab output). The
-script adds radio behaviour (opening one option closes the others) and, for numeric questions, grades the
-number typed into the box with the same parsing, unit conversion and tolerance rule as quiz_numbers.parse_number /
-quiz.within (see NUMERIC_JS; tests/labs/test_labs.py runs it with node against the Python grader).
+JavaScript at all (so it works even where scripts are stripped, as in an untrusted JupyterLab output). A wrong
+option's feedback is a hint (why that option is tempting, and to try again), not the answer: the answer sits
+in the right option and in a last "Show the answer" fold. The script adds radio behaviour (opening one option
+closes the others), records the answer in the learner's progress file through the notebook's kernel when
+there is one (kernel_js.py), and, for numeric questions, grades the number typed into the box with the same
+parsing, unit conversion and tolerance rule as quiz_numbers.parse_number / quiz.within (see NUMERIC_JS;
+tests/labs/test_labs.py runs it with node against the Python grader).
+
+This is also the live quiz: no ipywidgets view is stored, so a saved notebook reopened later shows the same
+working quiz (a widget view would read "model not found" once its kernel is gone).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import html
 import json
 import re
 
+from minivllm_labs.kernel_js import KERNEL_JS, notebook_of
 from minivllm_labs.quiz import (
     NumericQuestion,
     Question,
@@ -38,11 +45,15 @@ def _dom_id(q) -> str:
     return "mv-quiz-" + re.sub(r"[^A-Za-z0-9_-]", "-", q.qid)
 
 
+#: Between an English span and its Chinese twin: shown with both languages, hidden with one (opening.py's switch).
+SEP = '<span class="mv-sep"> · </span>'
+
+
 def _bi(en: str, zh: str, tag: str = "span") -> str:
-    """An English span, and its Chinese one when there is one."""
+    """An English span, and its Chinese one when there is one, with a separator between them."""
     out = f'<{tag} class="lang-en">{html.escape(en)}</{tag}>'
     if zh:
-        out += f' <{tag} class="lang-zh" lang="zh">{html.escape(zh)}</{tag}>'
+        out += f'{SEP}<{tag} class="lang-zh" lang="zh">{html.escape(zh)}</{tag}>'
     return out
 
 
@@ -66,32 +77,66 @@ def _feedback(en: str, zh: str, color: str) -> str:
             f'<div class="mv-quiz-feedback lang-zh" lang="zh" style="{style}">{html.escape(zh)}</div>')
 
 
-_CHOICE_JS = """<script>(function () {
+_CHOICE_JS = """<script>%s
+(function () {
   var root = document.getElementById(%s);
   if (!root) return;
   var opts = root.querySelectorAll("details.mv-quiz-option");
   opts.forEach(function (d) {
     d.addEventListener("toggle", function () {
-      if (d.open) opts.forEach(function (o) { if (o !== d) o.open = false; });
+      if (!d.open) return;
+      opts.forEach(function (o) { if (o !== d) o.open = false; });
+      mvRecord(root, d.getAttribute("data-ok") === "1");
     });
   });
 })();</script>"""
 
+#: The answer goes to the learner's progress file (progress_file.record) through the notebook's kernel, if any.
+_RECORD_JS = KERNEL_JS + r"""
+function mvRecord(root, ok) {
+  var nb = root.getAttribute("data-notebook");
+  if (!nb) return;
+  var code = "from minivllm_labs.progress_file import record as _mv_record\n_mv_record(" +
+    JSON.stringify(root.getAttribute("data-qid")) + ", " + JSON.stringify(root.getAttribute("data-topic")) +
+    ", " + (ok ? "True" : "False") + ")";
+  window.mvKernel.run(nb, code).catch(function () {});
+}"""
+
+
+def _retry(i: int, why: str, why_zh: str, color: str) -> str:
+    """A wrong option's feedback: what the option gets wrong, and to try again (the answer is not shown)."""
+    return _feedback(f"Not quite ({letter(i)}). {why}\nTry another option, or open \"Show the answer\".",
+                     f"不对（{letter(i)}）。{why_zh}\n再选一个，或展开“显示答案”。", color)
+
+
+def _data(q) -> str:
+    """The quiz's attributes for recording an answer: question id, topic, and the notebook of its lab."""
+    lab = q.qid.split(".")[0]
+    return (f'data-qid="{html.escape(q.qid)}" data-topic="{html.escape(q.topic or "general")}" '
+            f'data-notebook="{html.escape(notebook_of(lab))}"')
+
 
 def choice_html(q: Question, results: dict | None) -> str:
     rid = _dom_id(q)
-    parts = [f'<div class="mv-quiz" id="{rid}" data-qid="{html.escape(q.qid)}" style="{_BOX}">',
+    parts = [f'<div class="mv-quiz" id="{rid}" {_data(q)} style="{_BOX}">',
              f'<p style="margin:0 0 6px 0"><b>{_bi(q.prompt, q.prompt_zh)}</b></p>',
              '<p style="margin:0 0 6px 0;font-size:90%;color:#57606a">'
-             + _bi("Click an option to see how it is graded.", "点击一个选项查看评分与解释。") + "</p>"]
+             + _bi("Click an option to see how it is graded; a wrong one gives a hint, try again.",
+                   "点击一个选项查看评分；选错会给提示，可以再试。") + "</p>"]
+    right = _feedback(option_feedback(q, q.correct, results, "en"), option_feedback(q, q.correct, results, "zh"),
+                      _RIGHT)
     for i, o in enumerate(q.options):
         ok = i == q.correct
-        fb = _feedback(option_feedback(q, i, results, "en"), option_feedback(q, i, results, "zh"),
-                       _RIGHT if ok else _WRONG)
-        parts.append(f'<details class="mv-quiz-option" data-option="{letter(i)}" style="margin:3px 0">'
-                     f'<summary style="cursor:pointer"><b>{letter(i)}.</b> {_bi(o.text, o.text_zh)}</summary>'
-                     f"{fb}</details>")
-    parts.append(_CHOICE_JS % json.dumps(rid))
+        fb = right if ok else _retry(i, o.why, o.why_zh or o.why, _WRONG)
+        parts.append(f'<details class="mv-quiz-option" data-option="{letter(i)}" data-ok="{int(ok)}" '
+                     f'style="margin:3px 0"><summary style="cursor:pointer"><b>{letter(i)}.</b> '
+                     f'{_bi(o.text, o.text_zh)}</summary>{fb}</details>')
+    parts.append(f'<details class="mv-quiz-answer" style="margin-top:6px"><summary style="cursor:pointer">'
+                 f'{_bi("Show the answer", "显示答案")}</summary>'
+                 + _feedback(f"{letter(q.correct)}. " + option_feedback(q, q.correct, results, "en"),
+                             f"{letter(q.correct)}. " + option_feedback(q, q.correct, results, "zh"), _RIGHT)
+                 + "</details>")
+    parts.append(_CHOICE_JS % (_RECORD_JS, json.dumps(rid)))
     parts.append("</div>")
     return "\n".join(parts)
 
@@ -118,20 +163,27 @@ function mvGradeNumber(raw, answer, relTol, unit) {
     zh: "不对：" + mvNum(x) + "；答案是 " + mvNum(answer) + u + "（误差 " + pct + "% 以内算对）。"};
 }"""
 
-_NUMERIC_WIRE = """<script>(function () {
+_NUMERIC_WIRE = """<script>%s
+(function () {
 %s
   var root = document.getElementById(%s);
   if (!root) return;
   var box = root.querySelector("input"), out = root.querySelector(".mv-quiz-result");
   var tails = root.querySelectorAll(".mv-quiz-tail");
   function check() {
-    var r = mvGradeNumber(box.value, %s, %s, %s), color = r.ok ? "%s" : "%s";
+    var answer = %s, r = mvGradeNumber(box.value, answer, %s, %s), color = r.ok ? "%s" : "%s";
+    if (r.graded && !r.ok) {  // a hint, not the answer: the learner tries again or opens "Show the answer"
+      var x = mvParseNumber(box.value, %s).x, hi = x > answer, n = mvNum(x);
+      r.en = "Not quite: " + n + " is too " + (hi ? "high" : "low") + ". Try again, or open \\"Show the answer\\".";
+      r.zh = "不对：" + n + (hi ? " 偏大" : " 偏小") + "。再试一次，或展开“显示答案”。";
+    }
+    if (r.graded) mvRecord(root, r.ok);
     out.innerHTML = "";
     [["lang-en", r.en, 0], ["lang-zh", r.zh, 1]].forEach(function (p) {
       var d = document.createElement("div");
       d.className = "mv-quiz-feedback " + p[0];
       d.style.cssText = "%s" + color;
-      d.textContent = p[1] + (r.graded ? "\\n" + tails[p[2]].textContent : "");
+      d.textContent = p[1] + (r.ok ? "\\n" + tails[p[2]].textContent : "");
       out.appendChild(d);
     });
   }
@@ -147,7 +199,7 @@ def numeric_html(q: NumericQuestion, results: dict | None) -> str:
                        f"{numeric_verdict(q, q.answer, 'zh')}\n{tail_zh}", _RIGHT)
     unit = html.escape(q.unit)
     return "\n".join([
-        f'<div class="mv-quiz mv-quiz-numeric" id="{rid}" data-qid="{html.escape(q.qid)}" style="{_BOX}">',
+        f'<div class="mv-quiz mv-quiz-numeric" id="{rid}" {_data(q)} style="{_BOX}">',
         f'<p style="margin:0 0 6px 0"><b>{_bi(q.prompt, q.prompt_zh)}</b></p>',
         f'<p style="margin:0"><input type="text" aria-label="your answer" size="12"> {unit} '
         f'<button type="button">Check · 检查</button></p>',
@@ -156,8 +208,8 @@ def numeric_html(q: NumericQuestion, results: dict | None) -> str:
         f'<pre class="mv-quiz-tail" hidden>{html.escape(tail_zh)}</pre>',
         f'<details style="margin-top:6px"><summary style="cursor:pointer">'
         f'{_bi("Show the answer", "显示答案")}</summary>{reveal}</details>',
-        _NUMERIC_WIRE % (NUMERIC_JS, json.dumps(rid), json.dumps(q.answer), json.dumps(q.rel_tol),
-                         json.dumps(q.unit), _RIGHT, _WRONG, _FEEDBACK.format("")),
+        _NUMERIC_WIRE % (_RECORD_JS, NUMERIC_JS, json.dumps(rid), json.dumps(q.answer), json.dumps(q.rel_tol),
+                         json.dumps(q.unit), _RIGHT, _WRONG, json.dumps(q.unit), _FEEDBACK.format("")),
         "</div>"])
 
 

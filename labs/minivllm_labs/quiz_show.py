@@ -8,7 +8,6 @@ between them and IPython's display, so the grader never depends on how it is sho
 from __future__ import annotations
 
 import html
-import os
 
 from minivllm_labs.quiz import _MISSING, NumericQuestion, default_results, grade
 from minivllm_labs.quiz_html import quiz_html
@@ -65,17 +64,13 @@ def quiz_text(q) -> str:
 def show_quiz(q, results=_MISSING) -> None:
     """Display a question, the one call a lab makes for a quiz.
 
-    One output whose text/html is the static quiz (quiz_html.py: works in nbconvert HTML, the book, and a
-    JupyterLab that opened the notebook without running it: JupyterLab never renders a widget view for
-    untrusted output and picks the safe text/html instead). In a live kernel the same output also carries the
-    ipywidgets view, which a live frontend prefers. The committed notebooks are built with STATIC_ENV set,
-    so their stored quizzes hold no widget view whose model would be gone."""
+    One output: text/html is the quiz (quiz_html.py), text/plain its text. No ipywidgets view, live or not:
+    a saved notebook keeps only what the page can draw without the kernel that ran it, and the HTML quiz grades
+    clicks by itself and records answers through whatever kernel the notebook has now (kernel_js.py), so it
+    works before a run, after a run and after a reopen. `quiz_widget` is the ipywidgets version, for a learner
+    who wants one in their own cell."""
     from IPython.display import display
 
     if results is _MISSING:
         results = default_results(q)
-    bundle = {"text/plain": quiz_text(q), "text/html": quiz_html(q, results)}
-    if not os.environ.get(STATIC_ENV):
-        widget = quiz_widget(q, results)
-        bundle.update({k: v for k, v in widget._repr_mimebundle_().items() if k != "text/plain"})
-    display(bundle, raw=True)
+    display({"text/plain": quiz_text(q), "text/html": quiz_html(q, results)}, raw=True)

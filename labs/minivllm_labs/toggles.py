@@ -15,14 +15,14 @@ against 3.4 s to start an engine on a loaded 2-core machine). The compile option
 (backend "eager": no C++ compile; the traces and pieces are what they show). On a GPU one engine at a time
 is kept, as each takes its share of the GPU's memory.
 
-The callback is a package function (`ToggleRun.select`), tested without a widget; `toggle_widget(lab)` only
-wires it to ipywidgets. In a static build (MINIVLLM_LAB_STATIC, the committed notebooks) the cell prints
-what the control does instead of a widget no page could draw.
+The callback is a package function (`ToggleRun.select`, and `click` for the page), tested without a browser;
+`toggle_widget(lab)` shows the control as HTML + JavaScript (`toggle_html`) that sends each click to the
+notebook's kernel (kernel_js.py): no ipywidgets model, so a saved and reopened notebook keeps a working
+control, and one opened without running it too (a click needs only the kernel JupyterLab starts).
 """
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -385,43 +385,160 @@ def toggle_all(lab: str, model: str | None = None) -> ToggleRun:
     return run
 
 
-def toggle_widget(lab: str, model: str | None = None) -> None:
-    """Show the lab's control in a live kernel: buttons for the options this device runs, the figure below.
-    In a static build it prints what the control does (a stored widget cannot be drawn outside a kernel)."""
-    from minivllm_labs.quiz_show import STATIC_ENV
+#: Sessions of the page's toggles in this kernel, by lab: engines stay built across clicks.
+_RUNS: dict[str, ToggleRun] = {}
+#: The line the page reads a click's result from (the engine may print other lines before it).
+RESULT_MARK = "MINIVLLM_TOGGLE "
 
-    print(describe(lab))
-    if os.environ.get(STATIC_ENV):
-        return
+
+def results_json(run: ToggleRun, error: str | None = None) -> dict:
+    """What the page draws: per metric (one chart each, so one unit per axis) the options measured so far."""
+    done = [o.label for o in run.toggle.available() if o.label in run.results]
+    out = {"done": done, "error": error,
+           "metrics": [{"name": METRIC_LABELS.get(m, m), "values": [run.results[x].get(m) for x in done]}
+                       for m in run.toggle.metrics]}
+    if run.toggle.chunks:
+        out["notes"] = [chunk_line(run.results[x]) for x in done]
+    return out
+
+
+def click(lab: str, label: str) -> dict:
+    """A click on the page's toggle (run in the notebook's kernel through kernel_js): run option `label`, then
+    print every result so far after RESULT_MARK, as JSON. A setting this device cannot run is reported, not
+    raised, so the control stays usable."""
+    import json
+
+    from minivllm_labs.common import lab_model, quiet_engine_logs
+
+    quiet_engine_logs()  # the click may come before the notebook's setup cell ran (a reopened notebook)
+    run = _RUNS.get(lab)
+    if run is None:
+        run = _RUNS[lab] = ToggleRun(TOGGLES[lab], lab_model())
+    error = None
     try:
-        import ipywidgets as w
-        from IPython.display import display
-    except ImportError:
-        print("ipywidgets is not installed: pip install ipywidgets")
-        return
-    import minivllm.llm  # noqa: F401 (the engine's imports take seconds: paid by this cell, not by the first click)
-    from minivllm_labs.common import lab_model
-    from minivllm_labs.plots import show
+        run.select(label)
+    except Exception as e:  # noqa: BLE001 (the page shows why; the other options still run)
+        error = f"{label}: {type(e).__name__}: {e}"
+    out = results_json(run, error)
+    print(RESULT_MARK + json.dumps(out, ensure_ascii=False))
+    return out
 
-    run = ToggleRun(TOGGLES[lab], model or lab_model())
-    buttons = w.ToggleButtons(options=[o.label for o in run.toggle.available()], value=None)
-    out = w.Output()
 
-    def on_change(change) -> None:
-        if change["new"] is None:
-            return
-        with out:
-            out.clear_output(wait=True)
-            print(f"running {change['new']} ...")
-            try:
-                run.select(change["new"])
-            except Exception as e:  # noqa: BLE001 (a setting this device cannot run: say so, keep the control)
-                print(f"{change['new']}: {type(e).__name__}: {e}")
-            out.clear_output(wait=True)
-            if run.results:
-                show(run.figure())
-            if run.toggle.chunks and change["new"] in run.results:
-                print(chunk_line(run.results[change["new"]]))
+_TOGGLE_JS = r"""
+(function () {
+  var root = document.getElementById(%(id)s);
+  if (!root) return;
+  var lab = root.getAttribute("data-lab"), nb = root.getAttribute("data-notebook");
+  var status = root.querySelector(".mv-toggle-status"), chart = root.querySelector(".mv-toggle-chart");
+  var buttons = root.querySelectorAll("button.mv-toggle-option");
+  function say(en, zh) {
+    status.innerHTML = "";
+    [["lang-en", en], ["lang-zh", zh]].forEach(function (p, i) {
+      var s = document.createElement("span"); s.className = p[0]; s.textContent = p[1];
+      if (i) { var sep = document.createElement("span"); sep.className = "mv-sep"; sep.textContent = " · ";
+               status.appendChild(sep); }
+      status.appendChild(s);
+    });
+  }
+  function fmt(v) { return v === null || v === undefined ? "n/a" : String(Number(Number(v).toPrecision(4))); }
+  function draw(r) {
+    chart.innerHTML = "";
+    r.metrics.forEach(function (m) {
+      var box = document.createElement("div"); box.className = "mv-toggle-metric";
+      var h = document.createElement("div"); h.className = "mv-toggle-metric-name"; h.textContent = m.name;
+      box.appendChild(h);
+      var max = Math.max.apply(null, m.values.map(function (v) { return Math.abs(v || 0); }).concat([1e-12]));
+      m.values.forEach(function (v, i) {
+        var row = document.createElement("div"); row.className = "mv-toggle-row";
+        row.innerHTML = '<span class="mv-toggle-label"></span><span class="mv-toggle-track">' +
+          '<span class="mv-toggle-bar"></span></span><span class="mv-toggle-value"></span>';
+        row.children[0].textContent = r.done[i];
+        row.children[1].firstChild.style.width = (100 * Math.abs(v || 0) / max).toFixed(1) + "%%";
+        row.children[2].textContent = fmt(v);
+        box.appendChild(row);
+      });
+      chart.appendChild(box);
+    });
+    (r.notes || []).forEach(function (t) {
+      var p = document.createElement("pre"); p.className = "mv-toggle-note"; p.textContent = t; chart.appendChild(p);
+    });
+  }
+  buttons.forEach(function (b) {
+    b.addEventListener("click", function () {
+      var label = b.getAttribute("data-label");
+      buttons.forEach(function (x) { x.disabled = true; x.classList.toggle("mv-on", x === b); });
+      say("running " + label + " in this notebook's kernel ...", "正在本 notebook 的 kernel 里运行 " + label + " ...");
+      var code = "from minivllm_labs.toggles import click as _mv_click
+_mv_click(" + JSON.stringify(lab) +
+        ", " + JSON.stringify(label) + ")";
+      window.mvKernel.run(nb, code).then(function (out) {
+        var line = out.split("
+").filter(function (l) { return l.indexOf(%(mark)s) === 0; }).pop();
+        var r = JSON.parse(line.slice(%(mark)s.length));
+        draw(r);
+        if (r.error) say(r.error, r.error);
+        else say("measured on this machine, now: " + r.done.join(", "), "本机刚刚测得：" + r.done.join("、"));
+      }).catch(function (e) {
+        say("not run: " + e.message + ". The control runs in JupyterLab with the notebook's kernel.",
+            "未运行：" + e.message + "。此开关需要在 JupyterLab 中、notebook 的 kernel 上运行。");
+      }).then(function () { buttons.forEach(function (x) { x.disabled = false; }); });
+    });
+  });
+})();
+"""
 
-    buttons.observe(on_change, names="value")
-    display(w.VBox([buttons, out]))
+_TOGGLE_CSS = """<style>
+.mv-toggle { border:1px solid #d0d7de; border-radius:6px; padding:10px 14px; margin:8px 0; max-width:60em }
+.mv-toggle-buttons { display:flex; flex-wrap:wrap; gap:6px; margin:6px 0 }
+.mv-toggle-option { white-space:normal; text-align:left; padding:4px 10px; border:1px solid #8c959f;
+  border-radius:4px; background:#f6f8fa; cursor:pointer; max-width:100% }
+.mv-toggle-option.mv-on { background:#0969da; color:#fff; border-color:#0969da }
+.mv-toggle-status { font-size:90%; color:#57606a; margin:4px 0 }
+.mv-toggle-metric { margin:8px 0 }
+.mv-toggle-metric-name { font-weight:bold; font-size:92% }
+.mv-toggle-row { display:flex; align-items:center; gap:8px; font-size:90% }
+.mv-toggle-label { flex:0 0 16em; overflow-wrap:anywhere }
+.mv-toggle-track { flex:1 1 auto; background:#eaeef2; height:12px; border-radius:2px; min-width:4em }
+.mv-toggle-bar { display:block; height:12px; background:#0969da; border-radius:2px }
+.mv-toggle-value { flex:0 0 6em; text-align:right; font-variant-numeric:tabular-nums }
+.mv-toggle-note { white-space:pre-wrap; font-size:88% }
+</style>"""
+
+
+def toggle_html(lab: str) -> str:
+    """The lab's control as HTML + JS: a button per option this device runs; a click runs it in the notebook's
+    kernel (kernel_js.py) and draws every option measured so far, one small bar chart per metric (one unit
+    each). Stored in the notebook, it works again after a reopen: no widget model to lose."""
+    import html
+    import json
+
+    from minivllm_labs.kernel_js import KERNEL_JS, notebook_of
+    from minivllm_labs.quiz_html import _bi
+
+    t = TOGGLES[lab]
+    rid = f"mv-toggle-{lab}"
+    buttons = "".join(f'<button type="button" class="mv-toggle-option" data-label="{html.escape(o.label)}">'
+                      f"{html.escape(o.label)}</button>" for o in t.available())
+    gpu = [o.label for o in t.options if o.gpu_only and o not in t.available()]
+    gpu_note = (f"; on a CUDA GPU also: {', '.join(gpu)}" if gpu else "", f"；在 CUDA GPU 上还有：{'、'.join(gpu)}" if gpu else "")
+    return "\n".join([
+        _TOGGLE_CSS,
+        f'<div class="mv-toggle" id="{rid}" data-lab="{lab}" data-notebook="{html.escape(notebook_of(lab))}">',
+        f'<p style="margin:0"><b>{_bi("Live toggle", "实时开关")}</b>: {html.escape(t.knob)}</p>',
+        f'<div class="mv-toggle-buttons">{buttons}</div>',
+        '<div class="mv-toggle-status">' + _bi(
+            "Click an option: it runs the engine in this notebook's kernel (seconds on a CPU) and adds a bar per "
+            "chart, measured on this machine, now" + gpu_note[0] + ".",
+            "点一个选项：在本 notebook 的 kernel 里运行引擎（CPU 上几秒），每张图加一根柱，数字是本机刚测得的"
+            + gpu_note[1] + "。") + "</div>",
+        '<div class="mv-toggle-chart"></div>',
+        "</div>",
+        f"<script>{KERNEL_JS}{_TOGGLE_JS % {'id': json.dumps(rid), 'mark': json.dumps(RESULT_MARK)}}</script>"])
+
+
+def toggle_widget(lab: str) -> None:
+    """Show the lab's control: HTML + JS that runs each click in the notebook's kernel (toggle_html); its
+    text/plain is the stable line describing it."""
+    from IPython.display import display
+
+    display({"text/plain": describe(lab), "text/html": toggle_html(lab)}, raw=True)

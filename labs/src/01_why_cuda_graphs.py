@@ -302,14 +302,14 @@ if lab.gpu_only("The live eager / graphs toggle"):
 # Two of the handbook's self-test questions. Click an option: the feedback explains it, gives our model answer
 # (the handbook gives none) and the numbers this lab measured (the recorded GPU results when present, else
 # yours). In a live kernel the quiz is a widget; you can also grade an answer directly:
-# `from minivllm_labs import grade; print(grade(lab01.Q1, "C")[1])`.
+# `from minivllm_labs import grade; print(grade(lab.Q1, "C")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 自检
 #
 # 手册里的两道自检题。点一个选项：反馈会解释它，给出我们的参考答案（手册没有给答案）以及本实验测得的数字
 # （有 GPU 记录时用记录，否则用你本机的）。在运行中的 kernel 里测验是一个 widget；也可以直接评分：
-# `from minivllm_labs import grade; print(grade(lab01.Q1, "C", lang="zh")[1])`。
+# `from minivllm_labs import grade; print(grade(lab.Q1, "C", lang="zh")[1])`。
 
 # %% tags=["nbval-check-output"]
 lab.quiz(lab.Q1, rec or here)
@@ -320,10 +320,10 @@ lab.quiz(lab.Q4, rec or here)
 # %% [markdown] tags=["lang-en"]
 # ## 6. Try it yourself
 #
-# 1. **Fewer ops per call.** Predict the eager cost per op of `lab01.launch_overhead(n_ops=10)` compared with
+# 1. **Fewer ops per call.** Predict the eager cost per op of `lab.launch_overhead(n_ops=10)` compared with
 #    1,000 ops, then run it in the cell below. *Hint:* what is paid once per call rather than per op?
 # 2. **A bigger batch.** Predict how the eager TPOT changes from batch 1 to batch 16 on your device, then run
-#    `lab01.engine_tpot({"eager": eager}, (1, 16), repeats=3)`. *Hint:* on a CPU, compute grows with the batch;
+#    `lab.engine_tpot({"eager": eager}, (1, 16), repeats=3)`. *Hint:* on a CPU, compute grows with the batch;
 #    on a GPU with a small model, the enqueue time does not.
 #
 # <details><summary>Solution · 参考答案</summary>
@@ -338,10 +338,10 @@ lab.quiz(lab.Q4, rec or here)
 # %% [markdown] tags=["lang-zh"]
 # ## 6. 动手试试
 #
-# 1. **每次调用更少的算子。** 先预测 `lab01.launch_overhead(n_ops=10)` 每个算子的 eager 成本与 1000 个算子时
+# 1. **每次调用更少的算子。** 先预测 `lab.launch_overhead(n_ops=10)` 每个算子的 eager 成本与 1000 个算子时
 #    相比如何，再在下面的单元格里运行。*提示*：哪些开销是每次调用付一次，而不是每个算子付一次？
 # 2. **更大的 batch。** 预测你的设备上 eager TPOT 从 batch 1 到 batch 16 怎么变，再运行
-#    `lab01.engine_tpot({"eager": eager}, (1, 16), repeats=3)`。*提示*：CPU 上计算量随 batch 增长；GPU 上用小模型时，
+#    `lab.engine_tpot({"eager": eager}, (1, 16), repeats=3)`。*提示*：CPU 上计算量随 batch 增长；GPU 上用小模型时，
 #    排队时间不随 batch 变。
 #
 # <details><summary>Solution · 参考答案</summary>

@@ -370,11 +370,11 @@ if lab.gpu_only("The live cudagraph_mode toggle"):
 # %% [markdown] tags=["lang-en"]
 # Pick an answer: the feedback gives our model answer and the numbers measured above (recorded GPU results
 # when present, else yours). Without widgets:
-# `from minivllm_labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab.Q1, "B", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 选一个答案：反馈会给出参考答案和上面测到的数字（有 GPU 记录用记录，否则用你的）。没有 widget 时：
-# `from minivllm_labs import grade; print(grade(lab02.Q1, "B", rec or here)[1])`。
+# `from minivllm_labs import grade; print(grade(lab.Q1, "B", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
 for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
@@ -428,8 +428,8 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 #    the size-4 graph with one padded row. PIECEWISE graphs exist for 16 tokens too.
 #    </details>
 # 2. (GPU) Capture only `cudagraph_capture_sizes=[256]` and measure TPOT at batch 1 with
-#    `lab02.generate_stats(llm, 1, 16, 32, 3)`. Compare with the recorded "several sizes" row.
-#    *Hint:* `lab02.make_llm(lab_model("qwen3-0.6b"), "FULL_DECODE_ONLY", [256], max_num_seqs=256)`.
+#    `lab.generate_stats(llm, 1, 16, 32, 3)`. Compare with the recorded "several sizes" row.
+#    *Hint:* `lab.make_llm(lab.model("qwen3-0.6b"), "FULL_DECODE_ONLY", [256], max_num_seqs=256)`.
 #    <details><summary>Solution · 参考答案</summary>
 #    Batch 1 then computes 256 rows every step: the recorded `padding.tpot_largest_only` is the number to
 #    match. The startup is shorter (one capture), which is the whole trade-off of interview question 2.
@@ -441,8 +441,8 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 #    [1, 2, 4, 8, 16]：上限 2 x 8 = 16。decode 整图只到 8（1、2、4、8）；batch 3 重放 size 4 的图，多一行 padding。
 #    16 token 也有 PIECEWISE 分段图。
 #    </details>
-# 2. （GPU）只捕获 `cudagraph_capture_sizes=[256]`，用 `lab02.generate_stats(llm, 1, 16, 32, 3)` 测 batch 1 的
-#    TPOT，与记录里“several sizes”那一行比较。*提示：* `lab02.make_llm(lab_model("qwen3-0.6b"), "FULL_DECODE_ONLY", [256], max_num_seqs=256)`。
+# 2. （GPU）只捕获 `cudagraph_capture_sizes=[256]`，用 `lab.generate_stats(llm, 1, 16, 32, 3)` 测 batch 1 的
+#    TPOT，与记录里“several sizes”那一行比较。*提示：* `lab.make_llm(lab.model("qwen3-0.6b"), "FULL_DECODE_ONLY", [256], max_num_seqs=256)`。
 #    <details><summary>Solution · 参考答案</summary>
 #    这时 batch 1 每一步都要算 256 行：对照记录中的 `padding.tpot_largest_only`。启动更快（只捕获一次），
 #    这正是面试题 2 的取舍。

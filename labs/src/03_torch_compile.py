@@ -299,11 +299,11 @@ if lab.gpu_only("The graphs / compile / both grid"):
 
 # %% [markdown] tags=["lang-en"]
 # Pick an answer: the feedback gives our model answer and the recorded numbers. Without widgets:
-# `from minivllm_labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab.Q1, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 选一个答案：反馈会给出参考答案和记录的数字。没有 widget 时：
-# `from minivllm_labs import grade; print(grade(lab03.Q1, "A", rec or here)[1])`。
+# `from minivllm_labs import grade; print(grade(lab.Q1, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
 for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):

@@ -301,11 +301,11 @@ print(lab.warmup_table(here))
 # %% [markdown] tags=["lang-en"]
 # Pick an answer and press *Check*: the feedback gives our model answer and the numbers measured above
 # (recorded GPU results when present, else yours). Without widgets:
-# `from minivllm_labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab.Q4, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 选一个答案再点 *Check*：反馈里有我们的参考答案和上面测到的数字（有 GPU 记录就用记录，否则用你本机的）。
-# 没有 widget 时：`from minivllm_labs import grade; print(grade(lab04.Q4, "A", rec or here)[1])`。
+# 没有 widget 时：`from minivllm_labs import grade; print(grade(lab.Q4, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
 lab.quiz(lab.Q4, rec or here)
@@ -345,7 +345,7 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 # ## 5. Try it yourself · 动手试试
 #
 # **1.** Which of `block_size=32`, `max_num_seqs=4`, `compilation_config={"mode": 3, "custom_ops": ["all"]}`
-# miss the cache entry made above? Predict, then start each with `lab04.start(model, ...)` and read
+# miss the cache entry made above? Predict, then start each with `lab.start(model, ...)` and read
 # `llm.startup_report().compile["cache_warm"]`.
 # *Hint:* read `cache_key` in [compilation/cache.py](../minivllm/compilation/cache.py).
 #
@@ -370,7 +370,7 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 # ## 5. 动手试试
 #
 # **1.** `block_size=32`、`max_num_seqs=4`、`compilation_config={"mode": 3, "custom_ops": ["all"]}` 里哪些会让上面
-# 建好的缓存条目不命中？先预测，再用 `lab04.start(model, ...)` 逐个启动，看 `llm.startup_report().compile["cache_warm"]`。
+# 建好的缓存条目不命中？先预测，再用 `lab.start(model, ...)` 逐个启动，看 `llm.startup_report().compile["cache_warm"]`。
 # *提示：* 读 [compilation/cache.py](../minivllm/compilation/cache.py) 里的 `cache_key`。
 #
 # <details><summary>Solution · 参考答案</summary>

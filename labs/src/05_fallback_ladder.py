@@ -10,7 +10,7 @@
 # It reads the layer from the message: `cudaGraphExec*` means graphs, `inductor` / `dynamo` / FX means
 # compile, silence means numerics. §4.5 lists six situations in which to run eagerly from the start.
 #
-# Here every rung gets a real fault, planted in one decoder layer of the model (`lab05.inject`), diagnosed
+# Here every rung gets a real fault, planted in one decoder layer of the model (`lab.inject`), diagnosed
 # with `minivllm.diagnose(exc)` and walked by the engine itself with `LLM(..., fallback="auto")`:
 #
 # - **a capture fault**: a `.item()` (a host sync) in the forward, legal eagerly, illegal inside a CUDA graph
@@ -27,7 +27,7 @@
 # 能跑但结果错就两个都关；还不行就用 fp32、小 batch 复现，定位到具体 op。判断是哪一层靠错误信息：有 `cudaGraphExec*`
 # 是图的问题，有 `inductor` / `dynamo` / FX 是编译的问题，不报错是数值问题。§4.5 列了六种一开始就该 eager 跑的场景。
 #
-# 这里给降级路径的每一级都造一个真实的故障，植入模型的某一个 decoder 层（`lab05.inject`），用
+# 这里给降级路径的每一级都造一个真实的故障，植入模型的某一个 decoder 层（`lab.inject`），用
 # `minivllm.diagnose(exc)` 诊断，再让引擎自己用 `LLM(..., fallback="auto")` 逐级降级：
 #
 # - **捕获故障**：forward 里一个 `.item()`（host 同步），eager 下合法，CUDA Graph 捕获时非法（需要 GPU；CPU 上从 H200 记录回放）；
@@ -228,11 +228,11 @@ print(lab.scenario_table(rec))
 # %% [markdown] tags=["lang-en"]
 # **Q3.** Startup fails with `cudaGraphInstantiate failed`. Which flag first? Pick and press *Check*; the
 # feedback cites the capture fault's record. Without widgets:
-# `from minivllm_labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`.
+# `from minivllm_labs import grade; print(grade(lab.Q3, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # **第 3 题。** 启动时报错 `cudaGraphInstantiate failed`，先动哪个 flag？选好后点 *Check*，反馈引用捕获故障的记录。
-# 没有 widget 时：`from minivllm_labs import grade; print(grade(lab05.Q3, "A", rec or here)[1])`。
+# 没有 widget 时：`from minivllm_labs import grade; print(grade(lab.Q3, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
 lab.quiz(lab.Q3, rec or here)

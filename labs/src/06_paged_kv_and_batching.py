@@ -314,11 +314,11 @@ if lab.gpu_only("The full standard-workload sweep"):
 
 # %% [markdown] tags=["lang-en"]
 # Three questions on what you measured. Pick or type an answer and press *Score*; the feedback quotes the numbers
-# above (the recorded H200 ones when present, else yours). In Python: `lab08.grade_any(lab.Q_KV, "114688")`.
+# above (the recorded H200 ones when present, else yours). In Python: `from minivllm_labs import grade; print(grade(lab.Q_KV, "114688")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 三道关于本实验测量的题。作答后点 *Score · 评分*；反馈引用上面的数字（有 H200 记录时用记录，否则用本机结果）。
-# 也可以在 Python 里评分：`lab08.grade_any(lab.Q_KV, "114688")`。
+# 也可以在 Python 里评分：`from minivllm_labs import grade; print(grade(lab.Q_KV, "114688")[1])`。
 
 # %% tags=["nbval-ignore-output"]
 from minivllm_labs import lab08_views
@@ -356,7 +356,7 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # ## 6. Try it yourself · 动手试试
 #
 # **Exercise 1.** Predict, then measure: with block size 32 instead of 8, how many blocks does the request of b)
-# hold at the end, and how many of its slots are empty? Run `lab06.block_table_trace` on an engine made with
+# hold at the end, and how many of its slots are empty? Run `lab.block_table_trace` on an engine made with
 # `block_size=32`.
 #
 # *Hint:* blocks = ceil(tokens / block_size); the prompt has 10 tokens and 14 are generated.
@@ -365,11 +365,11 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 #
 # The cache ends holding 23 tokens (the 24th, just sampled, needs no K/V yet): one block of 32 (9 empty slots);
 # with block size 8 they take 3 blocks (1 empty slot). Larger blocks, more fragmentation.
-# `small = lab06.make_llm(model, block_size=32, max_num_seqs=4, num_gpu_blocks_override=64, max_model_len=128)`,
-# then `print(trace_table({"trace": lab06.block_table_trace(small, 10, 14)}))`.
+# `small = lab.make_llm(model, block_size=32, max_num_seqs=4, num_gpu_blocks_override=64, max_model_len=128)`,
+# then `print(lab.trace_table({"trace": lab.block_table_trace(small, 10, 14)}))`.
 # </details>
 #
-# **Exercise 2.** Make preemption worse: call `lab06.preemption(model, num_blocks=4, new_tokens=8)`. Do the tokens
+# **Exercise 2.** Make preemption worse: call `lab.preemption(model, num_blocks=4, new_tokens=8)`. Do the tokens
 # still match? Why can 4 blocks of 8 run requests of 20 tokens at all?
 #
 # *Hint:* one request needs ceil(20 / 8) = 3 blocks at its longest.
@@ -386,7 +386,7 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # ## 6. 动手试试
 #
 # **练习 1.** 先预测再测量：block size 从 8 改成 32，b) 中的请求最后持有几个块、空几个槽位？用 `block_size=32`
-# 的引擎运行 `lab06.block_table_trace`。
+# 的引擎运行 `lab.block_table_trace`。
 #
 # *提示：* 块数 = ceil(token 数 / block_size)；prompt 10 个 token，生成 14 个。
 #
@@ -396,7 +396,7 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # 块越大，碎片越多。
 # </details>
 #
-# **练习 2.** 让抢占更严重：`lab06.preemption(model, num_blocks=4, new_tokens=8)`。token 还一致吗？为什么 4 个 8 槽的块
+# **练习 2.** 让抢占更严重：`lab.preemption(model, num_blocks=4, new_tokens=8)`。token 还一致吗？为什么 4 个 8 槽的块
 # 也能跑 20 个 token 的请求？
 #
 # *提示：* 一个请求最长时需要 ceil(20 / 8) = 3 个块。

@@ -13,7 +13,7 @@
 # datasheet constant or arithmetic on constants says so: it is not a measurement.
 #
 # Nothing is measured twice. The rows are read at run time from the catalog
-# (`minivllm_labs.catalog.all_claims()`): each lab declares the claims it measures, so a row here links to the lab
+# (`from minivllm_labs.catalog import all_claims; all_claims()`): each lab declares the claims it measures, so a row here links to the lab
 # that has the plot. This lab judges what no single lab shows: the article's hardware figures (A100, V100,
 # Pascal: **physics**, a TPOT floor of weight bytes over memory bandwidth), sources that do not exist, and claims
 # decided by the engine's benchmark records (`latency.json`, `startup.json`) or by another lab's record.
@@ -25,7 +25,7 @@
 # 无从查证：来源不存在，或这里没有能判定它的记录，并写明原因），以及决定结论的数字、单位和它所在的结果文件与键。
 # 规格书常数或由常数算出的数字会注明，不当作实测。
 #
-# 不重复测量。表格在运行时从目录（`minivllm_labs.catalog.all_claims()`）读取：每个实验声明自己测的说法，这里的每一行
+# 不重复测量。表格在运行时从目录（`from minivllm_labs.catalog import all_claims; all_claims()`）读取：每个实验声明自己测的说法，这里的每一行
 # 链接到有图的那个实验。本实验评判单个实验看不到的：文章里的硬件数字（A100、V100、Pascal：用**物理**推算，即
 # "权重字节 ÷ 显存带宽" 的 TPOT 下限）、并不存在的引用来源，以及由引擎基准记录（`latency.json`、`startup.json`）
 # 或其他实验的记录判定的说法。
@@ -131,11 +131,11 @@ print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab.tpot_fl
 
 # %% [markdown] tags=["lang-en"]
 # Two questions on what the records decide. Type or pick an answer: the feedback quotes the recorded numbers,
-# with their file and key. Without widgets: `from minivllm_labs import grade; print(grade(lab07.Q1, "12.75 ms")[1])`.
+# with their file and key. Without widgets: `from minivllm_labs import grade; print(grade(lab.Q1, "12.75 ms")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 两道关于记录能判定什么的题。输入或选择答案：反馈会引用记录的数字及其文件和键。没有 widget 时：
-# `from minivllm_labs import grade; print(grade(lab07.Q1, "12.75 ms")[1])`。
+# `from minivllm_labs import grade; print(grade(lab.Q1, "12.75 ms")[1])`。
 
 # %% tags=["nbval-ignore-output"]
 for q in (lab.Q1, lab.Q2):

@@ -59,13 +59,13 @@ lab.show_mock(4, qids=[q.qid for q in lab.QUESTIONS if q.source.startswith("hand
 # %% [markdown] tags=["lang-en"]
 # ## 3. Mock interview · 模拟面试
 # Eight questions drawn across topics with a seed; change the number or the seed and press *New interview* for
-# another set. The same seed draws the same questions here and in Python (`lab.mock_interview(8, seed)`). After
+# another set. The same seed draws the same questions here and in Python (`lab.mock_interview(8, seed=0)`). After
 # *Score*, the page lists your score per topic and, for each weak topic, the lab or reading to revisit.
 
 # %% [markdown] tags=["lang-zh"]
 # ## 3. 模拟面试
 # 按种子跨主题抽 8 道题；改题数或种子后点 *重新抽题* 换一组。同一种子在本页和 Python
-# （`lab.mock_interview(8, seed)`）中抽到的题相同。点 *评分* 后，页面列出每个主题的得分，并为每个薄弱主题指出该复习的
+# （`lab.mock_interview(8, seed=0)`）中抽到的题相同。点 *评分* 后，页面列出每个主题的得分，并为每个薄弱主题指出该复习的
 # 实验或资料。
 
 # %% tags=["nbval-ignore-output"]

@@ -477,7 +477,7 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # fill the GPU, so min(3, 2048 // 512 = 4) = 3. The invariant mode: 2048 / 256 = 8 splits at every batch.
 # </details>
 #
-# **Exercise 2.** Make a batch change the bits on your CPU: `lab10.matmul_by_m(torch.float32)` shows row 0 moving at
+# **Exercise 2.** Make a batch change the bits on your CPU: `lab.matmul_by_m(torch.float32)` shows row 0 moving at
 # M > 1. Which op keeps it bitwise equal, and why is it slower?
 #
 # *Hint:* compare the `torch` and `invariant` rows of `matmul_table`.
@@ -503,7 +503,7 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # batch 64：512 个 program 已填满 GPU，min(3, 2048 // 512 = 4) = 3 段。不变模式：2048 / 256 = 8，任何 batch 都是 8 段。
 # </details>
 #
-# **练习 2.** 在 CPU 上让 batch 改变比特：`lab10.matmul_by_m(torch.float32)` 显示 M > 1 时第 0 行会变。哪个算子保持逐位相等，
+# **练习 2.** 在 CPU 上让 batch 改变比特：`lab.matmul_by_m(torch.float32)` 显示 M > 1 时第 0 行会变。哪个算子保持逐位相等，
 # 为什么它更慢？
 #
 # *提示：* 对比 `matmul_table` 里的 `torch` 与 `invariant` 两行。

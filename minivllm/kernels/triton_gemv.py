@@ -19,8 +19,8 @@ launches fewer per decoder layer (custom op "gemv_norm"). Roundings follow the s
 residual stream is the rounded sum, the norm reads the unrounded one, and the normalised row is rounded
 once, after the weight multiply (the RMSNorm kernel's output).
 
-Block sizes are autotuned per (N, K, M) on the GPU it runs on (a few configs, short benchmarks, the first
-time each shape is seen, which is the warm-up before CUDA-graph capture). The winners are kept in Triton's
+Block sizes are autotuned per (N, K, M) on the GPU it runs on (the few configs gemv_configs.rule_candidates
+keeps, short benchmarks, the first time each shape is seen, which is the warm-up before CUDA-graph capture). The winners are kept in Triton's
 cache directory (cache_results), so a warm start does not tune again. Under TRITON_INTERPRET=1 a fixed
 small config runs instead. Each config is timed alone, not inside the graph, so near-ties are picked
 differently from one fresh autotune to the next, and batch-1 TPOT follows the pick (H200: 0.977-1.066 ms).
@@ -31,6 +31,7 @@ skip the autotuner; see gemv_configs.py. Benchmarks record the picks either way.
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 import triton
@@ -131,7 +132,13 @@ def _configs() -> list[triton.Config]:
 
 
 def _short_bench(fn, quantiles=None):
-    return triton.testing.do_bench(fn, warmup=3, rep=15, quantiles=quantiles)
+    """Triton's do_bench, briefly; the first call of a config compiles it, so the time counted (what the
+    startup report shows as gemv_autotune) is compile plus timing."""
+    t0 = time.perf_counter()
+    try:
+        return triton.testing.do_bench(fn, warmup=3, rep=15, quantiles=quantiles)
+    finally:
+        gemv_configs.record_tuning(time.perf_counter() - t0)
 
 
 _autotuned = None

@@ -38,7 +38,7 @@ def fake_gpu(tmp_path, monkeypatch):
 
 
 def test_shipped_configs_are_used_on_their_gpu_and_can_be_switched_off(fake_gpu, tmp_path, monkeypatch):
-    assert gemv_configs.pinned_configs() == {} and gemv_configs.source() == "autotune"  # nothing shipped yet
+    assert gemv_configs.pinned_configs() == {} and gemv_configs.source() == "rule"  # nothing shipped yet
     fake_gpu.mkdir(parents=True)
     shipped = {"N=4096 K=1024 M_PAD=1 norm": A}
     (fake_gpu / "NVIDIA_H200.json").write_text(json.dumps({"gemv_configs": shipped, "provenance": {}}))
@@ -56,7 +56,7 @@ def test_shipped_configs_are_used_on_their_gpu_and_can_be_switched_off(fake_gpu,
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA A100-SXM4-80GB")
     monkeypatch.delenv(gemv_configs.ENV)
     gemv_configs.set_pins(None)
-    assert gemv_configs.pinned_configs() == {}  # another GPU: no file, autotune
+    assert gemv_configs.pinned_configs() == {} and gemv_configs.source() == "rule"  # another GPU: no file
     assert gemv_configs.device_config_path("NVIDIA A100-SXM4-80GB").name == "NVIDIA_A100-SXM4-80GB.json"
 
 
@@ -329,3 +329,60 @@ def test_recapture_full_refuses_a_size_never_captured():
     runner = SimpleNamespace(cudagraph_dispatcher=d, full_step=None, graph_pool=None)
     with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):  # nothing to re-capture with
         gemv_tune.recapture_full(runner, 4)
+
+
+def test_the_rule_keeps_every_shipped_pick_and_few_configs():
+    """An unshipped shape is autotuned over the rule's candidates only (each config timed is compiled first,
+    which made a first start on an unshipped shape 3x a shipped one). The rule must keep every config the
+    H200 tuning (ranked inside the graph) picked, at the H200's 132 SMs, and time at most 7 of the 26
+    configs for the shapes of the Qwen3-0.6B and Llama-3.2-1B models, and something for a tiny model."""
+    from minivllm.kernels import triton_gemv
+
+    configs = triton_gemv._configs()
+    shipped = gemv_configs.read_config_file(gemv_configs.CONFIG_DIR / "NVIDIA_H200.json")
+    for name, pick in shipped.items():
+        n, k = (int(part.split("=")[1]) for part in name.split()[:2])
+        kept = [gemv_configs.config_dict(c) for c in gemv_configs.rule_candidates(configs, n, k, 132)]
+        assert pick in kept, (name, pick, kept)
+    llama = [(3072, 2048), (2048, 2048), (16384, 2048), (2048, 8192)]
+    qwen3 = [(6144, 1024), (1024, 2048), (6144, 1024), (1024, 3072)]
+    for n, k in llama + qwen3 + [(2048, 1536), (96, 64), (64, 256), (512, 512)]:
+        kept = gemv_configs.rule_candidates(configs, n, k, 132)
+        assert 1 <= len(kept) <= 7 and len(kept) < len(configs), (n, k, len(kept))
+    # fewer SMs (a T4 has 40) keep wider tiles for a narrow weight; more never drops below one config
+    assert len(gemv_configs.rule_candidates(configs, 1024, 2048, 40)) >= 6
+    assert gemv_configs.rule_candidates(configs, 64, 2048, 132)
+
+
+def test_the_full_search_is_on_request_and_tuning_time_is_counted(fake_gpu, monkeypatch):
+    from minivllm.kernels import triton_gemv
+
+    configs = triton_gemv._configs()
+    meta = dict(M_PAD=1, SILU_MUL=False, HAS_NORM=False)
+    assert len(gemv_configs.use_pinned(configs, {"N": 1024, "K": 2048}, **meta)) < len(configs)
+    monkeypatch.setenv(gemv_configs.ENV, "autotune")
+    gemv_configs.set_pins(None)
+    assert gemv_configs.use_pinned(configs, {"N": 1024, "K": 2048}, **meta) == configs
+    before, count = gemv_configs.tuning_seconds(), gemv_configs.tuning_count()
+    assert triton_gemv._short_bench.__doc__  # the bench function the autotuner calls records its time
+    monkeypatch.setattr(triton_gemv.triton.testing, "do_bench", lambda fn, **kw: (fn(), 0.5)[1])
+    assert triton_gemv._short_bench(lambda: None) == 0.5
+    assert gemv_configs.tuning_count() == count + 1 and gemv_configs.tuning_seconds() >= before
+
+
+def test_the_startup_report_shows_autotune_as_its_own_phase():
+    """Time the autotuner spends inside a startup phase is moved to a "gemv_autotune" phase (bench startup
+    and the startup log show it), so the phases still add up to the wall time."""
+    import time
+
+    from minivllm.worker.startup import StartupReport
+
+    rep = StartupReport()
+    with rep.phase("cudagraph_capture", torch.device("cpu")):
+        time.sleep(0.05)
+        gemv_configs.record_tuning(0.03)
+    assert rep.phases["gemv_autotune"] == pytest.approx(0.03)
+    assert 0.01 < rep.phases["cudagraph_capture"] < 0.05
+    with rep.phase("profile_run", torch.device("cpu")):
+        pass
+    assert rep.phases["gemv_autotune"] == pytest.approx(0.03)  # nothing tuned: unchanged

@@ -5,6 +5,7 @@ the GPU-only options are hidden on a CPU."""
 from __future__ import annotations
 
 import functools
+import json
 
 import pytest
 import torch
@@ -116,12 +117,29 @@ def test_gpu_options_only_on_a_gpu_and_a_clear_error():
         run.option("nope")
 
 
-def test_every_lab_has_a_stable_line(capsys, monkeypatch):
-    monkeypatch.setenv("MINIVLLM_LAB_STATIC", "1")
+def test_every_lab_shows_html_buttons_and_a_stable_line(monkeypatch):
+    """No ipywidgets view (it reads "model not found" after a reopen): the control is HTML whose buttons name
+    every option this device runs, in full, and the page finds the kernel by the lab's notebook file."""
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, raw=False: shown.append(obj))
     for lab in LABS:
-        toggles.toggle_widget(lab, model="unused")
-        line = capsys.readouterr().out
-        assert line.startswith("Live toggle") and line.count("\n") == 1, line
+        toggles.toggle_widget(lab)
+        bundle = shown[-1]
+        assert set(bundle) == {"text/plain", "text/html"}, lab
+        assert bundle["text/plain"].startswith("Live toggle") and "\n" not in bundle["text/plain"]
+        page = bundle["text/html"]
+        for o in toggles.TOGGLES[lab].available(cuda=False):
+            assert f'data-label="{o.label}">{o.label}</button>' in page, (lab, o.label)
+        assert f'data-notebook="{lab[3:]}_' in page and "mvKernel" in page
+
+
+def test_a_page_click_runs_in_the_kernel_and_prints_the_result_line(capsys):
+    out = toggles.click("lab04", "block 16")
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith(toggles.RESULT_MARK)]
+    assert len(line) == 1 and json.loads(line[0][len(toggles.RESULT_MARK):]) == out
+    assert out["done"] == ["block 16"] and out["error"] is None
+    assert [m["name"] for m in out["metrics"]] == [toggles.METRIC_LABELS[m] for m in toggles.TOGGLES["lab04"].metrics]
+    assert toggles.click("lab04", "nope")["error"].startswith("nope: ValueError")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU options need CUDA (scripts/gpu_check.sh device-kit)")

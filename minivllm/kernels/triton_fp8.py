@@ -69,8 +69,10 @@ def _quant_row_kernel(x_ptr, r_ptr, w_ptr, q_ptr, s_ptr, res_out_ptr, K, stride_
         rstd = tl.rsqrt(tl.sum(x * x, axis=0) / K + eps)
         w = tl.load(w_ptr + k, mask=ok, other=0.0).to(tl.float32)
         x = (x * rstd * w).to(dtype).to(tl.float32)
-    scale = tl.maximum(tl.max(tl.abs(x), axis=0) / 448.0, 1.0 / (448.0 * 512.0))
-    q = _round_to_e4m3(tl.minimum(tl.maximum(x / scale, -448.0), 448.0))
+    # IEEE divisions (div_rn), as torch's: a GPU's default fp32 division may be a few ulp off, which would
+    # move a value across an E4M3 rounding boundary now and then
+    scale = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=0), 448.0), 1.0 / (448.0 * 512.0))
+    q = _round_to_e4m3(tl.minimum(tl.maximum(tl.math.div_rn(x, scale), -448.0), 448.0))
     tl.store(q_ptr + m * K + k, q.to(q_ptr.dtype.element_ty), mask=ok)
     tl.store(s_ptr + m, scale)
 

@@ -148,8 +148,8 @@ def test_passes_run_in_the_engine_on_every_piece(tmp_path):
     def tokens(llm):
         return [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
 
-    eager = tokens(LLM(ckpt, max_model_len=64, quantization="fp8", enforce_eager=True))
-    llm = LLM(ckpt, max_model_len=64, quantization="fp8", compilation_config={
+    eager = tokens(LLM(ckpt, max_model_len=64, device="cpu", quantization="fp8", enforce_eager=True))
+    llm = LLM(ckpt, max_model_len=64, device="cpu", quantization="fp8", compilation_config={
         "mode": 3, "cache_dir": str(tmp_path / "cache"),
         "pass_config": {"eliminate_noops": True, "fuse_norm_quant": True, "fuse_act_quant": True}})
     assert tokens(llm) == eager

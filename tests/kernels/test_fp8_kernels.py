@@ -1,5 +1,6 @@
-"""The FP8 scheme's kernels (kernels/triton_fp8.py, under TRITON_INTERPRET=1 on a CPU) against the plain-PyTorch
-references of kernels/fp8_ops.py, and the references against the definition of E4M3 quantization."""
+"""The FP8 scheme's kernels (kernels/triton_fp8.py: on a GPU, or under TRITON_INTERPRET=1 on a CPU) against the
+plain-PyTorch references of kernels/fp8_ops.py run on the CPU, and the references against the definition of
+E4M3 quantization."""
 
 from __future__ import annotations
 
@@ -10,11 +11,20 @@ from minivllm.kernels import fp8_ops, triton_fp8
 from minivllm.kernels.elementwise_ops import rms_norm_native, silu_and_mul_native
 
 FP8 = torch.float8_e4m3fn
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _x(m: int, k: int, seed: int = 0, dtype=torch.float32, scale: float = 3.0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(m, k, generator=g) * scale).to(dtype)
+
+
+def _on(*tensors):
+    return [t.to(DEVICE) if t is not None else None for t in tensors]
+
+
+def _cpu(tensors):
+    return [t.cpu() if t is not None else None for t in tensors]
 
 
 def test_weight_round_trip_within_e4m3_precision():
@@ -41,7 +51,7 @@ def test_rounding_matches_torch_e4m3_everywhere():
     grid = torch.cat([grid[grid <= 448], -grid[grid <= 448], torch.zeros(3)])
     x = grid.reshape(1, -1)
     x = torch.cat([x, torch.full_like(x[:, :1], 448.0)], 1)  # the row's max is 448: the scale is exactly 1
-    q, s, _ = triton_fp8.quant_rows(x)
+    q, s, _ = _cpu(triton_fp8.quant_rows(x.to(DEVICE)))
     assert s.item() == 1.0
     assert torch.equal(q.float(), x.to(FP8).float())
 
@@ -50,7 +60,7 @@ def test_rounding_matches_torch_e4m3_everywhere():
 def test_quant_kernel_equals_reference(dtype):
     x = _x(5, 200, dtype=dtype)
     x[3] = 0  # an all-zero row gets the minimum scale, not a division by zero
-    q, s, _ = triton_fp8.quant_rows(x)
+    q, s, _ = _cpu(triton_fp8.quant_rows(x.to(DEVICE)))
     q_ref, s_ref = fp8_ops.quantize_per_token_native(x)
     assert torch.equal(s, s_ref) and torch.equal(q.float(), q_ref.float())
     assert s[3].item() == torch.tensor(fp8_ops.MIN_SCALE, dtype=torch.float32).item()
@@ -70,10 +80,10 @@ def _close_fp8(q, s, q_ref, s_ref, dtype=torch.float32):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_fused_norm_quant_kernels_equal_unfused_reference(dtype):
     x, r, w = _x(4, 256, 2, dtype), _x(4, 256, 3, dtype), _x(1, 256, 4, dtype, 0.5)[0]
-    q, s, none = triton_fp8.quant_rows(x, w, 1e-6)
+    q, s, none = _cpu(triton_fp8.quant_rows(x.to(DEVICE), w.to(DEVICE), 1e-6))
     assert none is None
     _close_fp8(q, s, *fp8_ops.quantize_per_token_native(rms_norm_native(x, w, 1e-6)), dtype)
-    q, s, new_r = triton_fp8.quant_rows(x, w, 1e-6, residual=r)
+    q, s, new_r = _cpu(triton_fp8.quant_rows(x.to(DEVICE), w.to(DEVICE), 1e-6, residual=r.to(DEVICE)))
     q_ref, s_ref, r_ref = fp8_ops.fused_add_rms_norm_dynamic_per_token_quant(x, r, w, 1e-6)  # CPU: reference
     assert torch.equal(r_ref, (x.float() + r.float()).to(dtype))
     # one rounding of the sum (the interpreter's fp32 -> bf16 conversion is not always to nearest)
@@ -83,7 +93,7 @@ def test_fused_norm_quant_kernels_equal_unfused_reference(dtype):
 
 def test_fused_silu_quant_kernel_equals_unfused_reference():
     x = _x(3, 2 * 96, 5)
-    q, s, _ = triton_fp8.quant_rows(x, silu_mul=True)
+    q, s, _ = _cpu(triton_fp8.quant_rows(x.to(DEVICE), silu_mul=True))
     _close_fp8(q, s, *fp8_ops.quantize_per_token_native(silu_and_mul_native(x)))
 
 
@@ -95,14 +105,26 @@ def test_fp8_gemv_equals_dequantized_reference(m, bias):
     xq, xs = fp8_ops.quantize_per_token_native(x)
     wq, ws = fp8_ops.quantize_weight_per_channel(w)
     for out_dtype in (torch.float32, torch.bfloat16):
-        got = triton_fp8.fp8_gemv(xq, xs, wq, ws, b, out_dtype)
+        got = triton_fp8.fp8_gemv(*_on(xq, xs, wq, ws, b), out_dtype).cpu()
         ref = fp8_ops.dequantize(xq, xs) @ fp8_ops.dequantize(wq, ws).t() + (b if bias else 0)
         assert got.dtype == out_dtype
         tol = 1e-5 if out_dtype == torch.float32 else 1e-2
         torch.testing.assert_close(got.float(), ref, rtol=tol, atol=tol * ref.abs().max().item())
     # the CPU op (dequantize, one matmul, scales after) is the same function of the FP8 values
     torch.testing.assert_close(fp8_ops.fp8_scaled_mm(xq, xs, wq, ws, b, torch.float32),
-                               triton_fp8.fp8_gemv(xq, xs, wq, ws, b, torch.float32), rtol=1e-5, atol=1e-5)
+                               triton_fp8.fp8_gemv(*_on(xq, xs, wq, ws, b), torch.float32).cpu(), rtol=1e-5, atol=1e-5)
     # and the whole FP8 linear stays near the fp32 one: within E4M3's precision on both operands
     exact = x @ w.t() + (b if bias else 0)
     assert (got.float() - exact).abs().max() < 0.1 * exact.abs().max()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
+                    reason="torch._scaled_mm with row-wise scales needs sm90")
+def test_scaled_mm_path_equals_dequantized_reference():
+    """More rows than the GEMV takes: torch._scaled_mm on FP8 tensor cores (bf16 out), against the reference."""
+    x, w = _x(64, 256, 9), _x(128, 256, 10, scale=0.05)
+    xq, xs = fp8_ops.quantize_per_token_native(x)
+    wq, ws = fp8_ops.quantize_weight_per_channel(w)
+    got = fp8_ops.fp8_scaled_mm(*_on(xq, xs, wq, ws), None, torch.bfloat16).float().cpu()
+    ref = fp8_ops.dequantize(xq, xs) @ fp8_ops.dequantize(wq, ws).t()
+    torch.testing.assert_close(got, ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())

@@ -94,8 +94,8 @@ class LLM:
             raise RuntimeError(f"LLM.{what}() called while this LLM is in use by a generate() on the same "
                                f"thread (from inside a step: a callback or the forward); this LLM is in use")
         with self._lock:
-            self._owner = me
-            try:
+            try:  # set inside the try: an interrupt right after it must not leave the LLM owned forever
+                self._owner = me
                 yield
             finally:
                 self._owner = None
@@ -169,25 +169,33 @@ class LLM:
 
 def _run_to_completion(engine: LLMEngine, items: list, params: list[SamplingParams],
                        use_tqdm: bool) -> list[RequestOutput]:
-    now = time.perf_counter()
-    seqs = [engine.add_request(engine.next_request_id(), ids, sp, text, now) for (text, ids), sp in zip(items, params)]
-    bar = tqdm(total=len(seqs), desc="Processed prompts", disable=not use_tqdm, dynamic_ncols=True)
+    """Queue the requests and step until all finish. Any exception, KeyboardInterrupt included (a notebook's
+    stop button, wherever it lands), leaves the engine as if this call never happened: LLMEngine.abort_all
+    drops its requests, frees their blocks and rewinds the sampler's random state (vLLM's LLM aborts the
+    requests it added when adding fails)."""
+    rng = engine.sampler_state()
+    bar = None
     try:
+        now = time.perf_counter()
+        seqs = [engine.add_request(engine.next_request_id(), ids, sp, text, now)
+                for (text, ids), sp in zip(items, params)]
+        bar = tqdm(total=len(seqs), desc="Processed prompts", disable=not use_tqdm, dynamic_ncols=True)
         n_out = 0
         while engine.has_unfinished_requests():
             for seq in engine.step():
                 n_out += seq.num_output_tokens
                 bar.update(1)
                 bar.set_postfix_str(f"output {n_out / max(bar.format_dict['elapsed'], 1e-9):.1f} toks/s")
-    except BaseException:
-        for seq in seqs:  # leave the engine usable: no half-run request keeps its blocks
-            if not seq.is_finished:
-                engine.abort_request(seq.request_id)
-        engine.discard_inflight()
-        raise
-    finally:
+        outs = [engine.make_output(s) for s in seqs]
         bar.close()
-    return [engine.make_output(s) for s in seqs]
+    except BaseException:
+        # The engine is this call's alone (LLM._exclusive) and idle when it starts, so everything it holds
+        # now came from this call, including a request queued or admitted halfway when the interrupt landed.
+        engine.abort_all(rng)
+        if bar is not None:
+            bar.close()
+        raise
+    return outs
 
 
 def _signature() -> inspect.Signature:

@@ -9,8 +9,9 @@ mean equal prefixes; the tokens are compared as well, so a hash collision can ne
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
@@ -147,6 +148,22 @@ class BlockManager:
                 self.free_queue[block_id] = None
         seq.block_table = []
         seq.block_hashes = []
+
+    def reconcile(self, live: Iterable[Sequence]) -> None:
+        """Recount every block's references from the block tables of the live sequences: a block no live
+        sequence holds goes (back) to the free queue, keeping its cached content. Used after an interrupt,
+        which may have left a reference taken halfway or a sequence holding blocks outside the scheduler.
+        Assignments from scratch, so running it again (after another interrupt) gives the same state."""
+        counts = Counter(block_id for seq in live for block_id in seq.block_table)
+        for b in self.blocks:
+            b.ref_count = counts[b.block_id]
+            if b.ref_count == 0:
+                self.free_queue.setdefault(b.block_id, None)
+            else:
+                self.free_queue.pop(b.block_id, None)
+        for h, block_id in list(self.cached.items()):
+            if self.blocks[block_id].block_hash != h:
+                self.cached.pop(h, None)
 
     def check_invariants(self) -> None:
         """Used by tests: ref counts, free queue and hash index agree with each other."""

@@ -16,8 +16,11 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from minivllm.config import EngineConfig
 from minivllm.engine.block_manager import BlockManager
+from minivllm.engine.interrupt import caused_by_interrupt, finish_despite_interrupts
 from minivllm.engine.scheduler import Scheduler
 from minivllm.engine.sequence import Sequence, SequenceStatus
 from minivllm.engine_args import EngineArgs
@@ -75,8 +78,10 @@ class LLMEngine:
         worker = Worker(config, model_config, report, user_max_model_len=args.max_model_len)
         try:
             worker.start()
-        except BaseException:
+        except BaseException as e:
             worker.release()  # a failed engine keeps nothing: the next one gets the whole device
+            if not isinstance(e, KeyboardInterrupt) and caused_by_interrupt(e):
+                raise KeyboardInterrupt from e  # Ctrl-C that a library re-raised as its own error
             raise
         return cls(config, model_config, tokenizer, worker)
 
@@ -114,6 +119,25 @@ class LLMEngine:
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished()
+
+    def sampler_state(self) -> torch.Tensor:
+        """The sampler's random state (requests without a seed draw from it), for abort_all to restore."""
+        return self.model_runner.sampler.generator.get_state()
+
+    def abort_all(self, sampler_state: torch.Tensor | None = None) -> None:
+        """Abort every request wherever it is (queued, running, admitted halfway, in the step in flight), give
+        every KV block back, and restore the sampler's random state if given: the engine as it was before those
+        requests came. Cached prefix blocks stay cached, unreferenced. Recomputed from the live requests rather
+        than undone step by step, so an interrupt landing anywhere, even inside this call, leaves nothing
+        behind (engine/interrupt.py); a KeyboardInterrupt during it is raised once it is done."""
+        def once() -> None:
+            self.discard_inflight()
+            self.scheduler.abort_all()
+            self.block_manager.reconcile(self.scheduler.running)
+            if sampler_state is not None:
+                self.model_runner.sampler.generator.set_state(sampler_state)
+
+        finish_despite_interrupts(once)
 
     # ---- one step --------------------------------------------------------------------------------
     def step(self) -> list[Sequence]:
@@ -199,8 +223,10 @@ class LLMEngine:
     def discard_inflight(self) -> None:
         """Forget the step in flight (after its requests were aborted); wait for it so nothing outlives it."""
         if self.inflight is not None:
-            self.inflight.token_ids()
-            self.inflight = None
+            try:
+                self.inflight.token_ids()
+            finally:
+                self.inflight = None
 
     def _check_stop(self, seq: Sequence, tok: int) -> SequenceStatus | None:
         p = seq.params

@@ -114,6 +114,13 @@ class Scheduler:
             self.waiting.remove(seq)
         self.block_manager.free(seq)
 
+    def abort_all(self) -> None:
+        """Abort every request; their blocks are the caller's to reclaim (BlockManager.reconcile)."""
+        for seq in (*self.waiting, *self.running):
+            seq.status = SequenceStatus.FINISHED_ABORTED
+        self.waiting.clear()
+        self.running.clear()
+
     def abort(self, request_id: str) -> Sequence | None:
         for seq in list(self.running) + list(self.waiting):
             if seq.request_id == request_id:

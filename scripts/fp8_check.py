@@ -78,7 +78,7 @@ def accuracy(args) -> dict:
     return {"embedded_demo_answers_fp8": answers, "embedded": embedded, "checkpoint": bench}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True)
     p.add_argument("--max-model-len", type=int, default=512)
@@ -89,7 +89,7 @@ def main() -> None:
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--no-accuracy", action="store_true")
     p.add_argument("--json", default=None)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     profile = maint_script("gpu_profile")
     copy_gbps = profile.copy_bandwidth_gbps()
     names = args.variants.split(",")
@@ -109,6 +109,7 @@ def main() -> None:
     if not args.no_accuracy:
         result["accuracy"] = accuracy(args)
     write_json(args.json, result)
+    return result
 
 
 if __name__ == "__main__":

@@ -13,11 +13,13 @@ a lost bias moves them by whole nats:
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from minivllm import LLM, SamplingParams
+from minivllm import DEFAULT_MODEL, LLM, SamplingParams
 from minivllm.compilation.cache import cache_key
 from minivllm.engine_args import EngineArgs
 from minivllm.quantization.accuracy import compare, logprob_gap, prompt_logprobs
@@ -85,3 +87,18 @@ def test_compile_cache_key_covers_quantization():
     base, model_config = EngineArgs(device="cpu").create_engine_config()
     fp8, _ = EngineArgs(device="cpu", quantization="fp8").create_engine_config()
     assert cache_key(base, model_config) != cache_key(fp8, model_config)
+
+
+def test_gpu_check_fp8_stage_runs_on_a_cpu(tmp_path):
+    """scripts/fp8_check.py (gpu_check.sh's fp8 stage) on the embedded model, tiny lengths: every variant's
+    TPOT and byte floor in the JSON, with provenance (seconds, not a measurement: no copy bandwidth here)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import fp8_check
+
+    res = fp8_check.main(["--model", DEFAULT_MODEL, "--max-model-len", "64", "--batch-sizes", "1",
+                          "--input-len", "6", "--output-len", "3", "--reps", "1", "--variants", "bf16,fp8",
+                          "--no-accuracy", "--json", str(tmp_path / "fp8.json")])
+    assert (tmp_path / "fp8.json").is_file() and res["provenance"]["model"] is not None
+    bf16, fp8 = (res["summary"][v]["1"] for v in ("bf16", "fp8"))
+    assert bf16["tpot_ms_median"] > 0 and fp8["tpot_ms_median"] > 0
+    assert fp8["weight_mb"] < bf16["weight_mb"]  # FP8 linear weights: fewer bytes for the floor

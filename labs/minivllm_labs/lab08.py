@@ -54,7 +54,7 @@ class Entry:
     @classmethod
     def from_data(cls, d: dict) -> Entry:
         opt = lambda o: (o["text"], o["why"], o.get("text_zh", ""), o.get("why_zh", ""))
-        extra = ({"answer": d["answer"], "rel_tol": d["rel_tol"], "unit": d.get("unit", "")} if "answer" in d
+        extra = ({"answer": float(d["answer"]), "rel_tol": d["rel_tol"], "unit": d.get("unit", "")} if "answer" in d
                  else {"right": opt(d["right"]), "wrong": tuple(opt(w) for w in d["wrong"])})
         return cls(d["id"], d["topic"], d["source"], d["prompt"], d["prompt_zh"], d["model_answer"],
                    d["model_answer_zh"],

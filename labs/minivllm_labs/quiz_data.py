@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from minivllm_labs.figures import render_data
 from minivllm_labs.lab_info import Claim
 from minivllm_labs.quiz import NumericQuestion, Option, Question
 
@@ -33,10 +34,11 @@ Evidence = Callable[[dict | None], str]
 
 @cache
 def lab_data(lab: str) -> dict[str, Any]:
-    """The parsed data/<lab>.yaml ({"lab", "questions", "claims"}), read once per process."""
+    """The parsed data/<lab>.yaml ({"lab", "questions", "claims"}), read once per process, every
+    {rec}`file.json:key:format` in its text replaced by the recorded number (figures.py)."""
     import yaml
 
-    doc = yaml.safe_load((DATA_DIR / f"{lab}.yaml").read_text(encoding="utf-8"))
+    doc = render_data(yaml.safe_load((DATA_DIR / f"{lab}.yaml").read_text(encoding="utf-8")))
     if doc.get("lab") != lab:
         raise ValueError(f"data/{lab}.yaml says lab {doc.get('lab')!r}")
     return doc
@@ -56,7 +58,7 @@ def question_from_data(d: Mapping[str, Any], evidence: Evidence | None = None) -
     if evidence is not None:
         common["evidence"] = evidence
     if "answer" in d:
-        return NumericQuestion(answer=d["answer"], rel_tol=d["rel_tol"], unit=d.get("unit", ""), **common)
+        return NumericQuestion(answer=float(d["answer"]), rel_tol=d["rel_tol"], unit=d.get("unit", ""), **common)
     if "right" in d:
         opts = [_option(d["right"])] + [_option(w) for w in d["wrong"]]
         order = list(range(len(opts)))

@@ -99,7 +99,8 @@ if rec:
 # The handbook's "1000+ kernels" is about kernels, so it is compared with kernels only, scaled to 80 layers.
 #
 # The last line compares cost per op: the time to enqueue one eager step divided by the ops it dispatches is
-# an order of magnitude more than a tiny ATen op from a) (about 10 times in the recording). The engine's ops are mostly Triton kernels launched from
+# several times what a tiny ATen op from a) costs (the line prints the ratio; {rec}`lab01.json:bound.enqueue_ms.0` ms
+# over {rec}`lab01.json:census.ops_per_step` ops in the recording). The engine's ops are mostly Triton kernels launched from
 # Python (a wrapper computing strides and the grid, then Triton's launcher), plus the model's own Python
 # between them; both cost far more per op than `x.add_(1)`. This is what a graph removes at decode time.
 
@@ -110,8 +111,8 @@ if rec:
 # 只算一次，尽管它内部调用 `aten::addmm`）；*GPU kernel* 是 GPU 真正执行的。手册说的 "1000+ 个 kernel"
 # 指 kernel，所以只拿 kernel 和它比，并换算到 80 层。
 #
-# 最后一行比较每个算子的成本：一个 eager 步的排队时间除以它分发的算子数，比 a) 中的 ATen 小算子高一个数量级
-# （记录中约 10 倍）。
+# 最后一行比较每个算子的成本：一个 eager 步的排队时间除以它分发的算子数，是 a) 中 ATen 小算子的好几倍
+# （这一行会打印倍数；记录中是 {rec}`lab01.json:bound.enqueue_ms.0` ms 分给 {rec}`lab01.json:census.ops_per_step` 个算子）。
 # 引擎的算子大多是从 Python 启动的 Triton kernel（先由包装函数算 stride 和 grid，再走 Triton 的 launcher），
 # 再加上模型自身在算子之间的 Python 代码；两者每个算子都比 `x.add_(1)` 贵得多。decode 时 CUDA Graph 去掉的
 # 正是这部分。

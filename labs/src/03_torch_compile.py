@@ -389,7 +389,8 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 
 # %% [markdown] tags=["lang-en"]
 # **Verdict.** "10-30% faster than eager" is partly right: what compile gains depends on what it replaces. Against
-# PyTorch's own ops Inductor fuses a lot (add + RMSNorm's seven ops become a few generated Triton kernels) and stacks
+# PyTorch's own ops Inductor fuses a lot (add + RMSNorm's {rec}`lab03.json:inductor.eager_ops` ops become
+# {rec}`lab03.json:inductor.num_kernels` generated Triton kernel in the record) and stacks
 # with CUDA graphs for a large gain; against this engine's hand-fused kernels it loses without graphs, and with graphs
 # on it changes nothing beyond the spread. vLLM does not compile per layer: it traces the whole forward once and splits it at attention ([vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)). Registering
 # attention with torch.library is what lets compile keep it as one node; unregistered, every attention call is a graph
@@ -399,8 +400,8 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 
 # %% [markdown] tags=["lang-zh"]
 # **结论。** "比 eager 快 10-30%" 部分正确：compile 的收益取决于它替换的是什么。对
-# PyTorch 自带算子，Inductor 能做很多算子融合（add + RMSNorm 的七个算子变成几个生成的
-# Triton kernel），与 CUDA Graph 叠加收益很大；对本引擎手写融合的
+# PyTorch 自带算子，Inductor 能做很多算子融合（add + RMSNorm 的 {rec}`lab03.json:inductor.eager_ops` 个算子在记录里变成
+# {rec}`lab03.json:inductor.num_kernels` 个生成的 Triton kernel），与 CUDA Graph 叠加收益很大；对本引擎手写融合的
 # kernel，不开图时反而更慢，开图时的差别不超出波动范围。vLLM 不按层编译：它把整个前向 trace 一次，在 attention
 # 处切分（[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)）。attention 用 torch.library 注册后，compile 才能把它当作一个节点；不注册时每次
 # attention 调用都是一次断图，而 mode 1-3 都用 fullgraph 编译（本引擎和 vLLM 都是：

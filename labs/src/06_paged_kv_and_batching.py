@@ -152,8 +152,10 @@ if rec:
 # times; the table gives the median and the range. On the H200, budget 512 gave 21,860 tok/s (range 21,790-21,910)
 # against 22,570 (22,440-22,810) at budget 2048: 3% less, and beyond the spread, because its 279 or more prefill
 # steps are more steps (1,393 against 1,097). Budget 8192 gave 24,420 (23,900-24,450). The last line below divides
-# the wall-time gap by the extra steps: 1.83 ms per step, about one decode step's graph replay at batch 64 (1.90 ms
-# in `ab.json`): the tokens are the same, so an extra step costs its fixed part, the weights read once more. Turning chunking off at
+# the wall-time gap between the smallest and the largest budget (not 2048) by the extra steps: about one whole decode
+# step at batch 64 (Lab 09 replays one in {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms). The tokens
+# are the same, so an extra step costs a step's fixed part: its chain of kernels, of which reading the weights once
+# is only {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms. Turning chunking off at
 # budget 2048 gave 19,700 (18,500-21,410), the widest range of the sweep, and a TPOT p99 of 14.2 ms against 9.6 ms.
 
 # %% [markdown] tags=["lang-zh"]
@@ -165,7 +167,9 @@ if rec:
 # [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`），超过时不走图。每个配置跑了三遍，表中是中位数和范围。在 H200 上，预算 512 得到 21,860 tok/s（范围
 # 21,790-21,910），预算 2048 得到 22,570（22,440-22,810）：少了 3%，且超出波动，原因是它至少 279 个带预填充的步让总步数
 # 更多（1,393 对 1,097）。预算 8192 得到 24,420（23,900-24,450）。下面最后一行用墙钟时间之差除以多出的步数：每步
-# 1.83 ms，约等于 batch 64 时一次解码整图重放（`ab.json` 里是 1.90 ms）：token 总数相同，多出的一步付的是固定部分，即再读一遍权重。预算 2048 时关掉分块得到 19,700（18,500-21,410），
+# 的耗时（这里比的是最小和最大预算，不是 2048）约等于 batch 64 时一整个解码步（实验 09 重放一步要
+# {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms）：token 总数相同，多出的一步付的是每步的固定部分，即那一串
+# kernel，其中读一遍权重只占 {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms。预算 2048 时关掉分块得到 19,700（18,500-21,410），
 # 是整个扫描里范围最宽的一行，TPOT p99 为 14.2 ms，开分块时为 9.6 ms。
 
 # %% tags=["nbval-check-output"]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minivllm.bench.common import free_engine, maint_script, provenance, random_prompts, write_json  # noqa: E402
+from minivllm.bench.common import free_engine, maint_script, provenance, random_prompts, write_json
 
 PASSES = {"eliminate_noops": True, "fuse_norm_quant": True, "fuse_act_quant": True}
 VARIANTS = {

@@ -160,7 +160,7 @@ def fp8_gemv(xq: torch.Tensor, x_scale: torch.Tensor, wq: torch.Tensor, w_scale:
         return out
     args = (xq, x_scale, wq, w_scale, bias if bias is not None else w_scale, out, M, N, K, xq.stride(0),
             wq.stride(0), out.stride(0))
-    meta = dict(M_PAD=next_power_of_2(M), HAS_BIAS=bias is not None)
+    meta = {"M_PAD": next_power_of_2(M), "HAS_BIAS": bias is not None}
     kernel = _kernel()
     if kernel is None:
         _fp8_gemv_kernel[(cdiv(N, 16),)](*args, **meta, BLOCK_N=16, BLOCK_K=64)

@@ -5,8 +5,6 @@ names and enters the compile-cache key, and in the engine the passes run inside 
 
 from __future__ import annotations
 
-import operator
-
 import pytest
 import torch
 from torch._inductor.decomposition import select_decomp_table

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 
 import torch
-import torch.fx as fx
+from torch import fx
 from torch._inductor.pattern_matcher import PatternMatcherPass, fwd_only, register_replacement
 
 from minivllm.kernels import fp8_ops  # noqa: F401  (registers the torch.ops.minivllm FP8 ops)

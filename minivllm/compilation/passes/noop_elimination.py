@@ -11,7 +11,7 @@ first. Each candidate is compared by its traced sizes (node.meta["val"]), symbol
 from __future__ import annotations
 
 import torch
-import torch.fx as fx
+from torch import fx
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 aten = torch.ops.aten

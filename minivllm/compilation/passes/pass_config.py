@@ -35,7 +35,7 @@ class PassConfig:
                                  f"{getattr(self, f.name)!r}")
 
     @classmethod
-    def from_any(cls, value) -> "PassConfig":
+    def from_any(cls, value) -> PassConfig:
         if isinstance(value, cls):
             return cls(**{f.name: getattr(value, f.name) for f in fields(cls)})
         if value is None:

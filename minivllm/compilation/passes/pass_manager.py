@@ -19,7 +19,7 @@ import hashlib
 import logging
 from pathlib import Path
 
-import torch.fx as fx
+from torch import fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from minivllm.compilation.passes.pass_config import PassConfig

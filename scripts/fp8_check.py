@@ -1,6 +1,7 @@
 """quantization="fp8" on a GPU, in one process: decode TPOT of bf16 and FP8 weights at each batch size against
 the byte floor (the bytes a step must read at the copy bandwidth), FP8 with and without the fusion passes
-(compilation/passes), and the logprob gap of bf16 and FP8 against fp32. scripts/gpu_check.sh's `fp8` stage
+(compilation/passes) with the kernels each decode step launches (torch.profiler, batch 1), and the logprob
+gap of bf16 and FP8 against fp32. scripts/gpu_check.sh's `fp8` stage
 runs it; Lab 12 reads its JSON.
 
 Variants (each a fresh engine; REPS rounds, the variants interleaved so drift hits all alike):
@@ -50,6 +51,12 @@ def tpot(args, name: str, kwargs: dict, profile, copy_gbps: float | None) -> dic
                            "share_of_copy_bw": floor["bytes_ms"] / (m["tpot_s"] * 1e3) if "bytes_ms" in floor else None}
             print(f"{name:>14} batch {b:>3}: TPOT {m['tpot_s'] * 1e3:7.3f} ms, floor "
                   f"{floor.get('bytes_ms', float('nan')):.3f} ms ({floor['weight_mb']:.0f} MB of weights)", flush=True)
+        if args.profile and copy_gbps:  # a GPU: kernels per decode step, and their time, at batch 1
+            prof = profile.profile_decode(llm, 1, args.input_len, 8, vocab, copy_gbps)
+            out["profile_batch1"] = {k: prof.get(k) for k in ("kernels_per_step", "kernel_us_per_step",
+                                                              "busy_us_per_step", "step_wall_ms", "categories")}
+            print(f"{name:>14} batch   1: {prof.get('kernels_per_step', 0):.0f} kernels per decode step, "
+                  f"{prof.get('kernel_us_per_step', 0):.0f} us of kernel time", flush=True)
         return out
     finally:
         free_engine(llm)
@@ -63,17 +70,18 @@ def accuracy(args) -> dict:
     from minivllm.tools import tiny_task
 
     variants = {"bf16": {"dtype": "bfloat16"}, "fp8": {"dtype": "bfloat16", "quantization": "fp8"}}
-    llm = LLM(dtype="bfloat16", quantization="fp8")
+    llm = LLM(dtype="bfloat16", quantization="fp8", enforce_eager=True)
     outs = llm.generate(tiny_task.DEMO_PROMPTS, SamplingParams(temperature=0, max_tokens=12), use_tqdm=False)
     answers = tiny_task.score(tiny_task.DEMO_PROMPTS, [o.outputs[0].text for o in outs])
     tok = llm.get_tokenizer()
     seqs = [tok(p + a).input_ids for p, a in tiny_task.make_examples(40, seed=0, split="test")]
     free_engine(llm)
-    embedded = compare(None, seqs, variants)
+    embedded = compare(None, seqs, variants, enforce_eager=True)  # eager: the same kernels, no compile to wait for
     from minivllm.loader import check_model_dir, load_model_config
 
     vocab = load_model_config(check_model_dir(args.model)).vocab_size
-    bench = compare(args.model, random_prompts(8, min(64, args.max_model_len - 1), vocab, seed=1), variants, max_model_len=args.max_model_len)
+    bench = compare(args.model, random_prompts(8, min(64, args.max_model_len - 1), vocab, seed=1), variants,
+                    max_model_len=args.max_model_len, enforce_eager=True)
     print(f"accuracy: embedded fp8 demo answers {answers:.2f}; gap vs fp32 embedded {embedded}, checkpoint {bench}")
     return {"embedded_demo_answers_fp8": answers, "embedded": embedded, "checkpoint": bench}
 
@@ -88,6 +96,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--no-accuracy", action="store_true")
+    p.add_argument("--no-profile", dest="profile", action="store_false",
+                   help="skip the profiled decode steps (kernels per step at batch 1; a GPU only)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     profile = maint_script("gpu_profile")
@@ -101,9 +111,11 @@ def main(argv: list[str] | None = None) -> dict:
                             "tpot_ms_all": [r[str(b)]["tpot_ms"] for r in rs],
                             "floor_ms": rs[0][str(b)]["floor"].get("bytes_ms"),
                             "weight_mb": rs[0][str(b)]["floor"]["weight_mb"]}
-                   for b in args.batch_sizes} for n, rs in runs.items()}
+                   for b in args.batch_sizes} | {"kernels_per_step_batch1": [r.get("profile_batch1", {}).get(
+                       "kernels_per_step") for r in rs]} for n, rs in runs.items()}
     for n, s in summary.items():
-        print(n, {b: (round(v["tpot_ms_median"], 3), round(v["floor_ms"] or 0, 3)) for b, v in s.items()})
+        print(n, {b: (round(v["tpot_ms_median"], 3), round(v["floor_ms"] or 0, 3)) for b, v in s.items()
+                  if b != "kernels_per_step_batch1"}, "kernels/step:", s["kernels_per_step_batch1"])
     result = {"provenance": provenance(args, args.model), "copy_gbps": copy_gbps, "variants": VARIANTS,
               "summary": summary, "runs": runs}
     if not args.no_accuracy:

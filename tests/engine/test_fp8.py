@@ -100,5 +100,6 @@ def test_gpu_check_fp8_stage_runs_on_a_cpu(tmp_path):
                           "--no-accuracy", "--json", str(tmp_path / "fp8.json")])
     assert (tmp_path / "fp8.json").is_file() and res["provenance"]["model"] is not None
     bf16, fp8 = (res["summary"][v]["1"] for v in ("bf16", "fp8"))
+    assert res["summary"]["fp8"]["kernels_per_step_batch1"] == [None]  # profiled on a GPU only
     assert bf16["tpot_ms_median"] > 0 and fp8["tpot_ms_median"] > 0
     assert fp8["weight_mb"] < bf16["weight_mb"]  # FP8 linear weights: fewer bytes for the floor

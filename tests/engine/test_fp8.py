@@ -103,3 +103,33 @@ def test_gpu_check_fp8_stage_runs_on_a_cpu(tmp_path):
     assert res["summary"]["fp8"]["kernels_per_step_batch1"] == [None]  # profiled on a GPU only
     assert bf16["tpot_ms_median"] > 0 and fp8["tpot_ms_median"] > 0
     assert fp8["weight_mb"] < bf16["weight_mb"]  # FP8 linear weights: fewer bytes for the floor
+
+
+
+MODE_PROMPTS = [{"prompt_token_ids": p} for p in random_prompts(500, [5, 12, 1], seed=3)]
+MODE_PARAMS = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+
+
+def _fp8_tokens(path: str, **kw):
+    llm = LLM(path, device="cpu", max_model_len=64, quantization="fp8", **kw)
+    try:
+        return [o.outputs[0].token_ids for o in llm.generate(MODE_PROMPTS, MODE_PARAMS, use_tqdm=False)], \
+            llm.compile_report()
+    finally:
+        llm.shutdown()
+
+
+@pytest.fixture(scope="module")
+def llama_eager(tmp_path_factory):
+    path = str(tiny_checkpoint("llama-gqa4-d32", str(tmp_path_factory.mktemp("fp8"))))
+    return path, _fp8_tokens(path, enforce_eager=True)[0]
+
+
+@pytest.mark.parametrize("mode", [1, 2, 3])
+def test_every_compile_mode_traces_the_fp8_ops(mode, llama_eager):
+    """The FP8 ops are opaque torch ops with fake implementations: every mode traces them without a graph
+    break and gives the eager FP8 engine's tokens (backend "eager": the trace, not Inductor, is under test
+    here; Inductor with the passes: tests/engine/test_passes.py)."""
+    path, eager = llama_eager
+    got, rep = _fp8_tokens(path, compilation_config={"mode": mode, "backend": "eager"})
+    assert got == eager and rep["graph_breaks"] == 0, rep

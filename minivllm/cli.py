@@ -2,7 +2,9 @@
 
 Errors are printed as one line, `minivllm: error: ...`, with a non-zero exit status: a traceback tells a
 workshop user nothing they can act on. `--debug` (or MINIVLLM_DEBUG=1) lets the exception through with its
-traceback, for the one debugging the engine.
+traceback, for the one debugging the engine. Ctrl-C, wherever it lands (imports and startup included),
+prints `minivllm: interrupted` and exits with 130, as a shell expects of a command stopped by SIGINT; this
+module imports only the standard library, so the handler is in place before anything slow runs.
 """
 
 from __future__ import annotations
@@ -10,13 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
-
-from minivllm.engine_args import EngineArgs
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
     from minivllm import LLM, SamplingParams
+    from minivllm.engine_args import EngineArgs
 
     llm = LLM(**EngineArgs.from_cli_args(a).kwargs())
     params = SamplingParams(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, max_tokens=a.max_tokens,
@@ -49,6 +51,7 @@ def _rows(token_ids, positions, k):
 
 def build_parser() -> argparse.ArgumentParser:
     from minivllm.bench import cli as bench_cli
+    from minivllm.engine_args import EngineArgs
 
     parser = argparse.ArgumentParser(prog="minivllm", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true",
@@ -80,20 +83,54 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = build_parser().parse_args(argv)
-    debug = a.debug or os.environ.get("MINIVLLM_DEBUG", "") not in ("", "0")
+    interrupted: list[int] = []
+
+    def on_sigint(signum, frame):
+        interrupted.append(signum)  # remembered: a library may turn the KeyboardInterrupt into its own error
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint) if _main_thread() else None
+    debug = os.environ.get("MINIVLLM_DEBUG", "") not in ("", "0")
     try:
-        return a.func(a) or 0
-    except KeyboardInterrupt:
-        print("minivllm: interrupted", file=sys.stderr)
-        return 130
+        a = build_parser().parse_args(argv)  # imports torch: seconds in which Ctrl-C is likely
+        debug = debug or a.debug
+        if interrupted:  # a library swallowed the KeyboardInterrupt (a bare except around an import)
+            raise KeyboardInterrupt
+        status = a.func(a) or 0
+        if interrupted:
+            raise KeyboardInterrupt
+        return status
+    except KeyboardInterrupt as e:
+        return _report_interrupt(e)
     except Exception as e:  # noqa: BLE001 - every error reaches the user as one line (unless debugging)
+        if interrupted and not debug:
+            return _report_interrupt(e)
         if debug:
             raise
         kind = "" if isinstance(e, (ValueError, TypeError)) else f"{type(e).__name__}: "
         print(f"minivllm: error: {kind}{e or type(e).__name__} (run with --debug or MINIVLLM_DEBUG=1 for the "
               f"traceback)", file=sys.stderr)
         return 2 if isinstance(e, (ValueError, TypeError)) else 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _report_interrupt(e: BaseException) -> int:
+    """One line, last: what the interrupted frames still hold (a progress bar that prints when it closes) is
+    released first."""
+    import traceback
+
+    traceback.clear_frames(e.__traceback__)
+    sys.stderr.flush()
+    print("minivllm: interrupted", file=sys.stderr)
+    return 130
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":

@@ -37,6 +37,15 @@ _SCRIPT = """<script>(function () {
 })();</script>"""
 
 
+def _bi(text: str) -> str:
+    """"English · 中文" (the labs' bilingual labels) as two spans, one shown per language; other text as it is."""
+    en, sep, zh = text.partition(" · ")
+    if not sep:
+        return html.escape(text)
+    return (f'<span class="lang-en">{html.escape(en)}</span>'
+            f'<span class="lang-zh" lang="zh">{html.escape(zh)}</span>')
+
+
 def devices_html(lab: str) -> str:
     """The block of one lab ("lab01"): selector, figure, tables, verdicts; every device named."""
     from minivllm_labs import devices
@@ -55,14 +64,14 @@ def devices_html(lab: str) -> str:
     out.append('<p class="devices-selector">' + "".join(boxes) + "</p>")
     missing = [s for s in every if s not in recs]
     if missing:
-        out.append(f"<p>No {lab} record yet from: " + ", ".join(f"{html.escape(every[s])} <code>{s}</code>"
-                                                                for s in missing) +
-                   f" · 以下设备尚无 {lab} 记录。</p>")
+        named = ", ".join(f"{html.escape(every[s])} <code>{s}</code>" for s in missing)
+        out.append(f'<p><span class="lang-en">No {lab} record yet from: {named}</span>'
+                   f'<span class="lang-zh" lang="zh">以下设备尚无 {lab} 记录：{named}</span></p>')
     out.append('<p><span class="lang-en">Record your own GPU with <code>make labs-record</code> '
                "(<code>python -m minivllm_labs.record all</code>); it appears here beside the H200.</span>"
                '<span class="lang-zh">在你的 GPU 上运行 <code>make labs-record</code>，其记录会出现在这里，与 H200 并排。'
                "</span></p>")
-    out.append(f"<p>{html.escape(devices.rests_on(lab))}</p>")
+    out.append(f"<p>{_bi(devices.rests_on(lab))}</p>")
     if recs:
         fig = devices.compare_figure(lab, recs)
         if fig is not None:
@@ -82,12 +91,13 @@ def devices_html(lab: str) -> str:
                     f'<td data-device="{html.escape(gpu)}">{html.escape(devices._short(v["value"]))}'
                     + (f' &rarr; {v["verdict"]}' if v["verdict"] else "") + "</td>"
                     for gpu, v in r["devices"].items())
-                flag = ' <span class="differs">differs · 不同</span>' if r["differs"] else ""
+                flag = f' <span class="differs">{_bi("differs · 不同")}</span>' if r["differs"] else ""
                 claim = (f'<span class="lang-en">{html.escape(r["claim"])}</span>'
                          f'<span class="lang-zh" lang="zh">{html.escape(r["claim_zh"])}</span>')
-                verdict = f'{r["verdict"]} <span class="lang-zh" lang="zh">{VERDICT_ZH.get(r["verdict"], "")}</span>'
+                verdict = (f'<span class="lang-en">{r["verdict"]}</span>'
+                           f'<span class="lang-zh" lang="zh">{VERDICT_ZH.get(r["verdict"], r["verdict"])}</span>')
                 body.append(f"<tr><td>{claim}</td><td>{verdict}{flag}</td>{cells}</tr>")
-            out.append("<table><thead><tr><th>claim · 论断</th><th>verdict · 结论</th>" + head + "</tr></thead><tbody>"
+            out.append(f"<table><thead><tr><th>{_bi('claim · 论断')}</th><th>{_bi('verdict · 结论')}</th>" + head + "</tr></thead><tbody>"
                        + "".join(body) + "</tbody></table>")
     out.append(_SCRIPT % {"id": block})
     out.append("</div>")
@@ -96,7 +106,11 @@ def devices_html(lab: str) -> str:
 
 def add_devices_cell(nb: dict, stem: str) -> None:
     """Insert the block as an output-only cell after the notebook's opening cell (`open_lab(...)`)."""
+    from minivllm_labs import devices
+
     lab = f"lab{stem[:2]}"
+    if not devices.device_records(lab):  # a lab that records nothing (Lab 08's mock scheduler): no block
+        return
     cell = {"cell_type": "code", "execution_count": None, "id": f"{stem[:2]}-book-devices",
             "metadata": {"tags": ["remove-input"]}, "source": f"lab.compare()  # {lab}",
             "outputs": [{"output_type": "display_data", "metadata": {},

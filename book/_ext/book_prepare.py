@@ -8,8 +8,9 @@
 - book/results.md and book/results/<topic>.md: the recorded H200 results, one page per topic, one row per
   figure (book_results.py).
 - book/code/**: the engine's source as pages (book_codepages.py), so links into the code work offline.
-- book/differs_from_vllm.md: the README's table of where this engine differs from vLLM, which the labs link.
 - book/_extra/vendor/plotly.min.js: plotly.js from the installed plotly package (never a CDN).
+- book/_extra/notebooks/: each lab's notebook and its GPU-executed copies, linked from the lab's page.
+- book/version.md: the commit and date the book was built from, and the GPU records' commits.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ HANDBOOK = [  # the chapter's pages, in reading order (book/handbook/<name>.md)
     "when_to_turn_off", "interview", "self_test",
     "workshop",  # for teachers: a shared GPU box, the CPU path, a timed agenda, answers and progress
 ]
+
+
+#: The reference a newcomer does not need first, moved from the README (book/reference/<name>.md).
+REFERENCE = ["knobs", "checkpoints_and_configs", "headline_results"]
 
 
 def lab_notebooks() -> list[Path]:
@@ -125,6 +130,7 @@ def copy_labs() -> list[str]:
         problems += static_outputs(nb, nb_path.stem, stems)
         mark_language_cells(nb)
         devices.add_devices_cell(nb, nb_path.stem)  # every recorded GPU beside the H200 (book_devices.py)
+        add_downloads(nb, nb_path)
         write_if_changed(dest / nb_path.name, json.dumps(nb, ensure_ascii=False, indent=1))
         names.append(nb_path.stem)
     if problems:
@@ -138,6 +144,57 @@ def copy_labs() -> list[str]:
     elif (dest / "README.md").exists():
         (dest / "README.md").unlink()
     return names
+
+
+def add_downloads(nb: dict, nb_path: Path) -> None:
+    """A reader takes the lab away: the notebook (CPU outputs, runs anywhere) and, where a GPU ran it end to
+    end, that executed copy (assets/results/<gpu>/labs_gpu/), served from the book's notebooks/ folder and
+    linked under the lab's title."""
+    out = BOOK / "_extra" / "notebooks"
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(nb_path, out / nb_path.name)
+    links = [(f"../notebooks/{nb_path.name}", "Download the notebook (.ipynb)", "下载 notebook（.ipynb）")]
+    for gpu_copy in sorted((ROOT / "assets" / "results").glob(f"*/labs_gpu/{nb_path.name}")):
+        gpu = gpu_copy.parts[-3]
+        (out / gpu).mkdir(exist_ok=True)
+        shutil.copyfile(gpu_copy, out / gpu / nb_path.name)
+        links.append((f"../notebooks/{gpu}/{nb_path.name}", f"the copy executed on the {gpu.upper()}",
+                      f"在 {gpu.upper()} 上执行过的版本"))
+    html = "".join(f'<a class="mv-download" href="{href}" download><span class="lang-en">{en}</span>'
+                    f'<span class="lang-zh" lang="zh">{zh}</span></a>' for href, en, zh in links)
+    cell = {"cell_type": "markdown", "id": f"{nb_path.stem[:2]}-book-downloads", "metadata": {},
+            "source": f'<p class="mv-downloads">{html}</p>'}
+    at = next((i + 1 for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"), 0)
+    nb["cells"].insert(at, cell)
+
+
+def version_page() -> str:
+    """What the book was built from: the commit and date, and the commit of every GPU record it shows."""
+    import subprocess
+    from datetime import datetime, timezone
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+    head = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
+    built = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rows = []
+    for rec in sorted((ROOT / "assets" / "results").glob("*/lab[0-9][0-9].json")) + \
+            sorted((ROOT / "assets" / "results").glob("*/labs_gpu.json")):
+        p = results.provenance(rec)
+        rows.append(f"| `{rec.parts[-2]}` | `{rec.name}` | {p['gpu']} | `{p['commit'] or '-'}` | {p['date'] or '-'} |")
+    return "\n".join([
+        "# Version · 版本", "",
+        ":::{container} lang-en",
+        f"This book was built from commit `{head}`{dirty} on {built}. The labs' GPU records it shows were made at "
+        "these commits (each file's own provenance):", ":::", "",
+        ":::{container} lang-zh",
+        f"本书构建自 commit `{head}`{'（含未提交的改动）' if dirty else ''}，构建时间 {built}。书中展示的各实验 GPU "
+        "记录产生于下列 commit（取自每个文件自带的来源信息）：", ":::", "",
+        "| device · 设备 | file · 文件 | GPU | commit | date · 日期 |", "|---|---|---|---|---|", *rows, ""])
 
 
 def contributors_page(text: str) -> str:
@@ -155,26 +212,10 @@ def contributors_page(text: str) -> str:
         body.replace("\n# ", "\n## "), "::::", ""])
 
 
-#: The labs link the README's table of differences; in the book that table is a page of its own.
+#: The labs link the README's pointer to the table of differences (book/differs_from_vllm.md); in the book the
+#: link opens that page.
 DIFFERS_LINK = "../README.md#where-minivllm-differs-from-vllm"
 DIFFERS_PAGE = "differs_from_vllm"
-
-
-def differs_page(readme: str) -> str:
-    """The README's "Where minivllm differs from vLLM" section (English: the table is the engine's reference)
-    as a book page, with a Chinese summary for the 中文 reader."""
-    start = readme.index("## Where minivllm differs from vLLM")
-    end = readme.find("\n## ", start + 3)
-    body = readme[start:end if end != -1 else None].split("\n", 1)[1].strip()
-    return "\n".join([
-        "# Where minivllm differs from vLLM · minivllm 与 vLLM 的不同", "",
-        ":::{container} lang-zh",
-        ("本页列出本引擎与 vLLM 不同的地方：每行是一个特性、vLLM 的做法（附源码链接）、本引擎的做法和原因。实验里凡是"
-         "本引擎与 vLLM 不同之处都链接到这里。表格以英文书写：切换到 **EN** 阅读全文。"),
-        ":::", "", "::::{container} lang-en",
-        ("Each row: a feature, what vLLM does (with the source it rests on), what this engine does, and why. The labs "
-         "link here wherever they measure something this engine does differently."), "",
-        body, "::::", ""])
 
 
 def copy_plotly_js() -> None:
@@ -193,7 +234,10 @@ def write_toc(labs: list[str], code_docs: list[str], results_topics: list[str]) 
     lines = ["# Generated by book/_ext/book_prepare.py: edit HANDBOOK there, not this file.",
              "format: jb-book", "root: intro", "parts:",
              "  - caption: Handbook · 手册", "    chapters:"]
-    lines += [f"      - file: handbook/{name}" for name in HANDBOOK] + [f"      - file: {DIFFERS_PAGE}"]
+    lines += [f"      - file: handbook/{name}" for name in HANDBOOK]
+    lines += ["  - caption: Reference · 参考", "    chapters:"]  # moved from the README (book/reference/)
+    lines += [f"      - file: {DIFFERS_PAGE}"] + [f"      - file: reference/{name}" for name in REFERENCE]
+    lines += ["      - file: version"]
     lines += ["  - caption: Labs · 实验", "    chapters:", "      - file: how_to_use_the_labs"]
     lines += [f"      - file: labs/{name}" for name in labs] or ["      - file: labs_missing"]
     lines += ["  - caption: Results · 测量结果", "    chapters:", "      - file: results", "        sections:"]
@@ -219,7 +263,6 @@ def lab_titles(labs: list[str]) -> dict[str, str]:
 
 def prepare() -> None:
     labs = copy_labs()
-    write_if_changed(BOOK / f"{DIFFERS_PAGE}.md", differs_page((ROOT / "README.md").read_text()))
     copy_plotly_js()
     code_docs = codepages.write_pages(ROOT, BOOK / "code")
     pages = results.pages(ROOT)
@@ -230,6 +273,7 @@ def prepare() -> None:
     for stale in (BOOK / "results").glob("*.md"):
         if stale.stem not in pages:
             stale.unlink()
+    write_if_changed(BOOK / "version.md", version_page())
     write_if_changed(BOOK / "_labs.json", json.dumps(lab_titles(labs), ensure_ascii=False, indent=1))
     if not labs:
         write_if_changed(BOOK / "labs_missing.md", "# Labs · 实验\n\nNo lab notebook found in labs/.\n")

@@ -136,7 +136,8 @@ def pages(root: Path) -> dict[str, str]:
     data = recorded_files(folder)
     prov = {name: provenance_of(d) for name, d in data.items()}
     in_archive = {e["file"] for e in index.get("archive") or []}
-    what = {e["file"]: e["what"] for e in (index.get("files") or []) + (index.get("archive") or [])}
+    what = {e["file"]: (f"[{e['what']}]{{.lang-en}}[{e['what_zh']}]{{.lang-zh}}" if e.get("what_zh")
+                        else e["what"]) for e in (index.get("files") or []) + (index.get("archive") or [])}
     topics = {t[0] for t in TOPICS}
     named: set[str] = set()
     by_topic: dict[str, list[str]] = {t[0]: [] for t in TOPICS}
@@ -152,17 +153,25 @@ def pages(root: Path) -> dict[str, str]:
         provs = [prov[n] for n in names]
         links = ", ".join(f"{{ref}}`{n} <{file_id(n)}>`" for n in names)
         command = row.get("command") or (provs[0]["command"] if provs else "")
-        by_topic[row["topic"]] += [
-            f"* - ({file_id('row-' + str(i))})=", f"    **{i}.** {_cell(row['what'])}",
-            f"  - {_cell(row['result'])}",
-            f"  - {links}<br>{_cell(_summary(provs)) if provs else ''}<br>*{_cell(row.get('source', ''))}*"
-            + (f"<br>`{_cell(command)}`" if command and command not in row.get("source", "") else "")]
+        n = len(by_topic[row["topic"]]) + 1  # numbered within its page, from 1
+        title = _cell(row["what"]) + (f" · {_cell(row['what_zh'])}" if row.get("what_zh") else "")
+        result = (f"[{_cell(row['result'])}]{{.lang-en}}[{_cell(row['result_zh'])}]{{.lang-zh}}"
+                  if row.get("result_zh") else _cell(row["result"]))
+        source = f"*{_cell(row.get('source', ''))}*" if row.get("source") else ""
+        cmd = f"`{_cell(command)}`" if command and command not in row.get("source", "") else ""
+        by_topic[row["topic"]].append("\n".join([
+            f"({file_id('row-' + str(i))})=", f"## {n}. {title}", "", result, "",
+            ":::{container} results-provenance", " · ".join(x for x in [links, _cell(_summary(provs)) if provs else "",
+                                                                      source, cmd] if x), ":::", ""]))
     out = {}
     for stem, title, en, zh in TOPICS:
         out[stem] = "\n".join([f"# {title}", "", f"[{en}]{{.lang-en}}[{zh}]{{.lang-zh}}", "",
-                               "```{list-table}", ":header-rows: 1", ":widths: 20 45 35", ":class: results-table", "",
-                               "* - what · 测的是什么", "  - result · 结果",
-                               "  - files, provenance, command · 文件、来源、复现命令", *by_topic[stem], "```", ""])
+                               ":::{container} lang-en",
+                               "Each section: what was measured, the result, then its files (with their provenance: "
+                               "GPU, torch, commit, date), where it is quoted, and the command that reproduces it.",
+                               ":::", "", ":::{container} lang-zh",
+                               "每一节：测的是什么、结果，然后是数据文件（及其来源：GPU、torch、commit、日期）、"
+                               "引用它的地方和复现命令。", ":::", "", *by_topic[stem], ""])
     page = ["# Recorded results · 测量结果", "", *_intro(), "## By topic · 按主题", ""]
     page += [f"- [{title}](results/{stem}.md): [{en}]{{.lang-en}}[{zh}]{{.lang-zh}}"
              for stem, title, en, zh in TOPICS]
@@ -184,7 +193,31 @@ def pages(root: Path) -> dict[str, str]:
                  f"  - {p['gpu']}", f"  - {p['torch']}", f"  - {p['commit']} {p['date']}",
                  f"  - `{_cell(p['command'])}`" if p["command"] else "  - "]
     page += ["```", ""]
+    page += other_devices(root)
     return {"index": "\n".join(page), **out}
+
+
+def other_devices(root: Path) -> list[str]:
+    """Every other GPU's folder under assets/results/ (`make labs-record` on that GPU): its files, each with
+    the provenance it carries, so a second device's records are listed beside the H200's."""
+    folders = sorted(f for f in (root / RESULTS).iterdir() if f.is_dir() and f.name != REFERENCE.name
+                     and any(f.glob("*.json")))
+    if not folders:
+        return []
+    out = ["## Other recorded devices · 其他已记录的设备", "",
+           "[Recorded with `make labs-record` on that GPU; each lab's page shows them beside the H200.]{.lang-en}"
+           "[在该 GPU 上用 `make labs-record` 录制；各实验页把它们与 H200 并排展示。]{.lang-zh}", ""]
+    for folder in folders:
+        rows = []
+        for f in sorted(folder.glob("*.json")):
+            try:
+                p = provenance(f)
+            except (ValueError, OSError):
+                continue
+            rows.append(f"| `{folder.name}/{f.name}` | {p['gpu']} | {p['torch']} | {p['commit']} | {p['date']} |")
+        out += [f"### `{folder.name}`", "", "| file · 文件 | GPU | torch | commit | date · 日期 |",
+                "|---|---|---|---|---|", *rows, ""]
+    return out
 
 
 def page(root: Path) -> str:

@@ -257,11 +257,68 @@ function splitQuery(query) {
         return word if self._cjk.match(word) else self.stemmer.stemWord(word.lower())
 
 
+#: Chinese characters and full-width punctuation: a source line break between two of them is no space.
+_ZH_EDGE = f"{_CJK}\u3000-\u303f\uff00-\uffef"
+_ZH_END, _ZH_START = re.compile(rf"[{_ZH_EDGE}]$"), re.compile(rf"^[{_ZH_EDGE}]")
+_ZH_BREAK = re.compile(rf"(?<=[{_ZH_EDGE}])[ \t]*\n[ \t]*(?=[{_ZH_EDGE}])")
+
+
+def _zh_text(node: nodes.Node) -> str:
+    """What a node shows in 中文 mode: its lang-zh part when it holds both languages ({lab}`06`), else its text."""
+    if isinstance(node, nodes.Element):
+        zh = next(iter(node.findall(lambda n: isinstance(n, nodes.Element) and "lang-zh" in n["classes"])), None)
+        if zh is not None:
+            return zh.astext()
+    return node.astext()
+
+
+class JoinChineseLines(SphinxPostTransform):
+    """A paragraph of Chinese wrapped over several source lines would show a space at each break ("推理引擎，
+    每一项"): Chinese puts none between words, so a break between two Chinese characters is removed, and so is
+    a space written between markup and Chinese ("**提示：** 读"). Code and raw HTML keep their text."""
+
+    default_priority = 900
+
+    def run(self, **kwargs) -> None:
+        for node in list(self.document.findall(nodes.Text)):
+            parent = node.parent
+            if parent is None or isinstance(parent, (nodes.literal, nodes.literal_block, nodes.raw,
+                                                     nodes.comment)):
+                continue
+            text = str(node)
+            joined = _ZH_BREAK.sub("", text)
+            # by identity: a Text node is a str, so list.index would find the first equal one ("\n")
+            at = next(i for i, child in enumerate(parent.children) if child is node)
+            before = next((c for c in reversed(parent.children[:at]) if c.astext()), None)  # empty Text skipped
+            after = next((c for c in parent.children[at + 1:] if c.astext()), None)
+            ends = before is not None and _ZH_END.search(_zh_text(before))
+            starts = after is not None and _ZH_START.match(_zh_text(after))
+            if not joined.strip() and "\n" in joined:  # MyST's soft break: a Text node of its own
+                if ends and starts:
+                    joined = ""
+            else:  # "**提示：** 读", "{lab}`06` 在": a space written beside markup, between Chinese on both sides
+                if ends and _ZH_START.match(joined.lstrip()):
+                    joined = joined.lstrip()
+                if starts and _ZH_END.search(joined.rstrip()):
+                    joined = joined.rstrip()
+            if joined != text:
+                new = nodes.Text(joined)
+                new.parent = parent
+                parent.children[at] = new
+
+
+def nlabs_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """{nlabs}`n`: how many labs the book shows, counted at build time (a page never says "eight" of ten)."""
+    return [nodes.Text(str(len(_lab_docs())))], []
+
+
 def setup(app: Sphinx) -> dict:
     sphinx_search.languages["zh"] = BookSearch
     app.connect("html-page-context", page_scripts)
     app.add_role("src", src_role)
     app.add_role("lab", lab_role)
+    app.add_role("nlabs", nlabs_role)
     app.add_role("rec", rec_role)
     app.add_post_transform(OutsideLinks)
+    app.add_post_transform(JoinChineseLines)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

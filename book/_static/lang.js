@@ -27,6 +27,7 @@
     try { localStorage.setItem(KEY, lang); } catch (e) { /* private mode: the choice lasts this page */ }
     if (window.mvPlotLang && window.Plotly) { window.mvPlotLang(lang); }  /* plot titles, axes, legends */
     if (typeof searchWords === "function") { searchWords(lang); }
+    document.dispatchEvent(new CustomEvent("minivllm:lang", {detail: lang}));  /* outputs.js: select options */
     var buttons = document.querySelectorAll("#lang-switch button");
     for (var i = 0; i < buttons.length; i++) {
       buttons[i].setAttribute("aria-pressed", buttons[i].getAttribute("data-lang") === lang ? "true" : "false");
@@ -102,7 +103,8 @@
       if (!plain || el.tagName === "SUMMARY") { splitMixed(el); }
     }
     var sel = "article h1, article h2, article h3, nav a, .toc-entry a, .caption-text, .logo__title, " +
-              ".prev-next-title";
+              ".prev-next-title, article a.reference, article a.reference > span.std, article a.reference > span.doc, " +
+              "article td, article td > p";
     var els = document.querySelectorAll(sel);
     for (var i = 0; i < els.length; i++) {
       var el = els[i];

@@ -311,6 +311,7 @@ from minivllm_labs.lab05_views import (  # noqa: E402,F401
     fault_summary,
     heuristics_table,
     ladder_html,
+    ladder_svg,
     ladder_path,
     locate_table,
     scenario_rows,

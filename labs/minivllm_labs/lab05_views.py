@@ -56,6 +56,20 @@ def ladder_path(fault: dict) -> list[str]:
 
 
 def ladder_html(fault: dict, title: str = "") -> str:
+    """ladder_svg as an <img> with a data: URI: JupyterLab strips inline <svg> from a notebook it does not trust
+    (one opened before running it), which ran the diagram's labels together; an image is drawn in every
+    viewer. The alt text says the same in words."""
+    import base64
+
+    svg = ladder_svg(fault, title)
+    path = " → ".join(ladder_path(fault))
+    alt = html.escape(f"{title}: fallback flowchart, path {path}" if title else f"fallback flowchart, path {path}")
+    src = base64.b64encode(svg.encode()).decode()
+    return (f'<img class="mv-ladder" alt="{alt}" title="{alt}" style="max-width:100%;width:760px" '
+            f'src="data:image/svg+xml;base64,{src}">')
+
+
+def ladder_svg(fault: dict, title: str = "") -> str:
     """The flowchart with this fault's path highlighted, and the engine's rungs (ok / failed / not tried)."""
     path = ladder_path(fault)
     on = set(zip(path, path[1:]))

@@ -196,6 +196,7 @@ def run_all(model: str, quick: bool = False) -> dict:
     return {"copy_bandwidth": round_floats(bw), "physics": physics(bw["bytes_per_s"])}
 
 
+from minivllm_labs import verdicts
 from minivllm_labs.quiz_data import load_claims, load_questions
 
 #: The article's hardware figures, its sources that do not exist and its batch / generation gains: the claims
@@ -207,8 +208,10 @@ RULES = {
     "article.pascal_no_graphs": lambda v: "wrong" if v >= 3.0 else "right",
     # "a few seconds to a few minutes": right from 2 s up; below it only for models larger than the one recorded
     "handbook.weight_loading": lambda v: "right" if v >= 2.0 else "partly",
-    # identical greedy tokens, eager vs FULL graphs, out of the 16 requests of Lab 06's run
-    "article.graphs_same_results": lambda v: "right" if v == 16 else "wrong",
+    # one sentence, one rule: Lab 10 judges "graphs do not change the computation" by the same function
+    "article.graphs_same_results": verdicts.graphs_same_results,
+    "article.ttft_a100_13b": verdicts.ttft_a100_13b,  # impossible: below the prefill's arithmetic floor
+    "article.gains_at_batch_8": verdicts.gains_at_batch_8,  # the gap to 20% against eager TPOT's own noise
     # the share of the KV cache that turning graphs off adds: real (> 0) but a few percent at most is "partly"
     "article.eager_when_memory_is_tight": lambda v: "wrong" if v <= 0 else ("partly" if v < 0.05 else "right"),
 }
@@ -226,7 +229,7 @@ NOT_MEASURED = {  # evidence key -> (kind, what it is, 中文)
 UNITS_ZH = {"requests/s": "请求/s", "(compute capability)": "（计算能力）", "(absolute difference)": "（绝对差）"}
 #: The unit of each evidence key (the table prints every number with its unit).
 UNITS = {
-    "_us_per_op": "µs", "_ms": "ms", "_ms.0": "ms", ".median": "ms", "floor_ms": "ms", "tpot_s": "s", "ttft_s": "s",
+    "_us_per_op": "µs", "graph_launch_us": "µs", "_ms": "ms", "_ms.0": "ms", ".median": "ms", "floor_ms": "ms", "tpot_s": "s", "ttft_s": "s",
     "load_weights": "s", ".total": "s", "total_s": "s", "warm_over_cold": "x (ratio)", "profile_run": "s", "cudagraph_capture": "s", "_mib": "MiB",
     "_pct": "percentage points", "eager_tpot_over_graphs": "x (ratio)", "ratio_warm_over_cold.total": "x (ratio)",
     "freed_fraction_of_kv": "fraction of the KV cache", "freed_fraction_of_gpu": "fraction of GPU memory",

@@ -30,7 +30,8 @@ from minivllm_labs.quiz_html import NUMERIC_JS
 
 MOCK_JS = r"""
 (function () {
-  var root = document.getElementById("%(id)s");
+  var s = document.currentScript, prev = s && s.previousElementSibling;
+  var root = (prev && prev.id === "%(id)s") ? prev : document.getElementById("%(id)s");
   var bank = JSON.parse(root.querySelector("script.bank").textContent);
   var fixed = JSON.parse(root.querySelector("script.fixed").textContent);
   var topics = JSON.parse(root.querySelector("script.topics").textContent);

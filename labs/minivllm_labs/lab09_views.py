@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from minivllm_labs.common import spread_verdict
 from minivllm_labs.plots import show  # noqa: F401  (the labs' one display call for figures)
+from minivllm_labs import verdicts
 from minivllm_labs.quiz_data import load_claims, load_questions
 from minivllm_labs.recorded import ARCHIVE, archive_members  # noqa: F401  (the notebook reads the archive)
 
@@ -592,8 +593,9 @@ Q_ROOF, Q_WHY, Q_BATCH, Q_FLOOR = (QUESTIONS[f"lab09.q{i}"] for i in range(1, 5)
 
 # ---- claims (verdicts from lab09.json) ---------------------------------------------------------------------
 RULES = {
-    # "a graph saves the launch overhead": it saves the CPU's launch calls; every kernel boundary still runs on the GPU
-    "lab09.graph-launch": lambda v: "partly" if v > 1 else "right",
+    # "a graph saves the launch overhead": one launch for the whole chain (Lab 01's record); the GPU-side cost of
+    # each kernel is the next claim's
+    "lab09.graph-launch": verdicts.graph_launch_saves,
     # "graphs only remove launch overhead, not the ops' own cost": right while the step stays far above its floor
     "lab09.graph-ops": lambda v: "right" if v < 0.8 else "partly",
 }

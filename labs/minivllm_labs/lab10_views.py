@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from minivllm_labs import verdicts
 from minivllm_labs.quiz_data import load_claims, load_questions
 from minivllm_labs.recorded import other_record
 
@@ -192,4 +193,4 @@ Q_DETERMINISM, Q_FP32, Q_PADDING, Q_INVARIANT = (QUESTIONS[f"lab10.q{i}"] for i 
 
 # ---- claims -----------------------------------------------------------------------------------------------
 #: The article's claim that graphs change nothing is judged from the records and the text; no rule recomputes it.
-CLAIMS = load_claims("lab10", {})
+CLAIMS = load_claims("lab10", {"article.graphs_do_not_change_results": verdicts.graphs_same_results})

@@ -79,8 +79,9 @@ def _feedback(en: str, zh: str, color: str) -> str:
 
 _CHOICE_JS = """<script>%s
 (function () {
-  var root = document.getElementById(%s);
+  var s = document.currentScript, root = (s && s.closest(".mv-quiz")) || document.getElementById(%s);
   if (!root) return;
+  root.setAttribute("data-live", "1");  // the script runs: the page trusts this output
   var opts = root.querySelectorAll("details.mv-quiz-option");
   opts.forEach(function (d) {
     d.addEventListener("toggle", function () {
@@ -166,8 +167,9 @@ function mvGradeNumber(raw, answer, relTol, unit) {
 _NUMERIC_WIRE = """<script>%s
 (function () {
 %s
-  var root = document.getElementById(%s);
+  var s = document.currentScript, root = (s && s.closest(".mv-quiz")) || document.getElementById(%s);
   if (!root) return;
+  root.setAttribute("data-live", "1");  // the script runs: the page trusts this output
   var box = root.querySelector("input"), out = root.querySelector(".mv-quiz-result");
   var tails = root.querySelectorAll(".mv-quiz-tail");
   function check() {

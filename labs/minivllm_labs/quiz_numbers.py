@@ -77,6 +77,10 @@ _QUANTITY = re.compile(r"^([+-]?(?:[0-9][0-9,_]*(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?
 _THOUSANDS = re.compile(r"^[+-]?[1-9][0-9]{0,2}(,[0-9]{3})+(\.[0-9]*)?(e[+-]?[0-9]+)?$")
 
 
+#: Digits grouped by spaces ("114 688", "1 000 000"; NFKC makes a thin space a space): one number.
+_GROUPS = re.compile(r"^([+-]?[0-9]{1,3})((?: [0-9]{3})+)(?![0-9])")
+
+
 def _clean(s: str) -> str:
     return _SPACE.sub(" ", unicodedata.normalize("NFKC", s).lower()).strip(" ")
 
@@ -91,7 +95,7 @@ def parse_quantity(answer: str | int | float) -> tuple[float, str | None]:
         if not math.isfinite(x):
             raise no_number
         return x, None
-    m = _QUANTITY.match(_LEAD.sub("", _clean(answer)))
+    m = _QUANTITY.match(_GROUPS.sub(lambda g: g.group(1) + g.group(2).replace(" ", ""), _LEAD.sub("", _clean(answer))))
     if not m:
         raise no_number
     num, unit = m.group(1).replace("_", ""), m.group(2).replace(" ", "").rstrip(".。")
@@ -143,6 +147,7 @@ function mvParseNumber(raw, target) {
   var s = String(raw).normalize("NFKC").toLowerCase().replace(/[ \t\n\r\f\v]+/g, " ").replace(/^ +| +$/g, "");
   var shown = "'" + String(raw) + "'";
   var m = s.replace(/^(?:[^0-9.+-]|\.(?![0-9]))+/, "")
+    .replace(/^([+-]?[0-9]{1,3})((?: [0-9]{3})+)(?![0-9])/, function (g, a, b) { return a + b.replace(/ /g, ""); })
     .match(/^([+-]?(?:[0-9][0-9,_]*(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)(.*)$/);
   var noNumber = {error: "answer with a number, got " + shown, error_zh: "请填一个数，收到的是 " + shown};
   if (!m) return noNumber;

@@ -426,8 +426,9 @@ def click(lab: str, label: str) -> dict:
 
 _TOGGLE_JS = r"""
 (function () {
-  var root = document.getElementById(%(id)s);
+  var s = document.currentScript, root = (s && s.closest(".mv-toggle")) || document.getElementById(%(id)s);
   if (!root) return;
+  root.setAttribute("data-live", "1");  // the script runs: the page trusts this output
   var lab = root.getAttribute("data-lab"), nb = root.getAttribute("data-notebook");
   var status = root.querySelector(".mv-toggle-status"), chart = root.querySelector(".mv-toggle-chart");
   var buttons = root.querySelectorAll("button.mv-toggle-option");
@@ -467,18 +468,19 @@ _TOGGLE_JS = r"""
     b.addEventListener("click", function () {
       var label = b.getAttribute("data-label");
       buttons.forEach(function (x) { x.disabled = true; x.classList.toggle("mv-on", x === b); });
+      root.setAttribute("data-state", "running");
       say("running " + label + " in this notebook's kernel ...", "正在本 notebook 的 kernel 里运行 " + label + " ...");
-      var code = "from minivllm_labs.toggles import click as _mv_click
-_mv_click(" + JSON.stringify(lab) +
+      var code = "from minivllm_labs.toggles import click as _mv_click\n_mv_click(" + JSON.stringify(lab) +
         ", " + JSON.stringify(label) + ")";
       window.mvKernel.run(nb, code).then(function (out) {
-        var line = out.split("
-").filter(function (l) { return l.indexOf(%(mark)s) === 0; }).pop();
+        var line = out.split("\n").filter(function (l) { return l.indexOf(%(mark)s) === 0; }).pop();
         var r = JSON.parse(line.slice(%(mark)s.length));
         draw(r);
+        root.setAttribute("data-state", r.error ? "error" : "done");
         if (r.error) say(r.error, r.error);
         else say("measured on this machine, now: " + r.done.join(", "), "本机刚刚测得：" + r.done.join("、"));
       }).catch(function (e) {
+        root.setAttribute("data-state", "failed");
         say("not run: " + e.message + ". The control runs in JupyterLab with the notebook's kernel.",
             "未运行：" + e.message + "。此开关需要在 JupyterLab 中、notebook 的 kernel 上运行。");
       }).then(function () { buttons.forEach(function (x) { x.disabled = false; }); });
@@ -532,8 +534,8 @@ def toggle_html(lab: str) -> str:
             "点一个选项：在本 notebook 的 kernel 里运行引擎（CPU 上几秒），每张图加一根柱，数字是本机刚测得的"
             + gpu_note[1] + "。") + "</div>",
         '<div class="mv-toggle-chart"></div>',
-        "</div>",
-        f"<script>{KERNEL_JS}{_TOGGLE_JS % {'id': json.dumps(rid), 'mark': json.dumps(RESULT_MARK)}}</script>"])
+        f"<script>{KERNEL_JS}{_TOGGLE_JS % {'id': json.dumps(rid), 'mark': json.dumps(RESULT_MARK)}}</script>",
+        "</div>"])
 
 
 def toggle_widget(lab: str) -> None:

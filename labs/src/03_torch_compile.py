@@ -71,16 +71,21 @@ print(lab.dynamo_text(here["registration"]["auto"]["layer"]))
 # %% [markdown] tags=["lang-en"]
 # **Self-test 2: the same layer with `attention_backend="unregistered"`**: the same Python, hidden from Dynamo
 # the way a plain C++/CUDA extension call is. Traced without `fullgraph`, every attention call is a graph break and
-# the graphs hold no attention node. With `fullgraph=True`, what modes 1-3 compile with, as every vLLM mode does
-# (`TorchCompileWithNoGuardsWrapper` in [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)
-# calls `torch.compile(..., fullgraph=True)`), a graph break is an error: vLLM compiles during its startup profile
+# the graphs hold no attention node. With `fullgraph=True`, what modes 1-3 compile with, as every vLLM mode does by
+# default (modes 2-3 through `@support_torch_compile` in [vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py)
+# and its wrapper in [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/wrapper.py); mode 1 by another path,
+# `GPUModelRunner.load_model` in [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py), which
+# calls `torch.compile` on the model itself; both pass `fullgraph=envs.VLLM_TEST_DYNAMO_FULLGRAPH_CAPTURE`, on unless
+# that variable is set to 0), a graph break is an error: vLLM compiles during its startup profile
 # run, so an op Dynamo cannot trace stops the engine before it serves instead of leaving it slow.
 
 # %% [markdown] tags=["lang-zh"]
 # **自检题 2：同一个层，`attention_backend="unregistered"`**：同样的 Python 代码，像普通的 C++/CUDA 扩展调用那样
 # 对 Dynamo 隐藏。不带 `fullgraph` trace 时，每次 attention 调用都断图，图里也没有 attention 节点。mode 1-3 都用
-# `fullgraph=True` 编译，和 vLLM 的每个模式一样（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)
-# 里的 `TorchCompileWithNoGuardsWrapper` 调用 `torch.compile(..., fullgraph=True)`），这时断图就是错误：vLLM 在启动时的 profile run
+# `fullgraph=True` 编译，和 vLLM 默认的每个模式一样（mode 2-3 经由 [vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py)
+# 的 `@support_torch_compile` 及 [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/wrapper.py) 里的包装；mode 1 走另一条路：
+# [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py) 的 `GPUModelRunner.load_model` 自己对模型调用
+# `torch.compile`；两条路都传 `fullgraph=envs.VLLM_TEST_DYNAMO_FULLGRAPH_CAPTURE`，除非把该变量设为 0），这时断图就是错误：vLLM 在启动时的 profile run
 # 中编译，所以 Dynamo 无法 trace 的算子会让引擎在服务之前就停下，而不是留下一个变慢的引擎。
 
 # %% tags=["nbval-ignore-output"]
@@ -355,7 +360,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 #    </details>
 # 2. Set `attention_backend="unregistered"` with `level=2`. What happens at startup, and why is that better than
 #    a silent slowdown? *Hint:* modes 1-3 trace with `fullgraph=True`, as vLLM's do
-#    ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)).
+#    ([vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)).
 #    <details><summary>Solution · 参考答案</summary>
 #    Startup fails with Dynamo's `Unsupported` error naming the disabled function, as the record's mode 1 engine did:
 #    with `fullgraph=True` a graph break is an error, so an unregistered op is found before serving instead of as a
@@ -370,7 +375,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 #    （mode 1 不把任何维度标成动态）。而 mode 3 只 trace 一次。
 #    </details>
 # 2. 设 `attention_backend="unregistered"`、`level=2`。启动时发生了什么？为什么这比悄悄变慢要好？*提示：* mode 1-3 都用
-#    `fullgraph=True` trace，vLLM 也一样（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）。
+#    `fullgraph=True` trace，vLLM 也一样（[vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)）。
 #    <details><summary>Solution · 参考答案</summary>
 #    启动失败，Dynamo 报 `Unsupported`，指出被禁用的函数，和记录中 mode 1 的引擎一样：`fullgraph=True` 时断图就是错误，所以
 #    未注册的算子在服务前就被发现，而不是变成一个变慢的引擎（`allow_graph_breaks=True` 时慢 1.8 倍，见 Q1 的反馈）。
@@ -394,8 +399,9 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # with CUDA graphs for a large gain; against this engine's hand-fused kernels it loses without graphs, and with graphs
 # on it changes nothing beyond the spread. vLLM does not compile per layer: it traces the whole forward once and splits it at attention ([vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)). Registering
 # attention with torch.library is what lets compile keep it as one node; unregistered, every attention call is a graph
-# break, and since modes 1-3 compile with fullgraph, here and in vLLM
-# ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)), the engine fails at startup
+# break, and since modes 1-3 compile with fullgraph, here and by default in vLLM (modes 2-3:
+# [vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`,
+# [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)), the engine fails at startup
 # instead of running slower.
 
 # %% [markdown] tags=["lang-zh"]
@@ -404,8 +410,9 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # {rec}`lab03.json:inductor.num_kernels` 个生成的 Triton kernel），与 CUDA Graph 叠加收益很大；对本引擎手写融合的
 # kernel，不开图时反而更慢，开图时的差别不超出波动范围。vLLM 不按层编译：它把整个前向 trace 一次，在 attention
 # 处切分（[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)）。attention 用 torch.library 注册后，compile 才能把它当作一个节点；不注册时每次
-# attention 调用都是一次断图，而 mode 1-3 都用 fullgraph 编译（本引擎和 vLLM 都是：
-# [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)），所以引擎在启动时就报错，而不是跑得更慢。
+# attention 调用都是一次断图，而 mode 1-3 都用 fullgraph 编译（本引擎如此，vLLM 默认也如此：mode 2-3 见
+# [vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py)；mode 1 见
+# [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py) 的 `GPUModelRunner.load_model`），所以引擎在启动时就报错，而不是跑得更慢。
 
 # %% tags=["nbval-check-output"]
 print(lab.verdicts_table(rec))

@@ -138,14 +138,14 @@ else:
 # `if out.abs().amax() > 1e9:` in layer 1, the engine at mode 3. Read the error: Dynamo names the
 # data-dependent branch and the line. `diagnose` sees `torch._dynamo` and says *compile*. In vLLM the same fault
 # stops startup the same way: every mode that runs Dynamo (1-3) compiles with `fullgraph=True`
-# ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)).
+# ([vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)).
 
 # %% [markdown] tags=["lang-zh"]
 # ### 编译故障
 #
 # 第 1 层里有 `if out.abs().amax() > 1e9:`，引擎用 mode 3。读一下错误：Dynamo 指出了依赖数据的分支和所在行。
 # `diagnose` 看到 `torch._dynamo`，判断为 *compile*。在 vLLM 里同样的故障也会这样让启动失败：凡是跑 Dynamo 的模式（1-3）都用
-# `fullgraph=True` 编译（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）。
+# `fullgraph=True` 编译（[vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)）。
 
 # %% tags=["nbval-ignore-output"]
 here["faults"]["compile"] = lab.fault_run(model, "untraceable")
@@ -267,7 +267,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 #
 # **1.** Plant the compile fault under `{"mode": 1, "backend": "eager", "allow_graph_breaks": True,
 # "cudagraph_mode": "NONE"}` (stock `torch.compile` without `fullgraph`: vLLM has no such option and compiles
-# every mode that runs Dynamo with `fullgraph=True`, [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py), so there the fault is a startup error). Graphs stay off so that the exercise
+# every mode that runs Dynamo with `fullgraph=True`, [vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py), so there the fault is a startup error). Graphs stay off so that the exercise
 # asks one thing, what Dynamo does: the fault's `if` reads a tensor's value on the host, which a CUDA graph
 # capture forbids, so on a GPU a capture would fail first (it did on the H200, at size 256). Does startup fail? What does `llm.compile_report()` say? *Hint:* without `fullgraph`, Dynamo
 # may split the graph where it cannot trace.
@@ -277,7 +277,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # It starts: Dynamo breaks the graph at the `if`, runs the branch in Python and traces the rest as more
 # graphs. `compile_report()` counts the breaks, and they grow once requests run (the stored CPU run below: 5
 # graphs and 1 break at startup; after one request 3 breaks and 10 run-time recompiles). That is the handbook's
-# "falls back to an eager section"; vLLM ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)) and this engine compile modes 1-3 with
+# "falls back to an eager section"; vLLM ([vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)) and this engine compile modes 1-3 with
 # `fullgraph=True`, so this fails loudly at startup instead of silently slowing every step (Lab 03 measured 1.8x with a break at every
 # attention call).
 # </details>
@@ -297,7 +297,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 #
 # **1.** 把编译故障放到 `{"mode": 1, "backend": "eager", "allow_graph_breaks": True, "cudagraph_mode": "NONE"}`
 # （原生 `torch.compile`，不开 `fullgraph`；vLLM 没有这个选项，跑 Dynamo 的模式都用 `fullgraph=True`，
-# [vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)，故障在启动时报错）下。
+# [vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)，故障在启动时报错）下。
 # 关掉 CUDA Graph，让这道题只问一件事：Dynamo 怎么处理。故障里的 `if` 要在主机上读张量的值，CUDA Graph 捕获时不允许，
 # 所以在 GPU 上会先是捕获失败（H200 上在 size 256 就失败了）。启动会失败吗？
 # `llm.compile_report()` 说了什么？*提示：* 没有 `fullgraph` 时，Dynamo 遇到 trace 不了的地方可以把图断开。
@@ -306,7 +306,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 #
 # 能启动：Dynamo 在 `if` 处断图，分支用 Python 跑，其余部分 trace 成多张图。`compile_report()` 统计 graph break，
 # 请求跑起来后还会增加（下面保存的 CPU 结果：启动时 5 张图、1 个 break；跑一个请求后 3 个 break、运行时重编译 10 次）。
-# 这就是手册说的"fallback 到 eager 区段"；vLLM（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）和本引擎的 mode 1-3 都用
+# 这就是手册说的"fallback 到 eager 区段"；vLLM（[vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)）和本引擎的 mode 1-3 都用
 # `fullgraph=True`，所以它在启动时大声失败，而不是悄悄拖慢每一步（Lab 03 测到每次 attention 调用都断图时慢 1.8 倍）。
 # </details>
 #
@@ -353,7 +353,7 @@ with lab.inject("untraceable"):
 # [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)
 # `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`). With a symbolic batch dimension new shapes recompile nothing, and an
 # unregistered op that Dynamo cannot trace does not fall back to eager sections in vLLM: its fullgraph compile fails
-# at startup ([vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)).
+# at startup ([vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)).
 
 # %% [markdown] tags=["lang-zh"]
 # **结论。** 手册的判断技巧对编译故障和无声的数值错误成立（Dynamo 报错指向 compile；无声的错误用
@@ -364,7 +364,7 @@ with lab.inject("untraceable"):
 # [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py) 的
 # `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`）。batch
 # 维是符号化的时候，新形状不会触发重编译；Dynamo trace 不了的未注册算子在 vLLM 里也不会回退到 eager 区段：fullgraph
-# 编译在启动时就报错（[vllm/compilation/wrapper.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py)）。
+# 编译在启动时就报错（[vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)）。
 
 # %% tags=["nbval-check-output"]
 print(lab04.verdicts_table(lab.CLAIMS, rec, lab.RESULTS))

@@ -183,15 +183,22 @@ if rec:
 # recorded runs (the recorder runs the scenario three times in the same engine on a GPU; a difference counts only
 # when the runs' ranges do not overlap, and a record of one run each is judged too thin), and the per-step lines
 # under it show which steps carried prefill tokens and what they cost. vLLM's V1 engine always enables chunked prefill
-# by default, and its scheduler puts the decodes of a step first and fills the rest of the budget with prefill
-# ([docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/main/docs/configuration/optimization.md)).
+# by default; its scheduler has no decode-first phase: it serves the running requests in queue order, then the
+# waiting ones, each getting what the token budget leaves ("There's no 'decoding phase' nor 'prefill phase' in the
+# scheduler", `Scheduler.schedule` in
+# [vllm/v1/core/sched/scheduler.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/core/sched/scheduler.py)).
+# Its optimization guide calls this prioritising decodes, which holds for requests already running
+# ([docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/v0.11.0/docs/configuration/optimization.md)).
 
 # %% [markdown] tags=["lang-zh"]
 # chunked prefill 只保证一件事：没有一步超过预算，长 prompt 不会变成一个所有 decode 请求都要等的大步。decode 最坏的等待会不会
 # 变短，取决于每一步在不同 token 数下的耗时，这正是记录测的。下面的结论由记录里的各次运行算出（在 GPU 上录制程序在同一引擎里把场景
 # 跑三遍；只有各次运行的范围不重叠，差别才算数；每个配置只跑一次的记录不足以下结论），再下面逐步列出带预填充 token 的步及其耗时。vLLM 的 V1 引擎始终默认开启
-# chunked prefill，调度器每步先排 decode 请求，再用剩余预算排预填充
-# （[docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/main/docs/configuration/optimization.md)）。
+# chunked prefill；它的调度器没有"先排解码"这一阶段：按队列顺序先服务运行中的请求，再服务等待中的请求，每个拿到 token 预算剩下的部分
+# （`Scheduler.schedule` 的注释："There's no 'decoding phase' nor 'prefill phase' in the scheduler"，
+# [vllm/v1/core/sched/scheduler.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/core/sched/scheduler.py)）。
+# 它的优化指南把这说成解码优先，对已在运行的请求成立
+# （[docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/v0.11.0/docs/configuration/optimization.md)）。
 
 # %% tags=["nbval-check-output"]
 if rec:

@@ -206,19 +206,23 @@ for q in (lab.Q1, lab.Q2):
 # of its three limits of a graph, its padding and most of its fault rules hold, while its timings (profile run, startup, weight loading
 # for a small model) and its compile-cache variable do not. The article is wrong or unverifiable almost throughout:
 # its sources do not exist, its A100 figures are below what the hardware allows, its memory figures are tens of
-# times too large, its TTFT figures cannot be checked on one H200 and its tidy percentages (20% at batch 8, 45-55% on
-# Hopper) miss a 0.6B model's 95%. Its two sound points are qualitative: graphs do not change greedy results, and
-# they gain less as the GPU gets more work per step. The claims this lab judges itself (the rest are in the table
-# above, each with its lab):
+# times too large, its A100 TTFT is below a prefill's arithmetic floor, its other TTFT figures cannot be checked on
+# one H200, and its tidy percentages (20% at batch 8, 45-55% on Hopper) miss a 0.6B model's 95%. What it gets partly
+# right is qualitative: graphs keep eager's greedy results where the replay runs eager's kernels (not under
+# torch.compile, not where a captured size picks another kernel plan: the rule Lab 10 applies to the same
+# sentence), and a smaller gain at a larger batch is plausible but not shown beyond the noise of one run per batch
+# size. The claims this lab judges itself (the rest are in the table above, each with its lab):
 
 # %% [markdown] tags=["lang-zh"]
 # ## 6. 结论
 #
 # **结论。** 两份材料里，手册讲机制大多对，讲量级常常错：图的三条限制中的两条、padding 和大部分故障判断规则成立，而各阶段耗时（profile run、
 # 启动、小模型的权重加载）和编译缓存变量不成立。文章几乎通篇是错的或无法查证的：引用的来源不存在，A100 的数字低于硬件
-# 允许的下限，显存数字大了几十倍，TTFT 数字在一张 H200 上无法核对，整齐的百分比（batch 8 时 20%、Hopper 上 45-55%）
-# 也和 0.6B 模型的 95% 相去甚远。它说对的两点都是定性的：CUDA Graph 不改变贪心解码的结果；GPU 每步的工作越多，图的收益
-# 越小。本实验自己评判的说法（其余见上表，各自链接到对应实验）：
+# 允许的下限，显存数字大了几十倍，A100 的 TTFT 低于预填充的算术下限，其余 TTFT 数字在一张 H200 上无法核对，整齐的百分比
+# （batch 8 时 20%、Hopper 上 45-55%）也和 0.6B 模型的 95% 相去甚远。它部分说对的是定性的两点：重放执行的就是 eager 的
+# kernel 时，CUDA Graph 不改变贪心解码的结果（开 torch.compile 或某个捕获尺寸选了别的 kernel 方案时就不一定，实验 10 对同一句话
+# 用同一条规则）；batch 越大收益越小听起来合理，但每个 batch 只跑一次，这个方向没有超出噪声。本实验自己评判的说法（其余见上表，
+# 各自链接到对应实验）：
 
 # %% tags=["nbval-check-output"]
 # every number in this table is read from the recorded results (rec and the other labs' files), not measured here

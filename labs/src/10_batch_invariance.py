@@ -143,9 +143,13 @@ if rec:
 # eager's greedy tokens (batch 15 sequence 2 from token 14; batch 16 sequences 6 and 14 from tokens 4 and 12). FULL
 # mode runs every batch through the unified attention kernel, which does not split the KV; eager decode runs the
 # split decode kernel, whose splits are merged afterwards: the same attention summed in another order. In fp32 all
-# 210 were equal. This is this engine's doing, not vLLM's: vLLM's Triton backend calls the same `unified_attention`
-# in eager steps and in graphs ([triton_attn.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/triton_attn.py);
-# [where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm), row "FULL's tokens vs eager").
+# 210 were equal. vLLM has the same kind of difference: its FlashAttention backend (FA3, the Hopper default), when
+# full CUDA graphs are on, caps the number of KV splits at `VLLM_FLASH_ATTN_MAX_NUM_SPLITS_FOR_CUDA_GRAPH` for the
+# steps up to the largest capture size, while a step above it runs FA3's own split heuristic
+# (`FlashAttentionMetadataBuilder.build` in [flash_attn.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/attention/backends/flash_attn.py)), so a batch
+# can sum one attention in another order in a graph than out of one. This engine's case is its own: FULL mode's
+# unified kernel against eager's split decode kernel ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm),
+# row "FULL's tokens vs eager").
 
 # %% [markdown] tags=["lang-zh"]
 # 引擎的 GPU 测试在两种图模式之间也发现了同样的现象。在 main 7a5abb1、H200 上，
@@ -153,9 +157,11 @@ if rec:
 # 跑了 210 条序列（batch 1 到 20），cudagraph_mode FULL 对比 eager：只有 3 条与 eager 的贪心 token 不同（batch 15 的第 2 条从
 # 第 14 个 token 起；batch 16 的第 6、14 条分别从第 4、12 个 token 起）。FULL 模式让每个 batch 都走 unified attention
 # kernel，它不切分 KV；eager 的 decode 走切分的 decode kernel，各段算完再合并：同样的 attention，求和顺序不同。fp32 下
-# 210 条全部相同。这是本引擎的做法，不是 vLLM 的：vLLM 的 Triton 后端在 eager 步和图里调用同一个 `unified_attention`
-# （[triton_attn.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/triton_attn.py)；
-# 见 [minivllm 与 vLLM 的差异](../README.md#where-minivllm-differs-from-vllm) 中 "FULL's tokens vs eager" 一行）。
+# 210 条全部相同。vLLM 也有同类差别：它的 FlashAttention 后端（FA3，Hopper 上的默认）在开启整图时，对不超过最大捕获尺寸的步
+# 把 KV 切分数封顶为 `VLLM_FLASH_ATTN_MAX_NUM_SPLITS_FOR_CUDA_GRAPH`，超过的步则用 FA3 自己的切分启发式
+# （[flash_attn.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/attention/backends/flash_attn.py) 的 `FlashAttentionMetadataBuilder.build`），所以同一个 batch
+# 在图里和图外可能以不同顺序求和同一个 attention。本引擎的情况是它自己的：FULL 模式的 unified kernel 对 eager 的切分 decode kernel
+# （见 [minivllm 与 vLLM 的差异](../README.md#where-minivllm-differs-from-vllm) 中 "FULL's tokens vs eager" 一行）。
 
 # %% [markdown] tags=["lang-en"]
 # ### b) The sources, one at a time

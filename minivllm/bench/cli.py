@@ -4,7 +4,10 @@ this package, startup, kernels, profile and invariance from scripts/maint/ (benc
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
+from pathlib import Path
 
 from minivllm.bench.common import maint_script
 from minivllm.engine_args import EngineArgs
@@ -18,13 +21,45 @@ def _run(module: str):
     return run
 
 
+def check_json_path(path: str | None) -> None:
+    """Fail before a benchmark runs, not after, when its --json file could not be written: create it (and its
+    folders, as write_json will) and remove it again if it was not there."""
+    if not path:
+        return
+    p = Path(path)
+    existed = p.exists()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "a"):
+            pass
+    except OSError as e:
+        if isinstance(e, IsADirectoryError) or p.is_dir():
+            why = "it is a directory; give a file name"
+        elif e.errno in (errno.EEXIST, errno.ENOTDIR):
+            parent = next((d for d in p.parents if d.exists()), None)
+            why = f"{parent} is a file, not a directory"
+        else:
+            why = e.strerror or type(e).__name__
+        raise ValueError(f"--json {path}: cannot write the result there: {why}") from None
+    if not existed:
+        os.unlink(p)
+
+
 def _bench(sub, name: str, help: str, func) -> argparse.ArgumentParser:
     """`minivllm bench <name>`: the engine's flags (EngineArgs), --json, and the bench's own flags after."""
     p = sub.add_parser(name, help=help)
     EngineArgs.add_cli_args(p)
     p.add_argument("--json", default=None)
-    p.set_defaults(func=func)
+    p.set_defaults(func=_checked(func))
     return p
+
+
+def _checked(func):
+    def run(a: argparse.Namespace) -> int:
+        check_json_path(a.json)
+        return func(a)
+
+    return run
 
 
 def add_parsers(sub) -> None:
@@ -71,8 +106,8 @@ def add_parsers(sub) -> None:
     k = sub.add_parser("kernels", help="Triton attention kernels: bandwidth and TFLOP/s vs torch (CUDA only)")
     k.add_argument("--json", default=None)
     k.add_argument("--gemv", action="store_true", help="only the Triton GEMV vs cuBLAS on the decode matmuls")
-    k.set_defaults(func=lambda a: (getattr(maint_script("kernel_bench"), "run_gemv_bench" if a.gemv
-                                           else "run_kernel_bench")(a.json), 0)[1])
+    k.set_defaults(func=_checked(lambda a: (getattr(maint_script("kernel_bench"), "run_gemv_bench" if a.gemv
+                                                    else "run_kernel_bench")(a.json), 0)[1]))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

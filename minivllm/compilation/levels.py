@@ -32,6 +32,7 @@ from minivllm.compilation.cache import CompileCache, cache_key, scoped_cache_env
 from minivllm.compilation.cuda_graph import CUDAGraphWrapper
 from minivllm.compilation.passes import pass_manager
 from minivllm.config import EngineConfig
+from minivllm.engine.interrupt import caused_by_interrupt
 from minivllm.layers.custom_op import CustomOp, CustomOpSelection, attach_custom_ops
 from minivllm.models.config import ModelConfig
 
@@ -100,8 +101,8 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
     fn = _with_constant_floats(fn)
     try:
         warm_up(fn)
-    except Exception:
-        if cache is None or not cache.warm:
+    except Exception as e:
+        if cache is None or not cache.warm or caused_by_interrupt(e):  # Ctrl-C is no reason to compile again
             raise
         logger.warning("Compiling from the warm cache failed: clearing %s and compiling from scratch", cache.dir)
         cache.clear()

@@ -21,33 +21,36 @@ from typing import Callable, Iterator
 
 
 @contextlib.contextmanager
-def sigint_held() -> Iterator[list[int]]:
-    """While the block runs, SIGINT is recorded instead of raised (main thread, default handler only: the
-    only place Python delivers it). Yields the list of signals received."""
-    got: list[int] = []
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-        yield got
+def sigint_held() -> Iterator[None]:
+    """While the block runs, SIGINT is only recorded; at its end the handler that was there gets it (Python's
+    raises KeyboardInterrupt). Only in the main thread, where Python runs signal handlers, and only over a
+    Python handler (not a signal that is ignored)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
         return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    got: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
     try:
-        yield got
+        yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        if got:
+            previous(signal.SIGINT, None)
 
 
 def finish_despite_interrupts(fn: Callable[[], None]) -> None:
     """Run the idempotent `fn` to its end whatever Ctrl-C does meanwhile, then raise KeyboardInterrupt if
     one arrived during it (it is never lost, only postponed)."""
     interrupted = False
-    with sigint_held() as got:
+    with sigint_held():
         while True:
             try:
                 fn()
                 break
             except KeyboardInterrupt:  # before the handler took hold, or raised by code, not by a signal
                 interrupted = True
-    if interrupted or got:
+    if interrupted:
         raise KeyboardInterrupt
 
 

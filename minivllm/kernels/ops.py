@@ -77,7 +77,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         # unified: more query rows (padding) than sequences; batch_invariant: the batched einsum of the decode
         # reference changes with the batch, the per-sequence loop of the prefill reference cannot
         if meta.decode_only and not meta.unified and not batch_invariant:
-            res = torch_ref.paged_decode_attention_ref(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale)
+            bound = None if q.is_cuda and torch.cuda.is_current_stream_capturing() else meta.max_seq_len
+            res = torch_ref.paged_decode_attention_ref(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale,
+                                                       bound)
         else:
             qsl = meta.query_start_loc_cpu
             lens = meta.seq_lens_cpu

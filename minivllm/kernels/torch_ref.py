@@ -20,13 +20,19 @@ def store_kvcache_ref(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Ten
 
 
 def paged_decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                               block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
+                               block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float,
+                               max_seq_len: int | None = None) -> torch.Tensor:
     """One query token per sequence: q [S, H, D] over each sequence's first seq_lens[s] cached tokens.
 
     Gather-and-mask with no host sync, so it can be captured in a CUDA graph. Rows with seq_len 0 give zeros.
+    max_seq_len (a host-side bound on seq_lens) limits the gather to the blocks in use: without it every row
+    gathers its whole table, max_model_len tokens, whatever it holds (64 one-token rows at max_model_len=32768
+    gathered 0.8 GiB). A captured graph would keep the bound it was captured with, so graphs pass None.
     """
     S, H, D = q.shape
     block_size, Hkv = k_cache.shape[1], k_cache.shape[2]
+    if max_seq_len is not None:
+        block_tables = block_tables[:, :max(-(-max_seq_len // block_size), 1)]
     M = block_tables.shape[1]
     k = k_cache[block_tables.long()].reshape(S, M * block_size, Hkv, D)
     v = v_cache[block_tables.long()].reshape(S, M * block_size, Hkv, D)

@@ -22,6 +22,7 @@ from typing import Callable
 from minivllm.compilation.diagnose import NumericsError, diagnose
 from minivllm.config import CompilationMode, CUDAGraphMode, EngineConfig
 from minivllm.engine.block_manager import BlockManager
+from minivllm.engine.interrupt import caused_by_interrupt
 from minivllm.engine.scheduler import Scheduler
 from minivllm.engine.sequence import Sequence, SequenceStatus
 from minivllm.sampling_params import SamplingParams
@@ -61,6 +62,8 @@ def build_with_fallback(config: EngineConfig, runner: ModelRunner, report: Start
             if config.verify:
                 verify(config, runner, report)
         except Exception as e:  # noqa: BLE001 - every failure is diagnosed and the next rung tried
+            if caused_by_interrupt(e):  # Ctrl-C that a compile worker or library re-raised as its own error
+                raise KeyboardInterrupt from e
             d = diagnose(e, failed=[r["step"] for r in record] + [step])
             record.append({**entry, "ok": False, "layer": d.layer, "error": d.reason})
             logger.warning("Startup with %s failed: %s", step, d)

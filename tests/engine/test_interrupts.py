@@ -10,6 +10,7 @@ engine's state and runs the workload again next to a fresh engine's answer."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from minivllm import DEFAULT_MODEL, LLM, SamplingParams
 from minivllm.attention import layer as attention_layer
@@ -31,6 +32,15 @@ PARAMS = [SamplingParams(temperature=0, max_tokens=8, ignore_eos=True),
           SamplingParams(temperature=0.8, max_tokens=7, ignore_eos=True, seed=1),
           SamplingParams(temperature=0, max_tokens=9),
           SamplingParams(temperature=0.7, top_k=20, max_tokens=6, ignore_eos=True, seed=2)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Batches of a few tokens: one CPU thread is faster than two, and much faster on a busy machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def _tokens(outs):
@@ -203,3 +213,49 @@ def test_unseeded_sampling_draws_as_a_fresh_engine_would(llm, monkeypatch, stage
     _assert_idle(llm)
     assert _tokens(llm.generate(prompts, params, use_tqdm=False)) == want
     _reset_rng(llm)
+
+
+def test_a_real_sigint_during_the_clean_up_waits_for_its_end(llm, fresh_tokens, monkeypatch):
+    """Ctrl-C (the signal itself, not a raised exception) while the clean-up runs: held back, then raised."""
+    import os
+    import signal
+
+    _reset_rng(llm)
+    orig = BlockManager.reconcile
+    done = []
+
+    def signalled(self, live):
+        os.kill(os.getpid(), signal.SIGINT)  # delivered to this (main) thread at the next bytecode
+        orig(self, live)
+        done.append(True)
+
+    with monkeypatch.context() as m:
+        _interrupt(m, ModelRunner, "run_forward", 2, False)
+        m.setattr(BlockManager, "reconcile", signalled)
+        with pytest.raises(KeyboardInterrupt):
+            llm.generate(PROMPTS, PARAMS, use_tqdm=False)
+    assert done == [True]  # ran to its end once, the signal waiting for it
+    _assert_idle(llm)
+    assert _tokens(llm.generate(PROMPTS, PARAMS, use_tqdm=False)) == fresh_tokens
+    _reset_rng(llm)
+
+
+@pytest.mark.parametrize("fallback", [None, "auto"])
+def test_interrupt_during_startup_stops_it(monkeypatch, fallback):
+    """Ctrl-C during compile, also when a compile worker or a library re-raises it as its own error: the
+    fallback ladder does not try the next rung, and LLM() raises KeyboardInterrupt."""
+    from minivllm.compilation import levels
+
+    calls = []
+
+    def interrupted_compile(*args, **kwargs):
+        calls.append(1)
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise RuntimeError("compile worker exited") from e
+
+    monkeypatch.setattr(levels, "compile_model", interrupted_compile)
+    with pytest.raises(KeyboardInterrupt):
+        LLM(DEFAULT_MODEL, max_model_len=64, compilation_config={"mode": 2, "backend": "eager"}, fallback=fallback)
+    assert calls == [1]

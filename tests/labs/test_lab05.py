@@ -93,9 +93,13 @@ def test_ladder_path_and_drawing():
     assert lab05.ladder_path(GPU["faults"]["graph"]) == ["A", "B", "C", "F", "H"]
     assert lab05.ladder_path(GPU["faults"]["compile"]) == ["A", "B", "D", "F", "G"]
     assert lab05.ladder_path(GPU["faults"]["numerics"]) == ["A", "B", "E", "F", "H"]
-    svg = lab05.ladder_html(GPU["faults"]["compile"], "t")
+    svg = lab05.ladder_svg(GPU["faults"]["compile"], "t")
     assert svg.startswith("<svg") and svg.count("#fde68a") == 5 and "<script" not in svg
-    assert "not tried" in lab05.ladder_html(GPU["faults"]["graph"])
+    assert "not tried" in lab05.ladder_svg(GPU["faults"]["graph"])
+    # in the notebook an <img>: JupyterLab strips inline <svg> from a notebook it does not trust yet
+    img = lab05.ladder_html(GPU["faults"]["compile"], "t")
+    assert img.startswith('<img class="mv-ladder"') and "data:image/svg+xml;base64," in img and "<svg" not in img
+    assert "path A → B → D → F → G" in img
 
 
 def test_tables_render_gpu_shaped_data():

@@ -343,7 +343,7 @@ def test_page_sampler_matches_python():
 UNIT_CASES = ["284 us", "284 µs", "0.284", "0.284 ms", "0,28", "１１２ GiB", "112GiB", "0.109 TiB", "32 KiB",
               "32,768 B", "114,688 bytes", "5 ms", "262k tokens", "1.05M", "2.7x", "2.7 倍", "约 3.36 个", "",
               "   ", "abc", "~60 requests", "71.9%", "0.5 GiB", "512 MiB", "1.1e5", "-3 ms", "0.28 毫秒",
-              "approx. 3.36", "6.5万", "3 parsecs"]
+              "approx. 3.36", "6.5万", "3 parsecs", "114 688", "114 688 bytes"]
 js = pytest.mark.skipif(not js_runner.available(), reason="needs node or chromium to run the page's JavaScript")
 
 

@@ -117,8 +117,13 @@ def test_claim_keys_exist_in_a_record_and_rules_decide(tl):
     rec = fake_record(tl)
     by = {c.cid: c for c in views.CLAIMS}
     for c in views.CLAIMS:
+        if c.cid == "lab09.graph-launch":  # judged on Lab 01's record of one graph launch (verdicts.py)
+            assert c.evidence_file.endswith("lab01.json")
+            continue
         assert c.evidence_file == views.RESULTS and c.rule(resolve_key(rec, c.evidence_key)) == c.verdict, c.cid
-    assert by["lab09.graph-launch"].rule(1) == "right" and by["lab09.graph-ops"].rule(0.9) == "partly"
+    # a whole graph launched for the price of a few eager ops saves the launches; one costing as much does not
+    launch = by["lab09.graph-launch"].rule
+    assert launch(1.0) == "right" and launch(1e6) == "partly" and by["lab09.graph-ops"].rule(0.9) == "partly"
 
 
 def _rec(file: str, key: str):

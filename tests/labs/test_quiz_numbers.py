@@ -99,6 +99,7 @@ def test_choice_hints_are_written_in_chinese_too():
     ("about 30 s", 30, "s"), ("≈ 5 秒", 5, "s"), ("1_000", 1000, None), ("3e1 us", 30, "us"), ("-1", -1, None),
     ("262k tokens", 262000, "tokens"), ("1.05M", 1.05, "M"), ("6.5万 tokens", 65000, "tokens"), ("2.7倍", 2.7, "x"),
     ("约 3.36 个", 3.36, "个"), ("approx. 3.36", 3.36, None), ("60 requests", 60, "requests"), ("3 rows", 3, "rows"),
+    ("114 688", 114688, None), ("114 688 bytes", 114688, "bytes"), ("1 000 000", 1e6, None), ("12 ms", 12, "ms"),
 ])
 def test_parse_quantity(answer, value, unit):
     assert parse_quantity(answer) == (value, unit)

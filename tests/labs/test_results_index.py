@@ -64,6 +64,7 @@ def _read_names() -> set[str]:
     texts = [*(REPO_ROOT / "labs" / "minivllm_labs").rglob("*.py"), *(REPO_ROOT / "labs" / "minivllm_labs" /
              "data").glob("*.yaml"), *(REPO_ROOT / "labs" / "src").glob("*.py"),
              *(REPO_ROOT / "book" / "handbook").glob("*.md"), REPO_ROOT / "README.md",
+             *(REPO_ROOT / "book" / "reference").glob("*.md"), REPO_ROOT / "book" / "differs_from_vllm.md",
              REPO_ROOT / "book" / "intro.md", *(REPO_ROOT / "minivllm").rglob("*.py")]
     for p in texts:
         t = p.read_text()

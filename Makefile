@@ -8,7 +8,7 @@ BOOK_STAMP := $(VENV)/.installed-book
 TORCH_SPEC ?= torch==2.13.0
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 
-.PHONY: demo test test-engine lab labs labs-gpu labs-record book clean gpu-check
+.PHONY: demo test test-deps test-engine lab labs labs-gpu labs-record book clean gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,9 +25,15 @@ $(BOOK_STAMP): $(STAMP) pyproject.toml
 demo: $(STAMP)
 	$(BIN)/minivllm demo
 
-test: $(STAMP) $(BOOK_STAMP)
-	$(BIN)/python -m pytest -q tests
-	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg labs/
+# pytest over tests/, the book in Debian's chromium, nbval over labs/: each part runs to its end, then a table of
+# seconds per part (scripts/test_all.py). test-deps comes first: without root or sudo it stops before anything
+# else, printing the one command to run.
+test: test-deps $(STAMP) $(BOOK_STAMP)
+	$(BIN)/python scripts/test_all.py
+
+# chromium and a CJK font for the browser test, through apt-get (never a downloaded browser build)
+test-deps:
+	@bash scripts/test_system_deps.sh
 
 # The quick half: the engine's and the kernels' tests only (no labs, no book, no nbval).
 test-engine: $(STAMP)

@@ -140,6 +140,12 @@ def _load_file(file: Path, model: nn.Module, params: dict, packed: dict, tied: b
             if len(shape) != param.dim():  # checked before any loader indexes the shape (a 0-d tensor)
                 raise ValueError(f"{file}: tensor {name!r} has {len(shape)} dimension(s), shape {shape}; the "
                                  f"model expects a {param.dim()}-d tensor for {target!r}")
+            stored = f.get_slice(name).get_dtype()  # safetensors' name: F32, BF16, I8, U8, BOOL, ...
+            if param.is_floating_point() and not stored.startswith(("F", "BF")):
+                raise ValueError(f"{file}: tensor {name!r} is stored as {stored}, the model needs floating-point "
+                                 f"weights for {target!r}; casting integers to floats would change the model "
+                                 f"silently (a quantized checkpoint says so in config.json's quantization_config, "
+                                 f"and minivllm runs unquantized checkpoints only)")
             tensor = f.get_tensor(name).to(device=device, dtype=dtype)
             if tensor.is_floating_point():
                 finite.append((name, torch.isfinite(tensor).all()))
@@ -295,18 +301,43 @@ def load_tokenizer(path: Path, skip_tokenizer_init: bool = False):
         raise ValueError(f"{config_file}: must hold a JSON object, got {type(config).__name__}")
     simple = (path / "tokenizer.json").is_file() and not config.get("clean_up_tokenization_spaces") \
         and not any(k in config for k in _NEEDS_TRANSFORMERS)
+    fast_error = None
     if simple:
         try:
             return FastTokenizer(path, config)
         except Exception as e:  # noqa: BLE001 - fall back to transformers, which may know better
             logger.warning("tokenizers could not load %s (%s); using transformers' AutoTokenizer", path, e)
-    return load_hf_tokenizer(path)
+            fast_error = e
+    return load_hf_tokenizer(path, fast_error)
 
 
-def load_hf_tokenizer(path: Path):
+def load_hf_tokenizer(path: Path, fast_error: Exception | None = None):
     from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False, local_files_only=True)
     except Exception as e:  # noqa: BLE001 - report any tokenizer problem the same way
-        raise ValueError(f"model={str(path)!r}: could not load its tokenizer with AutoTokenizer: {e}") from e
+        # Name the file at fault: transformers' own message says what broke (a JSON error, a line) but not where.
+        if fast_error is not None:
+            raise ValueError(f"{path / 'tokenizer.json'}: not a tokenizer file the tokenizers library can read "
+                             f"({fast_error}); is it truncated or corrupted?") from e
+        for name in ("tokenizer.json", "special_tokens_map.json", "added_tokens.json", "vocab.json"):
+            if (path / name).is_file():
+                _read_json(path / name)  # a ValueError naming the file
+        files = [name for name in TOKENIZER_FILES + ("merges.txt",) if (path / name).is_file()]
+        raise ValueError(f"model={str(path)!r}: could not load its tokenizer ({', '.join(files)}) with "
+                         f"AutoTokenizer: {e}") from e
+
+
+def load_generation_eos(path: Path) -> list[int]:
+    """generation_config.json's eos_token_id (an int or a list of them; [] without the file or the field):
+    ids that end generation as the model's EOS does, as vLLM applies them to every request."""
+    file = path / "generation_config.json"
+    if not file.is_file():
+        return []
+    raw = _read_json(file)
+    eos = raw.get("eos_token_id") if isinstance(raw, dict) else None
+    ids = [eos] if isinstance(eos, int) else eos if isinstance(eos, list) else [] if eos is None else None
+    if ids is None or any(type(t) is not int or t < 0 for t in ids):
+        raise ValueError(f"{file}: eos_token_id must be a token id or a list of token ids, got {eos!r}")
+    return ids

@@ -46,6 +46,10 @@ def lab_notebooks() -> list[Path]:
 PLOTLY_JSON = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 EMBEDDED_PLOTLYJS = re.compile(r"<script[^>]*data-minivllm-plotlyjs[^>]*>.*?</script>", re.DOTALL)
+#: The notebook's own language switch (minivllm_labs.language: its CSS, three buttons, its script), made for
+#: JupyterLab: in the book it would hide by its own stored choice what the book's switch shows, so it goes.
+LAB_LANG_SWITCH = re.compile(r"<style>(?:(?!</style>).)*mv-lang-switch.*?</style>\s*"
+                             r"<div class=\"mv-lang-switch\".*?</div>\s*<script>.*?</script>", re.DOTALL)
 
 
 def static_outputs(nb: dict, name: str, labs: list[str] | None = None) -> list[str]:
@@ -72,7 +76,7 @@ def static_outputs(nb: dict, name: str, labs: list[str] | None = None) -> list[s
             for mime in ("text/html", "text/markdown"):
                 if mime in data:
                     text = "".join(data[mime])
-                    text = EMBEDDED_PLOTLYJS.sub("", text)
+                    text = LAB_LANG_SWITCH.sub("", EMBEDDED_PLOTLYJS.sub("", text))
                     data[mime] = notebooks.sub(r"\1.html" if mime == "text/html" else r"\1.ipynb", text)
             if WIDGET in data and "text/html" not in data:
                 cid = cell.get("id", f"#{i}")

@@ -217,9 +217,30 @@
     }
   }
 
+  /* The theme's tooltips and labels (title, aria-label, Bootstrap's data-bs-title): swapped with the language;
+   * the English is kept in data-en-<attribute>. */
+  var TIPS = {
+    "Color mode": "颜色模式", "Light": "浅色", "Dark": "深色", "System Settings": "跟随系统", "Search": "搜索",
+    "Toggle primary sidebar": "展开/收起目录", "Toggle secondary sidebar": "展开/收起本页目录",
+    "Site navigation": "站点导航", "On this page": "本页内容", "previous page": "上一页", "next page": "下一页",
+    "Link to this heading": "链接到本节", "Index": "索引", "Back to top": "回到顶部", "Copy": "复制",
+    "Copied!": "已复制！", "Download this page": "下载本页", "Fullscreen mode": "全屏"
+  };
+  function tips(lang) {
+    ["title", "aria-label", "data-bs-title", "data-bs-original-title"].forEach(function (attr) {
+      document.querySelectorAll("[" + attr + "]").forEach(function (el) {
+        var keep = "data-en-" + attr, en = el.getAttribute(keep) || el.getAttribute(attr);
+        if (!TIPS[en]) { return; }
+        el.setAttribute(keep, en);
+        el.setAttribute(attr, lang === "zh" ? TIPS[en] : en);
+      });
+    });
+  }
+  document.addEventListener("minivllm:lang", function (e) { tips(e.detail); });
+
   window.minivllmSetLang = setLang;
   document.addEventListener("DOMContentLoaded", function () {
-    classNotebookCells(); classToc(); splitTitles(); translateTheme(); addSwitch();
+    classNotebookCells(); classToc(); splitTitles(); translateTheme(); addSwitch(); tips(current());
   });
   window.addEventListener("load", function () {
     splitTitles(); translateTheme();

@@ -200,9 +200,23 @@ def scenario_rows(res: dict | None) -> list[dict]:
     return rows
 
 
+def source_of(data: dict | None, name: str = "") -> str:
+    """Where a row's numbers come from: a GPU's record (with its commit) or this machine, now."""
+    prov = (data or {}).get("provenance") or {}
+    if prov.get("gpu"):
+        gpu = "H200" if "H200" in prov["gpu"] else prov["gpu"]
+        return f"{gpu} record{' ' + name if name else ''}, commit {str(prov.get('commit', '?'))[:12]}"
+    return "this machine, now" if data else "no record"
+
+
 def scenario_table(res: dict | None) -> str:
-    return "\n".join(f"{r['scenario']}\n    measured: {r['measured']}\n    verdict:  {r['verdict']}"
-                     for r in scenario_rows(res))
+    """The rows with the source of each: `res` (the record or this run) for the rows it measures, the recorded
+    Lab 04 / Lab 03 files for cold start and the unregistered op (never re-measured here)."""
+    here = source_of(res)
+    files = {"cold start 冷启动敏感": source_of(recorded_file(STARTUP), "lab04.json"),
+             "unregistered op 自定义 op 未注册": source_of(recorded_file(UNREGISTERED), UNREGISTERED.rsplit("/", 1)[-1])}
+    return "\n".join(f"{r['scenario']}\n    measured: {r['measured']}\n    source:   {files.get(r['scenario'], here)}"
+                     f"\n    verdict:  {r['verdict']}" for r in scenario_rows(res))
 
 
 # ---- questions ------------------------------------------------------------------------------------------

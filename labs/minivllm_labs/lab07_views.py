@@ -122,7 +122,7 @@ def _value(r: dict) -> str:
         return html.escape(f"{text} {unit}".strip())
     en = f"{text} {unit}".strip() + f" ({r['kind']}, not measured: {r['kind_note']})"
     zh = f"{text} {UNITS_ZH.get(unit, unit)}".strip() + f"（{r.get('kind_note_zh') or r['kind_note']}）"
-    return (f'<span class="lang-en">{html.escape(en)}</span>'
+    return (f'<span class="lang-en">{html.escape(en)}</span><span class="mv-sep"> · </span>'
             f'<span class="lang-zh" lang="zh">{html.escape(zh)}</span>')
 
 
@@ -136,7 +136,7 @@ def claims_markdown(claims) -> str:
     """A lab's "Summary of verdicts" table (Markdown): claim, verdict, the number, its file and key."""
     def both(en: str, zh: str) -> str:  # one cell in both languages: the book's switch shows one of them
         en, zh = html.escape(en).replace("|", "\\|"), html.escape(zh or "").replace("|", "\\|")
-        return f'<span class="lang-en">{en}</span><span class="lang-zh" lang="zh">{zh}</span>' if zh else en
+        return f'<span class="lang-en">{en}</span><span class="mv-sep"> · </span><span class="lang-zh" lang="zh">{zh}</span>' if zh and zh != en else en
 
     lines = ["| claim · 说法 | verdict · 结论 | number · 数字 | evidence · 证据 |", "|---|---|---|---|"]
     for r in rows(list(claims)):

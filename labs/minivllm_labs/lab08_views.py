@@ -59,7 +59,8 @@ MOCK_JS = r"""
   function byId(id) { return bank.filter(function (q) { return q.id === id; })[0]; }
   function esc(s) { var d = document.createElement("div"); d.textContent = s; return d.innerHTML; }
   function both(en, zh) {
-    return '<span class="lang-en">' + esc(en) + '</span><span class="lang-zh" lang="zh">' + esc(zh || en) + "</span>";
+    if (!zh || zh === en) return esc(en);
+    return '<span class="lang-en">' + esc(en) + '</span><span class="mv-sep"> · </span><span class="lang-zh" lang="zh">' + esc(zh) + "</span>";
   }
   function link(path) {  // a notebook next to this one, or its page in the book
     return /\.html?$/.test(location.pathname) ? path.replace(/\.ipynb$/, ".html") : path;
@@ -137,8 +138,11 @@ MOCK_JS = r"""
 
 
 def _both(en: str, zh: str) -> str:
-    return (f'<span class="lang-en">{html.escape(en)}</span>'
-            f'<span class="lang-zh" lang="zh">{html.escape(zh or en)}</span>')
+    """Both languages with a separator (hidden when the page shows one); a text the same in both, once."""
+    if not zh or zh == en:
+        return html.escape(en)
+    return (f'<span class="lang-en">{html.escape(en)}</span><span class="mv-sep"> · </span>'
+            f'<span class="lang-zh" lang="zh">{html.escape(zh)}</span>')
 
 
 def page_data(results: dict | None = None, questions=None) -> list[dict]:
@@ -259,27 +263,16 @@ def score_values(qids: list[str], values: list, lang: str = "en") -> tuple[str, 
 
 
 def show_widget(widget) -> None:
-    """Display a widget with a readable text fallback: a saved notebook or a static page without the widget's
-    state shows this line instead of `VBox(children=...)`."""
-    import os
-
+    """Show the interview of `widget` (mock_widget's) as its page twin (mock_html, the same draw): a stored
+    ipywidgets view reads "Error displaying widget: model not found" once the notebook is saved and reopened,
+    while the page grades by itself before a run, after a run and after a reopen. The widget stays usable in
+    a learner's own cell (`display(lab.mock_widget(8, seed=0))`)."""
     from IPython.display import display
 
-    from minivllm_labs.quiz_show import STATIC_ENV
-
-    note = ("(the live widget version of this quiz appears here when the notebook runs in a kernel; "
-            "the static quiz above works without one)")
-    if os.environ.get(STATIC_ENV):  # the committed notebook: no widget view whose model would be gone
-        display({"text/plain": note, "text/html": f'<p class="mv-widget-note"><span class="lang-en">{note}</span>'
-                 '<span class="lang-zh">（在 kernel 里运行时，这里会出现可交互的 widget 版本；上面的静态测验无需 '
-                 'kernel）</span></p>'}, raw=True)
-        return
-    bundle = widget._repr_mimebundle_() if hasattr(widget, "_repr_mimebundle_") else {}
-    if isinstance(bundle, tuple):
-        bundle = bundle[0]
-    bundle = dict(bundle or {})
-    bundle["text/plain"] = note
-    display(bundle, raw=True)
+    n, seed = getattr(widget, "mv_draw", (8, 0))
+    note = (f"(the same interview as a page, {n} questions drawn with seed {seed}: it needs no widget, so it "
+            "works again after a save and reopen)")
+    display({"text/plain": note, "text/html": mock_html(n, seed)}, raw=True)
 
 
 def mock_widget(n: int = 8, seed: int = 0):
@@ -306,4 +299,6 @@ def mock_widget(n: int = 8, seed: int = 0):
         out.value = (f'<pre style="white-space: pre-wrap">{_both(en, zh)}</pre>')
 
     button.on_click(on_click)
-    return w.VBox(rows + [button, out])
+    box = w.VBox(rows + [button, out])
+    box.mv_draw = (n, seed)  # show_widget shows the page of the same draw
+    return box

@@ -55,6 +55,7 @@ class Toggle:
     second_pass: bool = False  # measure the same prompts a second time (what prefix caching reuses)
     differs: str | None = "computed_tokens"  # a count (not a time) that the first two CPU options change: the test's check
     chunks: bool = False  # measure_chunks instead of measure: a long prompt arriving while others decode
+    cpu_note: tuple[str, str] = ("", "")  # what a CPU shows and why (EN, ZH), printed under the buttons there
 
     def available(self, cuda: bool | None = None) -> tuple[Option, ...]:
         """The options this device can run: every CPU option, and the GPU ones on CUDA."""
@@ -160,7 +161,14 @@ TOGGLES: dict[str, Toggle] = {
         Option("bf16, batch 16", {"dtype": "bfloat16"}, 16, gpu_only=True),
         Option("bf16 batch_invariant, batch 16", {"dtype": "bfloat16", "batch_invariant": True}, 16, gpu_only=True),
         Option("fp32, batch 16", {"dtype": "float32"}, 16, gpu_only=True)), ("same_as_alone", "tpot_ms"),
-        new_tokens=16, differs=None),
+        new_tokens=16, differs=None, cpu_note=(
+            ("On a CPU both options read 100%, and that is the measurement, not a missing one: the embedded model "
+            "runs in fp32, where a batch can move a logit's last bits (exercise 2's lab.matmul_by_m(torch.float32) "
+            "shows a CPU matmul doing it) but not enough to change which token wins; the flips this lab is about "
+            "come from bf16 near-ties on a GPU (the bf16 options there)."),
+            ("CPU 上两个选项都是 100%，这就是测量结果，不是没测：内置模型用 fp32 运行，batch 可以改动 logit 的最后几位"
+            "（练习 2 的 lab.matmul_by_m(torch.float32) 展示了 CPU 矩阵乘的这种变化），但不足以改变哪个 token 胜出；"
+            "本实验讲的翻转来自 GPU 上 bf16 的近似平局（GPU 上的 bf16 选项）。"))),
 }
 #: Lab 08's long prompt: it arrives while the others decode, and the budget decides how it is cut.
 LONG_PROMPT = 96
@@ -522,6 +530,7 @@ def toggle_html(lab: str) -> str:
     buttons = "".join(f'<button type="button" class="mv-toggle-option" data-label="{html.escape(o.label)}">'
                       f"{html.escape(o.label)}</button>" for o in t.available())
     gpu = [o.label for o in t.options if o.gpu_only and o not in t.available()]
+    gpu_here = any(o.gpu_only for o in t.available())
     gpu_note = (f"; on a CUDA GPU also: {', '.join(gpu)}" if gpu else "", f"；在 CUDA GPU 上还有：{'、'.join(gpu)}" if gpu else "")
     return "\n".join([
         _TOGGLE_CSS,
@@ -533,6 +542,8 @@ def toggle_html(lab: str) -> str:
             "chart, measured on this machine, now" + gpu_note[0] + ".",
             "点一个选项：在本 notebook 的 kernel 里运行引擎（CPU 上几秒），每张图加一根柱，数字是本机刚测得的"
             + gpu_note[1] + "。") + "</div>",
+        *([f'<p class="mv-toggle-note" style="font-size:90%">{_bi(*t.cpu_note)}</p>']
+          if t.cpu_note[0] and not gpu_here else []),
         '<div class="mv-toggle-chart"></div>',
         f"<script>{KERNEL_JS}{_TOGGLE_JS % {'id': json.dumps(rid), 'mark': json.dumps(RESULT_MARK)}}</script>",
         "</div>"])

@@ -164,7 +164,7 @@ if rec:
 # ### d) The engine's TPOT, eager vs graphs
 #
 # Time per output token of the whole engine (scheduler, input preparation, forward, sampling) with
-# `enforce_eager=True` and with FULL decode graphs. The buttons show one mode at a time. On a GPU both engines
+# `enforce_eager=True` and with FULL decode graphs. The dropdown above the plot shows one mode at a time. On a GPU both engines
 # also run with *async scheduling* (on by default with CUDA in this engine): the CPU prepares step n+1 while the GPU runs step
 # n, so with graphs the TPOT approaches the GPU time of a step. Compare with it off:
 # `minivllm bench latency --modes FULL_DECODE_ONLY,FULL_DECODE_ONLY+sync`.
@@ -173,7 +173,7 @@ if rec:
 # ### d) 引擎 TPOT：eager 与 CUDA Graph
 #
 # 整个引擎（调度、输入准备、forward、采样）每个输出 token 的时间，分别在 `enforce_eager=True` 和 FULL decode
-# graph 下测量。按钮一次显示一种模式。在 GPU 上两个引擎都开着*异步调度*（本引擎在 CUDA 下默认开启）：GPU 跑第 n 步时
+# graph 下测量。图上方的下拉菜单一次显示一种模式。在 GPU 上两个引擎都开着*异步调度*（本引擎在 CUDA 下默认开启）：GPU 跑第 n 步时
 # CPU 已经在准备第 n+1 步，所以有了 CUDA Graph 之后 TPOT 接近一步的 GPU 时间。关掉它对比：
 # `minivllm bench latency --modes FULL_DECODE_ONLY,FULL_DECODE_ONLY+sync`。
 
@@ -302,14 +302,14 @@ if lab.gpu_only("The live eager / graphs toggle"):
 #
 # Two of the handbook's self-test questions. Click an option: the feedback explains it, gives our model answer
 # (the handbook gives none) and the numbers this lab measured (the recorded GPU results when present, else
-# yours). In a live kernel the quiz is a widget; you can also grade an answer directly:
+# yours); a wrong option gives a hint, so try again. You can also grade an answer directly:
 # `from minivllm_labs import grade; print(grade(lab.Q1, "C")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # ## 5. 自检
 #
 # 手册里的两道自检题。点一个选项：反馈会解释它，给出我们的参考答案（手册没有给答案）以及本实验测得的数字
-# （有 GPU 记录时用记录，否则用你本机的）。在运行中的 kernel 里测验是一个 widget；也可以直接评分：
+# （有 GPU 记录时用记录，否则用你本机的）；选错会给提示，可以再试。也可以直接评分：
 # `from minivllm_labs import grade; print(grade(lab.Q1, "C", lang="zh")[1])`。
 
 # %% tags=["nbval-check-output"]

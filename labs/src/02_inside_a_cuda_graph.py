@@ -369,11 +369,11 @@ if lab.gpu_only("The live cudagraph_mode toggle"):
 
 # %% [markdown] tags=["lang-en"]
 # Pick an answer: the feedback gives our model answer and the numbers measured above (recorded GPU results
-# when present, else yours). Without widgets:
+# when present, else yours). In Python:
 # `from minivllm_labs import grade; print(grade(lab.Q1, "B", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
-# 选一个答案：反馈会给出参考答案和上面测到的数字（有 GPU 记录用记录，否则用你的）。没有 widget 时：
+# 选一个答案：反馈会给出参考答案和上面测到的数字（有 GPU 记录用记录，否则用你的）。在 Python 里：
 # `from minivllm_labs import grade; print(grade(lab.Q1, "B", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]

@@ -303,11 +303,11 @@ if lab.gpu_only("The graphs / compile / both grid"):
 # ## 7. Self-test · 自检
 
 # %% [markdown] tags=["lang-en"]
-# Pick an answer: the feedback gives our model answer and the recorded numbers. Without widgets:
+# Pick an answer: the feedback gives our model answer and the recorded numbers. In Python:
 # `from minivllm_labs import grade; print(grade(lab.Q1, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
-# 选一个答案：反馈会给出参考答案和记录的数字。没有 widget 时：
+# 选一个答案：反馈会给出参考答案和记录的数字。在 Python 里：
 # `from minivllm_labs import grade; print(grade(lab.Q1, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]

@@ -300,12 +300,12 @@ print(lab.warmup_table(here))
 
 # %% [markdown] tags=["lang-en"]
 # Pick an answer and press *Check*: the feedback gives our model answer and the numbers measured above
-# (recorded GPU results when present, else yours). Without widgets:
+# (recorded GPU results when present, else yours). In Python:
 # `from minivllm_labs import grade; print(grade(lab.Q4, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # 选一个答案再点 *Check*：反馈里有我们的参考答案和上面测到的数字（有 GPU 记录就用记录，否则用你本机的）。
-# 没有 widget 时：`from minivllm_labs import grade; print(grade(lab.Q4, "A", rec or here)[1])`。
+# 在 Python 里：`from minivllm_labs import grade; print(grade(lab.Q4, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
 lab.quiz(lab.Q4, rec or here)

@@ -227,12 +227,12 @@ print(lab.scenario_table(rec))
 
 # %% [markdown] tags=["lang-en"]
 # **Q3.** Startup fails with `cudaGraphInstantiate failed`. Which flag first? Pick and press *Check*; the
-# feedback cites the capture fault's record. Without widgets:
+# feedback cites the capture fault's record. In Python:
 # `from minivllm_labs import grade; print(grade(lab.Q3, "A", rec or here)[1])`.
 
 # %% [markdown] tags=["lang-zh"]
 # **第 3 题。** 启动时报错 `cudaGraphInstantiate failed`，先动哪个 flag？选好后点 *Check*，反馈引用捕获故障的记录。
-# 没有 widget 时：`from minivllm_labs import grade; print(grade(lab.Q3, "A", rec or here)[1])`。
+# 在 Python 里：`from minivllm_labs import grade; print(grade(lab.Q3, "A", rec or here)[1])`。
 
 # %% tags=["nbval-ignore-output"]
 lab.quiz(lab.Q3, rec or here)

@@ -131,10 +131,10 @@ print(f"copy bandwidth here: {bw / 1e9:.1f} GB/s; Qwen3-0.6B floor: {lab.tpot_fl
 
 # %% [markdown] tags=["lang-en"]
 # Two questions on what the records decide. Type or pick an answer: the feedback quotes the recorded numbers,
-# with their file and key. Without widgets: `from minivllm_labs import grade; print(grade(lab.Q1, "12.75 ms")[1])`.
+# with their file and key. In Python: `from minivllm_labs import grade; print(grade(lab.Q1, "12.75 ms")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
-# 两道关于记录能判定什么的题。输入或选择答案：反馈会引用记录的数字及其文件和键。没有 widget 时：
+# 两道关于记录能判定什么的题。输入或选择答案：反馈会引用记录的数字及其文件和键。在 Python 里：
 # `from minivllm_labs import grade; print(grade(lab.Q1, "12.75 ms")[1])`。
 
 # %% tags=["nbval-ignore-output"]

@@ -18,7 +18,7 @@
 #
 # Options are shuffled with a seed taken from the question id, so the letter of the right answer carries no hint.
 # The mock interview draws N questions across topics with a seed, scores each topic and says which lab or reading
-# to revisit for each weak one; it works on this page without a kernel, and live with widgets.
+# to revisit for each weak one; it works on this page without a kernel, before and after a run.
 
 # %% [markdown] tags=["lang-zh"]
 # 推理引擎面试中常见的问题，覆盖十九个主题：CUDA Graph、torch.compile、自定义算子、Paged Attention、连续批处理、
@@ -31,7 +31,7 @@
 # （投机解码、并行、MoE 等）标明“推理题，本引擎未实测”，给出公式和公开出处。下表统计了两类题的数量。
 #
 # 选项按题目 id 为种子打乱，答案字母不带任何暗示。模拟面试按种子跨主题抽 N 道题，按主题评分，并为每个薄弱主题指出
-# 该复习的实验或资料；本页无需 kernel 即可使用，在线 kernel 中还有 widget 版本。
+# 该复习的实验或资料；本页无需 kernel 即可使用，运行前后都可以。
 
 # %% [markdown]
 # ## 1. Setup · 环境准备
@@ -94,10 +94,11 @@ print([lab.grade_any(n1, a)[0] for a in ("0.3 ms", "284 us", "０.２８", "1 ms
 print(lab.grade_any(n1, "0,28")[0], lab.grade_any(lab.BY_ID["lab08.n2"], "5 ms")[1].splitlines()[0])
 
 # %% [markdown] tags=["lang-en"]
-# In a live kernel the same interview as widgets (the page above needs no kernel):
+# The same draw once more, on a page of its own to answer again (no widgets: a saved widget reads "model not found"
+# after a reopen, this page keeps working):
 
 # %% [markdown] tags=["lang-zh"]
-# 在线 kernel 中的 widget 版本（上面的页面无需 kernel）：
+# 同一次抽题再来一遍，单独一页，可以重新作答（不用 widget：保存后重新打开时 widget 只显示“model not found”，这一页照常可用）：
 
 # %% tags=["nbval-ignore-output"]
 lab.show_widget(lab.mock_widget(8, seed=0))

@@ -230,10 +230,10 @@ if lab.gpu_only("Profiling the Llama-3.2-1B shape"):
 
 # %% [markdown] tags=["lang-en"]
 # Four questions on the floor and what keeps a step from it. Pick or type an answer: the feedback quotes the H200
-# records by file and key. Without widgets: `from minivllm_labs import grade; print(grade(lab.Q_FLOOR, "5.4 ms")[1])`.
+# records by file and key. In Python: `from minivllm_labs import grade; print(grade(lab.Q_FLOOR, "5.4 ms")[1])`.
 
 # %% [markdown] tags=["lang-zh"]
-# 四道关于下限以及一步为何达不到下限的题。选择或输入答案：反馈会按文件和键引用 H200 的记录。没有 widget 时：
+# 四道关于下限以及一步为何达不到下限的题。选择或输入答案：反馈会按文件和键引用 H200 的记录。在 Python 里：
 # `from minivllm_labs import grade; print(grade(lab.Q_FLOOR, "5.4 ms")[1])`。
 
 # %% tags=["nbval-ignore-output"]

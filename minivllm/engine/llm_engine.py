@@ -24,7 +24,7 @@ from minivllm.engine.interrupt import caused_by_interrupt, finish_despite_interr
 from minivllm.engine.scheduler import Scheduler
 from minivllm.engine.sequence import Sequence, SequenceStatus
 from minivllm.engine_args import EngineArgs
-from minivllm.loader import NoTokenizer, load_tokenizer
+from minivllm.loader import NoTokenizer, load_generation_eos, load_tokenizer
 from minivllm.models.config import ModelConfig
 from minivllm.outputs import CompletionOutput, RequestOutput, logprobs_dict
 from minivllm.sampling_params import SamplingParams
@@ -42,7 +42,7 @@ class LLMEngine:
     the tokenizer, then the worker's startup (worker/worker.py)."""
 
     def __init__(self, config: EngineConfig, model_config: ModelConfig, tokenizer: Tokenizer,
-                 worker: Worker) -> None:
+                 worker: Worker, generation_eos: list[int] | None = None) -> None:
         self.config, self.model_config, self.tokenizer = config, model_config, tokenizer
         self.worker = worker
         self.model_runner: ModelRunner = worker.model_runner
@@ -55,6 +55,9 @@ class LLMEngine:
         if getattr(tokenizer, "eos_token_id", None) is not None and tokenizer.eos_token_id not in eos:
             eos.append(tokenizer.eos_token_id)
         self.eos_token_ids = set(eos)
+        # generation_config.json's other EOS ids stop as stop_token_ids do (vLLM's
+        # SamplingParams.update_from_generation_config): finish_reason "stop", stop_reason the id.
+        self.generation_eos_ids = set(generation_eos or ()) - self.eos_token_ids
         self._ids = count()
         self.stats = {"steps": 0, "scheduled_tokens": 0, "scheduled_seqs": 0, "preemptions": 0,
                       "schedule_time": 0.0, "wait_time": 0.0, "process_time": 0.0}
@@ -75,6 +78,7 @@ class LLMEngine:
             logger.info("CUDA graphs are unavailable on %s: running eagerly", config.device)
         with report.phase("load_tokenizer", config.device):
             tokenizer = load_tokenizer(Path(config.model), config.skip_tokenizer_init)
+        generation_eos = load_generation_eos(Path(config.model))
         worker = Worker(config, model_config, report, user_max_model_len=args.max_model_len)
         try:
             worker.start()
@@ -83,7 +87,7 @@ class LLMEngine:
             if not isinstance(e, KeyboardInterrupt) and caused_by_interrupt(e):
                 raise KeyboardInterrupt from e  # Ctrl-C that a library re-raised as its own error
             raise
-        return cls(config, model_config, tokenizer, worker)
+        return cls(config, model_config, tokenizer, worker, generation_eos)
 
     # ---- requests --------------------------------------------------------------------------------
     def next_request_id(self) -> str:
@@ -233,7 +237,7 @@ class LLMEngine:
         if not p.ignore_eos and tok in self.eos_token_ids:
             seq.stop_reason = None
             return SequenceStatus.FINISHED_STOPPED
-        if p.stop_token_ids and tok in p.stop_token_ids:
+        if (p.stop_token_ids and tok in p.stop_token_ids) or (not p.ignore_eos and tok in self.generation_eos_ids):
             seq.stop_reason = tok
             return SequenceStatus.FINISHED_STOPPED
         if p.stop:

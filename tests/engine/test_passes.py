@@ -88,6 +88,35 @@ def test_each_pass_rewrites_what_it_should_and_computes_the_same(dtype):
         assert got.dtype == want.dtype and torch.equal(got.float(), want.float())
 
 
+def test_the_hand_written_kernels_ops_are_fused_too():
+    """The default configuration's ops (custom_ops "all": minivllm::rms_norm, fused_add_rms_norm,
+    silu_and_mul, PDL on or off) followed by the quantization: the same fused ops replace them, and compute
+    what they did (the kernels under TRITON_INTERPRET=1 on a CPU)."""
+    def fn(x, residual, gate_up, w):
+        q1, s1 = ops.scaled_fp8_quant(ops.rms_norm(x, w, 1e-6, False))
+        normed, new_residual = ops.fused_add_rms_norm(x, residual, w, 1e-5, True)
+        q2, s2 = ops.scaled_fp8_quant(normed)
+        q3, s3 = ops.scaled_fp8_quant(ops.silu_and_mul(gate_up, False))
+        return q1, s1, q2, s2, new_residual, q3, s3
+
+    g = torch.Generator().manual_seed(1)
+    args = [torch.randn(3, 64, generator=g), torch.randn(3, 64, generator=g), torch.randn(3, 128, generator=g),
+            torch.rand(64, generator=g) + 0.5]
+    gm = _trace(fn, args)
+    manager = PostGradPassManager(PassConfig(fuse_norm_quant=True, fuse_act_quant=True))
+    manager(gm.graph)
+    assert manager.matches == {"fuse_norm_quant": 2, "fuse_act_quant": 1} and _count(gm, QUANT) == 0
+    assert _count(gm, NORM_QUANT) == _count(gm, ADD_NORM_QUANT) == _count(gm, ACT_QUANT) == 1
+    if torch.cuda.is_available():
+        return  # the comparison below runs the kernels against the fused ops' CPU references
+    gm.recompile()
+    for got, want in zip(gm(*args), fn(*args), strict=True):  # fused references vs the Triton kernels
+        if got.dtype == torch.float8_e4m3fn:
+            assert (got.float() - want.float()).abs().le(want.float().abs() * 2.0 ** -3 + 2.0 ** -9).all()
+        else:
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_fusion_needs_the_exact_pattern():
     """A norm whose output is also used elsewhere is not fused (the fused op does not return the normed row),
     nor is a quantization of anything but a norm."""

@@ -12,8 +12,10 @@ graphs with Inductor's own decompositions, so the search graph looks like what t
 and `patterns.apply(graph)` rewrites each match, returning how many it made. The search functions are the
 layers' native forward (RMSNorm.forward_native, SiluAndMul.forward_native) followed by the quantization op:
 the graph a compile mode traces when the small ops are left to Inductor (custom_ops "none", the default of
-an asked-for mode). Constants are part of a traced pattern, so each eps and each activation dtype is a
-pattern of its own (vLLM registers one per eps too).
+an asked-for mode); and the same with the hand-written kernels' ops (minivllm::rms_norm, fused_add_rms_norm,
+silu_and_mul: custom_ops "all", the default configuration), traced with fake tensors since their kernels
+need a GPU. Constants are part of a traced pattern, so each eps, activation dtype and PDL flag is a pattern
+of its own (vLLM registers one per eps too); the fused kernels launch without PDL.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import functools
 import torch
 from torch import fx
 from torch._inductor.pattern_matcher import PatternMatcherPass, fwd_only, register_replacement
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from minivllm.kernels import fp8_ops  # noqa: F401  (registers the torch.ops.minivllm FP8 ops)
 from minivllm.kernels.elementwise_ops import rms_norm_fp32, rms_norm_native, silu_and_mul_native
@@ -55,6 +58,38 @@ def _add_norm_quant(eps: float):
     return search, replace
 
 
+def _kernel_norm_quant(eps: float, pdl: bool):
+    def search(x, weight):
+        return torch.ops.minivllm.scaled_fp8_quant(torch.ops.minivllm.rms_norm(x, weight, eps, pdl))
+
+    return search, _norm_quant(eps)[1]
+
+
+def _kernel_add_norm_quant(eps: float, pdl: bool):
+    def search(x, residual, weight):
+        normed, new_residual = torch.ops.minivllm.fused_add_rms_norm(x, residual, weight, eps, pdl)
+        q, scale = torch.ops.minivllm.scaled_fp8_quant(normed)
+        return q, scale, new_residual
+
+    return search, _add_norm_quant(eps)[1]
+
+
+def _kernel_act_quant(pdl: bool):
+    def search(x):
+        return torch.ops.minivllm.scaled_fp8_quant(torch.ops.minivllm.silu_and_mul(x, pdl))
+
+    return search, _act_quant()[1]
+
+
+def _fake_trace(fn, args, **kwargs):
+    """fwd_only with fake example inputs: the hand-written kernels' ops run only their fake implementations
+    (the pattern matcher calls this again with the matched nodes' fake values, already fake)."""
+    if any(isinstance(a, FakeTensor) for a in args):
+        return fwd_only(fn, args, **kwargs)
+    with FakeTensorMode() as mode:
+        return fwd_only(fn, [mode.from_tensor(a) for a in args], **kwargs)
+
+
 def _act_quant():
     def search(x):
         return torch.ops.minivllm.scaled_fp8_quant(silu_and_mul_native(x))
@@ -83,6 +118,11 @@ def rms_norm_quant_pass() -> PatternPass:
         for eps in EPSILONS:
             register_replacement(*_add_norm_quant(eps), [x, r, w], fwd_only, patterns)
             register_replacement(*_norm_quant(eps), [x, w], fwd_only, patterns)
+    x, r, w = torch.empty(5, 16), torch.empty(5, 16), torch.empty(16)
+    for eps in EPSILONS:
+        for pdl in (False, True):
+            register_replacement(*_kernel_add_norm_quant(eps, pdl), [x, r, w], _fake_trace, patterns)
+            register_replacement(*_kernel_norm_quant(eps, pdl), [x, w], _fake_trace, patterns)
     return PatternPass("fuse_norm_quant", patterns)
 
 
@@ -91,4 +131,6 @@ def act_quant_pass() -> PatternPass:
     patterns = PatternMatcherPass(pass_name="fuse_act_quant")
     for dtype in DTYPES:
         register_replacement(*_act_quant(), [torch.empty(5, 32, dtype=dtype)], fwd_only, patterns)
+    for pdl in (False, True):
+        register_replacement(*_kernel_act_quant(pdl), [torch.empty(5, 32)], _fake_trace, patterns)
     return PatternPass("fuse_act_quant", patterns)

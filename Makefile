@@ -58,7 +58,10 @@ book: $(BOOK_STAMP)
 
 # LAB_ARGS passes options to JupyterLab, e.g. `make lab LAB_ARGS="--port 8801"` (book/handbook/workshop.md).
 LAB_ARGS ?=
+# The lab notebooks are this repository's own build: trusting them lets JupyterLab run their pages' scripts
+# (language switch, toggles, the interview's inputs) before a first run, not only after it.
 lab: $(STAMP)
+	$(BIN)/jupyter trust labs/*.ipynb
 	$(BIN)/jupyter lab labs/ $(LAB_ARGS)
 
 clean:

@@ -183,7 +183,12 @@ def static_questions(qids: list[str], data: list[dict]) -> str:
         t = topics[d["topic"]]
         items.append(f'<div class="q-static"><b>{k + 1}. {_both(d["prompt"], d["prompt_zh"])}</b> '
                      f"<small>[{_both(t[0], t[1])}]</small>{body}</div>")
-    return "".join(items)
+    note = _both("The answer boxes and the Score button appear when the page's script runs: run this cell "
+                 "(JupyterLab runs a notebook's scripts once you have run or saved it). The questions above are "
+                 "already the ones this seed draws.",
+                 "运行这个单元格后才会出现作答框和“评分”按钮（JupyterLab 只在你运行或保存过 notebook 之后才执行页面里的脚本）。"
+                 "上面就是这个随机种子抽到的题目。")
+    return "".join(items) + f'<p class="q-static-note" style="font-size:90%;color:#57606a">{note}</p>'
 
 
 def mock_text(qids: list[str], questions=None) -> str:

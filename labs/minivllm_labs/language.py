@@ -6,6 +6,7 @@ JupyterLab knows nothing of cell tags, so it showed both, glued together. Here:
 
 - the build ends each tagged markdown cell with an empty `<span class="mv-cell-en|zh">` (`mark_cell`), which
   the rendered cell carries;
+- figures drawn by JupyterLab's plotly renderer carry their text in one language: `current()` (plots.show);
 - `open_lab` shows `switch_html(lang)`: CSS that hides, by an attribute on the page's <body>, the other
   language's cells (`.jp-Cell:has(.mv-cell-zh)`), spans and separators (quizzes, toggles, the mock interview),
   and three buttons (EN, 中文, both). The choice is kept in the browser (localStorage) for every lab; until one
@@ -19,6 +20,17 @@ import os
 
 LANG_ENV = "MINIVLLM_LAB_LANG"
 LANGS = ("en", "zh", "both")
+_current = {"lang": "en"}
+
+
+def current() -> str:
+    """The language open_lab set for this kernel: what a figure's own text (plotly draws it, not the page's
+    CSS) is shown in; "both" and "en" draw the English text."""
+    return _current["lang"]
+
+
+def set_current(lang: str) -> None:
+    _current["lang"] = lang
 
 
 def default_lang(lang: str | None = None) -> str:

@@ -95,11 +95,12 @@ def open_lab(number: str, lang: str | None = None) -> Lab:
     "en", "zh" or "both"; default $MINIVLLM_LAB_LANG, else the locale's)."""
     from IPython.display import display
 
-    from minivllm_labs.language import default_lang, switch_html
+    from minivllm_labs.language import default_lang, set_current, switch_html
 
     quiet_engine_logs()
     lab = Lab(number)
     lab.lang = default_lang(lang)
+    set_current(lab.lang)
     print(lab.device)
     print(lab.recorded)
     display({"text/plain": "Language · 语言: EN / 中文 / EN + 中文", "text/html": switch_html(lab.lang)}, raw=True)

@@ -378,9 +378,37 @@ def figure_html(fig: go.Figure | dict, div_id: str, embed_plotlyjs: bool = False
     return (embedded_plotlyjs() + draw) if embed_plotlyjs else draw
 
 
+def in_language(spec: dict, lang: str) -> dict:
+    """The figure's JSON with its Chinese strings (bilingual's layout.meta) in place when lang is "zh"."""
+    zh = (((spec.get("layout") or {}).get("meta") or {}).get("mv_i18n") or {}).get("zh")
+    if lang != "zh" or not zh:
+        return spec
+    out = json.loads(json.dumps(spec))
+    for path, value in (zh.get("layout") or {}).items():
+        parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+        node = out["layout"]
+        for part, nxt in zip(parts, parts[1:]):
+            key = int(part[1:-1]) if part.startswith("[") else part
+            if isinstance(key, int):
+                if not isinstance(node, list) or key >= len(node):
+                    break
+                node = node[key]
+            else:
+                node = node.setdefault(key, [] if nxt.startswith("[") else {})
+        else:
+            if isinstance(node, dict) and not parts[-1].startswith("["):
+                node[parts[-1]] = value
+    for trace, name in zip(out.get("data", []), zh.get("names") or []):
+        if name:
+            trace["name"] = name
+    return out
+
+
 def show(fig: go.Figure) -> None:
     """Display a figure so that it renders in JupyterLab (live or not), nbconvert HTML and the book."""
     from IPython.display import display
+
+    from minivllm_labs.language import current
 
     if not isinstance(fig, go.Figure):
         raise TypeError(f"show() takes a plotly.graph_objects.Figure, got {type(fig).__name__}")
@@ -391,6 +419,7 @@ def show(fig: go.Figure) -> None:
     div_id = f"mv-plot-{_state['count']}-{digest}"  # stable from build to build, unique in a notebook
     page = figure_html(spec, div_id, embed_plotlyjs=_state["count"] == 1)
     title = _plain(fig.layout.title.text or "")
+    drawn = in_language(spec, current())  # JupyterLab's renderer draws the figure's own text: one language
     display({"text/plain": f"<plotly figure{': ' + title if title else ''}>", "text/html": page,
-             PLOTLY_MIME: {"data": spec.get("data", []), "layout": spec.get("layout", {}),
+             PLOTLY_MIME: {"data": drawn.get("data", []), "layout": drawn.get("layout", {}),
                            "config": {k: v for k, v in CONFIG.items() if k != "responsive"}}}, raw=True)

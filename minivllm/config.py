@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from minivllm.compilation.passes.pass_config import PassConfig
 
 class CUDAGraphMode(str, enum.Enum):
     """Which CUDA graphs the engine captures: vLLM's five modes, with vLLM's meanings
@@ -194,6 +195,7 @@ class CompilationConfig:
     custom_ops: list[str] | str | None = None  # None: hand-written kernels, except Inductor's when mode >= 1 is asked
     compile_sizes: list[int] = field(default_factory=list)  # mode 3: extra static-shape compiles per piece
     inductor_compile_config: dict = field(default_factory=dict)  # Inductor config patches, e.g. max_autotune
+    pass_config: PassConfig = field(default_factory=PassConfig)  # the engine's FX passes (compilation/passes)
     compile_scope: str = "model"  # "model" | "layer" | "ops": the handbook's three scopes (labs only)
     allow_graph_breaks: bool = False  # mode 1 without fullgraph (labs only; vLLM has no such option)
     cache_dir: str | None = None
@@ -235,6 +237,13 @@ class CompilationConfig:
         _check(not self.inductor_compile_config or (self.mode != 0 and self.backend == "inductor"),
                f"compilation_config.inductor_compile_config needs Inductor to compile: mode >= 1 with the "
                f"inductor backend; got mode {self.mode}, backend {self.backend!r}")
+        _check(isinstance(self.pass_config, PassConfig),
+               f"compilation_config.pass_config must be a PassConfig (CompilationConfig.from_any reads a dict "
+               f"such as {{\"fuse_norm_quant\": true}}), got {self.pass_config!r}")
+        _check(not self.pass_config.enabled() or (self.mode != 0 and self.backend == "inductor"),
+               f"compilation_config.pass_config {self.pass_config.enabled()} needs Inductor to compile (the passes "
+               f"run inside it on each compiled graph): mode >= 1 with the inductor backend; got mode {self.mode}, "
+               f"backend {self.backend!r}")
         if self.cudagraph_mode is not None:
             _check(isinstance(self.cudagraph_mode, str) and self.cudagraph_mode in CUDAGRAPH_MODES,
                    f"cudagraph_mode must be one of {CUDAGRAPH_MODES}, got {self.cudagraph_mode!r}")
@@ -277,6 +286,8 @@ class CompilationConfig:
         known = set(cls.__dataclass_fields__)
         unknown = set(value) - known
         _check(not unknown, f"compilation_config has unknown keys {sorted(unknown)}; known: {sorted(known)}")
+        if "pass_config" in value:  # a dict with vLLM's field names (and its deprecated ones, with a warning)
+            value = {**value, "pass_config": PassConfig.from_any(value["pass_config"])}
         return cls(**{**value, **{k: v for k, v in overrides.items() if v is not None}})
 
     def resolved_cache_dir(self) -> Path:
@@ -306,6 +317,7 @@ class EngineConfig:
     fallback: str | None  # "auto": walk the fallback ladder on a startup failure (engine/fallback.py)
     verify: bool  # greedy probes through this engine vs an eager one at startup
     batch_invariant: bool  # every reduction's order independent of the batch (layers/custom_op.py)
+    quantization: str | None  # "fp8": weights quantized at load (minivllm/quantization)
     async_scheduling: bool
     cache: CacheConfig
     scheduler: SchedulerConfig
@@ -326,7 +338,7 @@ class EngineConfig:
                 device: torch.device | str = "cpu", max_model_len: int = 2048,
                 seed: int = 0, enforce_eager: bool = False, attention_backend: str = "auto",
                 skip_tokenizer_init: bool = False, fallback: str | None = None, verify: bool = False,
-                batch_invariant: bool = False, cache: CacheConfig | None = None,
+                batch_invariant: bool = False, quantization: str | None = None, cache: CacheConfig | None = None,
                 scheduler: SchedulerConfig | None = None,
                 compilation: CompilationConfig | None = None) -> "EngineConfig":
         """Check the settings against each other and make every decision: the one resolution step."""
@@ -343,6 +355,9 @@ class EngineConfig:
                f"batch_invariant=True on a GPU needs attention_backend 'triton' (or 'auto'): its kernels and the "
                f"Triton norms are what fix each reduction's order; got {attention_backend!r}")
         _check(fallback in (None, "auto"), f"fallback must be None or 'auto', got {fallback!r}")
+        from minivllm.quantization import check_quantization
+
+        check_quantization(quantization, device, batch_invariant)
         # Triton compiles its kernels for a GPU; without one the first generate fails deep in the driver
         # ("0 active drivers") and leaves Triton's state broken for every later engine in the process.
         # TRITON_INTERPRET=1 (the CPU tests) runs the kernels in Triton's interpreter instead.
@@ -378,7 +393,7 @@ class EngineConfig:
         piecewise = sorted({max(s, floor) for s in sizes if s <= max_tokens}) if graph_mode.has_piecewise else []
         return cls(model=model, dtype=dtype, device=device, max_model_len=max_model_len, seed=seed,
                    enforce_eager=enforce_eager, attention_backend=backend, skip_tokenizer_init=skip_tokenizer_init,
-                   fallback=fallback, verify=verify, batch_invariant=batch_invariant,
+                   fallback=fallback, verify=verify, batch_invariant=batch_invariant, quantization=quantization,
                    async_scheduling=scheduler.async_scheduling if scheduler.async_scheduling is not None
                    else device.type == "cuda",  # on a CPU nothing runs concurrently: nothing to overlap
                    cache=cache, scheduler=scheduler, compilation=c, compile_mode=mode, cudagraph_mode=graph_mode,

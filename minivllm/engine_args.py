@@ -97,6 +97,8 @@ class EngineArgs:
     fallback: str | None = _arg(ENGINE["fallback"], "auto: on a startup failure, diagnose it and turn off the "
                                 "layer at fault (engine/fallback.py)", str, ("auto",))
     verify: bool = _arg(ENGINE["verify"], "compare greedy probes with an eager engine at startup")
+    quantization: str | None = _arg(ENGINE["quantization"], "quantize the weights at load: fp8 (E4M3, one "
+                                    "scale per output channel; activations per token)", str, ("fp8",))
     batch_invariant: bool = _arg(ENGINE["batch_invariant"], "results independent of the batch (as vLLM's "
                                  "VLLM_BATCH_INVARIANT=1, which also turns it on)")
 
@@ -149,7 +151,8 @@ class EngineArgs:
             str(path), dtype=dtype, device=dev, max_model_len=max_len, seed=self.seed,
             enforce_eager=self.enforce_eager, attention_backend=self.attention_backend,
             skip_tokenizer_init=self.skip_tokenizer_init, fallback=self.fallback, verify=self.verify,
-            batch_invariant=self.batch_invariant or _env_flag("VLLM_BATCH_INVARIANT"), cache=cache,
+            batch_invariant=self.batch_invariant or _env_flag("VLLM_BATCH_INVARIANT"),
+            quantization=self.quantization, cache=cache,
             scheduler=SchedulerConfig(self.max_num_seqs, max_tokens, self.enable_chunked_prefill,
                                       self.async_scheduling),
             compilation=CompilationConfig.from_any(self.compilation_config, cudagraph_mode=self.cudagraph_mode,

@@ -218,11 +218,15 @@ def build_model(cfg: ModelConfig, device: torch.device, dtype: torch.dtype, max_
 
 
 def load_model(path: Path, cfg: ModelConfig, device: torch.device, dtype: torch.dtype,
-               max_positions: int | None = None) -> nn.Module:
+               max_positions: int | None = None, quantization: str | None = None) -> nn.Module:
     """max_positions: how many positions the RoPE table covers (the engine passes max_model_len rounded up
     to whole KV blocks); default the model's max_position_embeddings."""
     model = build_model(cfg, device, dtype, max_positions or cfg.max_position_embeddings)
     load_weights(model, path, device, dtype)
+    if quantization is not None:  # vLLM: process_weights_after_loading
+        from minivllm.quantization import quantize_model
+
+        quantize_model(model, quantization, device)
     return model.eval()
 
 

@@ -77,7 +77,7 @@ def cache_key(config, model_config) -> str:
         "model": asdict(model_config) | {"torch_dtype": str(model_config.torch_dtype)},
         "dtype": str(config.dtype), "device": config.device.type, "backend": config.attention_backend,
         "max_model_len": config.max_model_len, "block_size": config.cache.block_size,
-        "batch_invariant": config.batch_invariant,
+        "batch_invariant": config.batch_invariant, "quantization": config.quantization,
         "torch": torch.__version__, "code": code_hash(),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]

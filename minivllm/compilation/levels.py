@@ -29,6 +29,7 @@ from minivllm.compilation import graph_cache, report, variants
 from minivllm.compilation.backend import SplitBackend
 from minivllm.compilation.cache import CompileCache, cache_key, scoped_cache_env
 from minivllm.compilation.cuda_graph import CUDAGraphWrapper, released
+from minivllm.compilation.passes import pass_manager
 from minivllm.config import EngineConfig
 from minivllm.interrupt import caused_by_interrupt
 from minivllm.layers.custom_op import CustomOpSelection, attach_custom_ops
@@ -92,7 +93,10 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 512)
     base, times_before, t0 = report.baseline(), report.compile_times(), time.perf_counter()
-    options = {"options": dict(c.inductor_compile_config)} if c.inductor_compile_config else {}
+    passes = pass_manager.for_config(c.pass_config) if c.backend == "inductor" else None
+    # the passes reach Inductor as its post-grad hook, a config patch like inductor_compile_config's
+    inductor_config = {**c.inductor_compile_config, **({"post_grad_custom_post_pass": passes} if passes else {})}
+    options = {"options": inductor_config} if inductor_config else {}
     split = level == 3
     backend = None
     trace_once: TraceOnceBackend | None = None
@@ -102,7 +106,7 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
         fn = torch.compile(forward, backend=c.backend, fullgraph=True, **options)
     elif fn is None:
         backend = SplitBackend(compile_pieces=True, inductor=c.backend == "inductor",
-                               compile_sizes=c.compile_sizes, inductor_config=c.inductor_compile_config,
+                               compile_sizes=c.compile_sizes, inductor_config=inductor_config,
                                graph_cache_dir=cache.dir if cache is not None else None,
                                model=model) if split else None
         fn = _load_saved_forward(backend, cache, model, info) if backend is not None else None
@@ -137,6 +141,10 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
         cache.seal()
         info["cache_dir"], info["cache_warm"] = str(cache.dir), cache.warm
     _log_and_count(info, level, c.backend, took, base, times_before)
+    if passes is not None:
+        info["passes"] = passes.report()
+        logger.info("Post-grad passes on %d graph(s): %s", passes.graphs,
+                    ", ".join(f"{p['name']} {p['matches']} match(es)" for p in info["passes"]["passes"]))
     return CompiledForward(fn, list(backend.wrappers) if backend else [], backend, info, forward.__code__, trace_once)
 
 

@@ -52,4 +52,5 @@ def live_compile_report(info: dict, backend=None) -> dict:
         "compile_seconds": info.get("seconds"),
         "cache_dir": info.get("cache_dir"),
         "cache_warm": info.get("cache_warm"),
+        "passes": info.get("passes"),  # the post-grad passes with their match counts (compilation/passes)
     }

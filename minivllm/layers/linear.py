@@ -14,6 +14,8 @@ from minivllm.layers.custom_op import UsesCustomOps
 
 
 class Linear(UsesCustomOps):
+    quant_method = None  # a quantization method (minivllm/quantization) owns the weights and the matmul
+
     def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(out_features, in_features), requires_grad=False)
@@ -32,6 +34,8 @@ class Linear(UsesCustomOps):
         """silu_mul: x is a gate_up output [T, 2K]; multiply silu(gate) * up (only with custom op "gemv",
         which fuses it into the GEMV; callers use SiluAndMul otherwise). Batch-invariant mode: one matmul
         kernel for every number of rows (kernels/triton_matmul.py)."""
+        if self.quant_method is not None:
+            return self.quant_method.apply(self, x, silu_mul)
         if self.custom_ops.batch_invariant:
             return torch.ops.minivllm.invariant_linear(x, self.weight, self.bias)
         if self.custom_ops.is_enabled("gemv"):
@@ -45,7 +49,7 @@ class Linear(UsesCustomOps):
         """norm(x + residual) (or norm(x) when residual is None) projected, and the new residual stream:
         what a decoder layer's "residual add + RMSNorm, then this linear" computes. With custom op
         "gemv_norm" it is one op (for 1 row one GEMV kernel does it all); else the norm, then the linear."""
-        if not self.custom_ops.gemv_norm:
+        if not self.custom_ops.gemv_norm or self.quant_method is not None:
             normed, residual = (norm(x), x) if residual is None else norm(x, residual)
             return self(normed), residual
         pdl = self.custom_ops.use_pdl

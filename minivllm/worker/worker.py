@@ -58,7 +58,7 @@ class Worker:
         bs = self.config.cache.block_size  # RoPE covers max_model_len in whole blocks (dummy batches fill them)
         with self.report.phase("load_weights", dev):
             model = load_model(Path(self.config.model), self.model_config, dev, self.config.dtype,
-                               -(-self.config.max_model_len // bs) * bs)
+                               -(-self.config.max_model_len // bs) * bs, self.config.quantization)
         logger.info("Loading weights took %.2f s (%.3f GiB)", self.report.phases["load_weights"],
                     sum(p.numel() * p.element_size() for p in model.parameters()) / GiB)
         self.model_runner = ModelRunner(self.config, self.model_config, model)

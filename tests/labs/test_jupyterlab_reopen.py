@@ -124,7 +124,11 @@ def _click_quiz_and_toggle(page) -> None:
     assert "Try another option" in hint.inner_text()
     right = quiz.locator("details.mv-quiz-option[data-ok='1'] summary")
     right.click()
-    assert "Correct." in quiz.locator("details.mv-quiz-option[open] .mv-quiz-feedback.lang-en").inner_text()
+    # the page's radio behaviour closes the wrong option on the toggle event, just after the click
+    quiz.locator("details.mv-quiz-option[open] .mv-quiz-feedback.lang-en", has_text="Correct.").wait_for(
+        timeout=10_000)
+    page.wait_for_function("(q) => q.querySelectorAll('details.mv-quiz-option[open]').length === 1",
+                           arg=quiz.element_handle(), timeout=10_000)
     toggle = page.locator(".mv-toggle").first
     toggle.locator("button.mv-toggle-option").first.click()
     page.wait_for_selector(".mv-toggle[data-state='done'], .mv-toggle[data-state='error'], "

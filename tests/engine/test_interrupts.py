@@ -84,6 +84,14 @@ def _assert_idle(llm) -> None:
     bm.check_invariants()
 
 
+def _assert_as_fresh(llm, fresh_tokens) -> None:
+    """After an interrupt: idle with every block free, the next call's tokens a fresh engine's, still idle."""
+    _assert_idle(llm)
+    assert _tokens(llm.generate(PROMPTS, PARAMS, use_tqdm=False)) == fresh_tokens
+    _assert_idle(llm)
+    _reset_rng(llm)
+
+
 def _interrupt(monkeypatch, owner, name: str, nth: int, after: bool, when=lambda *a, **k: True) -> dict:
     """Make owner.name raise KeyboardInterrupt on its nth call that satisfies `when` (after its work if
     `after`). Returns the call counter."""
@@ -142,10 +150,7 @@ def test_interrupt_leaves_the_engine_as_if_the_call_never_happened(llm, fresh_to
         with pytest.raises(KeyboardInterrupt):
             llm.generate(PROMPTS, PARAMS, use_tqdm=False)
         assert calls["n"] == nth
-    _assert_idle(llm)
-    assert _tokens(llm.generate(PROMPTS, PARAMS, use_tqdm=False)) == fresh_tokens
-    _assert_idle(llm)
-    _reset_rng(llm)
+    _assert_as_fresh(llm, fresh_tokens)
 
 
 @pytest.mark.parametrize("second", ["abort_all", "reconcile", "discard_inflight", "twice_in_reconcile"])
@@ -165,9 +170,7 @@ def test_second_interrupt_during_the_clean_up(llm, fresh_tokens, monkeypatch, se
             _interrupt(m, BlockManager, "reconcile", 2, False)
         with pytest.raises(KeyboardInterrupt):
             llm.generate(PROMPTS, PARAMS, use_tqdm=False)
-    _assert_idle(llm)
-    assert _tokens(llm.generate(PROMPTS, PARAMS, use_tqdm=False)) == fresh_tokens
-    _reset_rng(llm)
+    _assert_as_fresh(llm, fresh_tokens)
 
 
 def test_interrupt_midway_through_freeing_a_block_table(llm, fresh_tokens, monkeypatch):
@@ -191,9 +194,7 @@ def test_interrupt_midway_through_freeing_a_block_table(llm, fresh_tokens, monke
         m.setattr(BlockManager, "free", half_free)
         with pytest.raises(KeyboardInterrupt):
             llm.generate(PROMPTS, PARAMS, use_tqdm=False)
-    _assert_idle(llm)
-    assert _tokens(llm.generate(PROMPTS, PARAMS, use_tqdm=False)) == fresh_tokens
-    _reset_rng(llm)
+    _assert_as_fresh(llm, fresh_tokens)
 
 
 def test_a_real_sigint_during_the_clean_up_waits_for_its_end(llm, fresh_tokens, monkeypatch):
@@ -216,9 +217,7 @@ def test_a_real_sigint_during_the_clean_up_waits_for_its_end(llm, fresh_tokens, 
         with pytest.raises(KeyboardInterrupt):
             llm.generate(PROMPTS, PARAMS, use_tqdm=False)
     assert done == [True]  # ran to its end once, the signal waiting for it
-    _assert_idle(llm)
-    assert _tokens(llm.generate(PROMPTS, PARAMS, use_tqdm=False)) == fresh_tokens
-    _reset_rng(llm)
+    _assert_as_fresh(llm, fresh_tokens)
 
 
 @pytest.mark.parametrize("fallback", [None, "auto"])

@@ -22,6 +22,7 @@ from pathlib import Path
 import book_codepages as codepages
 import book_results as results
 from docutils import nodes
+from minivllm_labs.figures import lookup  # one reader of the {rec} grammar, for the labs and the book
 from sphinx import search as sphinx_search
 from sphinx.addnodes import pending_xref
 from sphinx.application import Sphinx
@@ -86,33 +87,6 @@ def lab_role(name, rawtext, text, lineno, inliner, options=None, content=None):
 
 
 _REC = re.compile(r"^(?P<file>[\w.-]+\.json):(?P<path>[^*:]+)(?:\*(?P<scale>[\d.e+-]+))?(?::(?P<fmt>[^:]+))?$")
-
-
-def lookup(data, path: str):
-    """`a.b.3.c` into nested dicts/lists (a key that holds a dot, "torch.compile", is matched whole);
-    `rows[system=FULL,batch=1]` picks the one list item that matches; `len()` counts a list."""
-    parts = re.findall(r"[^.\[\]]+(?:\[[^\]]*\])?|\[[^\]]*\]", path)
-    i = 0
-    while i < len(parts):
-        part = parts[i]
-        name, _, sel = part.partition("[")
-        j = i
-        while isinstance(data, dict) and name and name not in data and j + 1 < len(parts):
-            j += 1
-            name += "." + parts[j].partition("[")[0]
-            sel = parts[j].partition("[")[2]
-        if name == "len()":
-            data = len(data)
-        elif name:
-            data = data[int(name)] if isinstance(data, list) else data[name]
-        if sel:
-            conds = dict(c.split("=", 1) for c in sel.rstrip("]").split(","))
-            hits = [r for r in data if all(str(r.get(k)) == v for k, v in conds.items())]
-            if len(hits) != 1:
-                raise KeyError(f"[{sel} matches {len(hits)} items, not 1")
-            data = hits[0]
-        i = j + 1
-    return data
 
 
 def rec_role(name, rawtext, text, lineno, inliner, options=None, content=None):

@@ -38,7 +38,7 @@ _CODE = re.compile(r"`[^`\n]*`|\]\([^)]*\)|https?://\S+")
 def lookup(data: Any, path: str) -> Any:
     """`a.b.3.c` into nested dicts and lists (a key holding a dot, "torch.compile", is matched whole);
     `rows[system=FULL,batch=1]` picks the one list item that matches; `len()` counts a list. The book's {rec}
-    role (book/_ext/minivllm_book.py) reads the same grammar."""
+    role (book/_ext/minivllm_book.py) calls this too."""
     parts = re.findall(r"[^.\[\]]+(?:\[[^\]]*\])?|\[[^\]]*\]", path)
     i = 0
     while i < len(parts):

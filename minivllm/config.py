@@ -29,8 +29,8 @@ class CUDAGraphMode(str, enum.Enum):
     padded up to the nearest capture size; attention is the unified Triton kernel
     (kernels/triton_unified_attention.py), whose launch depends on the token count only.
     FULL_DECODE_ONLY: one full graph of the forward per batch size for pure-decode batches, nothing for the
-    rest. Every full graph holds the LM head too, over one row per sequence it can hold (vLLM leaves it
-    outside: book/differs_from_vllm.md), and needs attention_backend 'triton' (else the mode is downgraded). FULL_AND_PIECEWISE:
+    rest. Every full graph leaves the LM head outside, as in vLLM (it runs on the sampled rows only), and
+    needs attention_backend 'triton' (else the mode is downgraded). FULL_AND_PIECEWISE:
     FULL_DECODE_ONLY's graphs for pure decode, PIECEWISE for the rest (vLLM's default). A mode that cannot
     run is downgraded, with one log line, as vLLM does (EngineConfig.resolve). A str enum, so
     `mode == "FULL"` and JSON dumps keep working.

@@ -10,8 +10,8 @@ the padded rows' outputs are discarded. Which graphs exist depends on the engine
   FULL_DECODE_ONLY     one graph of the whole forward per BATCH size, for pure-decode batches; the rest eager.
   FULL_AND_PIECEWISE   those decode graphs, and PIECEWISE graphs (by token count) for every other batch.
   PIECEWISE            the pieces between attention ops, by token count, for any batch.
-Anything larger than the largest size runs without graphs. Every full graph ends at the logits of
-min(size, max_num_seqs) rows (the sampled rows first: ModelRunner.with_lm_head); only sampling runs after it.
+Anything larger than the largest size runs without graphs. Every full graph ends at the hidden states: the
+LM head runs after it on the sampled rows only.
 
 A step without graphs is still padded to the engine's padding floor (EngineConfig.min_num_tokens: a traced
 forward never sees 1 token). The dispatcher only decides; the model runner publishes its pick in the forward

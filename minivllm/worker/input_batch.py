@@ -42,11 +42,6 @@ class PreparedBatch:
     sample_rows: list[int]  # which scheduled sequences get a sampled token (unfinished prefill chunks do not)
 
 
-def logits_rows(num_tokens: int, max_num_seqs: int) -> int:
-    """How many rows of logits a FULL graph of num_tokens computes: one per sequence it can hold."""
-    return min(num_tokens, max_num_seqs)
-
-
 class InputBatch:
     def __init__(self, max_num_tokens: int, max_num_seqs: int, max_blocks_per_seq: int, block_size: int,
                  device: torch.device) -> None:
@@ -152,9 +147,6 @@ class InputBatch:
             self.row_owner[S:Sp] = [(-1, 0, 0)] * (Sp - S)
         k = len(sample_rows)
         self.cpu_logits_indices[:k] = torch.from_numpy(qsl[1:S + 1][sample_rows].astype(np.int64) - 1)
-        # A FULL graph's LM head reads logits_rows(Tp) rows: the ones past the sampled rows point at row 0
-        rows = max(k, logits_rows(Tp, self.max_num_seqs))
-        self.cpu_logits_indices[k:rows] = 0
         nb_copy = self.max_blocks_per_seq
         self.input_ids[:Tp].copy_(ct[0, :Tp], non_blocking=True)
         self.positions[:Tp].copy_(ct[1, :Tp], non_blocking=True)
@@ -162,7 +154,7 @@ class InputBatch:
         self.query_start_loc[:Sp + 1].copy_(cs[0, :Sp + 1], non_blocking=True)
         self.seq_lens[:Sp].copy_(cs[1, :Sp], non_blocking=True)
         self.block_tables[:bt_rows, :nb_copy].copy_(self.cpu_block_tables[:bt_rows, :nb_copy], non_blocking=True)
-        self.logits_indices[:rows].copy_(self.cpu_logits_indices[:rows], non_blocking=True)
+        self.logits_indices[:k].copy_(self.cpu_logits_indices[:k], non_blocking=True)
         if pending:
             self._gather_pending(pending, prev.sampled)
         if self.staged is not None:
@@ -211,7 +203,6 @@ class InputBatch:
         self.input_ids[:n].zero_()
         self.positions[:n].zero_()
         self.slot_mapping[:n].fill_(-1)
-        self.logits_indices.zero_()
         if n > self.max_num_seqs:
             self.seq_lens[:1].zero_()
             self.query_start_loc[:2].copy_(torch.tensor([0, n], dtype=torch.int32))
@@ -232,7 +223,6 @@ class InputBatch:
         self.input_ids[:n].zero_()
         self.positions[:n].zero_()
         self.slot_mapping[:n].fill_(-1)
-        self.logits_indices.zero_()
         self.query_start_loc.zero_()
         self.seq_lens.zero_()
         S = self.max_num_seqs

@@ -24,7 +24,7 @@ from minivllm.layers.sampler import LogprobsTensors, Sampler, gather_logprobs
 from minivllm.models.config import ModelConfig
 from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
 from minivllm.worker.graph_capture import capture_graphs
-from minivllm.worker.input_batch import InputBatch, PreparedBatch, logits_rows
+from minivllm.worker.input_batch import InputBatch, PreparedBatch
 from minivllm.worker.model_runner_output import ModelRunnerOutput
 
 if TYPE_CHECKING:  # the engine's type, named in annotations only: worker/ never imports engine/
@@ -106,7 +106,7 @@ class ModelRunner:
         self.graph_pool = torch.cuda.graph_pool_handle()
         if cfg.full_capture_sizes:
             forward = self.model.forward if cfg.full_graphs_capture == "plain" else self.compiled.forward
-            self.full_graph = CUDAGraphWrapper(self.with_lm_head(forward), FULL, "FULL forward + LM head")
+            self.full_graph = CUDAGraphWrapper(forward, FULL, "FULL forward")
             any_batch = cfg.cudagraph_mode is CUDAGraphMode.FULL  # by token count; else pure decode by batch size
             stats[FULL.value] = capture_graphs(self, FULL, list(cfg.full_capture_sizes), self.full_graph,
                                                [self.full_graph], self.graph_pool, any_batch).as_dict()
@@ -117,18 +117,6 @@ class ModelRunner:
                                                     self.graph_pool, True).as_dict()
             self.cudagraph_dispatcher.activate(PIECEWISE, list(cfg.piecewise_capture_sizes))
         return stats
-
-    def with_lm_head(self, forward):
-        """What every FULL graph records: the forward, then the LM head over the first logits_rows rows of
-        logits_indices (the sampled rows, then row 0 as padding), so a replay leaves only sampling outside.
-        Measured on the H200 (book/reference/graph_modes.md): outside, batch-1 TPOT rose 4.8%."""
-        ib, compute_logits = self.input_batch, self.model.compute_logits
-
-        def forward_and_logits(input_ids: torch.Tensor, positions: torch.Tensor):
-            hidden = forward(input_ids, positions)
-            return hidden, compute_logits(hidden[ib.logits_indices[:logits_rows(len(input_ids), ib.max_num_seqs)]])
-
-        return forward_and_logits
 
     def release(self) -> None:
         """Free everything: graphs, compiled code, KV cache, weights. The runner is unusable after it."""
@@ -154,16 +142,21 @@ class ModelRunner:
             start.record()
         ib = self.input_batch
         batch = ib.prepare(sched, pick.num_padded_tokens, pick.num_padded_seqs, prev, unified=unified)
-        hidden, logits = self.run_forward(batch, pick.mode)
+        hidden = self.run_forward(batch, pick.mode)
+        seqs = [s.seq for s in sched.scheduled]
         rows = batch.sample_rows
-        seqs = [sched.scheduled[i].seq for i in rows]
         sampled = logprobs = None
         if rows:
+            if decode_only:  # row i of the hidden states is sequence i: no gather needed
+                logits = self.model.compute_logits(hidden[: len(seqs)])
+            else:
+                seqs = [seqs[i] for i in rows]
+                logits = self.model.compute_logits(hidden[batch.logits_indices])
             meta = ib.sampling_metadata(seqs)
             sampled = self.sampler(logits, meta)
             if meta.max_num_logprobs is not None:
                 logprobs = gather_logprobs(logits, sampled, meta.max_num_logprobs)
-        out = ModelRunnerOutput(seqs, sampled, "decode" if decode_only else "prefill", logprobs)
+        out = ModelRunnerOutput(seqs if rows else [], sampled, "decode" if decode_only else "prefill", logprobs)
         if not decode_only and any(s.seq.params.prompt_logprobs is not None for s in sched.scheduled):
             out.prompt_logprobs = self.prompt_logprobs(sched, batch, hidden)
         if timing:
@@ -195,15 +188,11 @@ class ModelRunner:
                  for i in range(0, len(rows), 256)]
         return owners, LogprobsTensors(*(torch.cat(t) for t in zip(*parts)))
 
-    def run_forward(self, batch: PreparedBatch, mode: CUDAGraphMode = NONE) -> tuple[torch.Tensor, torch.Tensor]:
-        """The hidden states of the step and the logits of its sampled rows (batch.logits_indices), under the
-        step's graph decision: a FULL replay (the LM head inside), or the (compiled) forward, whose PIECEWISE
-        wrappers replay their pieces when the mode is PIECEWISE, then the LM head."""
+    def run_forward(self, batch: PreparedBatch, mode: CUDAGraphMode = NONE) -> torch.Tensor:
+        """The hidden states of the step, under the step's graph decision: a FULL replay, or the (compiled)
+        forward, whose PIECEWISE wrappers replay their pieces when the mode is PIECEWISE."""
         ib = self.input_batch
-        n, k = batch.num_padded_tokens, len(batch.sample_rows)
+        n = batch.num_padded_tokens
         with set_forward_context(batch.attn_metadata, self.backend, self.kv_caches, mode, n):
-            if mode is FULL:
-                hidden, logits = self.full_graph(ib.input_ids[:n], ib.positions[:n])
-                return hidden, logits[:k]
-            hidden = self.compiled.forward(ib.input_ids[:n], ib.positions[:n])
-        return hidden, self.model.compute_logits(hidden[batch.logits_indices])
+            forward = self.full_graph if mode is FULL else self.compiled.forward
+            return forward(ib.input_ids[:n], ib.positions[:n])

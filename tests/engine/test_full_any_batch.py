@@ -104,7 +104,7 @@ def ckpt(tmp_path_factory):
 
 def test_full_steps_run_through_give_eager_tokens(ckpt):
     """The runner's FULL path without graphs (a CPU): the unified layout, padding to the token count, the LM
-    head on the sampled rows. Prefill chunks, mixed steps and decodes; eager's greedy tokens."""
+    head outside on the sampled rows. Prefill chunks, mixed steps and decodes; eager's greedy tokens."""
     prompts = [{"prompt_token_ids": p} for p in random_prompts(500, [30, 3, 17, 9, 1, 12], seed=2)]
     sp = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
     common = dict(max_model_len=64, max_num_seqs=4, max_num_batched_tokens=16)
@@ -114,7 +114,7 @@ def test_full_steps_run_through_give_eager_tokens(ckpt):
     runner = llm.model_runner
     sizes = [1, 2, 4, 8, 16]
     runner.cudagraph_dispatcher = d = CudagraphDispatcher("FULL")
-    runner.full_graph = CUDAGraphWrapper(runner.with_lm_head(runner.compiled.forward), FULL, "FULL forward")
+    runner.full_graph = CUDAGraphWrapper(runner.compiled.forward, FULL, "FULL forward")
     d.activate(FULL, sizes)  # as after a capture pass; with no graph recorded the wrapper calls the forward
     got = [o.outputs[0].token_ids for o in llm.generate(prompts, sp, use_tqdm=False)]
     assert got == want

@@ -5,6 +5,7 @@ notebooks, the engine's source, the recorded results), and Sphinx reads only fil
 So the build first lays generated copies into book/ (all gitignored, see book_prepare.py), then runs Jupyter Book
 with warnings kept in a log, and fails on any warning: a skipped output (a plot stored only as JSON, a widget
 with no static form), a broken link or a missing record key each leaves a hole in a page a learner reads.
+Last, the handbook's pages are printed to one PDF per language (book_pdf.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 BOOK = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BOOK / "_ext"))
 
+import book_pdf as pdf
 import book_prepare as prepare
 
 
@@ -47,6 +49,11 @@ def build(clean: bool = False) -> Path:
                          f"{BOOK / '_build' / 'build.log'}")
     for own in (BOOK / "_static").iterdir():  # an incremental build keeps the old copy of an edited lang.js
         shutil.copyfile(own, html / "_static" / own.name)
+    chromium = pdf.find_chromium()
+    if chromium:
+        pdf.build_pdfs(html, chromium)
+    else:
+        print("the handbook's PDF was not made: Debian's chromium is not installed (make test-deps installs it)")
     print(f"book built in {time.time() - t0:.0f} s: {html / 'index.html'}")
     return html
 

@@ -198,7 +198,16 @@ def version_page() -> str:
         ":::{container} lang-zh",
         (f"本书构建自 commit `{head}`{'（含未提交的改动）' if dirty else ''}，构建时间 {built}。书中展示的各实验 GPU "
          "记录产生于下列 commit（取自每个文件自带的来源信息）："), ":::", "",
-        "| device · 设备 | file · 文件 | GPU | commit | date · 日期 |", "|---|---|---|---|---|", *rows, ""])
+        "| device · 设备 | file · 文件 | GPU | commit | date · 日期 |", "|---|---|---|---|---|", *rows, "",
+        "## The handbook as PDF · 手册的 PDF 版", "",
+        ":::{container} lang-en",
+        ("The handbook's pages printed from this build, one language per file: "
+         '<a href="pdf/minivllm-handbook-en.pdf" download>minivllm-handbook-en.pdf</a>. `make book` prints them '
+         "with Debian's chromium (`make test-deps` installs it); without it the book builds and says so."), ":::", "",
+        ":::{container} lang-zh",
+        ("手册各页由本次构建打印而成，每种语言一个文件："
+         '<a href="pdf/minivllm-handbook-zh.pdf" download>minivllm-handbook-zh.pdf</a>。`make book` 用 Debian 的 '
+         "chromium 打印（`make test-deps` 会安装它）；没有 chromium 时书照常构建，并打印一行说明。"), ":::", ""])
 
 
 def contributors_page(text: str) -> str:

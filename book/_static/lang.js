@@ -102,7 +102,7 @@
       });
       if (!plain || el.tagName === "SUMMARY") { splitMixed(el); }
     }
-    var sel = "article h1, article h2, article h3, nav a, .toc-entry a, .caption-text, .logo__title, " +
+    var sel = "article h1, article h2, article h3, #jb-print-docs-body h1, nav a, .toc-entry a, .caption-text, .logo__title, " +
               ".prev-next-title, article a.reference, article a.reference > span.std, article a.reference > span.doc, " +
               "article td, article td > p";
     var els = document.querySelectorAll(sel);
@@ -179,7 +179,8 @@
   };
   function translateTheme() {
     var sel = ".prev-next-subtitle, .onthispage, .page-toc .tocsection, #pst-back-to-top, .skip-link, " +
-              ".search-button__default-text, #search-results h2, .bd-search .form-control, .bd-sidebar-secondary .onthispage";
+              ".search-button__default-text, #search-results h2, .bd-search .form-control, .bd-sidebar-secondary .onthispage, " +
+              "#jb-print-toc h2";
     var els = document.querySelectorAll(sel);
     for (var i = 0; i < els.length; i++) {
       var el = els[i];

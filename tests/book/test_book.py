@@ -381,6 +381,29 @@ def test_lab_pages_offer_their_notebooks_and_the_version_page_names_commits(html
     assert "lab01.json" in version
 
 
+def test_the_handbook_pdf_has_every_page_in_one_language(html):
+    """`make book` prints the handbook to one PDF per language (book_pdf.py): every page in reading order,
+    bookmarked with its title in that language, and the Chinese file shows no English title; the version
+    page links both files."""
+    from pypdf import PdfReader
+
+    sys.path.insert(0, str(BOOK / "_ext"))
+    import book_pdf
+
+    if not all((html / book_pdf.PDF_DIR / book_pdf.pdf_name(lang)).exists() for lang in book_pdf.LANGS):
+        book_pdf.build_pdfs(html, _chromium())  # a book built before chromium was installed
+    cjk = re.compile(r"[\u3400-\u9fff]")
+    for lang in book_pdf.LANGS:
+        reader = PdfReader(html / book_pdf.PDF_DIR / book_pdf.pdf_name(lang))
+        titles = [o.title for o in reader.outline]
+        assert len(titles) == len(book_pdf.HANDBOOK) and len(reader.pages) >= len(titles), titles
+        assert all(bool(cjk.search(t)) == (lang == "zh") for t in titles), (lang, titles)
+        first = reader.pages[0].extract_text()
+        assert titles[0] in first and ("What CUDA graphs remove" in first) == (lang == "en"), first[:200]
+    version = (html / "version.html").read_text(encoding="utf-8")
+    assert all(f'href="pdf/{book_pdf.pdf_name(lang)}"' in version for lang in book_pdf.LANGS)
+
+
 def test_lab_plots_draw_and_quizzes_answer(html, server, browser):
     labs = lab_pages(html)
     assert labs, "no lab page was built"

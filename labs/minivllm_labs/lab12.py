@@ -14,6 +14,7 @@ floor, FP8 at mode 3 with and without the passes, kernels per step, and the logp
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import tempfile
 from pathlib import Path
@@ -31,10 +32,29 @@ LENS = {"input_len": 128, "output_len": 128, "max_model_len": 512}
 
 # ---- the graph part: one piece before and after each pass ------------------------------------------------
 def piece_engine(model: str | None = None):
-    """The embedded model (or `model`) with FP8 weights, eager on the CPU: its layers are the piece's code."""
+    """The embedded model (or `model`) with FP8 weights, eager on the CPU: the accuracy's engine."""
     from minivllm import LLM
 
     return LLM(model, device="cpu", quantization="fp8", enforce_eager=True, max_model_len=64)
+
+
+@functools.cache
+def piece_model(model: str | None = None) -> torch.nn.Module:
+    """The embedded model (or `model`) loaded with FP8 weights on the CPU, no engine around it: its layers are
+    the piece's code, with the native ops an asked-for compile mode traces (the class default, custom_op.NATIVE)."""
+    from minivllm import DEFAULT_MODEL
+    from minivllm.loader import check_model_dir, load_model, load_model_config
+
+    path = check_model_dir(model or DEFAULT_MODEL)
+    return load_model(path, load_model_config(path), torch.device("cpu"), torch.float32, 64, "fp8")
+
+
+def graph_part(rec: dict | None = None) -> dict:
+    """The piece and its passes, and the fusion's pattern: the record's if it has them, else traced here
+    (the trace is the same on every machine: no timing in it)."""
+    if rec and rec.get("piece"):
+        return rec
+    return {"piece": run_passes(), "patterns": patterns()}
 
 
 def _piece_fn(model):
@@ -55,7 +75,7 @@ def _piece_fn(model):
     return piece
 
 
-def trace_piece(llm) -> tuple[torch.fx.GraphModule, dict[int, str]]:
+def trace_piece(model: torch.nn.Module) -> tuple[torch.fx.GraphModule, dict[int, str]]:
     """The piece as the ATen graph a post-grad pass sees, and a map from each weight's id to its name.
 
     make_fx with Inductor's decompositions and a symbolic token count (a compiled piece serves every batch
@@ -64,7 +84,6 @@ def trace_piece(llm) -> tuple[torch.fx.GraphModule, dict[int, str]]:
     from torch._inductor.decomposition import select_decomp_table
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    model = llm.model_runner.model
     cfg = model.config
     tokens = 5
     args = (torch.randn(tokens, cfg.num_attention_heads * cfg.head_dim), torch.randn(tokens, cfg.hidden_size),
@@ -132,20 +151,14 @@ def op_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def run_passes(passes: dict[str, bool] | None = None, llm=None) -> dict:
+def run_passes(passes: dict[str, bool] | None = None, model: torch.nn.Module | None = None) -> dict:
     """The piece before any pass, then after each pass asked for (default: all three), run one at a time in
     PostGradPassManager's order on the same graph: {"stages": [{"name", "matches", "lines", "ops"}]}."""
     from minivllm.compilation.passes.pass_config import PassConfig
     from minivllm.compilation.passes.pass_manager import PostGradPassManager
 
     asked = PassConfig.from_any(passes if passes is not None else dict.fromkeys(PASSES, True)).enabled()
-    own = llm is None
-    llm = llm or piece_engine()
-    try:
-        gm, names = trace_piece(llm)
-    finally:
-        if own:
-            llm.shutdown()
+    gm, names = trace_piece(model if model is not None else piece_model())
     stages = [{"name": "before", "matches": None, "lines": graph_lines(gm, names), "ops": op_counts(gm)}]
     for name in asked:
         manager = PostGradPassManager(PassConfig(**{name: True}))
@@ -203,15 +216,6 @@ def accuracy_here(llm=None, n: int = 8) -> dict:
             llm.shutdown()
 
 
-def measure_here() -> dict:
-    """The notebook's run-it-here on a CPU: the passes on the piece and FP8's accuracy, one engine for both."""
-    llm = piece_engine()
-    try:
-        return round_floats({"piece": run_passes(llm=llm), "accuracy_here": accuracy_here(llm)})
-    finally:
-        llm.shutdown()
-
-
 # ---- the GPU part: scripts/fp8_check.py ---------------------------------------------------------------------
 def fp8_check():
     """scripts/fp8_check.py, loaded by path (the `fp8` stage's measurement, reused here)."""
@@ -226,7 +230,7 @@ def measure_gpu(model: str, quick: bool = False) -> dict:
     recorder's budget), REPS rounds interleaved, kernels per step at batch 1, and the accuracy."""
     reps, lens = (1, {"input_len": 16, "output_len": 8, "max_model_len": 64}) if quick else (REPS, LENS)
     with tempfile.TemporaryDirectory() as tmp:
-        argv = ["--model", model, "--batch-sizes", ",".join(map(str, BATCHES)), "--reps", str(reps),
+        argv = ["--model", str(model), "--batch-sizes", ",".join(map(str, BATCHES)), "--reps", str(reps),
                 "--capture-sizes", "--json", str(Path(tmp) / "fp8.json"),
                 *[f"--{k.replace('_', '-')}={v}" for k, v in lens.items()]]
         if quick:

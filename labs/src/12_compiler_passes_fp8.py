@@ -73,7 +73,8 @@ rec = lab.rec
 # 每个 FP8 投影都是两个算子：先量化输入，再做矩阵乘；紧挨在量化之前的 norm 或激活，正是算子融合要找的东西。
 
 # %% tags=["nbval-check-output"]
-print(lab.piece_before(rec))
+graphs = lab.graph_part(rec)  # the record's trace, else the same trace made here (no timing in it)
+print(lab.piece_before(graphs))
 
 # %% [markdown] tags=["lang-en"]
 # ### The pattern the fusion matches · 融合匹配的模式
@@ -92,7 +93,7 @@ print(lab.piece_before(rec))
 # eps、每种 dtype 各有一个模式。下面是残差加 + RMSNorm + 量化的模式，以及替换它的那一个自定义算子。
 
 # %% tags=["nbval-check-output"]
-print(lab.pattern_view(rec))
+print(lab.pattern_view(graphs))
 
 # %% [markdown] tags=["lang-en"]
 # ### Each pass, one after the other · 逐个运行 pass
@@ -110,10 +111,9 @@ print(lab.pattern_view(rec))
 # 表格统计了值得跟踪的几种算子。
 
 # %% tags=["nbval-check-output"]
-print(lab.piece_diffs(rec))
-print(lab.ops_table(rec))
-if rec:
-    lab.show(lab.plot_ops(rec))
+print(lab.piece_diffs(graphs))
+print(lab.ops_table(graphs))
+lab.show(lab.plot_ops(graphs))
 
 # %% [markdown] tags=["lang-en"]
 # ### bf16 and FP8 against the byte floor · bf16、FP8 与字节下限
@@ -226,17 +226,17 @@ print(lab.accuracy_table(rec))
 # **The pass toggle.** The same piece traced on this machine, and the passes you turn on in `passes` run on it in
 # the manager's order. Turn one off, run the cell, and compare the match counts and the ops left: with
 # `fuse_norm_quant` off the norms stay spelled out as `pow` ... `rsqrt` ... `mul` and their quantizations stay
-# separate ops. The engine loaded here (the embedded model with FP8 weights, eager on the CPU) is reused below.
+# separate ops. The model is the one the graphs above were traced from: the embedded model loaded with FP8 weights
+# on the CPU.
 
 # %% [markdown] tags=["lang-zh"]
 # **pass 开关。** 在本机追踪同一个 piece，按管理器的顺序运行你在 `passes` 里打开的 pass。关掉一个再运行这一格，比较匹配次数和剩下的
-# 算子：关掉 `fuse_norm_quant` 时，norm 仍展开成 `pow` ... `rsqrt` ... `mul`，它们的量化也仍是单独的算子。这里加载的引擎（内置模型，
-# FP8 权重，CPU 上 eager）在下面还会用到。
+# 算子：关掉 `fuse_norm_quant` 时，norm 仍展开成 `pow` ... `rsqrt` ... `mul`，它们的量化也仍是单独的算子。模型就是上面追踪图时用的那个：
+# 以 FP8 权重加载到 CPU 上的内置模型。
 
 # %% tags=["nbval-ignore-output"]
 passes = {"eliminate_noops": True, "fuse_norm_quant": True, "fuse_act_quant": False}
-llm = lab.piece_engine()
-here = lab.run_passes(passes, llm=llm)
+here = lab.run_passes(passes)
 print(lab.piece_diffs({"piece": here}))
 print(lab.ops_table({"piece": here}))
 
@@ -247,8 +247,7 @@ print(lab.ops_table({"piece": here}))
 # 本机上 FP8 的精度代价：内置模型的 FP8 权重版本对比它自己的 fp32 版本。
 
 # %% tags=["nbval-ignore-output"]
-print(lab.accuracy_table({"accuracy_here": lab.accuracy_here(llm)}))
-llm.shutdown()
+print(lab.accuracy_table({"accuracy_here": lab.accuracy_here()}))
 
 # %% tags=["nbval-skip"] id="gpu-fp8-tpot"
 if lab.gpu_only("Timing bf16 and FP8 decode"):

@@ -1,8 +1,8 @@
 """quantization="fp8" on a GPU, in one process: decode TPOT of bf16 and FP8 weights at each batch size against
 the byte floor (the bytes a step must read at the copy bandwidth), FP8 with and without the fusion passes
 (compilation/passes) with the kernels each decode step launches (torch.profiler, batch 1), and the logprob
-gap of bf16 and FP8 against fp32. scripts/gpu_check.sh's `fp8` stage
-runs it; Lab 12 reads its JSON.
+gap of bf16 and FP8 against fp32. Lab 12's recorder (labs/minivllm_labs/lab12.py, `measure_gpu`) runs it, and
+so does scripts/gpu_check.sh's `fp8` stage through that recorder.
 
 Variants (each a fresh engine; REPS rounds, the variants interleaved so drift hits all alike):
   bf16           the default engine (FULL_AND_PIECEWISE; hand-written kernels, FULL graphs of the plain forward)

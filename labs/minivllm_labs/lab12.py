@@ -14,8 +14,10 @@ floor, FP8 at mode 3 with and without the passes, kernels per step, and the logp
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
+import os
 import tempfile
 from pathlib import Path
 
@@ -225,11 +227,28 @@ def fp8_check():
     return module
 
 
+@contextlib.contextmanager
+def _fresh_compile_caches(root: str):
+    """The engine's and Inductor's compile caches in `root` while the variants run: each variant's first
+    round compiles, so its passes run and compile_report counts their matches (a warm cache runs no pass)."""
+    keys = {"MINIVLLM_CACHE_DIR": f"{root}/minivllm", "TORCHINDUCTOR_CACHE_DIR": f"{root}/inductor"}
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.update(keys)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def measure_gpu(model: str, quick: bool = False) -> dict:
     """Every fp8_check variant at batch 1 and 64 (graphs captured at those sizes only: the startup is the
     recorder's budget), REPS rounds interleaved, kernels per step at batch 1, and the accuracy."""
     reps, lens = (1, {"input_len": 16, "output_len": 8, "max_model_len": 64}) if quick else (REPS, LENS)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _fresh_compile_caches(tmp):
         argv = ["--model", str(model), "--batch-sizes", ",".join(map(str, BATCHES)), "--reps", str(reps),
                 "--capture-sizes", "--json", str(Path(tmp) / "fp8.json"),
                 *[f"--{k.replace('_', '-')}={v}" for k, v in lens.items()]]

@@ -3,6 +3,7 @@ synthetic record read back from a temporary file, the recorder's GPU path throug
 engine runs replaced), and the questions' right answers against the model shapes and the records they cite."""
 
 import json
+import os
 
 import pytest
 from minivllm_labs import lab12
@@ -131,6 +132,7 @@ def test_the_recorder_runs_fp8_check_with_graphs_at_the_measured_sizes(monkeypat
     seen = []
 
     def tpot(args, name, kwargs, profile, copy_gbps):
+        assert os.environ["MINIVLLM_CACHE_DIR"].endswith("/minivllm")  # a fresh cache: the passes run, counted
         seen.append((name, args.reps, args.capture_sizes, args.batch_sizes, args.input_len))
         floor = {"bytes_ms": 0.2, "weight_mb": 10.0}
         return {str(b): {"tpot_ms": 1.0, "floor": floor} for b in args.batch_sizes}
@@ -144,6 +146,7 @@ def test_the_recorder_runs_fp8_check_with_graphs_at_the_measured_sizes(monkeypat
     assert res["summary"]["fp8"]["64"]["tpot_ms_all"] == [1.0] * lab12.REPS and res["accuracy"]
     quick = lab12.measure_gpu(lab12.REPO_ROOT / "assets" / "models" / "minivllm-tiny", quick=True)
     assert set(quick["summary"]) == {"bf16", "fp8"} and "accuracy" not in quick
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ or not os.environ["TORCHINDUCTOR_CACHE_DIR"].endswith("/inductor")
 
 
 def test_right_answers_hold_for_the_shapes_and_records():

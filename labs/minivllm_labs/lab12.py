@@ -270,8 +270,8 @@ def run_all(model: str, quick: bool = False) -> dict:
     return round_floats(out)
 
 
-from minivllm_labs.lab12_views import QUESTIONS  # noqa: E402
-from minivllm_labs.lab_info import LabInfo  # noqa: E402
+from minivllm_labs.lab12_views import QUESTIONS
+from minivllm_labs.lab_info import LabInfo
 
 LAB_INFO = LabInfo(
     lab="lab12", notebook="labs/12_compiler_passes_fp8.ipynb", title="Inside the compiler: passes and FP8",

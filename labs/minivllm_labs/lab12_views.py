@@ -8,6 +8,7 @@ here. A CPU run has the piece and the accuracy but no TPOT; a record without a p
 from __future__ import annotations
 
 import difflib
+import itertools
 import statistics
 
 from minivllm_labs.common import spread_verdict
@@ -52,7 +53,7 @@ def piece_diffs(res: dict | None) -> str:
     if not st:
         return NOT_RECORDED
     out = []
-    for prev, cur in zip(st, st[1:]):
+    for prev, cur in itertools.pairwise(st):
         out.append(f"== {cur['name']}: {cur['matches']} match(es), {len(cur['lines'])} ops (was {len(prev['lines'])})")
         diff = [ln for ln in difflib.unified_diff(prev["lines"], cur["lines"], lineterm="", n=0)
                 if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
@@ -130,8 +131,9 @@ def fp8_table(res: dict | None) -> str:
     summary = _summary(res)
     if not summary:
         return "no TPOT in this record (a GPU measurement: python -m minivllm_labs.record lab12 on CUDA)"
-    lines = [f"{'variant':<24}{'batch':>6}{'TPOT ms':>9}{'[min, max]':>18}{'floor ms':>10}{'floor/TPOT':>11}"
-             f"{'weights MB':>11}{'kernels':>9}"]
+    head = (f"{'variant':<24}{'batch':>6}{'TPOT ms':>9}{'[min, max]':>18}{'floor ms':>10}{'floor/TPOT':>11}"
+            f"{'weights MB':>11}{'kernels':>9}")
+    lines = [head]
     for v in summary:
         for b in sorted(int(k) for k in summary[v] if k.isdigit()):
             c = cell(res, v, b)

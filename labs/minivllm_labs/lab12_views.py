@@ -54,7 +54,7 @@ def piece_diffs(res: dict | None) -> str:
         return NOT_RECORDED
     out = []
     for prev, cur in itertools.pairwise(st):
-        out.append(f"== {cur['name']}: {cur['matches']} match(es), {len(cur['lines'])} ops (was {len(prev['lines'])})")
+        out.append(f"== {cur['name']}: {cur['matches']} match(es), {len(cur['lines']) - 1} ops (was {len(prev['lines']) - 1})")
         diff = [ln for ln in difflib.unified_diff(prev["lines"], cur["lines"], lineterm="", n=0)
                 if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
         out += [f"  {ln}" for ln in diff] or ["  (graph unchanged)"]

@@ -100,14 +100,14 @@ print(lab.pattern_view(graphs))
 # The passes in the order `PostGradPassManager` runs them ([compilation/passes/pass_manager.py](../minivllm/compilation/passes/pass_manager.py),
 # `PostGradPassManager`), each on the graph the previous one left: its match count, then the lines it removed (-)
 # and added (+). `eliminate_noops` removes reshapes to the shape their input already has, which would stand between
-# two ops a pattern needs side by side; this piece has none left after Inductor's own clean-up. The table counts
-# the ops a reader follows.
+# two ops a pattern needs side by side; every reshape in this piece changes a shape, so it finds none. The table
+# counts the ops a reader follows.
 
 # %% [markdown] tags=["lang-zh"]
 # ### 逐个运行 pass
 # 按 `PostGradPassManager` 的顺序运行各个 pass（[compilation/passes/pass_manager.py](../minivllm/compilation/passes/pass_manager.py)，
 # `PostGradPassManager`），每个都作用在上一个留下的图上：先是匹配次数，然后是它删掉（-）和加上（+）的行。`eliminate_noops` 删掉
-# 形状不变的 reshape：它们会夹在模式需要相邻的两个算子之间；经过 Inductor 自己的清理之后，这个 piece 里已经没有这样的节点。
+# 形状不变的 reshape：它们会夹在模式需要相邻的两个算子之间；这个 piece 里的 reshape 都改变了形状，所以它一个也没找到。
 # 表格统计了值得跟踪的几种算子。
 
 # %% tags=["nbval-check-output"]

@@ -1,8 +1,8 @@
 """quantization="fp8" on a GPU, in one process: decode TPOT of bf16 and FP8 weights at each batch size against
 the byte floor (the bytes a step must read at the copy bandwidth), FP8 with and without the fusion passes
 (compilation/passes) with the kernels each decode step launches (torch.profiler, batch 1), and the logprob
-gap of bf16 and FP8 against fp32. scripts/gpu_check.sh's `fp8` stage
-runs it; Lab 12 reads its JSON.
+gap of bf16 and FP8 against fp32. Lab 12's recorder (labs/minivllm_labs/lab12.py, `measure_gpu`) runs it, and
+so does scripts/gpu_check.sh's `fp8` stage through that recorder.
 
 Variants (each a fresh engine; REPS rounds, the variants interleaved so drift hits all alike):
   bf16           the default engine (FULL_AND_PIECEWISE; hand-written kernels, FULL graphs of the plain forward)
@@ -39,6 +39,8 @@ def tpot(args, name: str, kwargs: dict, profile, copy_gbps: float | None) -> dic
     from minivllm import LLM
     from minivllm.bench.latency import measure
 
+    if args.capture_sizes and copy_gbps is not None:  # a GPU: graphs of the measured sizes only
+        kwargs = {**kwargs, "cudagraph_capture_sizes": list(args.batch_sizes)}
     llm = LLM(args.model, max_model_len=args.max_model_len, **kwargs)
     try:
         vocab = llm.engine_vocab
@@ -96,6 +98,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--no-accuracy", action="store_true")
+    p.add_argument("--capture-sizes", action="store_true",
+                   help="capture CUDA graphs at --batch-sizes only (a shorter startup; the same graphs for those sizes)")
     p.add_argument("--no-profile", dest="profile", action="store_false",
                    help="skip the profiled decode steps (kernels per step at batch 1; a GPU only)")
     p.add_argument("--json", default=None)

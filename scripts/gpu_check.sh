@@ -52,10 +52,11 @@
 #                   floor at the copy bandwidth; $OUT/gemv_floor/ gets NVIDIA_H200.json (the merged table, for
 #                   minivllm/kernels/configs/gemv/), both tune JSONs and summary.log (GEMV_FLOOR_BATCHES=1,2 tunes
 #                   the 2-row shapes too; GEMV_FLOOR_DRY=1 prints the commands only)
-#   fp8             quantization="fp8" (scripts/fp8_check.py -> $OUT/fp8.json): TPOT of bf16 and FP8 weights at batch 1
+#   fp8             quantization="fp8", Lab 12's record (python -m minivllm_labs.record lab12 -> $OUT/lab12.json, the file
+#                   for assets/results/h200/): scripts/fp8_check.py's variants, TPOT of bf16 and FP8 weights at batch 1
 #                   and 64 against the byte floor at the copy bandwidth, FP8 at mode 3 with and without the fusion
-#                   passes (pass_config), FP8_REPS rounds interleaved (default 2; FP8_VARIANTS="fp8,fp8@L3" picks),
-#                   the logprob gap of bf16 and FP8 vs fp32 (FP8_ACCURACY=0 skips); then the FP8 kernel and pass tests
+#                   passes (pass_config), 2 rounds interleaved, kernels per batch-1 step, the logprob gap of bf16 and
+#                   FP8 vs fp32, the pass trace of one piece; then the FP8 kernel and pass tests
 #   prepare-trees DIR COMMIT...   (run where the git history is, not on the GPU) DIR/<commit>.tar.gz of each
 #                   commit's minivllm/, for a device that gets a copy of the tree without .git
 #
@@ -202,11 +203,8 @@ labs() {  # LABS="lab01 lab02" records only those; LABS_GPU=0 skips executing th
 }
 
 fp8() {
-  local extra=(); [ -n "${FP8_VARIANTS:-}" ] && extra+=(--variants "$FP8_VARIANTS")
-  [ "${FP8_ACCURACY:-1}" = 1 ] || extra+=(--no-accuracy)
-  TAILN=40 step fp8 "${FP8_CAP_S:-480}" $PY scripts/fp8_check.py --model "$CK" --max-model-len 512 --batch-sizes 1,64 \
-    --reps "${FP8_REPS:-2}" "${extra[@]}" --json "$RES/fp8.json"
-  cp "$RES/fp8.json" "$OUT/" 2>/dev/null
+  TAILN=40 step fp8 "${FP8_CAP_S:-480}" $PY -m minivllm_labs.record lab12 --model "$CK" --out "$RES/lab12.json"
+  cp "$RES/lab12.json" "$OUT/" 2>/dev/null
   TAILN=10 step tests_fp8 120 $PY -m pytest -q -p no:cacheprovider tests/kernels/test_fp8_kernels.py \
     tests/engine/test_passes.py
   return 0

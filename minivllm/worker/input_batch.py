@@ -112,13 +112,16 @@ class InputBatch:
             sample_rows = []
             t = 0
             for i, s in enumerate(sched.scheduled):
-                seq, n = s.seq, s.num_new_tokens
+                seq, n, spec = s.seq, s.num_new_tokens, s.spec_token_ids
+                m = n - len(spec)  # known (or pending) tokens, then the draft
                 start = seq.num_computed_tokens
-                known = seq.token_ids[start:start + n]
+                known = seq.token_ids[start:start + m]
                 ids[t:t + len(known)] = known
-                if len(known) < n:  # the last one is pending: its id arrives on the device
-                    ids[t + n - 1] = 0
-                    pending.append((t + n - 1, prev.row_of[seq.seq_id]))
+                if len(known) < m:  # the last one is pending: its id arrives on the device
+                    ids[t + m - 1] = 0
+                    pending.append((t + m - 1, prev.row_of[seq.seq_id]))
+                if spec:
+                    ids[t + m:t + n] = spec
                 pos[t:t + n] = np.arange(start, start + n)
                 t += n
                 qsl[i + 1] = t

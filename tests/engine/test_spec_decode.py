@@ -10,11 +10,15 @@ import pytest
 import torch
 
 from minivllm import LLM, SamplingParams
-from minivllm.config import EngineConfig, SchedulerConfig, SpeculativeConfig
+from minivllm.compilation.cuda_graph import CUDAGraphWrapper
+from minivllm.config import CompilationConfig, CUDAGraphMode, EngineConfig, SchedulerConfig, SpeculativeConfig
 from minivllm.layers.sampler import Sampler
 from minivllm.spec_decode.ngram_proposer import NgramProposer, propose_ngram
 from minivllm.spec_decode.rejection_sampler import greedy_verify, sampled_verify
+from minivllm.worker.cudagraph_dispatcher import BatchDescriptor, CudagraphDispatcher
 from tests.helpers import tiny_checkpoint
+
+FULL, NONE = CUDAGraphMode.FULL, CUDAGraphMode.NONE
 
 REPEAT = ["a b c d e f g a b c d e f g a b c d e f g a b", "1 2 3 4 5 1 2 3 4 5 1 2 3 4 5 1 2",
           "x = foo(y); x = foo(y); x = foo(y); x ="]
@@ -234,3 +238,49 @@ def test_prefix_caching_chunked_prefill_and_preemption(base):
         assert engine.scheduler.num_preemptions > 0 and engine.block_manager.num_cache_hits > 0
         assert llm.spec_decoding_stats().num_accepted_tokens > 0
         assert_all_blocks_free(llm)
+
+
+# ---- the decode graphs' path (CPU: the wrapper calls the forward; the graphs: test_spec_decode_gpu.py) ----
+def test_decode_graph_sizes_and_dispatch_count_requests_of_1_plus_k_tokens():
+    comp = CompilationConfig(cudagraph_mode="FULL_DECODE_ONLY", cudagraph_capture_sizes=[1, 2, 4, 8, 64])
+    cfg = EngineConfig.resolve("m", device=torch.device("cuda"), compilation=comp, speculative=SpeculativeConfig(4),
+                               scheduler=SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=64))  # as on a GPU
+    assert cfg.uniform_decode_query_len == 5
+    assert cfg.full_capture_sizes == (1, 2, 4, 8)  # 64 requests of 5 tokens exceed the 64-token step
+    d = CudagraphDispatcher("FULL_DECODE_ONLY", 1, 5)
+    d.activate(FULL, [1, 2, 4, 8])  # sizes in requests
+    assert d.dispatch(5, 1, True) == BatchDescriptor(FULL, 5, 1, uniform_decode=True)
+    assert d.dispatch(3, 3, True).num_padded_tokens == 5  # three requests without drafts fit one of 5 tokens
+    assert d.dispatch(12, 4, True).num_padded_tokens == 20  # ceil(12 / 5) = 3 requests: the graph of 4
+    assert d.dispatch(41, 9, True).mode is NONE  # past 8 requests' 40 tokens: no graph
+    assert d.dispatch(12, 4, False).mode is NONE  # a prefill chunk in the batch: not a decode graph
+
+
+def test_verify_steps_through_the_decode_graph_path_give_the_same_tokens(base):
+    """The runner's decode-graph path under speculation without graphs (a CPU): the unified layout of 1 + k
+    tokens per request, padded to the captured size; greedy tokens as without speculation."""
+    llm = LLM(dtype="float32", max_model_len=256, max_num_seqs=8, speculative_config=spec(2))
+    runner = llm.model_runner
+    runner.cudagraph_dispatcher = d = CudagraphDispatcher("FULL_DECODE_ONLY", 1, 3)
+    runner.full_graph = CUDAGraphWrapper(runner.compiled.forward, FULL, "FULL forward")
+    d.activate(FULL, [1, 2, 4, 8])  # as after a capture pass; with no graph recorded the wrapper calls the forward
+    assert tokens(llm, REPEAT) == tokens(base, REPEAT)
+    assert d.counts["full"] > 0 and llm.spec_decoding_stats().num_accepted_tokens > 0
+    assert_all_blocks_free(llm)
+    llm.shutdown()
+
+
+def test_bench_latency_measures_with_and_without_speculation_in_one_run(tmp_path):
+    from minivllm.bench import latency
+    from minivllm.bench.cli import parse_args
+
+    out = tmp_path / "spec.json"
+    args = parse_args(["latency", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2, '
+                       '"prompt_lookup_min": 2, "prompt_lookup_max": 4}', "--spec-tokens", "0,2", "--modes", "eager",
+                       "--batch-sizes", "2", "--input-len", "48", "--output-len", "12", "--prompt-kind", "repeat",
+                       "--max-model-len", "64", "--json", str(out)])
+    res = latency.main(args)
+    by_k = res["comparison"]["speculative"]["eager"][2]
+    assert set(by_k) == {0, 2} and by_k[0]["tpot_vs_k0"] == 1.0 and by_k[2]["tpot_ms"] > 0
+    assert by_k[2]["acceptance_rate"] > 0 and by_k[2]["mean_acceptance_length"] > 1
+    assert res["settings"]["prompt_kind"] == "repeat" and out.exists()

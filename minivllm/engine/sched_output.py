@@ -53,9 +53,5 @@ class SchedulerOutput:
         return bool(self.scheduled) and all(s.is_decode for s in self.scheduled)
 
     @property
-    def num_spec_tokens(self) -> int:
-        return sum(len(s.spec_token_ids) for s in self.scheduled)
-
-    @property
     def is_empty(self) -> bool:
         return not self.scheduled

@@ -64,7 +64,7 @@ def repeated_prompts(n: int) -> list[str]:
 
 
 def repeat_ids(n: int, vocab: int) -> list:
-    """Token ids: a 16-token pattern written 4 times (repetition: lookup finds the pattern)."""
+    """Token ids: a 16-token pattern written four times (repetition: lookup finds the pattern)."""
     return [{"prompt_token_ids": _ids(16, 5 + i, vocab) * 4} for i in range(n)]
 
 

@@ -67,7 +67,7 @@ from minivllm_labs import lab07_views  # Lab 07 shows every lab's claims as one 
 # what vLLM reports: drafts (verify steps with a draft), draft tokens, accepted tokens, the acceptance rate
 # (accepted / draft tokens) and the **mean acceptance length**, 1 + accepted / drafts, the tokens a verify step
 # yields. The embedded model answers its own tasks; the Qwen3-0.6B shape has random weights, so it gets token-id
-# prompts, one with a 16-token pattern written 4 times and one with no repeated pair.
+# prompts, one with a 16-token pattern written four times and one with no repeated pair.
 
 # %% [markdown] tags=["lang-zh"]
 # ### a) 草稿什么时候被接受

@@ -15,7 +15,7 @@ from minivllm_labs.common import lab_model, quiet_engine_logs
 pytestmark = pytest.mark.slow
 
 
-LABS = [f"lab{n:02d}" for n in range(1, 11)]
+LABS = [f"lab{n:02d}" for n in range(1, 12)]
 
 
 def _bars(fig) -> dict:

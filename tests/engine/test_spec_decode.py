@@ -256,18 +256,22 @@ def test_decode_graph_sizes_and_dispatch_count_requests_of_1_plus_k_tokens():
     assert d.dispatch(12, 4, False).mode is NONE  # a prefill chunk in the batch: not a decode graph
 
 
-def test_verify_steps_through_the_decode_graph_path_give_the_same_tokens(base):
+def test_verify_steps_through_the_decode_graph_path_give_the_same_tokens(base, spec_llms):
     """The runner's decode-graph path under speculation without graphs (a CPU): the unified layout of 1 + k
     tokens per request, padded to the captured size; greedy tokens as without speculation."""
-    llm = LLM(dtype="float32", max_model_len=256, max_num_seqs=8, speculative_config=spec(2))
+    llm = spec_llms[2]
     runner = llm.model_runner
+    saved = runner.cudagraph_dispatcher, runner.full_graph
     runner.cudagraph_dispatcher = d = CudagraphDispatcher("FULL_DECODE_ONLY", 1, 3)
     runner.full_graph = CUDAGraphWrapper(runner.compiled.forward, FULL, "FULL forward")
     d.activate(FULL, [1, 2, 4, 8])  # as after a capture pass; with no graph recorded the wrapper calls the forward
-    assert tokens(llm, REPEAT) == tokens(base, REPEAT)
-    assert d.counts["full"] > 0 and llm.spec_decoding_stats().num_accepted_tokens > 0
-    assert_all_blocks_free(llm)
-    llm.shutdown()
+    try:
+        llm.spec_decoding_stats(reset=True)
+        assert tokens(llm, REPEAT) == tokens(base, REPEAT)
+        assert d.counts["full"] > 0 and llm.spec_decoding_stats().num_accepted_tokens > 0
+        assert_all_blocks_free(llm)
+    finally:
+        runner.cudagraph_dispatcher, runner.full_graph = saved
 
 
 def test_bench_latency_measures_with_and_without_speculation_in_one_run(tmp_path):
@@ -277,10 +281,10 @@ def test_bench_latency_measures_with_and_without_speculation_in_one_run(tmp_path
     out = tmp_path / "spec.json"
     args = parse_args(["latency", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2, '
                        '"prompt_lookup_min": 2, "prompt_lookup_max": 4}', "--spec-tokens", "0,2", "--modes", "eager",
-                       "--batch-sizes", "2", "--input-len", "48", "--output-len", "12", "--prompt-kind", "repeat",
-                       "--max-model-len", "64", "--json", str(out)])
+                       "--batch-sizes", "1", "--input-len", "32", "--output-len", "10", "--prompt-kind", "repeat",
+                       "--max-model-len", "48", "--json", str(out)])
     res = latency.main(args)
-    by_k = res["comparison"]["speculative"]["eager"][2]
+    by_k = res["comparison"]["speculative"]["eager"][1]
     assert set(by_k) == {0, 2} and by_k[0]["tpot_vs_k0"] == 1.0 and by_k[2]["tpot_ms"] > 0
     assert by_k[2]["acceptance_rate"] > 0 and by_k[2]["mean_acceptance_length"] > 1
     assert res["settings"]["prompt_kind"] == "repeat" and out.exists()

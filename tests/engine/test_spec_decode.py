@@ -288,3 +288,22 @@ def test_bench_latency_measures_with_and_without_speculation_in_one_run(tmp_path
     assert set(by_k) == {0, 2} and by_k[0]["tpot_vs_k0"] == 1.0 and by_k[2]["tpot_ms"] > 0
     assert by_k[2]["acceptance_rate"] > 0 and by_k[2]["mean_acceptance_length"] > 1
     assert res["settings"]["prompt_kind"] == "repeat" and out.exists()
+
+
+def test_decode_graph_capture_records_1_plus_k_tokens_per_request_on_the_unified_layout(spec_llms, monkeypatch):
+    """The capture pass of the decode graphs under speculation (CUDA's memory calls faked on a CPU): sizes in
+    requests, each captured at requests x (1 + k) tokens with the dummy batch of the unified kernel."""
+    from minivllm.attention.metadata import get_forward_context
+    from minivllm.worker.graph_capture import capture_graphs
+
+    for name, fake in (("synchronize", lambda: None), ("mem_get_info", lambda: (1 << 30, 1 << 31)),
+                       ("empty_cache", lambda: None)):
+        monkeypatch.setattr(torch.cuda, name, fake)
+    runner, seen = spec_llms[2].model_runner, []
+
+    def run(ids, pos):
+        ctx = get_forward_context()
+        seen.append((len(ids), ctx.num_padded_tokens, ctx.attn_metadata.unified, ctx.capturing))
+
+    stats = capture_graphs(runner, FULL, [1, 2, 4], run, [], None, any_batch=False, query_len=3)
+    assert seen == [(12, 12, True, True), (6, 6, True, True), (3, 3, True, True)] and stats.sizes == [1, 2, 4]

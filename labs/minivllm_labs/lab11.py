@@ -269,7 +269,7 @@ def run_here(model: str) -> dict:
     """The notebook's run-it-here cell: a)-d) for one model at the quick settings (on a CPU: eager, fp32,
     batches 1 and 4, a few seconds)."""
     return {"device": "cuda" if _cuda() else "cpu", "k_values": list(K_VALUES),
-            "models": {model_key(model): measure_model(model, quick=True, repeats=3)}}
+            "models": {model_key(model): measure_model(model, quick=True, repeats=5)}}
 
 
 def run_all(model: str, quick: bool = False) -> dict:

@@ -58,9 +58,10 @@
 #                   the logprob gap of bf16 and FP8 vs fp32 (FP8_ACCURACY=0 skips); then the FP8 kernel and pass tests
 #   spec            speculative decoding (n-gram, issue 47): its GPU tests (greedy with speculation vs eager without, in
 #                   every graph mode, embedded model in bf16 and the Qwen3-0.6B shape in fp32), then `bench latency`
-#                   at batch 1 and 64 with k = 0, 2, 4 in one run on prompts where lookup works (a random run of 16
-#                   tokens repeated: --prompt-kind repeat), Qwen3-0.6B shape -> $OUT/spec.json, embedded model ->
-#                   $OUT/spec_embedded.json (SPEC_MODES="FULL_AND_PIECEWISE" picks the graph modes)
+#                   on the Qwen3-0.6B shape at batch 1 and 64 with k = 0, 2, 4 in one run, on prompts where lookup
+#                   works (a random run of 16 tokens repeated: --prompt-kind repeat), k = 0 with async scheduling
+#                   on (the default) and off (speculation runs without it) -> $OUT/spec.json (SPEC_MODES picks the
+#                   modes, default "FULL_AND_PIECEWISE,FULL_AND_PIECEWISE+sync")
 #   prepare-trees DIR COMMIT...   (run where the git history is, not on the GPU) DIR/<commit>.tar.gz of each
 #                   commit's minivllm/, for a device that gets a copy of the tree without .git
 #
@@ -216,26 +217,23 @@ fp8() {
     tests/engine/test_passes.py
   return 0
 }
-spec() {  # speculative decoding: the tests, then TPOT with k = 0, 2, 4 per model in one run each
-  local cfg='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}' m
-  TAILN=20 MINIVLLM_GPU_MODEL=$CK step tests_spec "${SPEC_TESTS_CAP_S:-200}" $PY -m pytest -q -p no:cacheprovider -s \
+spec() {  # speculative decoding: the tests, then TPOT with k = 0, 2, 4 in one run
+  local cfg='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}'
+  TAILN=20 MINIVLLM_GPU_MODEL=$CK step tests_spec "${SPEC_TESTS_CAP_S:-220}" $PY -m pytest -q -p no:cacheprovider -s \
     tests/engine/test_spec_decode_gpu.py
-  for m in spec:"$CK" spec_embedded:"$ROOT/assets/models/minivllm-tiny"; do
-    TAILN=16 step "${m%%:*}" "${SPEC_BENCH_CAP_S:-150}" $BENCH latency --model "${m#*:}" --max-model-len 512 --batch-sizes 1,64 \
-      --modes "${SPEC_MODES:-FULL_AND_PIECEWISE}" --speculative-config "$cfg" --spec-tokens 0,2,4 \
-      --prompt-kind repeat --input-len 128 --output-len 128 --json "$RES/${m%%:*}.json"
-  done
-  $PY - "$RES" "$MINIVLLM_GIT_COMMIT" <<'PYEOF'  # the gpu_check entry now: $OUT gets the files before the final stamp
+  TAILN=24 step spec_latency "${SPEC_BENCH_CAP_S:-200}" $BENCH latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --modes "${SPEC_MODES:-FULL_AND_PIECEWISE,FULL_AND_PIECEWISE+sync}" --speculative-config "$cfg" \
+    --spec-tokens 0,2,4 --prompt-kind repeat --input-len 128 --output-len 128 --json "$RES/spec.json"
+  $PY - "$RES/spec.json" "$MINIVLLM_GIT_COMMIT" <<'PYEOF'  # the gpu_check entry now: $OUT gets it before the final stamp
 import datetime, json, pathlib, sys
-for name in ("spec.json", "spec_embedded.json"):
-    f = pathlib.Path(sys.argv[1]) / name
-    if f.exists():
-        data = json.loads(f.read_text())
-        data["gpu_check"] = {"commit": sys.argv[2], "stages": "spec",
-                             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-        f.write_text(json.dumps(data, indent=2))
+f = pathlib.Path(sys.argv[1])
+if f.exists():
+    data = json.loads(f.read_text())
+    data["gpu_check"] = {"commit": sys.argv[2], "stages": "spec",
+                         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    f.write_text(json.dumps(data, indent=2))
 PYEOF
-  cp "$RES/spec.json" "$RES/spec_embedded.json" "$OUT/" 2>/dev/null
+  cp "$RES/spec.json" "$OUT/" 2>/dev/null
   return 0
 }
 device_kit() {  # the labs' GPU-only toggle options, the device folders, the demo on a GPU

@@ -43,8 +43,8 @@ def acceptance_table(res: dict | None) -> str:
     (tokens per verify step: 1 + accepted / drafts), accepted tokens per draft position."""
     if not _models(res):
         return NOT_RECORDED
-    out = [f"{'model':<10} {'prompts':<20} {'k':>2} {'drafts':>7} {'draft tok':>9} {'accepted':>8} {'rate':>5} "
-           f"{'tok/step':>8}  accepted per position"]
+    out = [(f"{'model':<10} {'prompts':<20} {'k':>2} {'drafts':>7} {'draft tok':>9} {'accepted':>8} {'rate':>5} "
+            f"{'tok/step':>8}  accepted per position")]
     for mk, m in _models(res).items():
         for kn, row in _ks(m).items():
             for sn, s in (row.get("acceptance") or {}).items():
@@ -100,7 +100,7 @@ def tpot_table(res: dict | None) -> str:
         return NOT_RECORDED
     out = [f"{'model':<10} {'batch':>5} {'k':>2} {'TPOT ms [min, max]':>26} {'vs k=0':>13} {'tok/step':>8}"]
     for mk, m in _models(res).items():
-        for b, by_k in _tpot_rows(m).items():
+        for by_k in _tpot_rows(m).values():
             for k, t in sorted(by_k.items()):
                 r = t.get("tpot_ms_range") or [t["tpot_ms"]] * 2
                 vs = "-" if k == 0 or 0 not in by_k else speedup(by_k[0], t)
@@ -114,15 +114,16 @@ def tpot_summary(res: dict | None) -> str:
     """One line per model and batch, EN then ZH: what k = 4 did to TPOT against k = 0."""
     lines = []
     for mk, m in _models(res).items():
-        for b, by_k in _tpot_rows(m).items():
+        for by_k in _tpot_rows(m).values():
             if 0 in by_k and 4 in by_k:
                 s = speedup(by_k[0], by_k[4])
                 t0, t4 = by_k[0]["tpot_ms"], by_k[4]["tpot_ms"]
                 verdict = ("within noise" if s == "within noise" else
                            ("faster" if t4 < t0 else "slower"))
                 zh = {"within noise": "在噪声范围内", "faster": "更快", "slower": "更慢"}[verdict]
-                lines.append(f"{mk}, batch {by_k[0]['batch']}: k=4 {t4:.3f} ms vs k=0 {t0:.3f} ms: {verdict} ({s}) · "
-                             f"{mk}，batch {by_k[0]['batch']}：k=4 {t4:.3f} ms，k=0 {t0:.3f} ms：{zh}（{s}）")
+                ratio_en, ratio_zh = ("", "") if verdict == "within noise" else (f" ({s})", f"（{s}）")
+                lines.append(f"{mk}, batch {by_k[0]['batch']}: k=4 {t4:.3f} ms vs k=0 {t0:.3f} ms: {verdict}{ratio_en} · "
+                             f"{mk}，batch {by_k[0]['batch']}：k=4 {t4:.3f} ms，k=0 {t0:.3f} ms：{zh}{ratio_zh}")
     return "\n".join(lines) or NOT_RECORDED
 
 
@@ -133,8 +134,8 @@ def graphs_table(res: dict | None) -> str:
     rows = [(mk, _k(kn), r["graphs"]) for mk, m in _models(res).items() for kn, r in _ks(m).items() if r.get("graphs")]
     if not rows:
         return "(GPU only: the graphs each k captures are recorded on a GPU)" if _models(res) else NOT_RECORDED
-    out = [f"{'model':<10} {'k':>2} {'mode':<19} {'q/req':>5} {'decode sizes (requests)':<28} {'piecewise':>9} "
-           f"{'capture s':>9} {'pool MiB':>8}"]
+    out = [(f"{'model':<10} {'k':>2} {'mode':<19} {'q/req':>5} {'decode sizes (requests)':<28} {'piecewise':>9} "
+            f"{'capture s':>9} {'pool MiB':>8}")]
     for mk, k, g in rows:
         full = g.get("full_sizes") or []
         sizes = f"{len(full)}: {full[0]}..{full[-1]}" if full else "-"
@@ -142,6 +143,12 @@ def graphs_table(res: dict | None) -> str:
                    f"{len(g.get('piecewise_sizes') or []):>9} {g.get('capture_s') or 0:>9.2f} "
                    f"{'-' if g.get('pool_mib') is None else format(g['pool_mib'], '.1f'):>8}")
     out.append("(a decode graph of b requests runs b x q query tokens; piecewise graphs are keyed by token count)")
+    by = {(mk, k): g for mk, k, g in rows}
+    for mk in dict.fromkeys(mk for mk, _, _ in rows):
+        g0, g4 = by.get((mk, 0)), by.get((mk, max(k for m, k in by if m == mk)))
+        if g0 and g4 is not g0 and g0.get("pool_mib") is not None and g4.get("pool_mib") is not None:
+            out.append(f"{mk}: the graph pool with k={g4['uniform_decode_query_len'] - 1} is {g4['pool_mib']:.1f} MiB "
+                       f"against {g0['pool_mib']:.1f} MiB without speculation ({g4['pool_mib'] - g0['pool_mib']:+.1f} MiB)")
     return "\n".join(out)
 
 

@@ -81,9 +81,11 @@ def test_views_read_a_recorded_result(recorded):
     summary = v.tpot_summary(recorded).splitlines()
     assert "qwen3-06b, batch 1: k=4 0.600 ms vs k=0 1.000 ms: faster (1.67x)" in summary[0]
     assert "qwen3-06b, batch 64" in summary[1] and ": slower (0.68x)" in summary[1] and "更慢" in summary[1]
-    assert "embedded, batch 64" in summary[3] and "within noise" in summary[3] and "在噪声范围内" in summary[3]
+    assert summary[3].startswith("embedded, batch 64: k=4 0.605 ms vs k=0 0.600 ms: within noise · ")
+    assert summary[3].endswith("在噪声范围内")
     graphs = v.graphs_table(recorded).splitlines()
     assert any(g.split()[1:4] == ["4", "FULL_AND_PIECEWISE", "5"] and "140.0" in g for g in graphs), graphs
+    assert "qwen3-06b: the graph pool with k=4 is 140.0 MiB against 100.0 MiB without speculation (+40.0 MiB)" in graphs
     assert "31/32" in v.equality_text(recorded) and "0.040" in v.equality_text(recorded)
     fig = v.plot_acceptance(recorded)
     ys = {t.name: list(t.y) for t in fig.data}

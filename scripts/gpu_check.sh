@@ -219,9 +219,9 @@ fp8() {
 }
 spec() {  # speculative decoding: the tests, then TPOT with k = 0, 2, 4 in one run
   local cfg='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}'
-  TAILN=20 MINIVLLM_GPU_MODEL=$CK step tests_spec "${SPEC_TESTS_CAP_S:-220}" $PY -m pytest -q -p no:cacheprovider -s \
+  TAILN=20 MINIVLLM_GPU_MODEL=$CK step tests_spec "${SPEC_TESTS_CAP_S:-280}" $PY -m pytest -q -p no:cacheprovider -s \
     tests/engine/test_spec_decode_gpu.py
-  TAILN=24 step spec_latency "${SPEC_BENCH_CAP_S:-200}" $BENCH latency --model "$CK" --max-model-len 512 \
+  TAILN=24 step spec_latency "${SPEC_BENCH_CAP_S:-240}" $BENCH latency --model "$CK" --max-model-len 512 \
     --batch-sizes 1,64 --modes "${SPEC_MODES:-FULL_AND_PIECEWISE,FULL_AND_PIECEWISE+sync}" --speculative-config "$cfg" \
     --spec-tokens 0,2,4 --prompt-kind repeat --input-len 128 --output-len 128 --json "$RES/spec.json"
   $PY - "$RES/spec.json" "$MINIVLLM_GIT_COMMIT" <<'PYEOF'  # the gpu_check entry now: $OUT gets it before the final stamp

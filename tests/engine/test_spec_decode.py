@@ -12,6 +12,7 @@ import torch
 from minivllm import LLM, SamplingParams
 from minivllm.compilation.cuda_graph import CUDAGraphWrapper
 from minivllm.config import CompilationConfig, CUDAGraphMode, EngineConfig, SchedulerConfig, SpeculativeConfig
+from minivllm.engine.block_manager import hash_block
 from minivllm.layers.sampler import Sampler
 from minivllm.spec_decode.ngram_proposer import NgramProposer, propose_ngram
 from minivllm.spec_decode.rejection_sampler import greedy_verify, sampled_verify
@@ -233,11 +234,20 @@ def test_prefix_caching_chunked_prefill_and_preemption(base):
     params = SamplingParams(temperature=0, max_tokens=40, ignore_eos=True)
     with LLM(dtype="float32", max_model_len=256, max_num_batched_tokens=24, num_gpu_blocks_override=20,
              block_size=16, max_num_seqs=6, speculative_config=spec(3)) as llm:
-        assert tokens(llm, prompts, params) == tokens(base, prompts, params)
-        engine = llm.engine
-        assert engine.scheduler.num_preemptions > 0 and engine.block_manager.num_cache_hits > 0
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        assert [o.outputs[0].token_ids for o in outs] == tokens(base, prompts, params)
+        engine, bm = llm.engine, llm.engine.block_manager
+        assert engine.scheduler.num_preemptions > 0 and bm.num_cache_hits > 0
         assert llm.spec_decoding_stats().num_accepted_tokens > 0
         assert_all_blocks_free(llm)
+        # Every cached block hashes a block-aligned prefix of a request's final tokens: none holds a rejected draft.
+        prefixes = set()
+        for o in outs:
+            ids, parent = o.prompt_token_ids + o.outputs[0].token_ids, None
+            for i in range(len(ids) // 16):
+                parent = hash_block(parent, ids[i * 16:(i + 1) * 16])
+                prefixes.add(parent)
+        assert bm.cached and set(bm.cached) <= prefixes
 
 
 # ---- the decode graphs' path (CPU: the wrapper calls the forward; the graphs: test_spec_decode_gpu.py) ----

@@ -149,7 +149,9 @@ class BlockManager:
             assert b.ref_count >= 0, f"block {block_id} freed twice"
             if b.ref_count == 0:
                 self.free_queue[block_id] = None
-        del seq.block_table[keep:]
+        if keep < len(seq.block_table):
+            del seq.block_table[keep:]
+            seq.block_table_epoch += 1
 
     def free(self, seq: Sequence) -> None:
         """Drop seq's references; blocks reaching zero go to the back of the free queue (evicted last)."""

@@ -91,7 +91,7 @@ class InputBatch:
         bt = self.cpu_block_tables.numpy()
         seqs = [s.seq for s in sched.scheduled]
         for i, seq in enumerate(seqs):  # block-table rows: write only what changed since the last step
-            owner = (seq.seq_id, seq.num_preemptions)  # a recomputed sequence has a brand-new table
+            owner = (seq.seq_id, seq.block_table_epoch)  # a recomputed or rolled-back table: rewritten
             nb, row = len(seq.block_table), self.row_owner[i]
             done = row[2] if row[:2] == owner else 0
             if nb > done:

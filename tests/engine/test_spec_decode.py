@@ -317,3 +317,29 @@ def test_decode_graph_capture_records_1_plus_k_tokens_per_request_on_the_unified
 
     stats = capture_graphs(runner, FULL, [1, 2, 4], run, [], None, any_batch=False, query_len=3)
     assert seen == [(12, 12, True, True), (6, 6, True, True), (3, 3, True, True)] and stats.sizes == [1, 2, 4]
+
+
+def test_block_table_rows_follow_a_rollback():
+    """A rollback drops the blocks of rejected drafts, and the next step may get other blocks in their place:
+    the input batch's block-table row must follow (it only appends to a row whose table did not shrink)."""
+    from minivllm.engine.block_manager import BlockManager
+    from minivllm.engine.sched_output import ScheduledSeq, SchedulerOutput
+    from minivllm.engine.sequence import Sequence
+    from minivllm.worker.input_batch import InputBatch
+
+    bm = BlockManager(8, 4, enable_prefix_caching=False)
+    ib = InputBatch(64, 2, 8, 4, torch.device("cpu"))
+    seq = Sequence("r", list(range(1, 8)), SamplingParams())  # 7 tokens
+    seq.num_computed_tokens = 6
+    bm.allocate(seq, 1 + 3)  # the last token and a draft of 3: 10 slots, 3 blocks
+    step = SchedulerOutput([ScheduledSeq(seq, 4, [8, 9, 10])])
+    ib.prepare(step)
+    assert ib.cpu_block_tables[0, :3].tolist() == seq.block_table == [0, 1, 2]
+    seq.append_token(11)  # every draft token rejected, then the target's own token: 8 tokens kept
+    bm.free_tail(seq, seq.num_tokens)  # block 2 held only rejected drafts
+    seq.num_computed_tokens = seq.num_tokens - 1
+    assert seq.block_table == [0, 1]
+    bm.allocate(seq, 1 + 3)  # the next draft crosses into a third block again: not block 2 this time
+    assert seq.block_table == [0, 1, 3]
+    ib.prepare(SchedulerOutput([ScheduledSeq(seq, 4, [12, 13, 14])]))
+    assert ib.cpu_block_tables[0, :len(seq.block_table)].tolist() == seq.block_table

@@ -88,13 +88,15 @@ if rec:
 # Read the rows in pairs. The same trained model, the same engine, the same k: its tasks asked once give lookup
 # little to copy (a reversed or sorted answer reuses the prompt's letters in another order), while the same
 # question asked again after its answer puts the answer in the context, and lookup copies it. The random-weight
-# model shows the other side of the method: it drafts wherever the sequence repeats itself, including its own
-# output, whatever the prompt.
+# model shows the other side of the method: lookup searches the whole sequence, its own output included, so a
+# model whose greedy output falls into a loop (random weights often do) gets drafts whatever the prompt; compare
+# its two prompt sets.
 
 # %% [markdown] tags=["lang-zh"]
 # 成对地读这些行。同一个训练过的模型、同一个引擎、同一个 k：只问一次的任务几乎没什么可照抄（反转或排序的答案用的是 prompt 里的
-# 字母，但顺序不同）；而在回答之后再问一遍，答案就在上下文里，lookup 直接照抄。随机权重的模型展示了这个方法的另一面：只要序列
-# 自我重复（包括它自己的输出），不论 prompt 是什么，它都会起草。
+# 字母，但顺序不同）；而在回答之后再问一遍，答案就在上下文里，lookup 直接照抄。随机权重的模型展示了这个方法的另一面：lookup
+# 搜索整个序列，包括模型自己的输出，所以贪心输出陷入循环的模型（随机权重常常如此）不论 prompt 是什么都能得到草稿；对比它的两组
+# prompt。
 
 # %% [markdown] tags=["lang-en"]
 # ### b) When it helps, when it costs

@@ -33,7 +33,8 @@ from minivllm_labs.lab_info import LabInfo
 
 RESULTS = "assets/results/h200/lab11.json"
 K_VALUES = (0, 2, 4)
-#: vLLM's own example values for prompt lookup (docs/features/spec_decode.md): match 2 to 4 tokens.
+#: Prompt lookup matches a suffix of 2 to 4 tokens (vLLM's n-gram example sets prompt_lookup_max 4; a minimum of 2
+#: lets a two-token suffix, such as "A:" and the answer's first token, find the earlier answer).
 LOOKUP = {"prompt_lookup_min": 2, "prompt_lookup_max": 4}
 GPU_BATCHES = (1, 64)
 CPU_BATCHES = (1, 4)

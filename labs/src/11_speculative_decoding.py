@@ -118,14 +118,14 @@ if rec:
 
 # %% [markdown] tags=["lang-en"]
 # The summary lines above are computed from the record by the rule every lab uses: faster or slower only when the
-# [min, max] ranges over the repeats do not overlap. vLLM's documentation gives the same advice for every draft
-# method: speculation lowers inter-token latency at low batch sizes (its
-# [speculative decoding page](https://docs.vllm.ai/en/latest/features/spec_decode.html)), and at high batch the
+# [min, max] ranges over the repeats do not overlap. vLLM's documentation presents speculation as a way to lower
+# inter-token latency in memory-bound workloads at medium-to-low load (its
+# [speculative decoding page](https://docs.vllm.ai/en/latest/features/speculative_decoding/)): at high batch the
 # GPU's spare compute that made the extra tokens free is gone.
 
 # %% [markdown] tags=["lang-zh"]
-# 上面的结论行按所有实验共用的规则由记录算出：只有各次重复的 [最小, 最大] 范围不重叠时才算更快或更慢。vLLM 文档对所有起草方法的
-# 建议相同：投机解码在低 batch 时降低 token 间延迟（见其[投机解码文档](https://docs.vllm.ai/en/latest/features/spec_decode.html)）；
+# 上面的结论行按所有实验共用的规则由记录算出：只有各次重复的 [最小, 最大] 范围不重叠时才算更快或更慢。vLLM 文档把投机解码定位为
+# 在中低负载、受显存带宽限制的场景下降低 token 间延迟的手段（见其[投机解码文档](https://docs.vllm.ai/en/latest/features/speculative_decoding/)）：
 # batch 大了，让多出的 token 免费的那部分闲置算力就没有了。
 
 # %% [markdown] tags=["lang-en"]

@@ -375,8 +375,9 @@ print(lab.CAPTURE)
 # width is fixed by k: every verify step runs 1 + k query tokens per request, which is why it can be captured
 # as a CUDA graph like plain decode (vLLM's `uniform_decode_query_len`), and why the handbook's "decode input
 # length is always 1" holds only without speculation: the decode shape is fixed per engine, not 1. The steps saved
-# depend on the prompts: n-gram lookup drafts only where the sequence repeats itself, so a question asked again
-# after its answer is accepted in runs while fresh text gets no draft. Whether the trade pays is read from the
+# depend on the prompts: n-gram lookup drafts only where the sequence repeats itself, so the embedded model's
+# questions asked again after their answer get their drafts accepted while its tasks asked once gain little (the
+# acceptance table), and text with no repetition gets no draft at all. Whether the trade pays is read from the
 # TPOT table at batch 1 and at batch 64, not assumed: the extra tokens are nearly free while the step is bound by
 # reading the weights and real compute once the batch is large. Greedy output is the same by construction, and
 # sampled output keeps the target's distribution (rejection sampling with a one-hot draft).
@@ -385,7 +386,7 @@ print(lab.CAPTURE)
 # **结论。** 投机解码是用更宽的一步换更少的步数，上面两半都测了。宽度由 k 决定：每个验证步每个请求跑 1 + k 个 query token，
 # 所以它能像普通解码一样被捕获为 CUDA Graph（vLLM 的 `uniform_decode_query_len`），也所以手册说的"decode 的 input 长度都是 1"
 # 只在不投机时成立：decode 的形状对一个引擎是固定的，但不是 1。省下多少步取决于 prompt：n-gram lookup 只在序列自我重复时起草，
-# 回答之后再问一遍的问题会成串地被接受，新内容则提不出草稿。是否划算要看 batch 1 与 batch 64 的 TPOT 表，而不是想当然：一步受读
+# 所以内置模型在回答之后再问一遍的问题，草稿会被接受，只问一次的任务则收益甚微（见接受率表），没有任何重复的文本根本提不出草稿。是否划算要看 batch 1 与 batch 64 的 TPOT 表，而不是想当然：一步受读
 # 权重限制时多出的 token 几乎免费，batch 大了就是实打实的计算。贪心输出按构造不变，采样输出保持目标分布（以 one-hot 草稿做拒绝采样）。
 
 # %% tags=["nbval-check-output"]

@@ -103,13 +103,18 @@ if rec:
 # A verify step runs 1 + k query tokens for every request that has a draft. At batch 1 the step is bound by
 # reading the weights (Lab 09), so the extra tokens cost little and every accepted token removes a step. At batch
 # 64 the step already does 64 rows of work per weight read; with k = 4 it does up to 320, and each rejected draft
-# token is computed and thrown away. The table measures both in one run, on the H200's graphs engine.
+# token is computed and thrown away. The table measures both in one run, on the H200's graphs engine. The engine's
+# bench measures the same trade with your settings: `minivllm bench latency --speculative-config
+# '{"method": "ngram", "num_speculative_tokens": 4}' --prompt-kind repeat` reports TPOT with and without
+# speculation in one run (k = 0 and the config's k, or every k of `--spec-tokens`).
 
 # %% [markdown] tags=["lang-zh"]
 # ### b) 什么时候有收益、什么时候有代价
 # 每个带草稿的请求在验证步要跑 1 + k 个 query token。batch 1 时一步受读权重限制（Lab 09），多出的 token 几乎不花钱，每个被接受
 # 的 token 就省下一步。batch 64 时每读一遍权重已经要算 64 行；k = 4 时最多要算 320 行，每个被拒的草稿 token 算完就丢掉。下表在
-# H200 上开着 CUDA Graph 的引擎里，在同一次运行中测了这两种情况。
+# H200 上开着 CUDA Graph 的引擎里，在同一次运行中测了这两种情况。引擎自带的 bench 可以用你自己的设置测同样的取舍：
+# `minivllm bench latency --speculative-config '{"method": "ngram", "num_speculative_tokens": 4}' --prompt-kind repeat`
+# 在一次运行中给出开与不开投机解码的 TPOT（k = 0 与配置中的 k，或 `--spec-tokens` 中的每个 k）。
 
 # %% tags=["nbval-check-output"]
 print(lab.tpot_table(rec))

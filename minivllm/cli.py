@@ -38,6 +38,11 @@ def cmd_generate(a: argparse.Namespace) -> int:
             for tok, *top in lps[name] or []:  # one line per token: the chosen one, then the top k
                 print(f"  {label} {tok[1]!r:>12} {tok[2]:9.4f} (rank {tok[3]:>6})"
                       + "".join(f"{', top: ' if i == 0 else ', '}{t[1]!r} {t[2]:.4f}" for i, t in enumerate(top)))
+    spec = llm.spec_decoding_stats()
+    if spec is not None:  # as vLLM's spec-decode log line: on stderr, so --json's stdout stays JSON lines
+        print(f"speculative decoding: {spec.num_drafts} drafts, {spec.num_draft_tokens} draft tokens, "
+              f"{spec.num_accepted_tokens} accepted; acceptance rate {spec.acceptance_rate:.1%}, mean acceptance "
+              f"length {spec.mean_acceptance_length:.2f}", file=sys.stderr)
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 import os
 import warnings
 from dataclasses import dataclass, field, fields
@@ -18,6 +19,8 @@ from typing import Any
 import torch
 
 from minivllm.compilation.passes.pass_config import PassConfig
+
+logger = logging.getLogger("minivllm")
 
 class CUDAGraphMode(str, enum.Enum):
     """Which CUDA graphs the engine captures: vLLM's five modes, with vLLM's meanings
@@ -295,6 +298,67 @@ class CompilationConfig:
         return Path(root).expanduser()
 
 
+SPECULATIVE_METHODS = ("ngram",)
+MAX_SPECULATIVE_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    """Speculative decoding with vLLM's n-gram method (prompt lookup; vllm/config/speculative.py): the longest
+    suffix of a sequence, between prompt_lookup_min and prompt_lookup_max tokens, that occurred earlier in it
+    proposes the (up to) num_speculative_tokens tokens that followed it; one step of 1 + k query tokens per
+    request verifies them (spec_decode/). Defaults as vLLM's: neither bound given, both are 5; one given, the
+    other takes its value. Draft models, EAGLE and MTP are not built (book/differs_from_vllm.md)."""
+
+    num_speculative_tokens: int
+    method: str = "ngram"
+    prompt_lookup_max: int = 5
+    prompt_lookup_min: int = 5
+
+    def __post_init__(self) -> None:
+        _check(self.method in SPECULATIVE_METHODS,
+               f"speculative_config.method must be one of {list(SPECULATIVE_METHODS)} (EAGLE, MTP and draft models "
+               f"are not built here), got {self.method!r}")
+        _check(is_int(self.num_speculative_tokens) and 1 <= self.num_speculative_tokens <= MAX_SPECULATIVE_TOKENS,
+               f"speculative_config.num_speculative_tokens must be an int in [1, {MAX_SPECULATIVE_TOKENS}], "
+               f"got {self.num_speculative_tokens!r}")
+        for name in ("prompt_lookup_min", "prompt_lookup_max"):
+            value = getattr(self, name)
+            _check(is_int(value) and value >= 1, f"speculative_config.{name} must be an int >= 1, got {value!r}")
+        _check(self.prompt_lookup_min <= self.prompt_lookup_max,
+               f"speculative_config.prompt_lookup_min ({self.prompt_lookup_min}) must be <= prompt_lookup_max "
+               f"({self.prompt_lookup_max})")
+
+    @classmethod
+    def from_any(cls, value: Any) -> "SpeculativeConfig | None":
+        """A SpeculativeConfig, a dict, a JSON string (the CLI's --speculative-config) or None (off)."""
+        if value is None or isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"speculative_config is not valid JSON: {e}") from None
+        _check(isinstance(value, dict), f"speculative_config must be a dict, a JSON string or a SpeculativeConfig, "
+                                        f"got {type(value).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(value) - known)
+        _check(not unknown, f"speculative_config has unknown fields {unknown}; known: {sorted(known)}")
+        _check("num_speculative_tokens" in value,
+               "speculative_config.num_speculative_tokens is required (vLLM has no default for the ngram method)")
+        value = dict(value)
+        if value.get("method", "ngram") == "[ngram]":  # vLLM's older spelling
+            value["method"] = "ngram"
+        lo, hi = value.get("prompt_lookup_min"), value.get("prompt_lookup_max")
+        for name, v in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):  # before one takes the other's
+            _check(v is None or (is_int(v) and v >= 1), f"speculative_config.{name} must be an int >= 1, got {v!r}")
+        if lo is None and hi is None:
+            lo = hi = 5
+        value["prompt_lookup_min"] = hi if lo is None else lo
+        value["prompt_lookup_max"] = lo if hi is None else hi
+        return cls(**value)
+
+
 def default_capture_sizes(max_size: int) -> list[int]:
     """vLLM's default: 1, 2, 4, then every 8 up to 256, then every 16, capped at max_size."""
     sizes = [1, 2, 4] + list(range(8, 257, 8)) + list(range(272, 1025, 16))
@@ -332,6 +396,10 @@ class EngineConfig:
     full_graphs_capture: str  # "plain" or "compiled": the forward a FULL graph records
     min_num_tokens: int  # the padding floor of a traced forward (2: Dynamo's 0/1 specialization)
     max_num_tokens: int  # rows of the persistent buffers: the largest step
+    speculative: SpeculativeConfig | None = None  # None: no speculative decoding
+    # Query tokens per request of a pure decode step: 1, or 1 + num_speculative_tokens (vLLM's name). The
+    # decode FULL graphs are captured per batch size for this many tokens per request.
+    uniform_decode_query_len: int = 1
 
     @classmethod
     def resolve(cls, model: str, *, dtype: torch.dtype = torch.float32,
@@ -340,7 +408,8 @@ class EngineConfig:
                 skip_tokenizer_init: bool = False, fallback: str | None = None, verify: bool = False,
                 batch_invariant: bool = False, quantization: str | None = None, cache: CacheConfig | None = None,
                 scheduler: SchedulerConfig | None = None,
-                compilation: CompilationConfig | None = None) -> "EngineConfig":
+                compilation: CompilationConfig | None = None,
+                speculative: SpeculativeConfig | None = None) -> "EngineConfig":
         """Check the settings against each other and make every decision: the one resolution step."""
         device = resolve_device(device)
         cache, scheduler = cache or CacheConfig(), scheduler or SchedulerConfig()
@@ -385,22 +454,43 @@ class EngineConfig:
         floor = 2 if mode >= CompilationMode.DYNAMO_TRACE_ONCE else 1
         full_floor = 1 if full_records == "plain" else floor
         max_tokens = max(scheduler.max_num_batched_tokens, scheduler.max_num_seqs, 2)
+        async_on = scheduler.async_scheduling if scheduler.async_scheduling is not None \
+            else device.type == "cuda"  # on a CPU nothing runs concurrently: nothing to overlap
+        q_len = 1
+        if speculative is not None:
+            _check(isinstance(speculative, SpeculativeConfig),
+                   f"speculative must be a SpeculativeConfig (SpeculativeConfig.from_any reads a dict), "
+                   f"got {speculative!r}")
+            _check(not batch_invariant,
+                   "speculative_config with batch_invariant=True: how many drafts of a request the step's token "
+                   "budget verifies depends on the other requests, so its rows would depend on the batch")
+            # vLLM 0.11 does not run speculative decoding under async scheduling either: the next step's drafts
+            # are proposed from the tokens this step accepts, which the CPU must read first.
+            _check(scheduler.async_scheduling is not True,
+                   "async_scheduling=True with speculative_config: the n-gram drafts of the next step come from "
+                   "the tokens this step accepts, so the CPU must read them first (vLLM 0.11 refuses it too); "
+                   "leave async_scheduling unset")
+            if async_on:
+                logger.info("speculative decoding: async scheduling off (the next drafts need this step's tokens)")
+            async_on = False
+            q_len = 1 + speculative.num_speculative_tokens
         full: list[int] = []
         if graph_mode is CUDAGraphMode.FULL:  # graphs of any batch, by token count
             full = sorted({max(s, full_floor) for s in sizes if s <= max_tokens})
-        elif graph_mode.has_full:  # graphs of pure decode, by batch size (= token count)
-            full = sorted({max(s, full_floor) for s in sizes} & set(range(1, max(scheduler.max_num_seqs, 2) + 1)))
+        elif graph_mode.has_full:  # graphs of pure decode, by batch size (q_len tokens per request)
+            full = sorted({max(s, full_floor) for s in sizes if s * q_len <= max_tokens}
+                          & set(range(1, max(scheduler.max_num_seqs, 2) + 1)))
         piecewise = sorted({max(s, floor) for s in sizes if s <= max_tokens}) if graph_mode.has_piecewise else []
         return cls(model=model, dtype=dtype, device=device, max_model_len=max_model_len, seed=seed,
                    enforce_eager=enforce_eager, attention_backend=backend, skip_tokenizer_init=skip_tokenizer_init,
                    fallback=fallback, verify=verify, batch_invariant=batch_invariant, quantization=quantization,
-                   async_scheduling=scheduler.async_scheduling if scheduler.async_scheduling is not None
-                   else device.type == "cuda",  # on a CPU nothing runs concurrently: nothing to overlap
+                   async_scheduling=async_on,
                    cache=cache, scheduler=scheduler, compilation=c, compile_mode=mode, cudagraph_mode=graph_mode,
                    cudagraph_downgrade=downgrade, custom_ops=tuple(c.resolved_custom_ops()),
                    cudagraph_capture_sizes=tuple(sizes), full_capture_sizes=tuple(full),
                    piecewise_capture_sizes=tuple(piecewise), full_graphs_capture=full_records,
-                   min_num_tokens=floor, max_num_tokens=max_tokens)
+                   min_num_tokens=floor, max_num_tokens=max_tokens, speculative=speculative,
+                   uniform_decode_query_len=q_len)
 
 
 def _resolve_cudagraph_mode(c: CompilationConfig, mode: CompilationMode, backend: str, device: torch.device,

@@ -28,6 +28,7 @@ from minivllm.config import (
     CompilationConfig,
     EngineConfig,
     SchedulerConfig,
+    SpeculativeConfig,
     fixed_num_blocks,
     kv_bytes_per_block,
     resolve_device,
@@ -101,6 +102,8 @@ class EngineArgs:
                                     "scale per output channel; activations per token)", str, ("fp8",))
     batch_invariant: bool = _arg(ENGINE["batch_invariant"], "results independent of the batch (as vLLM's "
                                  "VLLM_BATCH_INVARIANT=1, which also turns it on)")
+    speculative_config: Any = _arg(None, 'speculative decoding, vLLM\'s n-gram method: a dict, or JSON on the '
+                                   'command line: \'{"method": "ngram", "num_speculative_tokens": 4}\'', str)
 
     # ---- the command line ------------------------------------------------------------------------
     @staticmethod
@@ -157,7 +160,8 @@ class EngineArgs:
                                       self.async_scheduling),
             compilation=CompilationConfig.from_any(self.compilation_config, cudagraph_mode=self.cudagraph_mode,
                                                    cudagraph_capture_sizes=self.cudagraph_capture_sizes,
-                                                   max_cudagraph_capture_size=self.max_cudagraph_capture_size))
+                                                   max_cudagraph_capture_size=self.max_cudagraph_capture_size),
+            speculative=SpeculativeConfig.from_any(self.speculative_config))
         if not self.enable_chunked_prefill and max_tokens < max_len:
             raise ValueError(f"max_num_batched_tokens ({max_tokens}) must be >= max_model_len ({max_len}) when "
                              f"enable_chunked_prefill=False, or a long prompt could never run")

@@ -26,6 +26,7 @@ from minivllm.loader import NoTokenizer
 from minivllm.logger import init_logger
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
+from minivllm.spec_decode.metrics import SpecDecodingStats
 from minivllm.worker.model_runner import ModelRunner
 from minivllm.worker.startup import StartupReport
 
@@ -107,6 +108,20 @@ class LLM:
             if self.engine is not None:
                 self.engine.tokenizer = self.tokenizer
         return self.tokenizer
+
+    def spec_decoding_stats(self, reset: bool = False) -> SpecDecodingStats | None:
+        """Speculative decoding's counters since the engine started, as vLLM counts them (drafts, draft
+        tokens, accepted tokens, accepted per position; acceptance_rate, mean_acceptance_length). None when
+        speculation is off; reset=True returns them and starts counting from zero."""
+        with self._exclusive("spec_decoding_stats"):
+            if self.engine is None:
+                raise RuntimeError("this LLM was shut down")
+            return self.engine.spec_decoding_stats(reset)
+
+    def get_metrics(self) -> dict[str, float | list[int]]:
+        """The engine's counters under vLLM's metric names (speculative decoding's, when it is on)."""
+        stats = self.spec_decoding_stats()
+        return {} if stats is None else stats.as_metrics()
 
     def startup_report(self) -> StartupReport:
         return self.report

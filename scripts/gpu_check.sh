@@ -57,6 +57,12 @@
 #                   and 64 against the byte floor at the copy bandwidth, FP8 at mode 3 with and without the fusion
 #                   passes (pass_config), 2 rounds interleaved, kernels per batch-1 step, the logprob gap of bf16 and
 #                   FP8 vs fp32, the pass trace of one piece; then the FP8 kernel and pass tests
+#   spec            speculative decoding (n-gram, issue 47): its GPU tests (greedy with speculation vs eager without, in
+#                   every graph mode, embedded model in bf16 and the Qwen3-0.6B shape in fp32), then `bench latency`
+#                   on the Qwen3-0.6B shape at batch 1 and 64 with k = 0, 2, 4 in one run, on prompts where lookup
+#                   works (a random run of 16 tokens repeated: --prompt-kind repeat), k = 0 with async scheduling
+#                   on (the default) and off (speculation runs without it) -> $OUT/spec.json (SPEC_MODES picks the
+#                   modes, default "FULL_AND_PIECEWISE,FULL_AND_PIECEWISE+sync")
 #   prepare-trees DIR COMMIT...   (run where the git history is, not on the GPU) DIR/<commit>.tar.gz of each
 #                   commit's minivllm/, for a device that gets a copy of the tree without .git
 #
@@ -209,6 +215,25 @@ fp8() {
     tests/engine/test_passes.py
   return 0
 }
+spec() {  # speculative decoding: the tests, then TPOT with k = 0, 2, 4 in one run
+  local cfg='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}'
+  TAILN=20 MINIVLLM_GPU_MODEL=$CK step tests_spec "${SPEC_TESTS_CAP_S:-280}" $PY -m pytest -q -p no:cacheprovider -s \
+    tests/engine/test_spec_decode_gpu.py
+  TAILN=24 step spec_latency "${SPEC_BENCH_CAP_S:-240}" $BENCH latency --model "$CK" --max-model-len 512 \
+    --batch-sizes 1,64 --modes "${SPEC_MODES:-FULL_AND_PIECEWISE,FULL_AND_PIECEWISE+sync}" --speculative-config "$cfg" \
+    --spec-tokens 0,2,4 --prompt-kind repeat --input-len 128 --output-len 128 --json "$RES/spec.json"
+  $PY - "$RES/spec.json" "$MINIVLLM_GIT_COMMIT" <<'PYEOF'  # the gpu_check entry now: $OUT gets it before the final stamp
+import datetime, json, pathlib, sys
+f = pathlib.Path(sys.argv[1])
+if f.exists():
+    data = json.loads(f.read_text())
+    data["gpu_check"] = {"commit": sys.argv[2], "stages": "spec",
+                         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    f.write_text(json.dumps(data, indent=2))
+PYEOF
+  cp "$RES/spec.json" "$OUT/" 2>/dev/null
+  return 0
+}
 device_kit() {  # the labs' GPU-only toggle options, the device folders, the demo on a GPU
   TAILN=20 step device_kit_tests 420 $PY -m pytest -q -p no:cacheprovider -k "not redraws" \
     tests/labs/test_toggles.py tests/labs/test_devices.py tests/engine/test_demo.py
@@ -349,6 +374,7 @@ for stage in $STAGES; do
     gemv-floor) gemv_floor ;;
     device-kit) device_kit ;;
     fp8) fp8 ;;
+    spec) spec ;;
     ab) ab ;;
     leak) leak ;;
     bisect-kernels) bisect_kernels ;;

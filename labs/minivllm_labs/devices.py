@@ -145,6 +145,7 @@ COMPARE = {
     "lab07": ("plot_floors_devices", None),
     "lab09": (None, "floor_table"),
     "lab10": ("plot_disagreement", "disagreement_table"),
+    "lab11": ("plot_acceptance", "tpot_table"),
 }
 
 

@@ -70,6 +70,7 @@ CHECKLIST = (
     Row("handbook", "how to tell a graph, compile or numerics fault apart", "lab05",
         ("lab05.rule_graph", "lab05.rule_compile", "lab05.rule_silent", "lab05.debug")),
     Row("handbook", "prefill is not graphed", "lab02", ("lab02.prefill",)),
+    Row("handbook", "decode input length is always 1, so it can be captured", "lab11", ("lab11.decode-query-length",)),
     Row("handbook", "chunked-prefill chunks are fixed and can be captured", "lab07", ("handbook.chunk_size_fixed",)),
     Row("handbook", "a graph saves launch overhead, not op time", "lab09", ("lab09.graph-launch", "lab09.graph-ops")),
     Row("handbook", "--enforce-eager frees a few hundred MB", "lab05", ("lab05.oom",)),

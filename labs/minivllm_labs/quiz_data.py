@@ -99,8 +99,8 @@ def cite_lines(cites, lang: str = "en") -> list[str]:
         try:
             value = resolve_key(json.loads(p.read_text(encoding="utf-8")), key)
         except FileNotFoundError:
-            out.append(f"{label}：本仓库尚未记录（{path}）" if zh else
-                       f"{label}: not recorded in this checkout ({path})")
+            out.append(f"{label}：本仓库尚未记录（{path}:{key}）" if zh else
+                       f"{label}: not recorded in this checkout ({path}:{key})")
             continue
         except (KeyError, IndexError):
             value = "missing key"

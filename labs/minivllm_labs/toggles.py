@@ -56,6 +56,7 @@ class Toggle:
     differs: str | None = "computed_tokens"  # a count (not a time) that the first two CPU options change: the test's check
     chunks: bool = False  # measure_chunks instead of measure: a long prompt arriving while others decode
     cpu_note: tuple[str, str] = ("", "")  # what a CPU shows and why (EN, ZH), printed under the buttons there
+    spec: bool = False  # measure_spec instead of measure: Lab 11's questions asked again, drafts counted
 
     def available(self, cuda: bool | None = None) -> tuple[Option, ...]:
         """The options this device can run: every CPU option, and the GPU ones on CUDA."""
@@ -78,6 +79,9 @@ METRIC_LABELS = {
     "pieces": "pieces (split at attention)",
     "rungs": "fallback rungs tried",
     "mode_run": "compile mode it runs at",
+    "tokens_per_step": "tokens per verify step (1 + accepted / drafts)",
+    "acceptance_pct": "draft tokens accepted (%)",
+    "draft_tokens": "draft tokens proposed",
     "max_step_tokens": "largest step, tokens",
     "prefill_steps": "steps holding the long prompt",
     "same_as_alone": "% of sequences with the tokens of their run alone",
@@ -91,6 +95,12 @@ _DYNAMO = {"backend": "eager"}
 #: Lab 08's engines keep no prefix cache: a second click on a budget would find the long prompt cached and
 #: compute only its last token, which is prefix caching's effect, not the budget's.
 _NO_CACHE = {"enable_prefix_caching": False}
+
+
+def _ngram(k: int) -> dict:
+    """Lab 11's speculative_config: k n-gram drafts, matching 2 to 4 tokens (lab11.LOOKUP)."""
+    return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+
 TOGGLES: dict[str, Toggle] = {
     "lab01": Toggle("lab01", "batch size (GPU: graphs off / FULL graphs)", (
         Option("batch 1", batch=1), Option("batch 2", batch=2), Option("batch 4", batch=4),
@@ -169,9 +179,31 @@ TOGGLES: dict[str, Toggle] = {
             ("CPU 上两个选项都是 100%，这就是测量结果，不是没测：内置模型用 fp32 运行，batch 可以改动 logit 的最后几位"
             "（练习 2 的 lab.matmul_by_m(torch.float32) 展示了 CPU 矩阵乘的这种变化），但不足以改变哪个 token 胜出；"
             "本实验讲的翻转来自 GPU 上 bf16 的近似平局（GPU 上的 bf16 选项）。"))),
+    "lab11": Toggle("lab11", "num_speculative_tokens k (n-gram drafts; a question asked again after its answer)", (
+        Option("k = 0 (off)", {}, 2), Option("ngram k = 2", {"speculative_config": _ngram(2)}, 2),
+        Option("ngram k = 4", {"speculative_config": _ngram(4)}, 2),
+        Option("ngram k = 4, batch 64", {"speculative_config": _ngram(4)}, 64, gpu_only=True)),
+        ("tokens_per_step", "acceptance_pct", "draft_tokens"), new_tokens=8, differs="draft_tokens", spec=True),
 }
 #: Lab 08's long prompt: it arrives while the others decode, and the budget decides how it is cut.
 LONG_PROMPT = 96
+
+
+def measure_spec(llm, option: Option, new_tokens: int) -> dict:
+    """Lab 11: `option.batch` of the embedded model's questions, each asked again after its answer (lookup can
+    copy it), greedy: the drafts the engine proposed and accepted, as vLLM counts them (llm.spec_decoding_stats)."""
+    from minivllm import SamplingParams
+    from minivllm_labs.lab11 import repeated_prompts, stats_dict
+
+    stats_dict(llm)  # the counters from zero
+    params = SamplingParams(max_tokens=new_tokens, temperature=0.0)
+    outs = llm.generate(repeated_prompts(option.batch), params, use_tqdm=False)
+    s = stats_dict(llm)
+    rate = s["acceptance_rate"]
+    return {"option": option.label, "batch": option.batch, "tpot_ms": _tpot_ms(outs),
+            "generated_tokens": sum(o.metrics.num_generated_tokens for o in outs),
+            "tokens_per_step": s["mean_acceptance_length"], "acceptance_pct": 0.0 if rate is None else round(100 * rate, 1),
+            "draft_tokens": s["num_draft_tokens"], **_engine_facts(llm)}
 
 
 def _median(xs: list[float]) -> float | None:
@@ -319,6 +351,8 @@ class ToggleRun:
             llm = self.engine(option)
             if self.toggle.chunks:
                 result = measure_chunks(llm, option, self.toggle.new_tokens)
+            elif self.toggle.spec:
+                result = measure_spec(llm, option, self.toggle.new_tokens)
             else:
                 result = measure(llm, option, self.toggle.new_tokens, self.toggle.second_pass)
             if "floor_ms" in self.toggle.metrics:

@@ -73,6 +73,11 @@ def add_parsers(sub) -> None:
     lat.add_argument("--hf-batch-sizes", default="1,8,64", help="batch sizes the --compare baselines run at")
     lat.add_argument("--logprobs", type=int, default=None, metavar="K",
                      help="also measure every batch with logprobs=K, right after it without (the cost of logprobs)")
+    lat.add_argument("--spec-tokens", default=None, metavar="K,K,...",
+                     help="with --speculative-config: the num_speculative_tokens to measure per mode, 0 = off "
+                          "(default: 0 and the config's)")
+    lat.add_argument("--prompt-kind", default="random", choices=["random", "repeat"],
+                     help="random token ids, or a random run of 16 tokens repeated (where n-gram lookup works)")
 
     thr = _bench(sub, "throughput", "nano-vllm's offline workload: output tokens per second", _run("throughput"))
     thr.add_argument("--num-requests", type=int, default=256)

@@ -48,18 +48,37 @@ def _as_prompts(ids: list[list[int]]) -> list[dict]:
     return [{"prompt_token_ids": p} for p in ids]
 
 
-def measure(llm, batch: int, input_len: int, output_len: int, high: int, logprobs: int | None = None) -> dict:
+PROMPT_KINDS = ("random", "repeat")
+
+
+def bench_prompts(kind: str, n: int, length: int, high: int, seed: int) -> list[list[int]]:
+    """random: uniform token ids (nothing repeats: n-gram lookup finds no draft). repeat: each prompt a random
+    run of REPEAT_PERIOD tokens repeated to `length` (copying, lists, code edits: where lookup works)."""
+    if kind == "random":
+        return random_prompts(n, length, high, seed)
+    runs = random_prompts(n, REPEAT_PERIOD, high, seed)
+    return [(r * -(-length // REPEAT_PERIOD))[:length] for r in runs]
+
+
+REPEAT_PERIOD = 16
+
+
+def measure(llm, batch: int, input_len: int, output_len: int, high: int, logprobs: int | None = None,
+            prompt_kind: str = "random") -> dict:
     """A warm-up batch (other prompts: no prefix-cache hits), then the measured batch of `batch` requests
-    (each asking for `logprobs` top alternatives per token, if given)."""
+    (each asking for `logprobs` top alternatives per token, if given). Under speculative decoding the row also
+    has the measured batch's acceptance counters (vLLM's)."""
     greedy = dict(temperature=0.0, ignore_eos=True, logprobs=logprobs)
-    warm = random_prompts(batch, input_len, high, seed=10_000 + batch)
+    warm = bench_prompts(prompt_kind, batch, input_len, high, seed=10_000 + batch)
     llm.generate(_as_prompts(warm), SamplingParams(max_tokens=min(output_len, 16), **greedy), use_tqdm=False)
     disp = llm.model_runner.cudagraph_dispatcher
     before = dict(disp.counts) if disp else {}
     st0 = dict(llm.model_runner.step_stats)
-    prompts = _as_prompts(random_prompts(batch, input_len, high, seed=batch))
+    llm.spec_decoding_stats(reset=True)
+    prompts = _as_prompts(bench_prompts(prompt_kind, batch, input_len, high, seed=batch))
     outs, wall = timed(lambda: llm.generate(prompts, SamplingParams(max_tokens=output_len, **greedy),
                                             use_tqdm=False))
+    spec = llm.spec_decoding_stats()
     steps = {k: v - before.get(k, 0) for k, v in disp.counts.items()} if disp else {}
     tpots = [o.metrics.tpot for o in outs if o.metrics.tpot is not None]
     graph_steps = steps.get("full", 0) + steps.get("piecewise", 0)
@@ -70,7 +89,35 @@ def measure(llm, batch: int, input_len: int, output_len: int, high: int, logprob
             "ttft_s": statistics.mean(o.metrics.ttft for o in outs),
             "tpot_s": statistics.mean(tpots) if tpots else None,
             "output_tok_s": sum(len(o.outputs[0].token_ids) for o in outs) / wall, "wall_s": wall,
-            "graph_step_frac": graph_steps / max(sum(steps.values()), 1), "dispatch_counts": steps}
+            "graph_step_frac": graph_steps / max(sum(steps.values()), 1), "dispatch_counts": steps,
+            **({} if spec is None else {
+                "num_speculative_tokens": spec.num_spec_tokens, "acceptance_rate": spec.acceptance_rate,
+                "mean_acceptance_length": spec.mean_acceptance_length, "num_drafts": spec.num_drafts,
+                "num_draft_tokens": spec.num_draft_tokens, "num_accepted_tokens": spec.num_accepted_tokens,
+                "num_accepted_tokens_per_pos": spec.num_accepted_tokens_per_pos})}
+
+
+def spec_variants(args) -> list[int | None]:
+    """The speculation settings each mode runs with: None (off) and the --speculative-config's k, or every k
+    of --spec-tokens (0: off); [None] without --speculative-config."""
+    if not args.speculative_config:
+        return [None]
+    from minivllm.config import SpeculativeConfig
+
+    k = SpeculativeConfig.from_any(args.speculative_config).num_speculative_tokens
+    ks = int_list(args.spec_tokens) if args.spec_tokens else [0, k]
+    return [k or None for k in ks]
+
+
+def spec_config(args, k: int | None) -> dict | None:
+    """--speculative-config with num_speculative_tokens k (None: speculation off)."""
+    if k is None:
+        return None
+    from dataclasses import asdict
+
+    from minivllm.config import SpeculativeConfig
+
+    return {**asdict(SpeculativeConfig.from_any(args.speculative_config)), "num_speculative_tokens": k}
 
 
 def parse_mode(mode: str) -> tuple[str, int | None, bool | None]:
@@ -174,11 +221,26 @@ def main(args) -> dict:
               "settings": {"batch_sizes": batch_sizes, "input_len": args.input_len,
                            "output_len": args.output_len, "hf_batch_sizes": hf_sizes,
                            "max_num_seqs": max_seqs, "max_model_len": max_len}}
-    bar = tqdm(total=len(modes) * len(batch_sizes) + len(compare) * len(hf_sizes), desc="latency")
-    for mode in modes:  # one engine per mode, reused across batch sizes
+    variants = spec_variants(args)
+    if args.prompt_kind not in PROMPT_KINDS:
+        raise ValueError(f"--prompt-kind must be one of {PROMPT_KINDS}, got {args.prompt_kind!r}")
+    result["settings"]["prompt_kind"] = args.prompt_kind
+    if variants != [None]:
+        result["settings"]["speculative"] = {"config": spec_config(args, max(k or 0 for k in variants) or None),
+                                             "num_speculative_tokens": [k or 0 for k in variants]}
+        print(f"speculative decoding: k = {', '.join(str(k or 0) for k in variants)} per mode (0: off); "
+              f"prompts: {args.prompt_kind}")
+    bar = tqdm(total=len(modes) * len(variants) * len(batch_sizes) + len(compare) * len(hf_sizes), desc="latency")
+    for mode, k in ((m, k) for m in modes for k in variants):  # one engine per mode and k, across batch sizes
+        if k is not None and mode.endswith("+sync") and mode.removesuffix("+sync") in modes:
+            bar.update(len(batch_sizes))  # speculation runs without async scheduling: measured under the mode
+            continue
         bar.set_description(f"latency: starting {mode}")
-        llm = engine_for_mode(args, mode, max_num_seqs=max_seqs, max_model_len=max_len)
+        llm = engine_for_mode(args, mode, max_num_seqs=max_seqs, max_model_len=max_len,
+                              speculative_config=spec_config(args, k))
         asked, (mode, why) = mode, ran_as(llm, mode)
+        if k is not None:
+            asked, mode = f"{asked}+ngram(k={k})", f"{mode}+ngram(k={k})"
         if why is not None:
             result.setdefault("not_run_as_asked", []).append({"asked": asked, "ran": mode, "why": why})
             print(f"\n--modes {asked}: runs as {mode}: {why}")
@@ -200,10 +262,11 @@ def main(args) -> dict:
         for b in batch_sizes:
             bar.set_description(f"latency: {mode} batch {b}")
             result["rows"].append({"system": mode, "batch": b,
-                                   **measure(llm, b, args.input_len, args.output_len, high)})
+                                   **measure(llm, b, args.input_len, args.output_len, high,
+                                             prompt_kind=args.prompt_kind)})
             if args.logprobs is not None:  # the same engine right after: an A/B of logprobs off vs on
                 result["rows"].append({"system": f"{mode}+logprobs={args.logprobs}", "batch": b, **measure(
-                    llm, b, args.input_len, args.output_len, high, args.logprobs)})
+                    llm, b, args.input_len, args.output_len, high, args.logprobs, args.prompt_kind)})
             bar.update(1)
         result["modes"][mode]["compile_report"] = jsonable(llm.compile_report())  # breaks, recompiles
         picks = _gemv_configs()  # the picks move batch-1 TPOT; source: autotune, this GPU's file or the env
@@ -273,7 +336,8 @@ def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: lis
                     [[k, c.get("BLOCK_N"), c.get("BLOCK_K"), c.get("num_warps"), c.get("num_stages"),
                       c.get("LOOP_STAGES", 1)] for k, c in picks.items()])
 
-    graph_b1 = [(tpot[m, 1], m) for m in modes if parse_mode(m)[0] in ("FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
+    graph_b1 = [(tpot[m, 1], m) for m in modes
+                if parse_mode(m.partition("+ngram(")[0])[0] in ("FULL", "PIECEWISE", "FULL_AND_PIECEWISE")
                 and tpot.get((m, 1)) is not None]
     b1, b1_mode = min(graph_b1) if graph_b1 else (None, None)
     hfc = tpot.get(("hf-compile", 1))
@@ -287,6 +351,8 @@ def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: lis
         "max_graph_pool_mib": max(measured) if measured else None,
         "default_capture_sizes": default_sizes,
     }
+    if any("acceptance_rate" in r for r in rows):
+        comparison["speculative"] = _spec_report(result, modes, batch_sizes)
     print("\nComparison:")
     if args.logprobs is not None:  # the A/B of each batch measured without and with logprobs=K
         lp = f"+logprobs={args.logprobs}"
@@ -305,3 +371,34 @@ def _report(result: dict, modes: list[str], compare: list[str], batch_sizes: lis
         print(f"  graph memory pool: {max(measured):.1f} MiB for "
               f"{'the default' if default_sizes else 'the given'} capture sizes")
     return comparison
+
+
+def _spec_report(result: dict, systems: list[str], batch_sizes: list[int]) -> dict:
+    """TPOT with speculation against the same mode without it (k = 0), per batch size, with vLLM's acceptance
+    counters: {mode: {batch: {k: {...}}}}, and its table."""
+    rows = {(r["system"], r["batch"]): r for r in result["rows"]}
+    out: dict = {}
+    table = []
+    for system in systems:
+        base, _, spec = system.partition("+ngram(k=")
+        k = int(spec.rstrip(")")) if spec else 0
+        for b in batch_sizes:
+            r, off = rows.get((system, b)), rows.get((base, b))
+            if r is None:
+                continue
+            ratio = r["tpot_s"] / off["tpot_s"] if off and r["tpot_s"] and off["tpot_s"] else None
+            sync = rows.get((base + "+sync", b))  # k = 0 without async scheduling, as speculation runs
+            entry = {"tpot_ms": _ms(r["tpot_s"]), "tpot_vs_k0": ratio,
+                     "tpot_vs_k0_sync": r["tpot_s"] / sync["tpot_s"] if spec and sync and r["tpot_s"]
+                     and sync["tpot_s"] else None, "acceptance_rate": r.get("acceptance_rate"),
+                     "mean_acceptance_length": r.get("mean_acceptance_length"),
+                     "decode_step_ms": r.get("decode_wall_ms_per_step"),
+                     "async_scheduling": result["modes"][system]["async_scheduling"]}
+            out.setdefault(base, {}).setdefault(b, {})[k] = entry
+            table.append([base, b, k, entry["tpot_ms"], ratio, entry["acceptance_rate"],
+                          entry["mean_acceptance_length"], entry["decode_step_ms"], entry["async_scheduling"]])
+    print_table(f"Speculative decoding (n-gram, {result['settings']['prompt_kind']} prompts): TPOT with / without "
+                f"(k = 0) in this run; acceptance = accepted / draft tokens; mean acceptance length = 1 + "
+                f"accepted / drafts", ["mode", "batch", "k", "TPOT ms", "vs k=0", "acceptance", "mean acc. len",
+                                       "step ms", "async"], table)
+    return out

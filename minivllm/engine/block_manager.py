@@ -138,6 +138,21 @@ class BlockManager:
                 b.block_hash, b.parent_hash, b.token_ids = h, parent, tokens
                 self.cached.setdefault(h, b.block_id)
 
+    def free_tail(self, seq: Sequence, num_tokens: int) -> None:
+        """Drop seq's blocks past the first blocks_needed(num_tokens) (speculative decoding: the blocks of
+        rejected draft tokens), last first, as free() does."""
+        keep = self.blocks_needed(num_tokens)
+        assert keep >= len(seq.block_hashes), "a hashed block would be freed"
+        for block_id in reversed(seq.block_table[keep:]):
+            b = self.blocks[block_id]
+            b.ref_count -= 1
+            assert b.ref_count >= 0, f"block {block_id} freed twice"
+            if b.ref_count == 0:
+                self.free_queue[block_id] = None
+        if keep < len(seq.block_table):
+            del seq.block_table[keep:]
+            seq.block_table_epoch += 1
+
     def free(self, seq: Sequence) -> None:
         """Drop seq's references; blocks reaching zero go to the back of the free queue (evicted last)."""
         for block_id in reversed(seq.block_table):

@@ -81,6 +81,11 @@ def log_config(config: EngineConfig, model_config: ModelConfig) -> None:
                 config.compile_mode, config.compile_mode.name, config.cudagraph_mode.value)
     if config.cudagraph_downgrade:
         logger.info("%s", config.cudagraph_downgrade)
+    if config.speculative is not None:
+        s = config.speculative
+        logger.info("speculative decoding: method=%s, num_speculative_tokens=%d, prompt_lookup_min=%d, "
+                    "prompt_lookup_max=%d", s.method, s.num_speculative_tokens, s.prompt_lookup_min,
+                    s.prompt_lookup_max)
     if config.device.type != "cuda" and not config.enforce_eager:
         logger.info("CUDA graphs are unavailable on %s: running eagerly", config.device)
 

@@ -9,6 +9,7 @@ wastes one row of step n+1, whose result is dropped.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from functools import cache
@@ -26,6 +27,8 @@ from minivllm.loader import NoTokenizer
 from minivllm.models.config import ModelConfig
 from minivllm.outputs import CompletionOutput, RequestOutput, logprobs_dict
 from minivllm.sampling_params import SamplingParams
+from minivllm.spec_decode.metrics import SpecDecodingStats
+from minivllm.spec_decode.ngram_proposer import NgramProposer
 from minivllm.worker.model_runner import ModelRunner
 from minivllm.worker.model_runner_output import ModelRunnerOutput
 from minivllm.worker.worker import Worker
@@ -47,9 +50,6 @@ class LLMEngine:
         self.model_runner: ModelRunner = worker.model_runner
         cache = config.cache
         self.block_manager = BlockManager(worker.num_blocks, cache.block_size, cache.enable_prefix_caching)
-        self.scheduler = Scheduler(config.scheduler, self.block_manager, config.max_model_len)
-        self.async_scheduling = config.async_scheduling
-        self.inflight: ModelRunnerOutput | None = None  # the launched step whose tokens are not read yet
         eos = list(model_config.eos_token_ids)
         if getattr(tokenizer, "eos_token_id", None) is not None and tokenizer.eos_token_id not in eos:
             eos.append(tokenizer.eos_token_id)
@@ -57,6 +57,13 @@ class LLMEngine:
         # generation_config.json's other EOS ids stop as stop_token_ids do (vLLM's
         # SamplingParams.update_from_generation_config): finish_reason "stop", stop_reason the id.
         self.generation_eos_ids = set(generation_eos or ()) - self.eos_token_ids
+        spec = config.speculative
+        self.scheduler = Scheduler(config.scheduler, self.block_manager, config.max_model_len,
+                                   NgramProposer(spec) if spec is not None else None,
+                                   frozenset(self.eos_token_ids | self.generation_eos_ids))
+        self.spec_stats = SpecDecodingStats(spec.num_speculative_tokens) if spec is not None else None
+        self.async_scheduling = config.async_scheduling
+        self.inflight: ModelRunnerOutput | None = None  # the launched step whose tokens are not read yet
         self._ids = count()
         self.stats = {"steps": 0, "scheduled_tokens": 0, "scheduled_seqs": 0, "preemptions": 0,
                       "schedule_time": 0.0, "wait_time": 0.0, "process_time": 0.0}
@@ -163,22 +170,33 @@ class LLMEngine:
         if out.prompt_logprobs is not None:
             self._append_prompt_logprobs(*out.prompt_logprobs)
         lp = out.logprobs and [t.tolist() for t in out.logprobs]
-        for row, (seq, tok) in enumerate(zip(out.seqs, tokens)):
+        drafts = out.num_draft_tokens  # speculative decoding: a list of new tokens per row, -1 past them
+        width = len(tokens[0]) if drafts is not None and tokens else 1
+        for row, (seq, toks) in enumerate(zip(out.seqs, tokens)):
             if seq.is_finished:
                 continue  # finished (or aborted) while this step was in flight: drop its row
             seq.num_pending -= 1
-            seq.append_token(tok)
-            if seq.logprobs is not None:
-                seq.logprobs.append(logprobs_dict(lp[0][row], lp[1][row], lp[2][row], seq.params.logprobs))
-                seq.cumulative_logprob += lp[1][row][0]
-            if seq.metrics.first_token_time is None:
-                seq.metrics.first_token_time = now
-            seq.metrics.num_generated_tokens = seq.num_output_tokens
-            status = self._check_stop(seq, tok)
-            if status is not None:
-                seq.metrics.finished_time = now
-                self.scheduler.finish(seq, status)
-                finished.append(seq)
+            new = [toks] if drafts is None else [t for t in toks if t >= 0]
+            if drafts is not None and drafts[row]:
+                self.spec_stats.observe_draft(drafts[row], len(new) - 1)
+            for j, tok in enumerate(new):  # one by one: nothing past a stop is kept
+                seq.append_token(tok)
+                if seq.logprobs is not None:
+                    r = row * width + j
+                    seq.logprobs.append(logprobs_dict(lp[0][r], lp[1][r], lp[2][r], seq.params.logprobs))
+                    seq.cumulative_logprob += lp[1][r][0]
+                if seq.metrics.first_token_time is None:
+                    seq.metrics.first_token_time = now
+                seq.metrics.num_generated_tokens = seq.num_output_tokens
+                status = self._check_stop(seq, tok)
+                if status is not None:
+                    seq.metrics.finished_time = now
+                    self.scheduler.finish(seq, status)
+                    finished.append(seq)
+                    break
+            else:
+                if drafts is not None:
+                    self.scheduler.rollback_rejected(seq)
         self.stats["process_time"] += time.perf_counter() - now
         return finished
 
@@ -193,6 +211,16 @@ class LLMEngine:
                 if not seq.is_finished and len(seq.prompt_logprobs) == p + 1:
                     seq.prompt_logprobs.append(logprobs_dict(ids[r], vals[r], ranks[r], seq.params.prompt_logprobs))
                 r += 1
+
+    def spec_decoding_stats(self, reset: bool = False) -> SpecDecodingStats | None:
+        """A copy of the speculative-decoding counters since the engine started (or the last reset); None
+        when speculation is off. reset=True zeroes them after the copy."""
+        if self.spec_stats is None:
+            return None
+        stats = copy.deepcopy(self.spec_stats)
+        if reset:
+            self.spec_stats = SpecDecodingStats(stats.num_spec_tokens)
+        return stats
 
     def discard_inflight(self) -> None:
         """Forget the step in flight (after its requests were aborted); wait for it so nothing outlives it."""

@@ -6,6 +6,10 @@ max_num_seqs allow. A long prompt is cut into chunks (chunked prefill). When blo
 recently admitted running sequence is preempted and will be recomputed from scratch; it goes back to the
 head of the queue, so nothing is lost and nothing starves.
 
+Speculative decoding: a decoding sequence also gets its draft (the proposer's, spec_decode/), scheduled as
+1 + len(draft) tokens with KV slots for all of them; after the verify step the rejected ones are rolled back
+(rollback_rejected).
+
 Async scheduling: a sequence's pending token (sampled by the step still in flight) counts as a token to
 compute, so its next decode is scheduled before the CPU knows its value. A sequence whose pending token is
 its last one (max_tokens or max_model_len reached) is not scheduled again: it finishes when the token lands.
@@ -19,15 +23,19 @@ from minivllm.config import SchedulerConfig
 from minivllm.engine.block_manager import BlockManager
 from minivllm.engine.sched_output import ScheduledSeq, SchedulerOutput
 from minivllm.engine.sequence import Sequence, SequenceStatus
+from minivllm.spec_decode.ngram_proposer import NgramProposer
 
 __all__ = ["Scheduler", "ScheduledSeq", "SchedulerOutput"]
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, block_manager: BlockManager, max_model_len: int | None = None) -> None:
+    def __init__(self, config: SchedulerConfig, block_manager: BlockManager, max_model_len: int | None = None,
+                 proposer: NgramProposer | None = None, stop_token_ids: frozenset[int] = frozenset()) -> None:
         self.config = config
         self.max_model_len = max_model_len
         self.block_manager = block_manager
+        self.proposer = proposer  # speculative decoding: drafts for decoding sequences (spec_decode/)
+        self.stop_token_ids = stop_token_ids  # EOS ids (unless ignore_eos): no draft token is kept past one
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
@@ -58,6 +66,10 @@ class Scheduler:
                 i += 1  # nothing left to compute: it finishes when its pending token lands
                 continue
             n = min(seq.num_scheduled_total - seq.num_computed_tokens, budget)
+            draft = self._draft(seq, budget - 1) if self.proposer is not None and n == 1 else []
+            if draft and not bm.can_allocate(seq, n + len(draft)):
+                draft = []  # no room for the draft's slots: decode plainly rather than preempt for it
+            n += len(draft)
             while not bm.can_allocate(seq, n):
                 victim = self.running.pop()  # the newest admitted gives way
                 self._preempt(victim, out)
@@ -65,7 +77,7 @@ class Scheduler:
                     break
             else:
                 bm.allocate(seq, n)
-                out.scheduled.append(ScheduledSeq(seq, n))
+                out.scheduled.append(ScheduledSeq(seq, n, draft))
                 budget -= n
                 i += 1
                 continue
@@ -94,6 +106,28 @@ class Scheduler:
             out.scheduled.append(ScheduledSeq(seq, n))
             budget -= n
         return out
+
+    def _draft(self, seq: Sequence, room: int) -> list[int]:
+        """The proposer's draft for a decoding sequence, cut so that accepting all of it plus the target's own
+        token crosses neither max_tokens nor max_model_len, fits `room` budget tokens, and ends at the first
+        stop token (nothing after a stop is ever kept, so nothing after it is worth verifying)."""
+        p = seq.params
+        room = min(room, p.max_tokens - seq.num_output_tokens - 1)
+        if self.max_model_len is not None:
+            room = min(room, self.max_model_len - seq.num_tokens - 1)
+        draft = self.proposer.propose(seq.token_ids, room) if room > 0 else []
+        stops = set(p.stop_token_ids or ()) | (set() if p.ignore_eos else self.stop_token_ids)
+        for j, tok in enumerate(draft):
+            if tok in stops:
+                return draft[:j + 1]
+        return draft
+
+    def rollback_rejected(self, seq: Sequence) -> None:
+        """After a verify step: the KV of the rejected draft tokens is not the sequence's. Every token but the
+        newest is computed; the blocks past the kept tokens go back to the free queue (they held only rejected
+        drafts, so no prefix-cache hash covers them: hashes cover known tokens only)."""
+        seq.num_computed_tokens = seq.num_tokens - 1
+        self.block_manager.free_tail(seq, seq.num_tokens)
 
     def _last_token_pending(self, seq: Sequence) -> bool:
         total = seq.num_scheduled_total

@@ -55,6 +55,9 @@ class Sequence:
         self.block_table: list[int] = []
         self.block_hashes: list[bytes] = []  # hash chain over this sequence's full, computed blocks
         self.num_preemptions = 0
+        # Bumped whenever blocks leave block_table (preemption; the rollback of rejected drafts): the input
+        # batch then rewrites this sequence's block-table row instead of only appending to it.
+        self.block_table_epoch = 0
         self.output_text = ""
         self.stop_reason: int | str | None = None
         self.metrics = RequestMetrics(arrival_time=arrival_time or time.perf_counter())
@@ -97,6 +100,7 @@ class Sequence:
         self.block_table = []
         self.block_hashes = []
         self.num_preemptions += 1
+        self.block_table_epoch += 1
 
     def __repr__(self) -> str:
         return (f"Sequence(id={self.request_id}, status={self.status.value}, tokens={self.num_tokens}, "

@@ -67,7 +67,7 @@ class Sampler:
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
 
-    def _to_device(self, values: list, dtype: torch.dtype) -> torch.Tensor:
+    def to_device(self, values: list, dtype: torch.dtype) -> torch.Tensor:
         host = torch.tensor(values, dtype=dtype, pin_memory=self.device.type == "cuda")
         return host.to(self.device, non_blocking=True)
 
@@ -78,11 +78,7 @@ class Sampler:
         params = meta.params
         greedy = [p.greedy for p in params]
         logits = logits.float()
-        temps = self._to_device([1.0 if p.greedy else p.temperature for p in params], torch.float32)
-        scaled = logits / temps.unsqueeze(1)
-        if any(p.top_k > 0 or p.top_p < 1.0 for p in params):
-            scaled = self._top_k_top_p(scaled, params)
-        probs = torch.softmax(scaled, dim=-1)
+        probs = self.probs(logits, params)
         noise = torch.empty_like(probs).exponential_(generator=self.generator)
         for i, gen in enumerate(meta.generators):
             if gen is not None and not params[i].greedy:
@@ -90,12 +86,21 @@ class Sampler:
         sampled = (probs / noise).argmax(dim=-1)
         if not any(greedy):
             return sampled
-        return torch.where(self._to_device(greedy, torch.bool), logits.argmax(dim=-1), sampled)
+        return torch.where(self.to_device(greedy, torch.bool), logits.argmax(dim=-1), sampled)
+
+    def probs(self, logits: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
+        """The distribution row i is sampled from: fp32 softmax of its logits after temperature (1 for a
+        greedy row), top-k and top-p. The rejection sampler (spec_decode/) verifies drafts against it."""
+        temps = self.to_device([1.0 if p.greedy else p.temperature for p in params], torch.float32)
+        scaled = logits.float() / temps.unsqueeze(1)
+        if any(p.top_k > 0 or p.top_p < 1.0 for p in params):
+            scaled = self._top_k_top_p(scaled, params)
+        return torch.softmax(scaled, dim=-1)
 
     def _top_k_top_p(self, logits: torch.Tensor, params) -> torch.Tensor:
         S, V = logits.shape
-        ks = self._to_device([p.top_k if p.top_k > 0 else V for p in params], torch.int64)
-        ps = self._to_device([p.top_p for p in params], torch.float32)
+        ks = self.to_device([p.top_k if p.top_k > 0 else V for p in params], torch.int64)
+        ps = self.to_device([p.top_p for p in params], torch.float32)
         sorted_logits, idx = logits.sort(dim=-1, descending=True)
         pos = torch.arange(V, device=logits.device).unsqueeze(0)
         mask = pos >= ks.unsqueeze(1)

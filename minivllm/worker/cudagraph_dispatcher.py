@@ -8,6 +8,8 @@ the padded rows' outputs are discarded. Which graphs exist depends on the engine
   FULL                 one graph of the whole forward per TOKEN count, for any batch: prefill, mixed or
                        decode (the unified attention kernel, whose grid depends on the token count only).
   FULL_DECODE_ONLY     one graph of the whole forward per BATCH size, for pure-decode batches; the rest eager.
+                       Under speculative decoding a decode graph holds 1 + k query tokens per request (vLLM's
+                       uniform_decode_query_len) and runs every decode or verify batch that fits it.
   FULL_AND_PIECEWISE   those decode graphs, and PIECEWISE graphs (by token count) for every other batch.
   PIECEWISE            the pieces between attention ops, by token count, for any batch.
 Anything larger than the largest size runs without graphs. Every full graph ends at the hidden states: the
@@ -40,9 +42,10 @@ class BatchDescriptor:
 
 
 class CudagraphDispatcher:
-    def __init__(self, mode: CUDAGraphMode | str, min_num_tokens: int = 1) -> None:
+    def __init__(self, mode: CUDAGraphMode | str, min_num_tokens: int = 1, uniform_decode_query_len: int = 1) -> None:
         self.mode = CUDAGraphMode(mode)  # the engine's mode, as resolved (EngineConfig.cudagraph_mode)
         self.min_num_tokens = min_num_tokens
+        self.q_len = uniform_decode_query_len  # tokens per request of a decode graph (1 + k: speculation)
         self.full_sizes: list[int] = []  # captured FULL graphs: batch sizes of pure decode, or (mode FULL) tokens
         self.piecewise_sizes: list[int] = []  # token counts with captured PIECEWISE graphs
         self._picks: dict[tuple[CUDAGraphMode, int], BatchDescriptor] = {}  # built once, not per step
@@ -55,13 +58,17 @@ class CudagraphDispatcher:
             self.full_sizes = sorted(sizes)
         else:
             self.piecewise_sizes = sorted(sizes)
-        self._picks.update({(mode, n): BatchDescriptor(mode, n, n if decode else None, uniform_decode=decode)
+        q = self.q_len if decode else 1
+        self._picks.update({(mode, n): BatchDescriptor(mode, n * q, n if decode else None, uniform_decode=decode)
                             for n in sizes})
 
     def dispatch(self, num_tokens: int, num_seqs: int, decode_only: bool) -> BatchDescriptor:
         if self.full_sizes and (decode_only or self.mode is CUDAGraphMode.FULL):
             # mode FULL: only the token count matters; else a pure-decode batch, by its number of sequences
-            n = num_tokens if self.mode is CUDAGraphMode.FULL else num_seqs
+            # (speculation: q_len tokens per request, so a batch of T tokens fits the graph of ceil(T / q_len)
+            # requests; its attention is the unified kernel, which reads the token count only)
+            n = num_tokens if self.mode is CUDAGraphMode.FULL else num_seqs if self.q_len == 1 \
+                else -(-num_tokens // self.q_len)
             i = bisect.bisect_left(self.full_sizes, n)
             if i < len(self.full_sizes):
                 self.counts["full"] += 1

@@ -128,9 +128,14 @@ def graph_memory_estimate(config: EngineConfig, num_layers: int, activation_peak
     if not (full or piecewise):
         return 0
     largest = max(config.cudagraph_capture_sizes, default=0)
-    per_mode = int(activation_peak * min(1.0, largest / config.max_num_tokens))
+    q = 1 if config.cudagraph_mode is CUDAGraphMode.FULL else config.uniform_decode_query_len  # speculation
+
+    def per_mode(tokens: int) -> int:
+        return int(activation_peak * min(1.0, tokens / config.max_num_tokens))
+
     nodes = (len(full) + len(piecewise)) * GRAPH_NODES_PER_LAYER * num_layers
-    return (bool(full) + bool(piecewise)) * per_mode + max(64 << 20, nodes * GRAPH_NODE_BYTES)
+    return ((per_mode(max(largest, max(full, default=0) * q)) if full else 0)
+            + (per_mode(largest) if piecewise else 0) + max(64 << 20, nodes * GRAPH_NODE_BYTES))
 
 
 class CaptureRunner(Protocol):
@@ -143,14 +148,17 @@ class CaptureRunner(Protocol):
 
 @torch.inference_mode()
 def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int], run: Callable,
-                   wrappers: list[CUDAGraphWrapper], pool: Any, any_batch: bool) -> CaptureStats:
+                   wrappers: list[CUDAGraphWrapper], pool: Any, any_batch: bool, query_len: int = 1) -> CaptureStats:
     """The capture pass of one runtime mode: for each size, a dummy batch through `run` (the FULL forward, or
     the split forward whose pieces are the PIECEWISE wrappers) with the forward context set to (mode, size),
     so each wrapper of that mode captures itself. any_batch: the dummy batch is laid out for graphs keyed by
-    token count (FULL of any batch: InputBatch.dummy_unified), else n decode rows. A failure frees every
-    graph of the mode and says what to try instead."""
+    token count (FULL of any batch: InputBatch.dummy_unified), else n decode rows. query_len > 1 (speculative
+    decoding): a decode graph of n requests holds n * query_len tokens, laid out for the unified kernel (a
+    verify step's queries are longer than one token). A failure frees every graph of the mode and says what
+    to try instead."""
     ib = runner.input_batch
-    dummy_batch = ib.dummy_unified if mode is CUDAGraphMode.FULL and any_batch else ib.dummy_decode
+    dummy_batch = ib.dummy_unified if mode is CUDAGraphMode.FULL and (any_batch or query_len > 1) \
+        else ib.dummy_decode
     for w in wrappers:
         w.pool = pool
     what = "tokens" if any_batch else "batch size"
@@ -160,10 +168,11 @@ def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int],
               "Try enforce_eager=True, cudagraph_mode='FULL' or smaller cudagraph_capture_sizes.")
 
     def capture_one(n: int) -> None:
-        meta = dummy_batch(n)
+        t = n * query_len
+        meta = dummy_batch(t)
         try:
-            with set_forward_context(meta, runner.backend, runner.kv_caches, mode, n, capturing=True):
-                run(ib.input_ids[:n], ib.positions[:n])
+            with set_forward_context(meta, runner.backend, runner.kv_caches, mode, t, capturing=True):
+                run(ib.input_ids[:t], ib.positions[:t])
         except Exception as e:
             for w in wrappers:
                 w.clear()
@@ -173,6 +182,7 @@ def capture_graphs(runner: CaptureRunner, mode: CUDAGraphMode, sizes: list[int],
             raise CudaGraphCaptureError(f"CUDA graph capture failed (mode {mode.value}, {where}): "
                                         f"{type(e).__name__}: {e}. {advice}") from e
 
-    desc = ("Capturing CUDA graphs (decode, FULL)" if mode is CUDAGraphMode.FULL and not any_batch
+    desc = ("Capturing CUDA graphs (decode, FULL)" + (f", {query_len} tokens per request" if query_len > 1 else "")
+            if mode is CUDAGraphMode.FULL and not any_batch
             else f"Capturing CUDA graphs (mixed prefill-decode, {mode.value})")
     return capture_all_sizes(mode.value, sizes, desc, capture_one, pool)

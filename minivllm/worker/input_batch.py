@@ -91,7 +91,7 @@ class InputBatch:
         bt = self.cpu_block_tables.numpy()
         seqs = [s.seq for s in sched.scheduled]
         for i, seq in enumerate(seqs):  # block-table rows: write only what changed since the last step
-            owner = (seq.seq_id, seq.num_preemptions)  # a recomputed sequence has a brand-new table
+            owner = (seq.seq_id, seq.block_table_epoch)  # a recomputed or rolled-back table: rewritten
             nb, row = len(seq.block_table), self.row_owner[i]
             done = row[2] if row[:2] == owner else 0
             if nb > done:
@@ -112,13 +112,16 @@ class InputBatch:
             sample_rows = []
             t = 0
             for i, s in enumerate(sched.scheduled):
-                seq, n = s.seq, s.num_new_tokens
+                seq, n, spec = s.seq, s.num_new_tokens, s.spec_token_ids
+                m = n - len(spec)  # known (or pending) tokens, then the draft
                 start = seq.num_computed_tokens
-                known = seq.token_ids[start:start + n]
+                known = seq.token_ids[start:start + m]
                 ids[t:t + len(known)] = known
-                if len(known) < n:  # the last one is pending: its id arrives on the device
-                    ids[t + n - 1] = 0
-                    pending.append((t + n - 1, prev.row_of[seq.seq_id]))
+                if len(known) < m:  # the last one is pending: its id arrives on the device
+                    ids[t + m - 1] = 0
+                    pending.append((t + m - 1, prev.row_of[seq.seq_id]))
+                if spec:
+                    ids[t + m:t + n] = spec
                 pos[t:t + n] = np.arange(start, start + n)
                 t += n
                 qsl[i + 1] = t

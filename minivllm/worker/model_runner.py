@@ -13,6 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -22,6 +23,7 @@ from minivllm.compilation.levels import CompiledForward
 from minivllm.config import CUDAGraphMode, EngineConfig, kv_bytes_per_block
 from minivllm.layers.sampler import LogprobsTensors, Sampler, gather_logprobs
 from minivllm.models.config import ModelConfig
+from minivllm.spec_decode.rejection_sampler import RejectionSampler
 from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
 from minivllm.worker.graph_capture import capture_graphs
 from minivllm.worker.input_batch import InputBatch, PreparedBatch
@@ -46,10 +48,13 @@ class ModelRunner:
         self.input_batch = InputBatch(self.max_num_tokens, max(sc.max_num_seqs, 2), self.max_blocks_per_seq,
                                       self.block_size, self.device)
         self.sampler = Sampler(self.device, config.seed)
+        # Speculative decoding: every sampled sequence's new tokens come from verifying its draft (maybe empty)
+        self.rejection_sampler = RejectionSampler(self.sampler) if config.speculative is not None else None
         self.kv_cache: torch.Tensor | None = None
         self.kv_caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # per-layer views of kv_cache
         self.compiled = CompiledForward(model.forward)  # the plain forward until the worker compiles
-        self.cudagraph_dispatcher = CudagraphDispatcher(config.cudagraph_mode, config.min_num_tokens)
+        self.cudagraph_dispatcher = CudagraphDispatcher(config.cudagraph_mode, config.min_num_tokens,
+                                                        config.uniform_decode_query_len)
         self.full_graph: CUDAGraphWrapper | None = None  # the FULL graphs, one per captured size
         self.graph_pool = None  # one memory pool for every graph of this engine
         # Wall time per kind of step, GPU time (CUDA events) per kind, and CPU time spent launching steps.
@@ -109,7 +114,8 @@ class ModelRunner:
             self.full_graph = CUDAGraphWrapper(forward, FULL, "FULL forward")
             any_batch = cfg.cudagraph_mode is CUDAGraphMode.FULL  # by token count; else pure decode by batch size
             stats[FULL.value] = capture_graphs(self, FULL, list(cfg.full_capture_sizes), self.full_graph,
-                                               [self.full_graph], self.graph_pool, any_batch).as_dict()
+                                               [self.full_graph], self.graph_pool, any_batch,
+                                               1 if any_batch else cfg.uniform_decode_query_len).as_dict()
             self.cudagraph_dispatcher.activate(FULL, list(cfg.full_capture_sizes))
         if cfg.piecewise_capture_sizes:
             stats[PIECEWISE.value] = capture_graphs(self, PIECEWISE, list(cfg.piecewise_capture_sizes),
@@ -134,8 +140,11 @@ class ModelRunner:
         (async scheduling): the pending tokens of this batch are its sampled tokens."""
         t0 = time.perf_counter()
         decode_only = sched.is_decode_only
-        pick = self.cudagraph_dispatcher.dispatch(sched.num_tokens, len(sched.scheduled), decode_only)
-        unified = pick.mode is FULL and not pick.uniform_decode  # a FULL graph of any batch: by token count
+        uniform_decode = sched.is_uniform_decode  # decode_only, or a verify step (speculative decoding)
+        pick = self.cudagraph_dispatcher.dispatch(sched.num_tokens, len(sched.scheduled), uniform_decode)
+        # A FULL graph of any batch (by token count), or a decode graph of q_len > 1 tokens per request: both
+        # run the unified attention kernel, whose launch depends on the token count only.
+        unified = pick.mode is FULL and (not pick.uniform_decode or self.config.uniform_decode_query_len > 1)
         timing = self.device.type == "cuda"
         if timing:
             start = torch.cuda.Event(enable_timing=True)
@@ -146,7 +155,11 @@ class ModelRunner:
         seqs = [s.seq for s in sched.scheduled]
         rows = batch.sample_rows
         sampled = logprobs = None
-        if rows:
+        spec = None
+        if rows and self.rejection_sampler is not None:
+            seqs = [seqs[i] for i in rows]
+            sampled, logprobs, spec = self.verify(sched, batch, hidden, seqs)
+        elif rows:
             if decode_only:  # row i of the hidden states is sequence i: no gather needed
                 logits = self.model.compute_logits(hidden[: len(seqs)])
             else:
@@ -156,7 +169,9 @@ class ModelRunner:
             sampled = self.sampler(logits, meta)
             if meta.max_num_logprobs is not None:
                 logprobs = gather_logprobs(logits, sampled, meta.max_num_logprobs)
-        out = ModelRunnerOutput(seqs if rows else [], sampled, "decode" if decode_only else "prefill", logprobs)
+        out = ModelRunnerOutput(seqs if rows else [], sampled, "decode" if uniform_decode else "prefill", logprobs)
+        if spec is not None:
+            out.num_draft_tokens = spec
         if not decode_only and any(s.seq.params.prompt_logprobs is not None for s in sched.scheduled):
             out.prompt_logprobs = self.prompt_logprobs(sched, batch, hidden)
         if timing:
@@ -165,6 +180,30 @@ class ModelRunner:
         self.step_stats[f"{out.kind}_steps"] += 1
         self.step_stats["cpu_launch_time"] += time.perf_counter() - t0
         return out
+
+    def verify(self, sched: SchedulerOutput, batch: PreparedBatch, hidden: torch.Tensor, seqs: list):
+        """Speculative decoding: logits at each sampled sequence's last known token and at each of its draft
+        tokens, W = 1 + the longest draft rows per sequence (a shorter draft repeats its last row), then the
+        rejection sampler. Returns the new tokens [S, W] (-1 past each sequence's), their logprobs if asked
+        (rows S * W) and the draft length per sequence."""
+        qsl = batch.attn_metadata.query_start_loc_cpu
+        drafts = [sched.scheduled[i].spec_token_ids for i in batch.sample_rows]
+        W = 1 + max(map(len, drafts))
+        idx = np.empty((len(drafts), W), dtype=np.int64)
+        pad = np.full((len(drafts), W - 1), -1, dtype=np.int64)
+        for r, (i, d) in enumerate(zip(batch.sample_rows, drafts)):
+            last = qsl[i + 1] - 1  # the row of the sequence's last query token: its last draft token, if any
+            idx[r] = np.minimum(np.arange(last - len(d), last - len(d) + W), last)
+            pad[r, :len(d)] = d
+        idx_t = self.sampler.to_device(idx.reshape(-1).tolist(), torch.int64)
+        draft_t = self.sampler.to_device(pad.tolist(), torch.int64).view(len(drafts), W - 1)
+        logits = self.model.compute_logits(hidden[idx_t])
+        meta = self.input_batch.sampling_metadata(seqs)
+        tokens = self.rejection_sampler(logits.view(len(drafts), W, -1), draft_t, meta)
+        logprobs = None
+        if meta.max_num_logprobs is not None:
+            logprobs = gather_logprobs(logits, tokens.clamp(min=0).view(-1), meta.max_num_logprobs)
+        return tokens, logprobs, [len(d) for d in drafts]
 
     def prompt_logprobs(self, sched: SchedulerOutput, batch: PreparedBatch, hidden: torch.Tensor):
         """Raw logprobs of the prompt tokens this chunk predicts: the hidden row at position p scores prompt

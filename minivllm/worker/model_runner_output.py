@@ -37,6 +37,9 @@ class ModelRunnerOutput:
                  logprobs: LogprobsTensors | None = None) -> None:
         self.seqs, self.sampled, self.kind = seqs, sampled, kind
         self.logprobs = logprobs  # rows as `sampled` (only when a request asked for logprobs)
+        # Speculative decoding: `sampled` is [S, W] (each sequence's new tokens, -1 after them), logprobs has
+        # S * W rows, and this is each sequence's draft length
+        self.num_draft_tokens: list[int] | None = None
         # ([(seq, first position, count)], LogprobsTensors): a prefill chunk's prompt logprobs, if asked
         self.prompt_logprobs: tuple[list[tuple[Sequence, int, int]], LogprobsTensors] | None = None
         self.gpu_start: torch.cuda.Event | None = None
@@ -58,7 +61,8 @@ class ModelRunnerOutput:
             self.done = torch.cuda.Event(enable_timing=True)
             self.done.record()
 
-    def token_ids(self) -> list[int]:
+    def token_ids(self) -> list[int] | list[list[int]]:
+        """One token per sequence; under speculative decoding a list per sequence (-1 past its new tokens)."""
         if self.done is not None:
             self.done.synchronize()
         return [] if self._host is None else self._host.tolist()

@@ -19,6 +19,7 @@ from minivllm_labs.quiz_html import NUMERIC_JS
 from minivllm_labs.recorded import load_recorded
 
 from tests.labs import code_links, js_runner
+from tests.labs.test_results_index import AWAITING_GPU
 
 CHOICE = [q for q in lab08.QUESTIONS if isinstance(q, Question)]
 NUMERIC = [q for q in lab08.QUESTIONS if isinstance(q, NumericQuestion)]
@@ -53,9 +54,13 @@ def test_every_question_is_measured_or_says_why_not(e):
     """A measured question cites records that exist, by file and key; a reasoning one says why it is not
     measured, with its formula and a public source."""
     assert e.cites or e.not_measured, e.qid
+    awaiting = any(path.rsplit("/", 1)[1] in AWAITING_GPU for path, *_ in e.cites)
     for path, key, label, label_zh in e.cites:
         p = REPO_ROOT / path
-        assert p.exists() and path.startswith("assets/results/h200/"), path
+        assert path.startswith("assets/results/h200/") and label and label_zh, path
+        if p.name in AWAITING_GPU and not p.exists():  # not recorded yet: the feedback says so
+            continue
+        assert p.exists(), path
         resolve_key(json.loads(p.read_text()), key)  # KeyError names the missing part
         assert label and label_zh
     if e.not_measured:
@@ -63,7 +68,7 @@ def test_every_question_is_measured_or_says_why_not(e):
     if e.formula:
         assert e.formula_zh, e.qid
     text = lab08.evidence_text(e)
-    assert "missing key" not in text and "not recorded" not in text
+    assert "missing key" not in text and ("not recorded" not in text or awaiting)
     assert ("Measured on the H200" in text) == bool(e.cites)
     assert ("Reasoning, not measured here" in text) == bool(e.not_measured)
 
@@ -419,7 +424,9 @@ def test_catalog_lists_every_question_with_topic_options_zh_and_evidence(capsys)
     assert catalog.main(["--json"]) == 0
     rows = {q["id"]: q for lab in json.loads(capsys.readouterr().out)["labs"] for q in lab["questions"]}
     assert rows["lab08.slo4"]["evidence"][0]["key"] == "workload.rows.1.output_tok_s"
-    assert rows["lab08.sd1"]["not_measured"] and rows["lab08.sd1"]["link"].startswith("https://arxiv.org/")
+    assert rows["lab08.pp2"]["not_measured"] and rows["lab08.pp2"]["link"].startswith("https://arxiv.org/")
+    sd1 = rows["lab08.sd1"]  # measured by Lab 11 since the engine speculates: cites, no not_measured
+    assert "not_measured" not in sd1 and sd1["evidence"][0]["file"] == "assets/results/h200/lab11.json"
 
 
 def test_widget_builds():

@@ -13,6 +13,8 @@ from minivllm_labs.common import REPO_ROOT
 from minivllm_labs.lab_info import resolve_key
 from minivllm_labs.quiz import Question, option_feedback
 
+from tests.labs.test_results_index import AWAITING_GPU
+
 INFOS = {info.lab: info for info in labs()}
 
 
@@ -62,6 +64,8 @@ def test_every_cited_key_exists_in_its_record(lab):
     for q in INFOS[lab].questions:
         for path, key, label in q.cites:
             assert path.startswith("assets/results/h200/") and path.endswith(".json"), (q.qid, path)
+            if path.rsplit("/", 1)[1] in AWAITING_GPU:  # not recorded yet: its feedback says so (quiz_data.cite_lines)
+                continue
             data = json.loads((REPO_ROOT / path).read_text(encoding="utf-8"))
             value = resolve_key(data, key)  # KeyError names the missing part
             assert value is not None and label, (q.qid, key)

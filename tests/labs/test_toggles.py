@@ -15,7 +15,7 @@ from minivllm_labs.common import lab_model, quiet_engine_logs
 pytestmark = pytest.mark.slow
 
 
-LABS = [f"lab{n:02d}" for n in range(1, 11)]
+LABS = [f"lab{n:02d}" for n in range(1, 12)]
 
 
 def _bars(fig) -> dict:
@@ -104,6 +104,9 @@ def test_what_each_cpu_toggle_measures():
     assert l8["budget 32"]["prefill_steps"] > l8["budget 64"]["prefill_steps"] > l8["not chunked"]["prefill_steps"]
     assert l8["not chunked"]["chunks"] == [toggles.LONG_PROMPT]
     assert l8["not chunked"]["max_step_tokens"] > toggles.LONG_PROMPT
+    l11 = got["lab11"]  # k = 0 drafts nothing; with k = 4 the repeated questions' drafts are accepted
+    assert l11["k = 0 (off)"]["draft_tokens"] == 0 and l11["k = 0 (off)"]["tokens_per_step"] == 1.0
+    assert l11["ngram k = 4"]["tokens_per_step"] > 1 and l11["ngram k = 4"]["acceptance_pct"] > 0
     line = toggles.chunk_line(l8["budget 32"])
     assert "chunks of" in line and "chunk 依次为" in line and line.count("\n") == 1
 

@@ -1,0 +1,1 @@
+"""Speculative decoding (vLLM's v1/spec_decode): n-gram drafts, their verification, and the counters."""

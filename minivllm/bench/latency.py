@@ -255,6 +255,8 @@ def main(args) -> dict:
                                  "compile_level": rep["compile"].get("mode", 0),
                                  "attention_backend": llm.config.attention_backend,
                                  "async_scheduling": llm.config.async_scheduling,
+                                 "speculative_config": spec_config(args, k),
+                                 "uniform_decode_query_len": llm.config.uniform_decode_query_len,
                                  "dtype": str(llm.config.dtype).removeprefix("torch."),
                                  "capture_sizes": rep["cudagraph"].get("capture_sizes", []),
                                  "graph_pool_mib": _graph_pool_mib(rep["cudagraph"]),

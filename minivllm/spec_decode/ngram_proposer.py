@@ -21,7 +21,8 @@ def propose_ngram(token_ids: np.ndarray, min_n: int, max_n: int, k: int) -> list
 
     The tokens as int32 bytes: bytes.find (C speed) gives the earliest occurrence of the suffix that ends before
     the last token; a hit off a 4-byte boundary spans two tokens and is skipped. A step proposes for every
-    decoding request, so this runs once per request per step (about 2 us, where a numpy scan took 30)."""
+    decoding request, so this runs once per request per step: on repeated text about 10x faster than a numpy
+    scan of the candidate positions (64 sequences of 200 tokens, a 2-core CPU)."""
     L = len(token_ids)
     buf = np.ascontiguousarray(token_ids, dtype=np.int32).tobytes()
     limit = 4 * (L - 1)  # a match must end before the last token: a token must follow it
@@ -48,4 +49,4 @@ class NgramProposer:
         k = min(self.k, max_len)
         if k <= 0 or len(token_ids) <= self.min_n:
             return []
-        return propose_ngram(np.asarray(token_ids, dtype=np.int64), self.min_n, self.max_n, k)
+        return propose_ngram(np.asarray(token_ids, dtype=np.int32), self.min_n, self.max_n, k)

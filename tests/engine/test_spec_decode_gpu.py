@@ -32,10 +32,12 @@ def _models() -> list[str]:
 
 
 def _prompts(vocab: int, batch: int) -> list[dict]:
-    """Runs of 8 random tokens repeated four times, then half a run: n-gram lookup proposes the run's rest."""
+    """Runs of random tokens repeated, then half a run: n-gram lookup proposes the run's rest. Batch 1 has a
+    14-token prompt (a prefill of at most 16 tokens: a PIECEWISE replay), the others 36 tokens (eager)."""
     g = torch.Generator().manual_seed(batch)
-    runs = torch.randint(3, vocab, (batch, 8), generator=g).tolist()
-    return [{"prompt_token_ids": r * 4 + r[:4]} for r in runs]
+    n = 4 if batch == 1 else 8
+    runs = torch.randint(3, vocab, (batch, n), generator=g).tolist()
+    return [{"prompt_token_ids": r * (3 if batch == 1 else 4) + r[:n // 2]} for r in runs]
 
 
 def _run(llm: LLM, batches: dict) -> dict:

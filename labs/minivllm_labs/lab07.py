@@ -227,7 +227,7 @@ NOT_MEASURED = {  # evidence key -> (kind, what it is, 中文)
                                    "计算值，非测量：由文章自己的 TTFT 和 TPOT 算出"),
 }
 #: Units that are words, in Chinese (a number's unit in the Chinese view of a table).
-UNITS_ZH = {"requests/s": "请求/s", "(compute capability)": "（计算能力）", "(absolute difference)": "（绝对差）"}
+UNITS_ZH = {"requests/s": "请求/s", "query tokens per request": "个 query token/请求", "(compute capability)": "（计算能力）", "(absolute difference)": "（绝对差）"}
 #: The unit of each evidence key (the table prints every number with its unit).
 UNITS = {
     "_us_per_op": "µs", "graph_launch_us": "µs", "_ms": "ms", "_ms.0": "ms", ".median": "ms", "floor_ms": "ms", "tpot_s": "s", "ttft_s": "s",
@@ -242,6 +242,7 @@ UNITS = {
     "steps_by_path.piecewise": "runs of 5", "same_tokens": "requests of 16", "replays_with_new_blocks": "steps",
     "block32_minus_block16": "graphs", "mnbt512_minus_8192": "graphs", "calls_while_generating": "calls",
     "_share": "fraction of the step", "kernels_per_step": "kernels per step", "max_abs_diff": "(absolute difference)",
+    "uniform_decode_query_len": "query tokens per request",
 }
 
 

@@ -22,7 +22,9 @@ from minivllm import DEFAULT_MODEL, LLM, SamplingParams
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 MODES = ["FULL_DECODE_ONLY", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL"]
-SIZES = [1, 2, 4, 8, 16]  # decode graphs: requests (of 1 + k tokens); the others: tokens
+# decode graphs: requests (of 1 + k tokens), up to max_num_seqs (32); the others: tokens. 128: the prefills (36
+# tokens a request) and the verify steps past the largest decode graph (17 x 4 tokens) replay PIECEWISE graphs
+SIZES = [1, 2, 4, 8, 16, 128]
 BATCHES = (1, 3, 8, 17)  # 17 requests: past the largest decode graph
 K = 3
 

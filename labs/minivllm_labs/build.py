@@ -2,6 +2,7 @@
 
     python -m minivllm_labs.build             # every labs/src/*.py -> labs/*.ipynb, executed (make labs)
     python -m minivllm_labs.build 01 03       # only the labs whose file name contains "01" or "03"
+    python -m minivllm_labs.build 05 --cell-times 5   # and print its 5 slowest cells (what to speed up first)
     python -m minivllm_labs.build --check     # exit 1 if a notebook's cells no longer match its source
     python -m minivllm_labs.build --gpu OUT   # on a CUDA machine: run every notebook end to end, GPU-only
                                               # cells included, into OUT/ (make labs-gpu); fails on any error

@@ -2,6 +2,7 @@
 
     python -m minivllm_labs.build             # every labs/src/*.py -> labs/*.ipynb, executed (make labs)
     python -m minivllm_labs.build 01 03       # only the labs whose file name contains "01" or "03"
+    python -m minivllm_labs.build 05 --cell-times 5   # and print its 5 slowest cells (what to speed up first)
     python -m minivllm_labs.build --check     # exit 1 if a notebook's cells no longer match its source
     python -m minivllm_labs.build --gpu OUT   # on a CUDA machine: run every notebook end to end, GPU-only
                                               # cells included, into OUT/ (make labs-gpu); fails on any error
@@ -88,20 +89,41 @@ def build_notebook(src: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def execute(nb: nbformat.NotebookNode, timeout: int = 600, gpu: bool = False) -> nbformat.NotebookNode:
+def execute(nb: nbformat.NotebookNode, timeout: int = 600, gpu: bool = False,
+            cell_times: list | None = None) -> nbformat.NotebookNode:
     """Run every cell in a fresh kernel in labs/ (nbval's working directory), like a learner would.
 
     gpu=False (the committed notebooks): GPUs hidden, quizzes static. gpu=True: the machine as it is, every
-    cell run (nbclient ignores nbval tags) and the first error raised as nbclient.CellExecutionError."""
+    cell run (nbclient ignores nbval tags) and the first error raised as nbclient.CellExecutionError.
+    cell_times: a list that receives (seconds, cell id, first line) per code cell."""
     from nbclient import NotebookClient
 
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": _pythonpath()}
     if not gpu:
         env.update({"CUDA_VISIBLE_DEVICES": "", STATIC_ENV: "1"})
-    # No per-cell timing metadata in the committed notebooks: it would change every cell on every rebuild.
+    timed = gpu or cell_times is not None
     NotebookClient(nb, timeout=timeout, kernel_name=KERNELSPEC["name"], store_widget_state=False,
-                   record_timing=gpu, resources={"metadata": {"path": str(LABS_DIR)}}).execute(env=env)
+                   record_timing=timed, resources={"metadata": {"path": str(LABS_DIR)}}).execute(env=env)
+    if cell_times is not None:
+        cell_times += _cell_seconds(nb)
+    if not gpu:  # no per-cell timing metadata in the committed notebooks: it would change on every rebuild
+        for cell in nb.cells:
+            cell.metadata.pop("execution", None)
     return nb
+
+
+def _cell_seconds(nb: nbformat.NotebookNode) -> list[tuple[float, str, str]]:
+    """(seconds, id, first line) of each executed code cell, from nbclient's timing metadata."""
+    from datetime import datetime
+
+    out = []
+    for cell in nb.cells:
+        t = cell.metadata.get("execution", {})
+        if "iopub.execute_input" in t and "shell.execute_reply" in t:
+            start, end = (datetime.fromisoformat(t[k].replace("Z", "+00:00"))
+                          for k in ("iopub.execute_input", "shell.execute_reply"))
+            out.append(((end - start).total_seconds(), cell.id, (cell.source.splitlines() or [""])[0][:70]))
+    return out
 
 
 def _pythonpath() -> str:
@@ -186,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", metavar="OUT_DIR", help="execute every cell on this CUDA machine into OUT_DIR "
                                                      "(labs/ untouched); exit 1 if any cell fails")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    ap.add_argument("--cell-times", type=int, default=0, metavar="N",
+                    help="also print each lab's N slowest cells (seconds; the notebook keeps no timing)")
     args = ap.parse_args(argv)
     srcs = sources(args.patterns)
     if not srcs:
@@ -206,10 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     for src in srcs:
         out = LABS_DIR / f"{src.stem}.ipynb"
         nb = build_notebook(src)
-        run_all = ""
+        run_all, times = "", None
         if not args.no_execute:
-            t0 = time.perf_counter()
-            execute(nb, args.timeout)
+            t0, times = time.perf_counter(), ([] if args.cell_times else None)
+            execute(nb, args.timeout, cell_times=times)
             took = time.perf_counter() - t0
             run_all = f", Run All {took:.0f} s"
             if took > RUN_ALL_AIM_S:
@@ -218,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         nbformat.validate(nb)
         nbformat.write(nb, out)
         print(f"wrote {out.relative_to(REPO_ROOT)} ({len(nb.cells)} cells{run_all})", flush=True)
+        for seconds, cid, first in sorted(times or [], reverse=True)[:args.cell_times]:
+            print(f"  {seconds:6.1f} s  {cid:12s} {first}")
     if slow:
         print(f"Run All over {RUN_ALL_AIM_S} s on this machine ({os.cpu_count()} CPUs): {', '.join(slow)}")
     return 0

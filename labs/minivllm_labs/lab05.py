@@ -133,6 +133,15 @@ FAULT_CONFIG = {  # the engine each fault is planted in
     "untraceable": {"compilation_config": {"mode": 3}},
     "mistraced": {"compilation_config": {"mode": 2}},
 }
+#: On a CPU the silent fault's engine runs its Dynamo trace without Inductor (backend "eager", as `locate` and
+#: `recompiles` do): the fault is in the traced code, so the tokens, the verify error and the ladder are the
+#: same, and a cold Inductor build of the model (about 25 s of C++ compiles on 2 cores) is left out of Run All.
+CPU_FAULT_CONFIG = {"mistraced": {"compilation_config": {"mode": 2, "backend": "eager"}}}
+
+
+def fault_config(kind: str) -> dict:
+    """The engine settings `kind` is planted in on this device."""
+    return FAULT_CONFIG[kind] if _cuda() else CPU_FAULT_CONFIG.get(kind, FAULT_CONFIG[kind])
 
 
 def fault_run(model: str, kind: str) -> dict:
@@ -140,7 +149,7 @@ def fault_run(model: str, kind: str) -> dict:
     then start with fallback="auto" (verify=True for the silent one) and record the ladder."""
     from minivllm import diagnose
 
-    kw = FAULT_CONFIG[kind]
+    kw = fault_config(kind)
     res: dict = {"kind": kind, "config": {k: v for k, v in kw.items()}}
     with cache_dir(), inject(kind), engine_warnings():
         reference = greedy(eager := start(model, enforce_eager=True))

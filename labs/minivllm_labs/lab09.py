@@ -41,6 +41,9 @@ def shape_of(model: str) -> str:
     """The record's key for a checkpoint: its SHAPES name without dots (evidence keys are dotted paths:
     "llama-32-1b"), else its folder's name, or "tiny" for the lab model."""
     from minivllm import DEFAULT_MODEL
+
+    if Path(model).resolve() == Path(DEFAULT_MODEL).resolve():  # no SHAPES entry is this small: skip importing
+        return "tiny"  # make_config, whose module loads transformers' model classes (seconds on a CPU)
     from minivllm.tools.make_random_checkpoint import make_config
 
     cfg = json.loads((Path(model) / "config.json").read_text())
@@ -49,7 +52,7 @@ def shape_of(model: str) -> str:
         ref = make_config(shape).to_dict()
         if all(cfg.get(k) == ref.get(k) for k in keys):
             return shape.replace(".", "")
-    return "tiny" if Path(model).resolve() == Path(DEFAULT_MODEL).resolve() else Path(model).name.replace(".", "")
+    return Path(model).name.replace(".", "")
 
 
 @functools.cache

@@ -37,8 +37,10 @@ import plotly.io as pio
 
 from minivllm_labs.common import round_floats
 
-if "PLOTLY_RENDERER" not in os.environ:
-    pio.renderers.default = "plotly_mimetype"
+# plotly reads this variable the first time it needs its renderers (only for a Figure left as a cell's value):
+# setting it instead of pio.renderers.default keeps plotly.io._renderers, and the nbformat and jsonschema it
+# imports (about 3 s on a 2-core CPU), out of every lab's setup cell.
+os.environ.setdefault("PLOTLY_RENDERER", "plotly_mimetype")
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 _state = {"count": 0}  # figures shown in this kernel (numbers the divs)

@@ -46,7 +46,8 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
         # others repeat them (launch.LaunchPlan). The key holds whatever else the launches depend on.
         ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr())
         plan_key = (q.shape, q.stride(), k.stride(), v.stride(), out.stride(), q.dtype, k_cache.shape,
-                    k_cache.dtype, scale, use_pdl, prefetch_metadata, batch_invariant, launch.current_stream())
+                    k_cache.dtype, scale, use_pdl, prefetch_metadata, batch_invariant, launch.current_stream(),
+                    meta.seq_lens.shape[0])  # the kernel's grid: the batch's sequences, not its padded tokens
         plan = meta.launch_plans.get(plan_key)
         if plan is not None and plan.run(ptrs):
             return

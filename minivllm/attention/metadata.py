@@ -33,7 +33,8 @@ class AttentionMetadata:
                                   0 marks a padded row (its output is zeros and is discarded)
       block_tables    [S, M] int32 physical block ids of each sequence, padded with 0 past its last block
       max_query_len / max_seq_len: host-side upper bounds (kernels use them for grid sizes)
-      decode_only:    every sequence has query_len == 1 (then T == S)
+      decode_only:    every sequence has query_len == 1 (T > S only in a PIECEWISE step: its padding tokens,
+                      which belong to no sequence)
       unified:        laid out for the unified kernel (FULL graphs keyed by token count): the three
                       per-sequence tensors are the whole persistent buffers (max_num_seqs rows, unused rows
                       query_len 0 and seq_len 0) and tokens past query_start_loc[-1] are padding

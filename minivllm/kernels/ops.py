@@ -99,8 +99,16 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     if meta.decode_only:
         splits = kernels.invariant_num_splits(meta.block_tables.shape[1] * k_cache.shape[1]) if batch_invariant \
             else None
-        return kernels.paged_decode_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale, out=out,
-                                      num_splits=splits, use_pdl=use_pdl, prefetch_metadata=prefetch_metadata)
+        # One query row per sequence of the metadata. A PIECEWISE step pads its tokens past the batch, and its
+        # padded rows have no sequence: the per-sequence buffers may hold fewer rows than the padded token count
+        # (a 128-token graph, max_num_seqs 32), so the kernel runs over the batch's rows only. The padded rows'
+        # outputs are never read: every later op works row by row and only sampled rows reach the LM head.
+        S = meta.seq_lens.shape[0]
+        if out is None:
+            out = torch.empty_like(q)
+        kernels.paged_decode_attention(q[:S], k_cache, v_cache, meta.block_tables, meta.seq_lens, scale, out=out[:S],
+                                       num_splits=splits, use_pdl=use_pdl, prefetch_metadata=prefetch_metadata)
+        return out
     if out is not None and meta.query_start_loc_cpu is not None and meta.query_start_loc_cpu[-1] < q.shape[0]:
         out[meta.query_start_loc_cpu[-1]:].zero_()  # padding tokens of a padded mixed batch
     return kernels.paged_prefill_attention(q, k_cache, v_cache, meta.block_tables, meta.query_start_loc,

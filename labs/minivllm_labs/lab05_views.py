@@ -220,13 +220,21 @@ def scenario_table(res: dict | None) -> str:
 
 
 # ---- questions ------------------------------------------------------------------------------------------
-def _where(res: dict | None) -> str:
+def _where(res: dict | None, lang: str = "en") -> str:
     prov = (res or {}).get("provenance") or {}
+    if lang == "zh":
+        return f"在 {prov['gpu']} 上测得" if prov.get("gpu") else "在本机测得"
     return f"Measured on {prov['gpu']}" if prov.get("gpu") else "Measured here"
 
 
-def q3_evidence(res: dict | None) -> str:
+def q3_evidence(res: dict | None, lang: str = "en") -> str:
     g = ((res or {}).get("faults") or {}).get("graph")
+    if lang == "zh":
+        if not g:
+            return "捕获故障需要 CUDA GPU；录制后在 lab05.json（faults.graph）里。"
+        return (f"{_where(res, 'zh')}：FULL 图下第 1 层里的 .item() 报错：“{g['raw_error'][:160]}”；"
+                f"诊断 -> [{g['diagnosis']['layer']}]；回退阶梯："
+                + " -> ".join(f"{r['step']} {'成功' if r['ok'] else '失败'}" for r in g["ladder"]))
     if not g:
         return "The capture fault needs a CUDA GPU; its recording is in lab05.json (faults.graph) once made."
     return (f"{_where(res)}: a .item() in layer 1 under FULL graphs failed with: {g['raw_error'][:160]}; "
@@ -234,11 +242,16 @@ def q3_evidence(res: dict | None) -> str:
             + " -> ".join(f"{r['step']} {'ok' if r['ok'] else 'failed'}" for r in g["ladder"]))
 
 
-def silent_evidence(res: dict | None) -> str:
+def silent_evidence(res: dict | None, lang: str = "en") -> str:
     n = ((res or {}).get("faults") or {}).get("numerics")
     if not n:
         return ""
     loc = (res or {}).get("locate") or {}
+    if lang == "zh":
+        return (f"{_where(res, 'zh')}：追踪错了的那一层让 3 个贪心探针中 {3 - n['identical_probes']} 个出错，且没有报错；"
+                f"verify=True 报出：“{n.get('verify_error', '')[:100]}”；回退阶梯用 "
+                f"{next((r['step'] for r in n['ladder'] if r['ok']), '?')} 跑通；逐层 fp32 比对，第一个出现差异的层是 "
+                f"{loc.get('first_bad_layer')}")
     return (f"{_where(res)}: the mistraced layer gave {3 - n['identical_probes']} of 3 wrong greedy probes with no "
             f"error; verify=True raised: {n.get('verify_error', '')[:100]}; the ladder ran with "
             f"{next((r['step'] for r in n['ladder'] if r['ok']), '?')}; layer by layer in fp32 the first layer "

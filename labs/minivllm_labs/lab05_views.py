@@ -175,14 +175,14 @@ def scenario_rows(res: dict | None) -> list[dict]:
         f"That is the graph reserve the engine subtracts before sizing (an estimate); the capture itself measured "
         f"{capture_mib} MiB, so the estimate is generous. vLLM (by default since v0.21) subtracts the graph memory it "
         f"estimates while profiling instead (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, "
-        f"https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)"
+        f"https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)"
         if oom else "KV sizing from free memory needs CUDA"),
         "verdict": ("right" if 100 <= oom["eager_frees_mib"] <= 1000 else "partly") if oom else "unverifiable here"})
     cache = st.get("cache") or {}
     rows.append({"scenario": "cold start 冷启动敏感", "measured": (
         f"mode 3 + graphs: {round(cache['cold']['total_s'], 1)} s cold, {round(cache['warm']['total_s'], 1)} s "
         f"warm from the compile cache (Lab 04, lab04.json); mode 0 keeps the full decode graphs without compiling "
-        f"here (vLLM's mode 0 alone sets NONE: https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py); "
+        f"here (vLLM's mode 0 alone sets NONE: https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py); "
         f"eager skips both, at eager TPOT" if cache.get("cold") and cache.get("warm") else "see Lab 04"),
         "verdict": "partly"})
     rows.append({"scenario": "sparse dynamic shapes 动态 shape 稀疏", "measured": (
@@ -195,7 +195,7 @@ def scenario_rows(res: dict | None) -> list[dict]:
         f"{m['compile_report']['graph_breaks']} graph breaks, "
         f"{m['compile_report']['recompiles_at_runtime']} recompiles, TPOT {round(un['rows'][0]['tpot_s'] * 1e3, 1)} "
         f"vs {round(r['tpot_s'] * 1e3, 1)} ms registered; with fullgraph (modes 1-3, here and in vLLM: "
-        f"https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py) startup fails instead"
+        f"https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/wrapper.py) startup fails instead"
         if m else "see Lab 03"), "verdict": "partly"})
     return rows
 

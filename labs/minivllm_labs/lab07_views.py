@@ -27,6 +27,7 @@ from minivllm_labs.lab07 import (
     tpot_floor_ms,
     unit_of,
 )
+from minivllm_labs.lab01_views import VERDICT_ZH
 from minivllm_labs.lab_info import SEEDS, Claim
 
 
@@ -138,6 +139,13 @@ def _value(r: dict) -> str:
             f'<span class="lang-zh" lang="zh">{html.escape(zh)}</span>')
 
 
+def _verdict(v: str) -> str:
+    """A verdict in both languages, one shown at a time by the book's switch."""
+    zh = VERDICT_ZH.get(v, "")
+    return (f'<span class="lang-en">{v}</span><span class="mv-sep"> · </span><span class="lang-zh" lang="zh">{zh}</span>'
+            if zh else v)
+
+
 def _claim_zh(r: dict) -> str:
     """The seed's words marked 原文 only when they are verbatim; a paraphrase says so."""
     label = {True: "原文：", False: "转述 · paraphrase："}.get(r.get("verbatim"), "")
@@ -153,7 +161,7 @@ def claims_markdown(claims) -> str:
     lines = ["| claim · 说法 | verdict · 结论 | number · 数字 | evidence · 证据 |", "|---|---|---|---|"]
     for r in rows(list(claims)):
         value = _value(r) if r["recorded"] else both("not recorded yet", "尚未录制")
-        lines.append(f"| {both(r['claim_en'], r['claim_zh'])} | **{r['verdict']}** | {value} | `{r['evidence']}` |")
+        lines.append(f"| {both(r['claim_en'], r['claim_zh'])} | **{_verdict(r['verdict'])}** | {value} | `{r['evidence']}` |")
     return "\n".join(lines)
 
 
@@ -197,13 +205,13 @@ def claims_html(table: list[dict]) -> str:
         body.append(
             f'<tr data-seed="{r["seed"]}" data-verdict="{r["verdict"]}"><td>{r["seed"]}</td>'
             f'<td>{html.escape(_claim_zh(r))}<br><i>{html.escape(r["claim_en"])}</i></td>'
-            f'<td><b>{r["verdict"]}</b></td><td>{_value(r)}</td>'
+            f'<td><b>{_verdict(r["verdict"])}</b></td><td>{_value(r)}</td>'
             f'<td>{html.escape(r["summary"])}<br>{html.escape(r["summary_zh"])}</td>'
             f'<td><code>{html.escape(r["evidence"])}</code></td><td>{lab}</td></tr>')
     verdicts = ("right", "partly", "wrong", "unverifiable")
     return (f'<div id="lab07-claims">{opts("seed", SEEDS)} {opts("verdict", verdicts)} <span class="count"></span>'
-            '<table><thead><tr><th>seed</th><th>claim · 说法</th><th>verdict</th><th>number</th>'
-            '<th>what was measured · 测量</th><th>evidence</th><th>lab</th></tr></thead><tbody>'
+            '<table><thead><tr><th>seed · 材料</th><th>claim · 说法</th><th>verdict · 结论</th><th>number · 数字</th>'
+            '<th>what was measured · 测量</th><th>evidence · 证据</th><th>lab · 实验</th></tr></thead><tbody>'
             + "".join(body) + "</tbody></table></div>" + _FILTER_JS)
 
 

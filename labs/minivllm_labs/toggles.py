@@ -101,6 +101,10 @@ KNOB_ZH = {
     "lab09": "batch 大小（每步对本设备的字节下限）", "lab10": "batch_invariant（GPU：bf16 / fp32）",
 }
 
+#: Option labels that read as a phrase, in Chinese (the button keeps its English data-label).
+OPTION_ZH = {"mode 3 (split at attention)": "mode 3（在 attention 处切分）", "mode 2 (one graph)": "mode 2（一个图）",
+             "mode 0 (no Dynamo)": "mode 0（不用 Dynamo）", "default (mode 3, graphs)": "默认（mode 3，开图）"}
+
 #: On a CPU: 128 tokens per sequence and per step (the startup profile run is one forward of the step budget),
 #: and a 4 MiB KV cache (1,024 tokens of the embedded model; its block count still follows the block size).
 _CPU_ENGINE = {"max_model_len": 128, "max_num_batched_tokens": 128, "kv_cache_memory_bytes": 4 << 20}
@@ -550,7 +554,7 @@ def toggle_html(lab: str) -> str:
     t = TOGGLES[lab]
     rid = f"mv-toggle-{lab}"
     buttons = "".join(f'<button type="button" class="mv-toggle-option" data-label="{html.escape(o.label)}">'
-                      f"{html.escape(o.label)}</button>" for o in t.available())
+                      f"{_bi(o.label, OPTION_ZH.get(o.label, ''))}</button>" for o in t.available())
     gpu = [o.label for o in t.options if o.gpu_only and o not in t.available()]
     gpu_here = any(o.gpu_only for o in t.available())
     gpu_note = (f"; on a CUDA GPU also: {', '.join(gpu)}" if gpu else "", f"；在 CUDA GPU 上还有：{'、'.join(gpu)}" if gpu else "")

@@ -328,7 +328,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # **lab03.q3.** One trace of the whole forward, split at attention into pieces compiled and captured separately
 #
 # **lab03.q4.** Batch-1 decode is bound by the CPU launching kernels one by one: compile makes each launch cheaper
-# (339 kernels in 9.366 ms vs eager's 200 in 15.07 ms), graphs submit the whole step at once (0.9798 ms)
+# (339 kernels in {rec}`lab03.json:configs.L2.tpot_ms.1.median:.3f` ms vs eager's 200 in {rec}`lab03.json:configs.eager.tpot_ms.1.median:.2f` ms), graphs submit the whole step at once ({rec}`lab03.json:configs.graphs.tpot_ms.1.median:.4f` ms)
 #
 # </details>
 
@@ -344,7 +344,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # **lab03.q3.** 整个前向 trace 一次，在 attention 处切成分段，分别编译和捕获。
 #
 # **lab03.q4.** batch 1 的解码受 CPU 逐个发射 kernel 的限制：compile 让每次发射更便宜（339 个
-# kernel 9.366 ms，eager 200 个 15.07 ms），图一次提交整步（0.9798 ms）。
+# kernel {rec}`lab03.json:configs.L2.tpot_ms.1.median:.3f` ms，eager 200 个 {rec}`lab03.json:configs.eager.tpot_ms.1.median:.2f` ms），图一次提交整步（{rec}`lab03.json:configs.graphs.tpot_ms.1.median:.4f` ms）。
 #
 # </details>
 

@@ -244,7 +244,7 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 # <details><summary>Model answers to the self-test · 自检参考答案</summary>
 #
 # **lab09.q1.** Far left of the ridge, at about 1 FLOP/byte: each 2-byte weight serves 2 FLOPs per sequence. The
-# step is memory-bound, and its bytes over the copy bandwidth are its floor (0.289 ms for Qwen3-0.6B on the H200).
+# step is memory-bound, and its bytes over the copy bandwidth are its floor ({rec}`profile_prefetch.json:runs.0.floor.bytes_ms:.3f` ms for Qwen3-0.6B on the H200).
 #
 # **lab09.q2.** The step is a chain of about 240 dependent kernels: each ramps up and drains, a small GEMV ends
 # before 132 SMs stream at full rate, each kernel waits for the one before, and the GPU idles in the gaps. A graph
@@ -264,7 +264,7 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 # <details><summary>自检参考答案 · Model answers</summary>
 #
 # **lab09.q1.** 在拐点左边很远处，约每字节 1 FLOP：每个 2 字节的权重对每条序列做 2 FLOP。这一步受访存限制，下限是它读的字节
-# ÷ 拷贝带宽（H200 上的 Qwen3-0.6B 是 0.289 ms）。
+# ÷ 拷贝带宽（H200 上的 Qwen3-0.6B 是 {rec}`profile_prefetch.json:runs.0.floor.bytes_ms:.3f` ms）。
 #
 # **lab09.q2.** 一步是约 240 个前后依赖的 kernel 串成的链：每个都要爬升和收尾，小 GEMV 还没等 132 个 SM 全速读取就结束了，
 # 每个 kernel 都等前一个完成，kernel 之间 GPU 空闲。CUDA Graph 去掉的是 CPU 的启动，不是这些；PDL 让一个 kernel 的启动与

@@ -301,8 +301,8 @@ if rec:
     print(lab.invariant_table(rec))
 
 # %% [markdown] tags=["lang-en"]
-# On the H200 the mode costs 37% at batch 1 (TPOT 1.232 ms [1.231, 1.233] against 0.900 ms [0.897, 0.900]) and 27%
-# at batch 64 (1.776 ms [1.775, 1.788] against 1.394 ms [1.391, 1.401]); the ranges over 5 repeats are far apart, so
+# On the H200 the mode costs 37% at batch 1 (TPOT {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.3f` ms [1.231, 1.233] against {rec}`lab10.json:tpot.default.0.tpot_ms:.3f` ms [0.897, 0.900]) and 27%
+# at batch 64 ({rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.3f` ms [1.775, 1.788] against {rec}`lab10.json:tpot.default.1.tpot_ms:.3f` ms [1.391, 1.401]); the ranges over 5 repeats are far apart, so
 # both costs are real. For that it kept 64/64 sequences bitwise equal to their runs alone (section a). The engine's
 # own bench, `minivllm bench invariance` (64 requests of 128 prompt tokens, 128 output tokens), measured the same
 # trade on another workload: TPOT 1.264 ms against 0.917 ms at batch 1 (1.38x) and 2.297 ms against 1.774 ms at
@@ -317,8 +317,8 @@ if rec:
 # greedy sequences.
 
 # %% [markdown] tags=["lang-zh"]
-# 在 H200 上，该模式在 batch 1 的代价是 37%（TPOT 1.232 ms [1.231, 1.233]，默认 0.900 ms [0.897, 0.900]），batch 64 是 27%
-# （1.776 ms [1.775, 1.788]，默认 1.394 ms [1.391, 1.401]）；5 次重复的范围相距很远，两个代价都是真实的。换来的是 64/64 条序列
+# 在 H200 上，该模式在 batch 1 的代价是 37%（TPOT {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.3f` ms [1.231, 1.233]，默认 {rec}`lab10.json:tpot.default.0.tpot_ms:.3f` ms [0.897, 0.900]），batch 64 是 27%
+# （{rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.3f` ms [1.775, 1.788]，默认 {rec}`lab10.json:tpot.default.1.tpot_ms:.3f` ms [1.391, 1.401]）；5 次重复的范围相距很远，两个代价都是真实的。换来的是 64/64 条序列
 # 与单独运行逐位相同（见 a 节）。引擎自带的 `minivllm bench invariance`（64 个请求，prompt 128 token，输出 128 token）在另一份
 # 负载上测到同样的取舍：batch 1 的 TPOT 1.264 ms 对 0.917 ms（1.38 倍），batch 64 的 2.297 ms 对 1.774 ms（1.29 倍），batch 64
 # 的输出吞吐 21.3k 对 30.4k token/s（0.70 倍）；换来的是批处理与逐个运行 16/16 个请求一致（默认 10/16），32/32 条序列的 logprob

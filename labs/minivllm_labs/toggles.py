@@ -554,7 +554,8 @@ def toggle_html(lab: str) -> str:
     t = TOGGLES[lab]
     rid = f"mv-toggle-{lab}"
     buttons = "".join(f'<button type="button" class="mv-toggle-option" data-label="{html.escape(o.label)}">'
-                      f"{_bi(o.label, OPTION_ZH.get(o.label, ''))}</button>" for o in t.available())
+                      f"{_bi(o.label, OPTION_ZH[o.label]) if o.label in OPTION_ZH else html.escape(o.label)}</button>"
+                      for o in t.available())
     gpu = [o.label for o in t.options if o.gpu_only and o not in t.available()]
     gpu_here = any(o.gpu_only for o in t.available())
     gpu_note = (f"; on a CUDA GPU also: {', '.join(gpu)}" if gpu else "", f"；在 CUDA GPU 上还有：{'、'.join(gpu)}" if gpu else "")

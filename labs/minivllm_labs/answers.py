@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from minivllm_labs.catalog import labs
-from minivllm_labs.quiz import NumericQuestion, default_results, letter
+from minivllm_labs.quiz import NumericQuestion, default_results, evidence_text, letter
 
 HEAD = {"en": ("Answer key", "right answer", "model answer", "measured", "options"),
         "zh": ("参考答案", "正确答案", "参考解答", "实测依据", "选项")}

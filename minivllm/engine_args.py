@@ -3,7 +3,7 @@ and the config dataclasses are all made from it.
 
 Why one dataclass: a setting written in four places (LLM's signature, the flags, the benchmarks and the
 configs) drifts, one default at a time. As in vLLM's vllm/engine/arg_utils.py
-(https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py), a field's default is read from the
+(https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/engine/arg_utils.py), a field's default is read from the
 config class that owns it (`max_num_seqs = SchedulerConfig.max_num_seqs`), `add_cli_args` turns the fields into
 flags, and `create_engine_config` validates them against the checkpoint into an EngineConfig.
 """

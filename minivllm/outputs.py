@@ -1,5 +1,5 @@
 """What `LLM.generate` returns, mirroring vLLM's RequestOutput / CompletionOutput (vllm/outputs.py) and Logprob
-(https://github.com/vllm-project/vllm/blob/main/vllm/logprobs.py)."""
+(https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/logprobs.py)."""
 
 from __future__ import annotations
 

@@ -201,7 +201,7 @@ def pages(root: Path) -> dict[str, str]:
         p = prov[name]
         tag = (" (archive)" if name in in_archive else "") + ("" if name in named else " (no row)")
         page += [f"* - ({file_id(name)})=", f"    `{name}`{tag}", f"  - {_cell(what.get(name, ''))}",
-                 f"  - {p['gpu']}", f"  - {p['torch']}", f"  - {p['commit']} {p['date']}",
+                 f"  - {p['gpu']}", f"  - {p['torch']}", f"  - [{p['commit']} {p['date']}]{{.results-provenance}}",
                  f"  - `{_cell(p['command'])}`" if p["command"] else "  - "]
     page += ["```", ""]
     page += other_devices(root)

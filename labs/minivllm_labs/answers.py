@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from minivllm_labs.catalog import labs
-from minivllm_labs.quiz import NumericQuestion, default_results, letter
+from minivllm_labs.quiz import NumericQuestion, default_results, evidence_text, letter
 
 HEAD = {"en": ("Answer key", "right answer", "model answer", "measured", "options"),
         "zh": ("参考答案", "正确答案", "参考解答", "实测依据", "选项")}
@@ -40,7 +40,7 @@ def question_markdown(q, lang: str = "en") -> str:
         lines += ["", f"**{right}:** {letter(q.correct)}"]
     lines += ["", f"**{model}:** {_pick(q.model_answer, q.model_answer_zh, lang)}"]
     try:
-        evidence = q.evidence(default_results(q))
+        evidence = evidence_text(q.evidence, default_results(q), lang)
     except (KeyError, IndexError, TypeError, ValueError, OSError) as e:  # a record without the key: say so
         evidence = f"({type(e).__name__}: {e})"
     if evidence:

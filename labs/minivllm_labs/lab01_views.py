@@ -15,8 +15,10 @@ from minivllm_labs.quiz_data import load_claims, load_questions
 RESULTS_FILE = "assets/results/h200/lab01.json"
 
 
-def _source(res: dict) -> str:
+def _source(res: dict, lang: str = "en") -> str:
     prov = res.get("provenance") or {}
+    if lang == "zh":
+        return f"在 {prov['gpu']} 上测得" if prov.get("gpu") else "在本机测得"
     return f"Measured on {prov['gpu']}" if prov.get("gpu") else "Measured here"
 
 
@@ -118,24 +120,31 @@ def bound_table(res: dict) -> str:
     return "\n".join(rows) + "\n" + note
 
 
-def bound_verdict(res: dict) -> str:
+def bound_verdict(res: dict, lang: str = "en") -> str:
     """Which batch sizes are CPU-bound eager, and whether the graph's saving follows the exposed CPU time."""
     b = res.get("bound") or {}
     if "gpu_ms" not in b:
-        return "no GPU split on this device (CPU): see the recorded results"
+        return ("本设备（CPU）上没有 GPU 时间可分：见录制的结果" if lang == "zh" else
+                "no GPU split on this device (CPU): see the recorded results")
     cpu_bound = [bs for bs, e, g in zip(b["batch"], b["enqueue_ms"], b["gpu_ms"]) if e > g]
+    lo, hi = min(b["exposed_cpu_ms"]), max(b["exposed_cpu_ms"])
+    if lang == "zh":
+        where = (f"测量的每个 batch（{b['batch'][0]}-{b['batch'][-1]}）在 eager 下都受 CPU 限制：GPU 时间始终没有超过提交时间"
+                 if len(cpu_bound) == len(b["batch"]) else
+                 f"eager 下受 CPU 限制的 batch：{'、'.join(map(str, cpu_bound)) or '无'}")
+        return (f"{where}；整个扫描中暴露的 CPU 时间在 {lo} 到 {hi} ms 之间（不随 batch 变小，GPU 时间则从 "
+                f"{b['gpu_ms'][0]} 涨到 {b['gpu_ms'][-1]} ms）；CUDA Graph 省下 {min(b['saved_ms'])}-{max(b['saved_ms'])} ms")
     if len(cpu_bound) == len(b["batch"]):
         where = (f"every batch size measured ({b['batch'][0]}-{b['batch'][-1]}) is CPU-bound eager: "
                  f"the GPU never overtakes the enqueue time here")
     else:
         where = f"CPU-bound eager at batch {', '.join(map(str, cpu_bound)) or 'none'}"
-    lo, hi = min(b["exposed_cpu_ms"]), max(b["exposed_cpu_ms"])
     return (f"{where}; exposed CPU time stays between {lo} and {hi} ms across the sweep (it does not shrink "
             f"with the batch, the GPU time grows from {b['gpu_ms'][0]} to {b['gpu_ms'][-1]} ms); "
             f"a graph saved {min(b['saved_ms'])}-{max(b['saved_ms'])} ms")
 
 
-def padding_cost(res: dict) -> str | None:
+def padding_cost(res: dict, lang: str = "en") -> str | None:
     """What padding batch 5 up to the captured size 8 costs on the GPU, and whether that is above noise."""
     b = res.get("bound") or {}
     if "gpu_ms" not in b or not {5, 8} <= set(b["batch"]):
@@ -144,6 +153,14 @@ def padding_cost(res: dict) -> str | None:
     diff = round(b["gpu_ms"][i8] - b["gpu_ms"][i5], 4)
     rng = b.get("gpu_ms_range")
     same = overlap(rng[i5], rng[i8]) if rng else None
+    if lang == "zh":
+        noise = (("在噪声范围内：本记录没有波动范围，而 batch 8 的工作量不可能少于 batch 5" if diff <= 0 else
+                  "本记录没有波动范围可比") if same is None else
+                 "在噪声范围内（多次重复的范围重叠）" if same else "超出噪声")
+        head = f"一步解码的 GPU 时间：batch 5 为 {b['gpu_ms'][i5]} ms，batch 8 为 {b['gpu_ms'][i8]} ms："
+        if diff < 0 and same is False:
+            return head + f"batch 8 比 batch 5 还快 {-diff} ms（{noise}）：padding 没有可测的代价"
+        return head + f"从 5 pad 到 8 多花 {diff} ms，{noise}"
     if same is None:
         noise = ("within noise: no ranges in this record, and batch 8 cannot need less work than batch 5"
                  if diff <= 0 else "no ranges in this record to compare it with")
@@ -214,8 +231,13 @@ def verdict_table(res: dict | None) -> str:
 
 
 # ---- the questions' evidence; the questions and claims themselves are data/lab01.yaml ----------------------
-def q1_evidence(res: dict | None) -> str:
+_NONE_ZH = "没有可用的测量（本仓库没有录制的 GPU 结果，本机也没有测）。"
+
+
+def q1_evidence(res: dict | None, lang: str = "en") -> str:
     """The numbers behind Q1: per-op launch cost, the CPU/GPU split over the sweep, the engine's TPOT."""
+    if lang == "zh":
+        return _q1_zh(res)
     if not res:
         return "No measurements available (no recorded GPU results in this checkout, none measured here)."
     lines = [f"{_source(res)}:"]
@@ -240,8 +262,34 @@ def q1_evidence(res: dict | None) -> str:
     return "\n".join(lines)
 
 
-def q4_evidence(res: dict | None) -> str:
+def _q1_zh(res: dict | None) -> str:
+    if not res:
+        return _NONE_ZH
+    lines = [f"{_source(res, 'zh')}："]
+    lo = res.get("launch_overhead") or {}
+    if "graph_us_per_op" in lo:
+        lines.append(f"- 一个极小的算子：eager {lo['eager_us_per_op']} us，图内 {lo['graph_us_per_op']} us")
+    elif "eager_us_per_op" in lo:
+        lines.append(f"- 一个极小的算子在本机（{lo.get('device', 'device')}）eager 执行耗时 {lo['eager_us_per_op']} us")
+    b = res.get("bound") or {}
+    if "graph_ms" in b:
+        for i in sorted({0, len(b["batch"]) - 1}):
+            lines.append(f"- batch {b['batch'][i]}：CPU 提交 {b['enqueue_ms'][i]} ms，GPU {b['gpu_ms'][i]} ms "
+                         f"-> 暴露的 CPU 时间 {b['exposed_cpu_ms'][i]} ms；eager {b['eager_ms'][i]} ms，图 "
+                         f"{b['graph_ms'][i]} ms：省下 {b['saved_ms'][i]} ms")
+        lines.append(f"- {bound_verdict(res, 'zh')}")
+    t = res.get("tpot") or {}
+    if "graphs_ms" in t:
+        lines.append(f"- 引擎在 batch {t['batch'][0]} 的 TPOT：eager {t['eager_ms'][0]} ms，开图 {t['graphs_ms'][0]} ms")
+    if len(lines) == 1:
+        lines.append("- 本设备（CPU）上没有图的测量；见录制的 GPU 结果")
+    return "\n".join(lines)
+
+
+def q4_evidence(res: dict | None, lang: str = "en") -> str:
     """The numbers behind Q4: what one capture costs, and what padding a small batch up costs on the GPU."""
+    if lang == "zh":
+        return _q4_zh(res)
     if not res:
         return "No measurements available (no recorded GPU results in this checkout, none measured here)."
     lines = [f"{_source(res)}:"]
@@ -263,6 +311,28 @@ def q4_evidence(res: dict | None) -> str:
                      f"{cap['mib']} MiB")
     if len(lines) == 1:
         lines.append("- graphs cannot be captured on this device (CPU); see the recorded GPU results")
+    return "\n".join(lines)
+
+
+def _q4_zh(res: dict | None) -> str:
+    if not res:
+        return _NONE_ZH
+    lines = [f"{_source(res, 'zh')}："]
+    b = res.get("bound") or {}
+    if "capture_s" in b:
+        mib = b["capture_mib"][0]
+        lines.append(f"- 捕获 batch {b['batch'][0]} 的图用了 {b['capture_s'][0] * 1e3:.3g} ms"
+                     + (f"（以及 {mib} MiB）" if mib >= 0 else "") + f"；回放一次 {b['graph_ms'][0]} ms")
+        if pad := padding_cost(res, "zh"):
+            lines.append(f"- {pad}")
+    cap = (res.get("tpot") or {}).get("capture")
+    if cap and cap.get("pool_mib") is not None:
+        lines.append(f"- 引擎启动时用 {cap['seconds']} s 捕获了尺寸 {cap['sizes']}：所有尺寸共享一个 {cap['pool_mib']} MiB 的"
+                     f"图显存池；设备空闲显存减少了 {cap['mib']} MiB，多出的部分是图的可执行体，由驱动在池外持有")
+    elif cap:
+        lines.append(f"- 引擎启动时用 {cap['seconds']} s 捕获了尺寸 {cap['sizes']}，{cap['mib']} MiB")
+    if len(lines) == 1:
+        lines.append("- 本设备（CPU）上无法捕获图；见录制的 GPU 结果")
     return "\n".join(lines)
 
 

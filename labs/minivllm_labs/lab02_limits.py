@@ -155,7 +155,7 @@ def host_sync_inside_capture(timeout_s: int = 180) -> dict:
 def rng_in_graph(replays: int = 3) -> dict:
     """The article: "replay reuses the capture's RNG seed, so results never change". A sampling step
     (the exponential-race sampler vLLM uses: argmax(p / q), q ~ Exp(1), `random_sample` in
-    https://github.com/vllm-project/vllm/blob/main/vllm/v1/sample/ops/topk_topp_sampler.py)
+    https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/sample/ops/topk_topp_sampler.py)
     captured once, replayed 3 times."""
     if not _cuda():
         return {"device": "cpu"}

@@ -35,17 +35,31 @@ def _why_missing(res: dict | None) -> str:
     return NOT_RECORDED if res is None else NEEDS_GPU
 
 
-def _src(res: dict | None) -> str:
+def _src(res: dict | None, lang: str = "en") -> str:
     gpu = _get(res, "provenance", "gpu")
+    if lang == "zh":
+        return f"在 {gpu} 上测得" if gpu else "在本机测得"
     return f"Measured on {gpu}" if gpu else "Measured here"
 
 
 # ---- a) limits -------------------------------------------------------------------------------------------
-def limits_text(res: dict | None) -> str:
+def limits_text(res: dict | None, lang: str = "en") -> str:
     lim = _get(res, "limits") or {}
     if not _gpu(lim.get("snippet")):
         return _why_missing(res)
     s, f, b, a, h = (lim.get(k, {}) for k in ("snippet", "fixed_address", "branch", "alloc", "host_sync"))
+    if lang == "zh":  # the error messages are quoted as the library wrote them
+        lines = [f"示例（先 copy_ 再回放）：回放与 eager 一致 = {s.get('replay_matches_eager')}",
+                 f"限制 1，重新绑定而不是 copy_：输出对应新输入 = {f.get('output_is_for_new_input')}，"
+                 f"对应旧输入 = {f.get('output_is_for_old_input')}，报错 = {f.get('error_raised')}",
+                 f"限制 2，主机端分支：eager {b.get('eager_result')}，回放 {b.get('replay_result')}，"
+                 f"报错 = {b.get('error_raised')}",
+                 f"限制 3，捕获内分配内存：捕获成功 = {a.get('capture_ok')}，回放正确 = {a.get('replay_correct')}，"
+                 f"私有显存池 {a.get('pool_mib')} MiB",
+                 f"真正会失败的：捕获内调用 .item()：报错 = {h.get('error_raised')}"]
+        for c in h.get("chain", []) or [{"type": h.get("error_type"), "message": h.get("message")}]:
+            lines.append(f"    {c.get('type')}：“{c.get('message')}”")
+        return "\n".join(lines)
     lines = [
         f"snippet (copy_ then replay): replay matches eager = {s.get('replay_matches_eager')}",
         f"limit 1, rebinding instead of copy_: output is for the NEW input = {f.get('output_is_for_new_input')}, "
@@ -88,7 +102,7 @@ def _ms(s: dict | None) -> str:
     return f"{s['median']} ms ({s['min']}-{s['max']}, n={s['n']})"
 
 
-def padding_verdict(res: dict | None) -> str | None:
+def padding_verdict(res: dict | None, lang: str = "en") -> str | None:
     """Graph 8 minus graph 5 against the spread of the repeats: is padding 5 -> 8 measurable at all?"""
     r = _get(res, "padding", "replay_ms") or {}
     if "5" not in r or "8" not in r:
@@ -96,6 +110,12 @@ def padding_verdict(res: dict | None) -> str | None:
     d = r["8"]["median"] - r["5"]["median"]
     spread = max(r["8"]["max"] - r["8"]["min"], r["5"]["max"] - r["5"]["min"])
     where = "within" if abs(d) <= spread else "beyond"
+    if lang == "zh":
+        if d < 0 and where == "beyond":
+            return (f"尺寸 8 的图回放比尺寸 5 的快 {round(-d, 4)} ms（{round(-100 * d / r['5']['median'], 1)}%），超出多次重复的"
+                    f"波动（{round(spread, 4)} ms）：这里 pad 出来的行不花时间")
+        return (f"从 5 pad 到 8 每次回放多花 {round(d, 4)} ms（{round(100 * d / r['5']['median'], 1)}%），"
+                f"{'在' if where == 'within' else '超出'}多次重复的波动（{round(spread, 4)} ms）{'之内' if where == 'within' else ''}")
     if d < 0 and where == "beyond":
         return (f"graph 8 replays {round(-d, 4)} ms faster than graph 5 ({round(-100 * d / r['5']['median'], 1)}%), "
                 f"beyond the spread of the repeats ({round(spread, 4)} ms): the padded rows cost no time here")
@@ -162,13 +182,14 @@ def plot_pool(res: dict):
 
 
 # ---- f) modes --------------------------------------------------------------------------------------------
-def _paths(s: dict | None) -> str:
+def _paths(s: dict | None, lang: str = "en") -> str:
+    zh = lang == "zh"
     if not s:
-        return "n/a"
+        return "无数据" if zh else "n/a"
     paths = s.get("steps_by_path")
     if paths is None:
-        return "eager (no graphs captured)"
-    return ", ".join(f"{k} {v}" for k, v in paths.items() if v) or "none"
+        return "走 eager（未捕获图）" if zh else "eager (no graphs captured)"
+    return ("、" if zh else ", ").join(f"{k} {v}" for k, v in paths.items() if v) or ("无" if zh else "none")
 
 
 def _decode_only_full(res: dict | None) -> bool:
@@ -178,9 +199,10 @@ def _decode_only_full(res: dict | None) -> bool:
     return "FULL" in names and "FULL_DECODE_ONLY" not in names
 
 
-def _label(res: dict | None, mode: str) -> str:
+def _label(res: dict | None, mode: str, lang: str = "en") -> str:
     if mode == "FULL" and _decode_only_full(res):
-        return "FULL (recorded as decode-only: today's FULL_DECODE_ONLY)"
+        return ("FULL（录制时只管 decode，即现在的 FULL_DECODE_ONLY）" if lang == "zh" else
+                "FULL (recorded as decode-only: today's FULL_DECODE_ONLY)")
     return mode
 
 
@@ -265,19 +287,35 @@ def show_code(fn) -> None:
 
 
 # ---- the questions' evidence; the questions and claims themselves are data/lab02.yaml ----------------------
-def _no_gpu(res: dict | None) -> str | None:
+def _no_gpu(res: dict | None, lang: str = "en") -> str | None:
     if not res:
-        return "No measurements available (no recorded GPU results in this checkout)."
+        return ("没有可用的测量（本仓库没有录制的 GPU 结果）。" if lang == "zh" else
+                "No measurements available (no recorded GPU results in this checkout).")
     return None
 
 
-def q1_evidence(res: dict | None) -> str:
+def _no_graphs(res: dict | None, lang: str) -> str:
+    return (f"{_src(res, lang)}：本设备没有 CUDA Graph；见录制的 H200 结果。" if lang == "zh" else
+            f"{_src(res)}: no graphs on this device; see the recorded H200 results.")
+
+
+def q1_evidence(res: dict | None, lang: str = "en") -> str:
     """Interview 2: the cost of one graph of the largest size, and what several sizes cost at startup."""
-    if (msg := _no_gpu(res)) is not None:
+    if (msg := _no_gpu(res, lang)) is not None:
         return msg
     p = _get(res, "padding") or {}
     if not _gpu(p):
-        return f"{_src(res)}: no graphs on this device; see the recorded H200 results."
+        return _no_graphs(res, lang)
+    if lang == "zh":
+        r, cap = p.get("replay_ms", {}), p.get("capture") or {}
+        lines = [f"{_src(res, lang)}："]
+        lines += [f"- batch {b}：多档尺寸时 TPOT {_get(p, 'tpot_several', b, 'median')} ms，pad 到 256 的图时 "
+                  f"{_get(p, 'tpot_largest_only', b, 'median')} ms" for b in ("1", "8")]
+        if "1" in r and "256" in r:
+            lines.append(f"- 回放一次：尺寸 1 {r['1']['median']} ms，尺寸 256 {r['256']['median']} ms")
+        lines.append(f"- 启动时捕获全部 {len(cap.get('sizes') or [])} 个尺寸花了 {cap.get('seconds')} s 和 "
+                     f"{cap.get('pool_mib')} MiB 显存池")
+        return "\n".join(lines)
     lines = [f"{_src(res)}:"]
     for b in ("1", "8"):
         lines.append(f"- batch {b}: TPOT {_get(p, 'tpot_several', b, 'median')} ms with several sizes, "
@@ -291,11 +329,19 @@ def q1_evidence(res: dict | None) -> str:
     return "\n".join(lines)
 
 
-def q2_evidence(res: dict | None) -> str:
+def q2_evidence(res: dict | None, lang: str = "en") -> str:
     """Interview 3: which path the prefill step took in each mode, and its TTFT."""
-    if (msg := _no_gpu(res)) is not None:
+    if (msg := _no_gpu(res, lang)) is not None:
         return msg
     m = _get(res, "modes") or {}
+    if lang == "zh":
+        lines = [f"{_src(res, lang)}："]
+        for mode in m.get("modes", []):
+            s, ln = m[mode]["prefill_short"], m[mode]["prefill_long"]
+            lines.append(f"- {_label(res, mode, lang)}：{s['prompt_len']} token 的预填充：{_paths(s, lang)}"
+                         f"（TTFT {s['ttft_ms']['median']} ms）；{ln['prompt_len']} token 的：{_paths(ln, lang)}"
+                         f"（TTFT {ln['ttft_ms']['median']} ms）")
+        return "\n".join(lines if len(lines) > 1 else lines + ["- 没有各模式的测量"])
     lines = [f"{_src(res)}:"]
     for mode in m.get("modes", []):
         s, ln = m[mode]["prefill_short"], m[mode]["prefill_long"]
@@ -307,31 +353,39 @@ def q2_evidence(res: dict | None) -> str:
     return "\n".join(lines)
 
 
-def q3_evidence(res: dict | None) -> str:
-    if (msg := _no_gpu(res)) is not None:
+def q3_evidence(res: dict | None, lang: str = "en") -> str:
+    if (msg := _no_gpu(res, lang)) is not None:
         return msg
     r = _get(res, "rng") or {}
     if not _gpu(r):
-        return f"{_src(res)}: no graphs on this device; see the recorded H200 results."
+        return _no_graphs(res, lang)
+    if lang == "zh":
+        return f"{_src(res, lang)}：同一个捕获的采样步回放 {r['replays']} 次，得到 {r['distinct']} 种不同的采样：{r['samples']}"
     return f"{_src(res)}: {r['replays']} replays of one captured sampling step gave {r['distinct']} distinct " \
            f"samples: {r['samples']}"
 
 
-def q4_evidence(res: dict | None) -> str:
-    if (msg := _no_gpu(res)) is not None:
+def q4_evidence(res: dict | None, lang: str = "en") -> str:
+    if (msg := _no_gpu(res, lang)) is not None:
         return msg
     p = _get(res, "padding") or {}
     r = p.get("replay_ms", {})
     if not ("5" in r and "8" in r):
-        return f"{_src(res)}: no graphs on this device; see the recorded H200 results."
+        return _no_graphs(res, lang)
+    if lang == "zh":
+        return (f"{_src(res, lang)}：尺寸 5 的图回放一次 {_ms(r['5'])}，尺寸 8 的图 {_ms(r['8'])}："
+                f"{padding_verdict(res, lang)}；引擎在 batch 5 用自己那张图时 TPOT 为 "
+                f"{_get(p, 'tpot_several', '5', 'median')} ms")
     return (f"{_src(res)}: one replay of the size-5 graph {_ms(r['5'])}, of the size-8 graph {_ms(r['8'])}: "
             f"{padding_verdict(res)}; engine TPOT at batch 5: {_get(p, 'tpot_several', '5', 'median')} ms on its "
             f"own graph")
 
 
-def q5_evidence(res: dict | None) -> str:
-    if (msg := _no_gpu(res)) is not None:
+def q5_evidence(res: dict | None, lang: str = "en") -> str:
+    if (msg := _no_gpu(res, lang)) is not None:
         return msg
+    if lang == "zh":
+        return f"{_src(res, lang)}：\n{limits_text(res, lang)}"
     return f"{_src(res)}:\n{limits_text(res)}"
 
 

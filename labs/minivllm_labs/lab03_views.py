@@ -190,9 +190,14 @@ def _tpot(name: str, row: int) -> float | None:
     return None if v is None else round(v * 1e3, 3)
 
 
-def _here(res: dict | None) -> str:
+def _here(res: dict | None, lang: str = "en") -> str:
     gpu = _get(res, "provenance", "gpu")
+    if lang == "zh":
+        return f"本实验的记录（{gpu}）" if gpu else "本次运行"
     return f"this lab's record ({gpu})" if gpu else "this run"
+
+
+_NOT_RECORDED_ZH = "（尚未录制：在 GPU 上运行 `python -m minivllm_labs.record lab03` 得到这些数字）"
 
 
 def _with(res: dict | None, key: str) -> dict | None:
@@ -207,7 +212,9 @@ def _with(res: dict | None, key: str) -> dict | None:
         return None
 
 
-def q1_evidence(res: dict | None) -> str:
+def q1_evidence(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        return _q1_zh(res)
     lines = []
     src = _with(res, "registration")
     reg = _get(src, "registration")
@@ -239,7 +246,9 @@ def _corner(cfg: dict, name: str, batch: str = "1") -> str:
     return "-" if not t else f"{t['median']} ({t['min']}-{t['max']})"
 
 
-def q2_evidence(res: dict | None) -> str:
+def q2_evidence(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        return _q2_zh(res)
     src = _with(res, "configs")
     cfg, grid = _get(src, "configs"), _get(src, "grid")
     if not cfg or not grid:
@@ -251,7 +260,9 @@ def q2_evidence(res: dict | None) -> str:
     return "\n".join(lines + [stacking_text(src)])
 
 
-def q3_evidence(res: dict | None) -> str:
+def q3_evidence(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        return _q3_zh(res)
     src = _with(res, "scopes")
     sc = _get(src, "scopes")
     if not sc:
@@ -265,7 +276,9 @@ def q3_evidence(res: dict | None) -> str:
     return "\n".join(lines)
 
 
-def q4_evidence(res: dict | None) -> str:
+def q4_evidence(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        return _q4_zh(res)
     src = _with(res, "configs")
     cfg = _get(src, "configs")
     if not cfg:
@@ -277,6 +290,72 @@ def q4_evidence(res: dict | None) -> str:
             k = c.get("kernels_per_step")
             parts.append(f"{name} {_corner(cfg, name)} ms" + (f" ({k} kernels per step)" if k else ""))
     return f"In {_here(src)}, TPOT at batch 1, median (min-max): " + ", ".join(parts)
+
+
+def _q1_zh(res: dict | None) -> str:
+    lines = []
+    src = _with(res, "registration")
+    reg = _get(src, "registration")
+    if reg and "unregistered" in reg:
+        u, a, fg = reg["unregistered"]["layer"], _get(reg, "auto", "layer"), reg.get("fullgraph_engine") or {}
+        if fg:
+            lines.append(f"{_here(src, 'zh')}：引擎在 mode 1（fullgraph=True，vLLM 的每个模式都如此）下、attention 未注册："
+                         + ("能启动" if fg.get("ok") else f"启动失败，{fg.get('error_type')}：“{fg.get('message')}”"))
+        lines.append(f"不加 fullgraph 追踪一层：未注册时 {u['graphs']} 个图、{u['graph_breaks']} 处断图、"
+                     f"{u['attention_nodes']} 个 attention 节点"
+                     + (f"；注册后 {a['graphs']} 个图、{a['graph_breaks']} 处断图、{a['attention_nodes']} 个 attention 节点"
+                        if a else ""))
+    reg_t, unreg_t = _tpot("attention_registered", 0), _tpot("attention_unregistered", 0)
+    key = "modes.NONE@L1.compile_report"
+    lines += [("允许断图时（attention_*.json，录于 8794c6b，那时 mode 1 编译不加 fullgraph；现在只有 allow_graph_breaks=True "
+               "如此，vLLM 没有这种模式），不开图，batch 1："),
+              f"- 已注册：{bench_value('attention_registered', key + '.graph_breaks')} 处断图，TPOT {reg_t} ms",
+              (f"- 未注册：{bench_value('attention_unregistered', key + '.graph_breaks')} 处断图、"
+               f"{bench_value('attention_unregistered', key + '.graphs_traced_at_startup')} 个图、运行时重编译 "
+               f"{bench_value('attention_unregistered', key + '.recompiles_at_runtime')} 次，TPOT {unreg_t} ms"
+               + (f"（{round(unreg_t / reg_t, 2)}x）" if reg_t and unreg_t else "")),
+              "注册成自定义算子也是 mode 3 能在 attention 处切分图的前提（有一个可切的节点）。"]
+    return "\n".join(lines)
+
+
+def _q2_zh(res: dict | None) -> str:
+    src = _with(res, "configs")
+    cfg, grid = _get(src, "configs"), _get(src, "grid")
+    if not cfg or not grid:
+        return _NOT_RECORDED_ZH
+    lines = [f"{_here(src, 'zh')}，batch 1 的 TPOT（ms，中位数，括号内为多次重复的最小-最大）："]
+    for build, names in grid.items():
+        lines.append(f"- {build}：eager / 图 / 编译 / 两者 = "
+                     + " / ".join(_corner(cfg, names[c]) for c in ("eager", "graphs", "compile", "both")))
+    return "\n".join(lines + [stacking_text(src, "zh")])
+
+
+def _q3_zh(res: dict | None) -> str:
+    src = _with(res, "scopes")
+    sc = _get(src, "scopes")
+    if not sc:
+        return _NOT_RECORDED_ZH
+    lines = [f"{_here(src, 'zh')}：编译范围 {k}：启动时追踪 {v['graphs_traced_at_startup']} 次，运行时再追踪 "
+             f"{v['recompiles_at_runtime']} 次，分段 {v['pieces'] or '-'}" for k, v in sc.items()]
+    l3 = _get(src, "configs", "L3+graphs")
+    if l3 and l3.get("pieces"):
+        lines.append(f"mode 3 + Inductor + 图：{l3['pieces']} 个分段，其中编译了 {l3.get('compiled_pieces')} 个"
+                     f"（相同的中间分段只编译一次）")
+    return "\n".join(lines)
+
+
+def _q4_zh(res: dict | None) -> str:
+    src = _with(res, "configs")
+    cfg = _get(src, "configs")
+    if not cfg:
+        return _NOT_RECORDED_ZH
+    parts = []
+    for name in ("eager", "L2", "L3", "graphs"):
+        c = cfg.get(name) or {}
+        if _get(c, "tpot_ms", "1"):
+            k = c.get("kernels_per_step")
+            parts.append(f"{name} {_corner(cfg, name)} ms" + (f"（每步 {k} 个 kernel）" if k else ""))
+    return f"{_here(src, 'zh')}，batch 1 的 TPOT（中位数，最小-最大）：" + "，".join(parts)
 
 
 QUESTIONS = load_questions("lab03", {f"q{i}_evidence": f for i, f in enumerate((q1_evidence, q2_evidence, q3_evidence, q4_evidence), 1)})
@@ -302,11 +381,14 @@ def _config_tpot(cfg: dict, name: str, batch: str) -> dict | None:
     return _get(cfg, name, "tpot_ms", batch)
 
 
-def _ratio_text(a: dict | None, b: dict | None) -> str:
+def _ratio_text(a: dict | None, b: dict | None, lang: str = "en") -> str:
     """a / b of two medians, and whether the ranges overlap (then the difference is within the spread)."""
     if not a or not b:
-        return "n/a"
+        return "无数据" if lang == "zh" else "n/a"
     within = spread_verdict((a["min"], a["max"]), (b["min"], b["max"])) == "within"
+    if lang == "zh":
+        return (f"{round(a['median'] / b['median'], 2)}x（{a['median']} 对 {b['median']} ms，"
+                f"{'在波动范围内' if within else '超出波动范围'}）")
     return f"{round(a['median'] / b['median'], 2)}x ({a['median']} vs {b['median']} ms, " \
            f"{'within' if within else 'beyond'} the spread)"
 
@@ -322,25 +404,35 @@ _EFFECT = {"faster": "faster beyond the spread", "slower": "slower beyond the sp
            "within": "no difference beyond the spread"}
 
 
-def stacking_text(res: dict | None) -> str:
+_EFFECT_ZH = {"faster": "更快，超出波动范围", "slower": "更慢，超出波动范围", "within": "差异不超出波动范围"}
+
+
+def stacking_text(res: dict | None, lang: str = "en") -> str:
     """Interview question 1 on this record: graphs alone against graphs + compile, on both builds, and what
     adding compile did per build (a difference counts only beyond the spread over the repeats)."""
     cfg, grid = _get(res, "configs"), _get(res, "grid")
+    zh = lang == "zh"
     if not cfg or not grid:
-        return NOT_RECORDED
+        return _NOT_RECORDED_ZH if zh else NOT_RECORDED
     lines, verdicts = [], []
     for build, corners in grid.items():
         effects = {}
         for batch in ("1", "64"):
             g, both = _config_tpot(cfg, corners["graphs"], batch), _config_tpot(cfg, corners["both"], batch)
-            lines.append(f"{build}, batch {batch}: graphs alone / graphs + mode 3 = {_ratio_text(g, both)}")
+            lines.append(f"{build}，batch {batch}：只开图 / 图 + mode 3 = {_ratio_text(g, both, lang)}" if zh else
+                         f"{build}, batch {batch}: graphs alone / graphs + mode 3 = {_ratio_text(g, both)}")
             if stacking_effect(g, both):
                 effects[batch] = stacking_effect(g, both)
-        if effects:
+        if effects and zh:
+            verdicts.append(f"{build}：在图之上加 mode 3：" + "；".join(
+                f"batch {b} {_EFFECT_ZH[e]}" for b, e in effects.items()))
+        elif effects:
             same = len(set(effects.values())) == 1
             verdicts.append(f"{build}: adding mode 3 to graphs: " + (
                 f"{_EFFECT[next(iter(effects.values()))]} at batch {' and '.join(effects)}" if same else
                 "; ".join(f"batch {b} {_EFFECT[e]}" for b, e in effects.items())))
+    if zh:
+        return "\n".join(lines + verdicts) + "\n（只开图 / 图 + mode 3 > 1：编译让这一步更快）"
     return "\n".join(lines + verdicts) + "\n(graphs alone / graphs + mode 3 > 1: compile made the step faster)"
 
 

@@ -30,8 +30,10 @@ def startup_record() -> dict:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
-def _where(res: dict | None) -> str:
+def _where(res: dict | None, lang: str = "en") -> str:
     prov = (res or {}).get("provenance") or {}
+    if lang == "zh":
+        return f"在 {prov['gpu']} 上测得" if prov.get("gpu") else "在本机测得"
     return f"Measured on {prov['gpu']}" if prov.get("gpu") else "Measured here"
 
 
@@ -116,8 +118,10 @@ def warmup_table(res: dict) -> str:
 
 
 # ---- questions ------------------------------------------------------------------------------------------
-def q4_evidence(res: dict | None) -> str:
+def q4_evidence(res: dict | None, lang: str = "en") -> str:
     """Cold and warm start of this lab's record (the one figure per fact the lab quotes) and the warm-up requests."""
+    if lang == "zh":
+        return _q4_zh(res)
     lines = []
     if res and "cache" in res:
         c = res["cache"]
@@ -130,6 +134,21 @@ def q4_evidence(res: dict | None) -> str:
         lines.append(f"- after requests of {len(w['shapes'])} new shapes: level 3 recompiled "
                      f"{w['level3']['recompiles_at_runtime']} times, stock torch.compile (level 1) "
                      f"{w['level1']['recompiles_at_runtime']} times")
+    return "\n".join(lines)
+
+
+def _q4_zh(res: dict | None) -> str:
+    lines = []
+    if res and "cache" in res:
+        c = res["cache"]
+        lines.append(f"{_where(res, 'zh')}：冷启动 {c['cold']['total_s']} s（torch.compile {c['cold']['compile_s']} s，其中 "
+                     f"Dynamo {c['cold']['phases_s']['Dynamo']} s；CUDA Graph 捕获 {c['cold']['phases_s']['cudagraph_capture']} s），"
+                     f"热启动 {c['warm']['total_s']} s（{c['warm_over_cold']}x），热启动跳过了 Dynamo："
+                     f"{c['warm']['dynamo_skipped']}")
+    if res and "warmup" in res:
+        w = res["warmup"]
+        lines.append(f"- 来了 {len(w['shapes'])} 个新形状的请求之后：level 3 重编译 {w['level3']['recompiles_at_runtime']} 次，"
+                     f"原生 torch.compile（level 1）{w['level1']['recompiles_at_runtime']} 次")
     return "\n".join(lines)
 
 
@@ -161,10 +180,18 @@ def level0_text(res: dict | None) -> str:
     return "\n".join(lines)
 
 
-def level0_evidence(res: dict | None) -> str:
+def level0_evidence(res: dict | None, lang: str = "en") -> str:
     if not res or "level0" not in res:
         return ""
     l0 = res["level0"]
+    if lang == "zh":
+        text = (f"{_where(res, 'zh')}：LLM(compilation_config={{'mode': 0}}) 以 cudagraph_mode {l0['cudagraph_mode']} 运行"
+                f"（{l0['capture_sizes']} 个捕获尺寸），编译 level {l0['compile_level']}（{{'mode': 0}} 被读作 level "
+                f"{l0['mode_alias_level']}）")
+        if "graphs" in (res.get("phases") or {}):
+            g = res["phases"]["graphs"]
+            text += f"；编译阶段 {g['compile_s']} s（Dynamo {g['phases_s']['Dynamo']} s，追踪的图 {g['unique_graphs']} 个）"
+        return text
     text = (f"{_where(res)}: LLM(compilation_config={{'mode': 0}}) ran with cudagraph_mode {l0['cudagraph_mode']} "
             f"({l0['capture_sizes']} capture sizes), compile level {l0['compile_level']} ({{'mode': 0}} is read as "
             f"level {l0['mode_alias_level']})")

@@ -175,14 +175,14 @@ def scenario_rows(res: dict | None) -> list[dict]:
         f"That is the graph reserve the engine subtracts before sizing (an estimate); the capture itself measured "
         f"{capture_mib} MiB, so the estimate is generous. vLLM (by default since v0.21) subtracts the graph memory it "
         f"estimates while profiling instead (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, "
-        f"https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)"
+        f"https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)"
         if oom else "KV sizing from free memory needs CUDA"),
         "verdict": ("right" if 100 <= oom["eager_frees_mib"] <= 1000 else "partly") if oom else "unverifiable here"})
     cache = st.get("cache") or {}
     rows.append({"scenario": "cold start 冷启动敏感", "measured": (
         f"mode 3 + graphs: {round(cache['cold']['total_s'], 1)} s cold, {round(cache['warm']['total_s'], 1)} s "
         f"warm from the compile cache (Lab 04, lab04.json); mode 0 keeps the full decode graphs without compiling "
-        f"here (vLLM's mode 0 alone sets NONE: https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py); "
+        f"here (vLLM's mode 0 alone sets NONE: https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py); "
         f"eager skips both, at eager TPOT" if cache.get("cold") and cache.get("warm") else "see Lab 04"),
         "verdict": "partly"})
     rows.append({"scenario": "sparse dynamic shapes 动态 shape 稀疏", "measured": (
@@ -195,7 +195,7 @@ def scenario_rows(res: dict | None) -> list[dict]:
         f"{m['compile_report']['graph_breaks']} graph breaks, "
         f"{m['compile_report']['recompiles_at_runtime']} recompiles, TPOT {round(un['rows'][0]['tpot_s'] * 1e3, 1)} "
         f"vs {round(r['tpot_s'] * 1e3, 1)} ms registered; with fullgraph (modes 1-3, here and in vLLM: "
-        f"https://github.com/vllm-project/vllm/blob/main/vllm/compilation/wrapper.py) startup fails instead"
+        f"https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/wrapper.py) startup fails instead"
         if m else "see Lab 03"), "verdict": "partly"})
     return rows
 
@@ -220,13 +220,21 @@ def scenario_table(res: dict | None) -> str:
 
 
 # ---- questions ------------------------------------------------------------------------------------------
-def _where(res: dict | None) -> str:
+def _where(res: dict | None, lang: str = "en") -> str:
     prov = (res or {}).get("provenance") or {}
+    if lang == "zh":
+        return f"在 {prov['gpu']} 上测得" if prov.get("gpu") else "在本机测得"
     return f"Measured on {prov['gpu']}" if prov.get("gpu") else "Measured here"
 
 
-def q3_evidence(res: dict | None) -> str:
+def q3_evidence(res: dict | None, lang: str = "en") -> str:
     g = ((res or {}).get("faults") or {}).get("graph")
+    if lang == "zh":
+        if not g:
+            return "捕获故障需要 CUDA GPU；录制后在 lab05.json（faults.graph）里。"
+        return (f"{_where(res, 'zh')}：FULL 图下第 1 层里的 .item() 报错：“{g['raw_error'][:160]}”；"
+                f"诊断 -> [{g['diagnosis']['layer']}]；回退阶梯："
+                + " -> ".join(f"{r['step']} {'成功' if r['ok'] else '失败'}" for r in g["ladder"]))
     if not g:
         return "The capture fault needs a CUDA GPU; its recording is in lab05.json (faults.graph) once made."
     return (f"{_where(res)}: a .item() in layer 1 under FULL graphs failed with: {g['raw_error'][:160]}; "
@@ -234,11 +242,16 @@ def q3_evidence(res: dict | None) -> str:
             + " -> ".join(f"{r['step']} {'ok' if r['ok'] else 'failed'}" for r in g["ladder"]))
 
 
-def silent_evidence(res: dict | None) -> str:
+def silent_evidence(res: dict | None, lang: str = "en") -> str:
     n = ((res or {}).get("faults") or {}).get("numerics")
     if not n:
         return ""
     loc = (res or {}).get("locate") or {}
+    if lang == "zh":
+        return (f"{_where(res, 'zh')}：追踪错了的那一层让 3 个贪心探针中 {3 - n['identical_probes']} 个出错，且没有报错；"
+                f"verify=True 报出：“{n.get('verify_error', '')[:100]}”；回退阶梯用 "
+                f"{next((r['step'] for r in n['ladder'] if r['ok']), '?')} 跑通；逐层 fp32 比对，第一个出现差异的层是 "
+                f"{loc.get('first_bad_layer')}")
     return (f"{_where(res)}: the mistraced layer gave {3 - n['identical_probes']} of 3 wrong greedy probes with no "
             f"error; verify=True raised: {n.get('verify_error', '')[:100]}; the ladder ran with "
             f"{next((r['step'] for r in n['ladder'] if r['ok']), '?')}; layer by layer in fp32 the first layer "

@@ -293,29 +293,53 @@ def captures_table(res: dict) -> str:
 
 
 # ---- questions ----------------------------------------------------------------------------------------
-def _src(res: dict | None) -> str:
+def _src(res: dict | None, lang: str = "en") -> str:
+    gpu = ((res or {}).get("provenance") or {}).get("gpu")
+    if lang == "zh":
+        if not res:
+            return "还没有结果：运行上面的单元（或在 GPU 上录制 lab06）。"
+        return f"在 {gpu} 上测得" if gpu else "在本机测得"
     if not res:
         return "No results yet: run the cells above (or record lab06 on a GPU)."
-    gpu = (res.get("provenance") or {}).get("gpu")
     return f"Measured ({gpu})" if gpu else "Measured here"
 
 
-def q_kv_evidence(res: dict | None) -> str:
+def q_kv_evidence(res: dict | None, lang: str = "en") -> str:
     if not res or "kv" not in res:
-        return _src(res)
+        return _src(res, lang)
+    if lang == "zh":
+        k = res["kv"]
+        return (f"{_src(res, lang)}：每 token 的 KV 字节 = 2（K、V）× {k['layers']} × {k['kv_heads']} × {k['head_dim']} × "
+                f"{k['dtype_bytes']} = {k['bytes_per_token']:,} B（{k['bytes_per_token'] / 1024:.1f} KiB）")
     return f"{_src(res)}: {kv_table(res).splitlines()[1]}"
 
 
-def q_graph_evidence(res: dict | None) -> str:
+def q_graph_evidence(res: dict | None, lang: str = "en") -> str:
     if not res or "graphs" not in res:
-        return _src(res)
-    return f"{_src(res)}:\n{graphs_table(res)}"
+        return _src(res, lang)
+    if lang != "zh":
+        return f"{_src(res)}:\n{graphs_table(res)}"
+    g, out = res["graphs"], [f"{_src(res, lang)}："]
+    for mode in ("eager", "graphs"):
+        if m := g.get(mode):
+            out.append(f"{mode}：KV {m['kv_cache_tokens']:,} 个 token（{m['kv_cache_gib']} GiB）；FULL 图回放 {m['full_replays']} 次，"
+                       f"其中分配了新块的 {m['replays_with_new_blocks']} 次；block table 缓冲区 {m['block_table_buffer_shape']} "
+                       f"移动 {m['block_table_buffer_moved']} 次；峰值 KV 利用率 {m['kv_utilisation_pct']:.1f}%")
+    if "kv_capacity_diff_pct" in g:
+        out.append(f"图占去 KV 容量的 {g['kv_capacity_diff_pct']:.2f}%（确定 KV 大小之前为图预留的显存）；利用率相差 "
+                   f"{g['kv_utilisation_diff_pct']:.2f} 个百分点；贪心 token 相同 {g['same_tokens']}/{g['requests']}")
+    return "\n".join(out)
 
 
-def q_preempt_evidence(res: dict | None) -> str:
+def q_preempt_evidence(res: dict | None, lang: str = "en") -> str:
     if not res or "preemption" not in res:
-        return _src(res)
-    return f"{_src(res)}: {preemption_table(res)}"
+        return _src(res, lang)
+    if lang != "zh":
+        return f"{_src(res)}: {preemption_table(res)}"
+    p = res["preemption"]
+    return (f"{_src(res, lang)}：{p['requests']} 个请求同时需要 {p['blocks_needed_at_once']} 个块，缓存只有 {p['small_blocks']} 个。\n"
+            f"抢占 {p['preemptions']} 次（各请求 {p['per_request']}）；完成 {p['finished']}/{p['requests']}；贪心 token 与大缓存"
+            f"运行相同：{p['same_tokens']}/{p['requests']}（大缓存抢占 {p['large_preemptions']} 次）")
 
 
 

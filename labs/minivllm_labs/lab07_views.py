@@ -27,6 +27,7 @@ from minivllm_labs.lab07 import (
     tpot_floor_ms,
     unit_of,
 )
+from minivllm_labs.lab01_views import VERDICT_ZH
 from minivllm_labs.lab_info import SEEDS, Claim
 
 
@@ -111,6 +112,15 @@ def coverage(claims: list[Claim] | None = None) -> list[dict]:
     return out
 
 
+#: The units of lab07.UNITS that are words, in Chinese (the 中文 view of the table and the figure).
+UNIT_WORDS_ZH = {**UNITS_ZH, "x (ratio)": "x（倍数）", "percentage points": "个百分点",
+                 "fraction of the KV cache": "占 KV Cache 的比例", "fraction of GPU memory": "占 GPU 显存的比例",
+                 "kernels per layer": "个 kernel/层", "(batch size)": "（batch 大小）", "graphs": "个图", "layers": "层",
+                 "graph breaks": "处断图", "pieces": "个分段", "kernels": "个 kernel", "recompiles": "次重编译",
+                 "distinct samples of 3": "种不同采样（共 3 次）", "runs of 5": "次（共 5 次）", "requests of 16": "个请求（共 16 个）",
+                 "steps": "步", "calls": "次调用", "fraction of the step": "占每步的比例", "kernels per step": "个 kernel/步"}
+
+
 def _value(r: dict) -> str:
     """The number with its unit, and what it is when it is not a measurement (a constant, or arithmetic)."""
     if not r["recorded"]:
@@ -119,11 +129,21 @@ def _value(r: dict) -> str:
     text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
     unit = r.get("unit") if r.get("unit") and not isinstance(v, (bool, str)) else ""
     if r.get("kind", "measured") == "measured":
-        return html.escape(f"{text} {unit}".strip())
+        if unit not in UNIT_WORDS_ZH:
+            return html.escape(f"{text} {unit}".strip())
+        return (f'<span class="lang-en">{html.escape(f"{text} {unit}")}</span><span class="mv-sep"> · </span>'
+                f'<span class="lang-zh" lang="zh">{html.escape(f"{text} {UNIT_WORDS_ZH[unit]}")}</span>')
     en = f"{text} {unit}".strip() + f" ({r['kind']}, not measured: {r['kind_note']})"
-    zh = f"{text} {UNITS_ZH.get(unit, unit)}".strip() + f"（{r.get('kind_note_zh') or r['kind_note']}）"
+    zh = f"{text} {UNIT_WORDS_ZH.get(unit, unit)}".strip() + f"（{r.get('kind_note_zh') or r['kind_note']}）"
     return (f'<span class="lang-en">{html.escape(en)}</span><span class="mv-sep"> · </span>'
             f'<span class="lang-zh" lang="zh">{html.escape(zh)}</span>')
+
+
+def _verdict(v: str) -> str:
+    """A verdict in both languages, one shown at a time by the book's switch."""
+    zh = VERDICT_ZH.get(v, "")
+    return (f'<span class="lang-en">{v}</span><span class="mv-sep"> · </span><span class="lang-zh" lang="zh">{zh}</span>'
+            if zh else v)
 
 
 def _claim_zh(r: dict) -> str:
@@ -141,7 +161,7 @@ def claims_markdown(claims) -> str:
     lines = ["| claim · 说法 | verdict · 结论 | number · 数字 | evidence · 证据 |", "|---|---|---|---|"]
     for r in rows(list(claims)):
         value = _value(r) if r["recorded"] else both("not recorded yet", "尚未录制")
-        lines.append(f"| {both(r['claim_en'], r['claim_zh'])} | **{r['verdict']}** | {value} | `{r['evidence']}` |")
+        lines.append(f"| {both(r['claim_en'], r['claim_zh'])} | **{_verdict(r['verdict'])}** | {value} | `{r['evidence']}` |")
     return "\n".join(lines)
 
 
@@ -185,13 +205,13 @@ def claims_html(table: list[dict]) -> str:
         body.append(
             f'<tr data-seed="{r["seed"]}" data-verdict="{r["verdict"]}"><td>{r["seed"]}</td>'
             f'<td>{html.escape(_claim_zh(r))}<br><i>{html.escape(r["claim_en"])}</i></td>'
-            f'<td><b>{r["verdict"]}</b></td><td>{_value(r)}</td>'
+            f'<td><b>{_verdict(r["verdict"])}</b></td><td>{_value(r)}</td>'
             f'<td>{html.escape(r["summary"])}<br>{html.escape(r["summary_zh"])}</td>'
             f'<td><code>{html.escape(r["evidence"])}</code></td><td>{lab}</td></tr>')
     verdicts = ("right", "partly", "wrong", "unverifiable")
     return (f'<div id="lab07-claims">{opts("seed", SEEDS)} {opts("verdict", verdicts)} <span class="count"></span>'
-            '<table><thead><tr><th>seed</th><th>claim · 说法</th><th>verdict</th><th>number</th>'
-            '<th>what was measured · 测量</th><th>evidence</th><th>lab</th></tr></thead><tbody>'
+            '<table><thead><tr><th>seed · 材料</th><th>claim · 说法</th><th>verdict · 结论</th><th>number · 数字</th>'
+            '<th>what was measured · 测量</th><th>evidence · 证据</th><th>lab · 实验</th></tr></thead><tbody>'
             + "".join(body) + "</tbody></table></div>" + _FILTER_JS)
 
 
@@ -244,6 +264,20 @@ VERSUS = (
 )
 
 
+#: VERSUS's labels in Chinese, by claim id (the figure's legend in the 中文 view).
+VERSUS_ZH = {
+    "lab01.launch-cost": "单个算子的 launch 开销，µs", "lab01.kernel-count": "80 层一次 forward 的 kernel 数",
+    "lab02.pool": "图占用的显存，MiB（文章：10 个图；实测：35 个）", "handbook.weight_loading": "加载权重，s",
+    "lab04.profile": "profile run，s", "lab04.total": "启动总耗时，s",
+    "lab05.oom_article": "--enforce-eager 释放的显存，占 GPU 的 %",
+    "article.sources_gtc2023_vllm040": "batch 1 时图对 TPOT 的加速，x",
+    "article.gains_at_batch_8": "batch 8 时图省下的 TPOT，%", "article.gains_by_gpu_generation": "Hopper 上 batch 1 时图省下的 TPOT，%",
+    "article.graphs_same_results": "token 完全相同的请求数（共 16 个）",
+    "article.a100_13b_tpot": "A100 上 13B 的 TPOT，ms（实测列为计算出的下限）",
+    "article.a100_13b_requests_per_s": "batch 1 时 13B 的请求/s（实测列由其 TTFT、TPOT 算出）",
+}
+
+
 def versus(root: Path = REPO_ROOT, results: str = "assets/results/h200") -> list[dict]:
     """One row per claim of VERSUS whose record exists: its label, the seed's number and the measured one."""
     out = []
@@ -263,8 +297,11 @@ def plot_versus(points: list[dict]):
     series = {f"{p['id']}: {p['label']}": [p["measured"] if x == p["claimed"] else None for x in xs]
               for p in points}
     series["measured = claimed"] = list(xs)
+    names_zh = {f"{p['id']}: {p['label']}": f"{p['id']}：{VERSUS_ZH.get(p['id'], p['label'])}" for p in points}
     fig = figure(xs, series, log_x=True, log_y=True, x_title="the seed's number", y_title="measured on the H200",
-                 title="Claimed against measured, one mark per claim (units in the legend)")
+                 title="Claimed against measured, one mark per claim (units in the legend)",
+                 zh={"title": "说法与实测对照，每条说法一个点（单位见图例）", "x": "材料中的数字", "y": "H200 实测",
+                     "names": {**names_zh, "measured = claimed": "实测 = 说法"}})
     for tr in fig.data[:-1]:
         tr.mode = "markers"
         tr.marker.size = 11

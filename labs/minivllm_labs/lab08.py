@@ -168,7 +168,8 @@ def evidence_text(e: Entry, lang: str = "en") -> str:
 
 
 def _evidence(e: Entry, lang: str = "en"):
-    return lambda _results=None: evidence_text(e, lang)
+    """The entry's evidence, in `lang` unless the quiz asks for another (quiz.evidence_text passes `lang`)."""
+    return lambda _results=None, lang=lang: evidence_text(e, lang)
 
 
 # ---- the bank as Questions ---------------------------------------------------------------------------

@@ -572,19 +572,62 @@ def goals_table(res: dict | None) -> str:
 
 
 # ---- evidence behind the questions -----------------------------------------------------------------------
-def _src(res: dict | None) -> str:
+def _src(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        return "录制的 H200 结果（lab09.json）" if res and "provenance" in res else "本次运行"
     return "recorded H200 results (lab09.json)" if res and "provenance" in res else "this run"
 
 
-def ev_floor(res: dict | None) -> str:
+def _floor_zh(res: dict | None) -> str:
+    return "\n".join(f"{r['model']}：权重 {r['weights_mb']:,.0f} MB，KV {r['kv_mb']:.1f} MB，拷贝带宽 {r['copy_gbps']:,.0f} GB/s，"
+                     f"字节下限 {r['floor_ms']:.3f} ms，每步 {r['step_ms']:.3f} ms"
+                     + (f" [{r['step_range'][0]:.3f}, {r['step_range'][1]:.3f}]" if r["step_range"] else "")
+                     + f"，下限占每步 {r['pct_of_floor']:.1f}%" + (f"，{r['kernels']:.0f} 个 kernel" if r["kernels"] else "")
+                     for r in floor_rows(res)) or "没有测量"
+
+
+def _where_zh(res: dict | None) -> str:
+    lines = []
+    for r in where_rows(res):
+        lines.append(f"{r['model']}：profile 下的一步 {r['span_us']:,.0f} us（与上一个 kernel 重叠执行的部分，PDL："
+                     f"{r['overlap_us']:,.0f} us）")
+        lines += [f"  {zh}：{r[p]:,.0f} us（{100 * r[p] / r['span_us']:.1f}%）" for p, _, zh in PARTS]
+    for key, sh in _shapes(res).items():
+        if off := sh.get("pdl_off"):
+            lines.append(f"{_name(key)}：开 PDL 每步 {sh['step_wall_ms']:.3f} ms，关 PDL {off['step_wall_ms']:.3f} ms；"
+                         f"profile 下每步 GPU 空闲：开 {sh.get('profile', {}).get('idle_us_per_step', 0):.0f} us，"
+                         f"关 {off['idle_us_per_step']:.0f} us")
+    return "\n".join(lines) or "没有 kernel 时间线（CPU 运行没有 GPU kernel）"
+
+
+def _sweep_zh(res: dict | None) -> str:
+    lines = []
+    for key, sh in _shapes(res).items():
+        if sh.get("sweep"):
+            b1 = sh["sweep"][0]["step_wall_ms"]
+            lines.append(f"{_name(key)}：batch：每步 ms（相对 batch 1）" + "，".join(
+                f"{r['batch']}：{r['step_wall_ms']:.3f}（{r['step_wall_ms'] / b1:.2f}x）" for r in sh["sweep"]))
+    if roof := (res or {}).get("roofline") or {}:
+        lines.append(f"拐点：{roof['peak_bf16_flops'] / 1e12:.0f} TFLOP/s（数据手册）/ {res['copy_gbps']:,.0f} GB/s（实测）"
+                     f"= {roof['ridge_flops_per_byte']:.0f} FLOP/byte")
+    return "\n".join(lines) or "没有测量"
+
+
+def ev_floor(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        return f"{_src(res, lang)}：\n{_floor_zh(res)}" if _shapes(res) else _src(res, lang)
     return f"{_src(res)}:\n{floor_table(res)}" if _shapes(res) else _src(res)
 
 
-def ev_where(res: dict | None) -> str:
+def ev_where(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        return f"{_src(res, lang)}：\n{_where_zh(res)}" if _shapes(res) else _src(res, lang)
     return f"{_src(res)}:\n{where_table(res)}\n{pdl_table(res)}" if _shapes(res) else _src(res)
 
 
-def ev_sweep(res: dict | None) -> str:
+def ev_sweep(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        return f"{_src(res, lang)}：\n{_sweep_zh(res)}" if _shapes(res) else _src(res, lang)
     return f"{_src(res)}:\n{sweep_table(res)}" if _shapes(res) else _src(res)
 
 

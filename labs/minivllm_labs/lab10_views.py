@@ -153,23 +153,110 @@ def throughput_check_text() -> str:
 
 
 # ---- questions --------------------------------------------------------------------------------------------
-def _src(res: dict | None) -> str:
+def _src(res: dict | None, lang: str = "en") -> str:
+    gpu = ((res or {}).get("provenance") or {}).get("gpu")
+    if lang == "zh":
+        if not res:
+            return "还没有 lab10 的结果：运行上面的单元（或在 GPU 上录制 lab10）。"
+        return f"在 {gpu} 上测得" if gpu else "在本机测得"
     if not res:
         return "No lab10 results yet: run the cells above (or record lab10 on a GPU)."
-    gpu = (res.get("provenance") or {}).get("gpu")
     return f"Measured ({gpu})" if gpu else "Measured here"
 
 
-def q_determinism_evidence(res: dict | None) -> str:
+# ---- the evidence in Chinese: the same numbers as the tables above ------------------------------------------
+def _same(equal: bool, diff: float) -> str:
+    return "逐位相同" if equal else f"相差 {diff:.2g}"
+
+
+def _throughput_zh() -> str:
+    t = other_record(Path(THROUGHPUT).name)
+    if not t or "correctness" not in t:
+        return f"（本仓库没有 {THROUGHPUT}）"
+    lines = []
+    for key, dtype in (("correctness", "bf16"), ("correctness_fp32", "fp32")):
+        if c := t.get(key):
+            parts = sorted(k for k in c["first_divergence"] if k < c["tokens_compared"])
+            lines.append(f"{dtype}：{c['requests']} 个请求中 {c['matching']} 个在 {c['tokens_compared']} 个 token 内完全相同；"
+                         f"其余在第 {parts or '-'} 个 token 分叉（{THROUGHPUT}:{key}.matching）")
+    return "\n".join(lines)
+
+
+def _graphs_zh(res: dict) -> list[str]:
+    if "padded_graph" not in res:
+        return ["（仅 GPU：pad 图与图对 eager 的对比在 GPU 上录制）"]
+    p = res["padded_graph"]
+    names = {"padded_vs_exact": "pad 图对精确尺寸图", "exact_vs_eager": "精确尺寸图对 eager", "padded_vs_eager": "pad 图对 eager"}
+    out = [f"batch 5，{p['dtype']}：" + "；".join(
+        f"{zh}：{p[n]['identical']}/{p[n]['requests']} 相同，最大 |dlogprob| {_gap(p[n].get('max_logprob_gap'))}"
+        for n, zh in names.items())]
+    if "dispatch" in p:
+        out.append("图的分派（full / piecewise / eager 步数）：" + "；".join(
+            f"{k} {v.get('full')}/{v.get('piecewise')}/{v.get('eager')}" for k, v in p["dispatch"].items()))
+    out += [f"默认引擎（torch.compile + CUDA Graph）对 eager，batch {r['batch']}：{r['identical']}/{r['requests']} 相同，"
+            f"最大 |dlogprob| {_gap(r.get('max_logprob_gap'))}" for r in res.get("graphs_vs_eager", {}).get("rows", [])]
+    return out
+
+
+def _matmul_zh(res: dict) -> list[str]:
+    out = []
+    for dtype, m in (res.get("matmul") or {}).items():
+        out.append(f"{dtype}：M 行 linear（{m['k']} -> {m['n']}）的第 0 行对单独计算的同一行")
+        for op in ("torch", "engine", "invariant"):
+            cells = [f"M={r['m']}：" + ("=" if r["bitwise_equal"] else format(r["max_abs_diff"], ".2g"))
+                     for r in m["rows"] if r["op"] == op]
+            if cells:
+                out.append(f"  {op}：" + "，".join(cells))
+    return out + (["（“=” 表示逐位相同，否则为最大 |差|）"] if out else [])
+
+
+def _attention_zh(res: dict) -> list[str]:
+    out = []
+    for dtype, a in (res.get("attention") or {}).items():
+        line = (f"{dtype}：一条 {a['context']} token 的序列；batch 1 时 {a['splits_batch1']} 个 KV split，batch 64 时 "
+                f"{a['splits_batch64']} 个（H200 在 batch 1、8、64 选 {a['h200_splits']}）；输出"
+                f"{_same(a['torch']['bitwise_equal'], a['torch']['max_abs_diff'])}（PyTorch）")
+        if k := a.get("kernel"):
+            line += f"，{_same(k['bitwise_equal'], k['max_abs_diff'])}（Triton kernel）"
+        out.append(line)
+    return out
+
+
+def _invariant_zh(res: dict) -> list[str]:
+    inv = res.get("batch_invariant") or {}
+    if not inv.get("available"):
+        return [f"batch_invariant：本引擎构建不可用（{inv.get('why', '未录制')}）"]
+    if "tpot" not in inv or "tpot" not in res:
+        return ["batch_invariant：可用；它的 TPOT 代价由录制脚本（`record lab10`）测量，这里不测"]
+    out = []
+    for d, b in zip(res["tpot"]["default"], inv["tpot"]):
+        lo, hi = d["tpot_ms_range"], b["tpot_ms_range"]
+        noise = hi[0] <= lo[1] and lo[0] <= hi[1]
+        cost = "在噪声范围内" if noise else f"{100 * (b['tpot_ms'] / d['tpot_ms'] - 1):+.0f}%"
+        out.append(f"batch {d['batch']}：默认 TPOT {d['tpot_ms']:.3f} ms [{lo[0]:.3f}, {lo[1]:.3f}]，batch_invariant "
+                   f"{b['tpot_ms']:.3f} ms [{hi[0]:.3f}, {hi[1]:.3f}]，代价 {cost}")
+    return out
+
+
+def q_determinism_evidence(res: dict | None, lang: str = "en") -> str:
     rows = next(iter(((res or {}).get("disagreement") or {}).values()), {}).get("rows", [])
     if not rows:
-        return _src(res)
+        return _src(res, lang)
     r1, rn = rows[0], rows[-1]
+    if lang == "zh":
+        return (f"{_src(res, lang)}：batch 1 跑两次，{r1['identical']}/{r1['requests']} 相同（同样的形状，同样的比特）；"
+                f"batch {rn['batch']} 对单独运行，{rn['identical']}/{rn['requests']} 相同。")
     return (f"{_src(res)}: batch 1 run twice {r1['identical']}/{r1['requests']} identical (same shapes, same "
             f"bits); batch {rn['batch']} vs alone {rn['identical']}/{rn['requests']} identical.")
 
 
-def q_fp32_evidence(res: dict | None) -> str:
+def q_fp32_evidence(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        lines = [_throughput_zh()]
+        if res and "matmul" in res and "float32" in res["matmul"]:
+            diffs = [r["max_abs_diff"] for r in res["matmul"]["float32"]["rows"] if r["op"] == "torch"]
+            lines.append(f"{_src(res, lang)}：fp32 matmul，M > 1 时第 0 行对单独计算：最大 |差| {max(diffs):.2g}")
+        return "\n".join(lines)
     lines = [throughput_check_text()]
     if res and "matmul" in res and "float32" in res["matmul"]:
         diffs = [r["max_abs_diff"] for r in res["matmul"]["float32"]["rows"] if r["op"] == "torch"]
@@ -177,11 +264,15 @@ def q_fp32_evidence(res: dict | None) -> str:
     return "\n".join(lines)
 
 
-def q_padding_evidence(res: dict | None) -> str:
+def q_padding_evidence(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        return "\n".join([f"{_src(res, lang)}：", *_graphs_zh(res), *_matmul_zh(res)]) if res else _src(res, lang)
     return f"{_src(res)}:\n{graphs_table(res)}\n{matmul_table(res)}" if res else _src(res)
 
 
-def q_invariant_evidence(res: dict | None) -> str:
+def q_invariant_evidence(res: dict | None, lang: str = "en") -> str:
+    if lang == "zh":
+        return "\n".join([f"{_src(res, lang)}：", *_attention_zh(res), *_invariant_zh(res)]) if res else _src(res, lang)
     return f"{_src(res)}:\n{attention_table(res)}\n{invariant_table(res)}" if res else _src(res)
 
 

@@ -10,6 +10,7 @@ next to a measurement.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import unicodedata
@@ -198,11 +199,21 @@ def numeric_verdict(q: NumericQuestion, x: float, lang: str = "en") -> str:
             f"Not quite: {_num(x)}; the answer is {_num(q.answer)}{unit} (within {pct}% counts).")
 
 
+def evidence_text(evidence: Callable[..., str], results: dict | None, lang: str = "en") -> str:
+    """An evidence function's lines in `lang`: one that takes `lang` writes each language itself; one that
+    does not gives the same lines to both."""
+    try:
+        takes_lang = "lang" in inspect.signature(evidence).parameters
+    except (TypeError, ValueError):  # a builtin or a callable without a readable signature
+        takes_lang = False
+    return evidence(results, lang=lang) if takes_lang else evidence(results)
+
+
 def answer_tail(q, results: dict | None, lang: str = "en") -> str:
     """What follows the verdict: our model answer, then the measured numbers."""
     ma = (q.model_answer_zh or q.model_answer) if lang == "zh" else q.model_answer
     text = f"参考答案：{ma}" if lang == "zh" else f"Model answer: {ma}"
-    ev = q.evidence(results)
+    ev = evidence_text(q.evidence, results, lang)
     return f"{text}\n{ev}" if ev else text
 
 

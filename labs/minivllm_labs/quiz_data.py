@@ -24,7 +24,7 @@ from typing import Any
 
 from minivllm_labs.figures import render_data
 from minivllm_labs.lab_info import Claim
-from minivllm_labs.quiz import NumericQuestion, Option, Question
+from minivllm_labs.quiz import NumericQuestion, Option, Question, evidence_text
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -106,6 +106,8 @@ def cite_lines(cites, lang: str = "en") -> list[str]:
             value = "missing key"
         if isinstance(value, float):
             value = float(f"{value:.4g}")
+        elif zh and isinstance(value, str) and " " in value:  # a message as the library wrote it: quoted
+            value = f"“{value}”"
         out.append(f"{label}：{value}（{path}:{key}）" if zh else f"{label}: {value} ({path}:{key})")
     return out
 
@@ -113,13 +115,14 @@ def cite_lines(cites, lang: str = "en") -> list[str]:
 def with_cites(evidence: Evidence | None, d: Mapping[str, Any]) -> Evidence | None:
     """The lab's evidence function followed by the entry's cited H200 numbers, file and key named, so every
     option's feedback quotes the measurement it rests on."""
-    cites = tuple((c["file"], c["key"], c["label"]) for c in d.get("cites", ()))
+    cites = tuple((c["file"], c["key"], c["label"], c.get("label_zh", "")) for c in d.get("cites", ()))
     if not cites:
         return evidence
 
-    def quoted(results: dict | None) -> str:
-        lines = ["Recorded on the H200 · H200 实测 (results file:key):", *cite_lines(cites)]
-        own = evidence(results) if evidence is not None else ""
+    def quoted(results: dict | None, lang: str = "en") -> str:
+        head = "H200 实测（结果文件:key）：" if lang == "zh" else "Recorded on the H200 (results file:key):"
+        lines = [head, *cite_lines(cites, lang)]
+        own = evidence_text(evidence, results, lang) if evidence is not None else ""
         return "\n".join([own, *lines] if own else lines)
 
     return quoted

@@ -87,6 +87,28 @@ METRIC_LABELS = {
     "same_as_alone": "% of sequences with the tokens of their run alone",
 }
 
+#: The same labels in Chinese, for the book's 中文 view.
+METRIC_LABELS_ZH = {
+    "tpot_ms": "TPOT ms（各请求中位数）", "ttft_ms": "TTFT ms（中位数）", "steps": "引擎步数",
+    "computed_tokens": "计算的 token 数（预填充 + 解码）", "startup_s": "启动 s（各阶段之和）",
+    "floor_ms": "下限 ms（权重字节 / 实测拷贝带宽）", "kv_blocks": "KV 块数", "graphs_traced": "Dynamo 追踪的图数",
+    "pieces": "分段数（在 attention 处切分）", "rungs": "尝试的回退档数", "mode_run": "实际运行的编译模式",
+    "max_step_tokens": "最大一步的 token 数", "prefill_steps": "包含长 prompt 的步数",
+    "same_as_alone": "与单独运行 token 相同的序列（%）",
+}
+#: Each lab's knob in Chinese (TOGGLES below holds the English).
+KNOB_ZH = {
+    "lab01": "batch 大小（GPU：关图 / FULL 图）", "lab02": "max_num_seqs（GPU：捕获尺寸）",
+    "lab03": "编译模式，只跑 Dynamo（GPU：自定义算子、mode 3 + 图）", "lab04": "block 大小（GPU：关图 / 默认图）",
+    "lab05": "attention 是否注册，mode 2，自动回退（GPU：triton、mode 1）", "lab06": "调度器设置",
+    "lab07": "batch 大小（TPOT 对本设备的下限）", "lab08": "分块预填充的 token 预算（题 f1、f2）",
+    "lab09": "batch 大小（每步对本设备的字节下限）", "lab10": "batch_invariant（GPU：bf16 / fp32）",
+}
+
+#: Option labels that read as a phrase, in Chinese (the button keeps its English data-label).
+OPTION_ZH = {"mode 3 (split at attention)": "mode 3（在 attention 处切分）", "mode 2 (one graph)": "mode 2（一个图）",
+             "mode 0 (no Dynamo)": "mode 0（不用 Dynamo）", "default (mode 3, graphs)": "默认（mode 3，开图）"}
+
 #: On a CPU: 128 tokens per sequence and per step (the startup profile run is one forward of the step budget),
 #: and a 4 MiB KV cache (1,024 tokens of the embedded model; its block count still follows the block size).
 _CPU_ENGINE = {"max_model_len": 128, "max_num_batched_tokens": 128, "kv_cache_memory_bytes": 4 << 20}
@@ -377,8 +399,12 @@ class ToggleRun:
 
         done = [o.label for o in self.toggle.available() if o.label in self.results]
         series = {METRIC_LABELS.get(m, m): [self.results[x].get(m) for x in done] for m in self.toggle.metrics}
-        return figure(done, series, kind="bar", title=f"{self.toggle.lab}: {self.toggle.knob}",
-                      y_title=" / ".join(METRIC_LABELS.get(m, m) for m in self.toggle.metrics))
+        t = self.toggle
+        return figure(done, series, kind="bar", title=f"{t.lab}: {t.knob}",
+                      y_title=" / ".join(METRIC_LABELS.get(m, m) for m in t.metrics),
+                      zh={"title": f"{t.lab}：{KNOB_ZH.get(t.lab, t.knob)}",
+                          "y": " / ".join(METRIC_LABELS_ZH.get(m, m) for m in t.metrics),
+                          "names": {METRIC_LABELS.get(m, m): METRIC_LABELS_ZH.get(m, m) for m in t.metrics}})
 
 
 def same_as_alone(llm, option: Option, new_tokens: int) -> float:
@@ -562,14 +588,15 @@ def toggle_html(lab: str) -> str:
     t = TOGGLES[lab]
     rid = f"mv-toggle-{lab}"
     buttons = "".join(f'<button type="button" class="mv-toggle-option" data-label="{html.escape(o.label)}">'
-                      f"{html.escape(o.label)}</button>" for o in t.available())
+                      f"{_bi(o.label, OPTION_ZH[o.label]) if o.label in OPTION_ZH else html.escape(o.label)}</button>"
+                      for o in t.available())
     gpu = [o.label for o in t.options if o.gpu_only and o not in t.available()]
     gpu_here = any(o.gpu_only for o in t.available())
     gpu_note = (f"; on a CUDA GPU also: {', '.join(gpu)}" if gpu else "", f"；在 CUDA GPU 上还有：{'、'.join(gpu)}" if gpu else "")
     return "\n".join([
         _TOGGLE_CSS,
         f'<div class="mv-toggle" id="{rid}" data-lab="{lab}" data-notebook="{html.escape(notebook_of(lab))}">',
-        f'<p style="margin:0"><b>{_bi("Live toggle", "实时开关")}</b>: {html.escape(t.knob)}</p>',
+        f'<p style="margin:0"><b>{_bi("Live toggle", "实时开关")}</b>: {_bi(t.knob, KNOB_ZH.get(lab, ""))}</p>',
         f'<div class="mv-toggle-buttons">{buttons}</div>',
         '<div class="mv-toggle-status">' + _bi(
             "Click an option: it runs the engine in this notebook's kernel (seconds on a CPU) and adds a bar per "

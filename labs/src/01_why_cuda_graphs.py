@@ -191,7 +191,7 @@ if rec:
 # [worker/graph_capture.py](../minivllm/worker/graph_capture.py), `capture_graphs`. At run time a batch is padded
 # up to the next captured size, and one larger than the largest captured size runs without a graph; vLLM's
 # dispatcher does the same with its token counts
-# ([vllm/v1/cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/cudagraph_dispatcher.py)).
+# ([vllm/v1/cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/cudagraph_dispatcher.py)).
 
 # %% [markdown] tags=["lang-zh"]
 # ### e) 运行手册里的捕获/重放代码
@@ -200,7 +200,7 @@ if rec:
 # （`cuda` 即 `torch.cuda`；捕获前在副 stream 上预热是 PyTorch 文档的要求）。引擎启动时对每个捕获尺寸做的
 # 是同一件事：[worker/graph_capture.py](../minivllm/worker/graph_capture.py) 中的 `capture_graphs`。运行时，batch 会被
 # pad 到下一个已捕获尺寸，超过最大捕获尺寸的 batch 不走图；vLLM 的 dispatcher 按 token 数做的是同样的事
-# （[vllm/v1/cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/cudagraph_dispatcher.py)）。
+# （[vllm/v1/cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/cudagraph_dispatcher.py)）。
 
 # %% tags=["nbval-check-output"]
 if rec:

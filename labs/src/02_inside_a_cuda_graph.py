@@ -7,7 +7,7 @@
 # The handbook (§1.2-1.4) shows how a CUDA graph is captured and replayed, lists three limits (fixed input
 # addresses, no data-dependent branch, no allocation inside a graph) and says vLLM captures several batch
 # sizes and pads a batch of 5 to the size-8 graph (it does: a batch replays the closest larger captured size,
-# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py) `_set_cudagraph_sizes`). A second article adds "150 MB per graph", "replay reuses
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py) `_set_cudagraph_sizes`). A second article adds "150 MB per graph", "replay reuses
 # the capture's random seed" and "`--max-num-seqs` is the number of graphs".
 #
 # This lab runs each of those statements, on raw torch graphs first and then on the engine:
@@ -27,7 +27,7 @@
 # %% [markdown] tags=["lang-zh"]
 # 手册（§1.2-1.4）讲了 CUDA Graph 怎么捕获、怎么重放，列了三条限制（输入地址固定、不能有依赖数据的分支、
 # 图内不能分配显存），还说 vLLM 会捕获多个 batch size，把 batch 5 pad 到 size 8 的图上（确实如此：batch 重放不小于它的最近一档已捕获尺寸，见
-# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`）。另一篇文章又说
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`）。另一篇文章又说
 # “每个图 150 MB”、“重放复用捕获时的随机种子”、“`--max-num-seqs` 就是图的个数”。
 #
 # 本实验把这些说法逐条跑一遍，先在裸的 torch 图上，再在引擎上：a) 捕获/重放示例，以及每条限制一个会出错
@@ -103,28 +103,28 @@ if lab.gpu_only("Running the capture/replay cells"):
 # `EngineConfig.resolve`): 1, 2, 4, then every 8 up to 256, then every 16, up to
 # `min(2 x max_num_seqs, 512)` and never above `max_num_batched_tokens`, unless `max_cudagraph_capture_size` or
 # an explicit `cudagraph_capture_sizes` says otherwise (vLLM: `VllmConfig._set_cudagraph_sizes` in
-# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py); on its main branch it also
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py); on its main branch it also
 # appends `max_num_batched_tokens` when that lies below the cap, which this engine does not: README, "Where minivllm
 # differs from vLLM"). Full decode graphs (FULL_DECODE_ONLY, and the default FULL_AND_PIECEWISE) are captured for the
 # sizes up to `max_num_seqs` (a decode batch has one token per sequence), as in vLLM's
-# [cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/cudagraph_dispatcher.py)
+# [cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/cudagraph_dispatcher.py)
 # `initialize_cudagraph_keys`; FULL's graphs of any batch, keyed by token count, for all of them, as in vLLM. In this
 # engine PIECEWISE graphs, keyed by token count, start from 2 tokens (a 1-token step replays size 2), where vLLM keys
 # them from size 1 ([README](../README.md#where-minivllm-differs-from-vllm)). So `max_num_seqs` caps the batch; it is not the number of graphs, and there is no graph per
 # sequence. This engine defaults to `max_num_seqs=256`; vLLM's `LLM` takes 1024 on a GPU of 70 GiB or more such as
-# this H200 ([vllm/engine/arg_utils.py](https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py) `get_batch_defaults`), so it
+# this H200 ([vllm/engine/arg_utils.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/engine/arg_utils.py) `get_batch_defaults`), so it
 # would capture full decode graphs for all 51 sizes, not 35 ([README](../README.md#where-minivllm-differs-from-vllm)).
 
 # %% [markdown] tags=["lang-zh"]
 # 引擎用 vLLM 的规则（[config.py](../minivllm/config.py) 的 `default_capture_sizes`、`EngineConfig.resolve`）：
 # 1、2、4，然后每 8 一档到 256，再每 16 一档，上限 `min(2 x max_num_seqs, 512)`，且不超过 `max_num_batched_tokens`，
 # 除非设置了 `max_cudagraph_capture_size` 或显式的 `cudagraph_capture_sizes`（vLLM 的规则见
-# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py) 的 `VllmConfig._set_cudagraph_sizes`；其 main 分支还会在
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py) 的 `VllmConfig._set_cudagraph_sizes`；其 main 分支还会在
 # `max_num_batched_tokens` 低于上限时把它补进列表，本引擎不补：见 README 的 "Where minivllm differs from vLLM"）。decode 整图（FULL_DECODE_ONLY 和默认的 FULL_AND_PIECEWISE）只捕获不超过
 # `max_num_seqs` 的 size（decode 时每个序列一个 token），与 vLLM 的
-# [cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/cudagraph_dispatcher.py) 的 `initialize_cudagraph_keys` 相同；FULL 的整图适用于任何 batch，按 token 数区分，全部 size 都捕获，也与 vLLM 相同。本引擎按 token 数区分的 PIECEWISE 分段图从 2 个 token 起捕获（1 个 token 的步重放 size 2），而 vLLM 从 size 1 起（[README](../README.md#where-minivllm-differs-from-vllm)）。所以
+# [cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/cudagraph_dispatcher.py) 的 `initialize_cudagraph_keys` 相同；FULL 的整图适用于任何 batch，按 token 数区分，全部 size 都捕获，也与 vLLM 相同。本引擎按 token 数区分的 PIECEWISE 分段图从 2 个 token 起捕获（1 个 token 的步重放 size 2），而 vLLM 从 size 1 起（[README](../README.md#where-minivllm-differs-from-vllm)）。所以
 # `max_num_seqs` 限制的是 batch 大小，不是图的个数，也不存在“每个序列一个图”。本引擎默认 `max_num_seqs=256`；vLLM 的
-# `LLM` 在 70 GiB 及以上显存的 GPU（如这块 H200）上默认 1024（[vllm/engine/arg_utils.py](https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py)
+# `LLM` 在 70 GiB 及以上显存的 GPU（如这块 H200）上默认 1024（[vllm/engine/arg_utils.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/engine/arg_utils.py)
 # 的 `get_batch_defaults`），所以会为全部 51 个 size 捕获 decode 整图，而不是 35 个（见 [README](../README.md#where-minivllm-differs-from-vllm)）。
 
 # %% tags=["nbval-check-output"]
@@ -244,8 +244,8 @@ print(lab.rng_text(rec))
 
 # %% [markdown] tags=["lang-en"]
 # vLLM names five modes in `CUDAGraphMode`
-# ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)), described in
-# [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md); the engine
+# ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)), described in
+# [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/cuda_graphs.md); the engine
 # uses the same names and meanings ([worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py)
 # `CudagraphDispatcher.dispatch` picks the graph of each step):
 #
@@ -253,19 +253,19 @@ print(lab.rng_text(rec))
 # - **PIECEWISE**: the forward is traced once and split at every attention op
 #   ([compilation/backend.py](../minivllm/compilation/backend.py) `SplitBackend`; vLLM's main branch also splits at
 #   `vllm::unified_kv_cache_update`, `set_splitting_ops_for_v1` in
-#   [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)); the pieces between them are captured per **token count**, attention runs
+#   [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)); the pieces between them are captured per **token count**, attention runs
 #   eagerly between replays. Prefill and mixed batches replay too, up to the largest capture size (512 tokens here);
 #   a longer prefill, such as the 1024-token one below, runs eagerly.
 # - **FULL**: one graph of the whole forward per token count, for any batch (prefill, mixed and decode), where the
 #   attention backend can be captured for mixed batches. The engine's graph holds one unified Triton attention kernel
 #   ([kernels/triton_unified_attention.py](../minivllm/kernels/triton_unified_attention.py)
 #   `unified_paged_attention`). As in vLLM, the graph holds the model only: the LM head (`compute_logits`) runs after
-#   it ([vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_model_runner.py)). A prefill up to 512 tokens replays a full graph; the 1024-token one runs eagerly.
+#   it ([vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu_model_runner.py)). A prefill up to 512 tokens replays a full graph; the 1024-token one runs eagerly.
 # - **FULL_DECODE_ONLY** (`(FULL, NONE)` in vLLM's enum): full graphs per batch size for pure-decode batches, every
 #   other batch eagerly. Here these graphs hold the LM head too (README, "Where minivllm differs from vLLM", the FULL
 #   graph contents row, [README](../README.md#where-minivllm-differs-from-vllm)). Section c measures these graphs.
 # - **FULL_AND_PIECEWISE** (`(FULL, PIECEWISE)`, the default, in vLLM too: its `-O2` default sets it, in
-#   [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)): FULL_DECODE_ONLY's
+#   [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)): FULL_DECODE_ONLY's
 #   decode graphs, and PIECEWISE for every other batch.
 #
 # Per mode the recorder measured TPOT at batch 1 and 8, TTFT of a 128-token and a 1024-token prompt, and counted
@@ -273,25 +273,25 @@ print(lab.rng_text(rec))
 # show one series at a time.
 
 # %% [markdown] tags=["lang-zh"]
-# vLLM 在 `CUDAGraphMode`（[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）
-# 里定义了五种模式，说明见 [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)；
+# vLLM 在 `CUDAGraphMode`（[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)）
+# 里定义了五种模式，说明见 [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/cuda_graphs.md)；
 # 引擎用同样的名字和含义（[worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) 的
 # `CudagraphDispatcher.dispatch` 为每一步选图）：
 #
 # - **NONE**：不用图，每一步都走 eager。
 # - **PIECEWISE**：前向只 trace 一次，在每个 attention 处切开
 #   （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend`；vLLM 的 main 分支还会在 `vllm::unified_kv_cache_update`
-#   处切开，见 [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py) 的 `set_splitting_ops_for_v1`）；中间的分段按 **token 数** 捕获，attention 在两次重放之间 eager 执行。预填充和混合批也能重放，最多到最大捕获
+#   处切开，见 [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py) 的 `set_splitting_ops_for_v1`）；中间的分段按 **token 数** 捕获，attention 在两次重放之间 eager 执行。预填充和混合批也能重放，最多到最大捕获
 #   尺寸（这里是 512 token）；更长的预填充（如下面 1024 token 的）走 eager。
 # - **FULL**：整个前向按 token 数每个尺寸一张图，适用于任何 batch（预填充、混合和解码），前提是 attention 后端在混合 batch
 #   下也能被捕获。引擎的整图里是一个 unified Triton attention kernel
 #   （[kernels/triton_unified_attention.py](../minivllm/kernels/triton_unified_attention.py) 的
 #   `unified_paged_attention`）。与 vLLM 一样，整图只包含模型本身：LM head
-#   （`compute_logits`）在图之后执行（[vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_model_runner.py)）。512 token 以内的预填充重放整图；1024 token 的走 eager。
+#   （`compute_logits`）在图之后执行（[vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu_model_runner.py)）。512 token 以内的预填充重放整图；1024 token 的走 eager。
 # - **FULL_DECODE_ONLY**（vLLM 枚举里是 `(FULL, NONE)`）：纯 decode 批按 batch size 用整图，其他批都走 eager。本引擎的这些图还包括
 #   LM head（见 [README](../README.md#where-minivllm-differs-from-vllm) 中 FULL graph contents 一行）。第 c 节测的就是这些图。
 # - **FULL_AND_PIECEWISE**（`(FULL, PIECEWISE)`，默认，vLLM 也是：由其默认的 `-O2` 设定，见
-#   [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）：纯 decode 用 FULL_DECODE_ONLY 的整图，其他批用 PIECEWISE。
+#   [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）：纯 decode 用 FULL_DECODE_ONLY 的整图，其他批用 PIECEWISE。
 #
 # 每种模式录制了 batch 1 和 8 的 TPOT、128 token 和 1024 token prompt 的 TTFT，并统计每一步走的路径。下面一行说明本地记录里的
 # FULL 是哪种含义；按钮一次显示一组数据。
@@ -465,8 +465,8 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 # replays the next captured size, its padded rows costing next to nothing. It is wrong about allocation (a capture
 # allocates from the graph's private pool; a host sync is what fails), and partly right about the size list (vLLM's is
 # 1, 2, 4, then steps of 8: `_set_cudagraph_sizes` in
-# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)) and about prefill: under
-# FULL_AND_PIECEWISE (vLLM's dispatch rules: [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)) a prefill up to the largest capture size
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)) and about prefill: under
+# FULL_AND_PIECEWISE (vLLM's dispatch rules: [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/cuda_graphs.md)) a prefill up to the largest capture size
 # replays piecewise graphs (under FULL, a full graph; only FULL_DECODE_ONLY leaves it eager), and only longer ones run
 # eagerly. The article's three claims (about 150 MB per graph, one
 # graph per sequence, a frozen random seed) are wrong: the graphs share one pool, they are keyed by batch size, and
@@ -476,8 +476,8 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 # **结论。** 手册对 CUDA Graph 机制的描述成立：地址和 kernel
 # 序列在捕获时固定（重新绑定输入或主机侧分支，重放会悄悄出错），小 batch 重放下一个已捕获尺寸，padding
 # 行几乎不花时间。它关于显存分配的说法是错的（捕获时从图的私有显存池分配；真正失败的是主机同步），关于尺寸列表（vLLM
-# 是 1、2、4，然后每 8 一档：见 [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`）和预填充的说法部分正确：FULL_AND_PIECEWISE
-# 下（vLLM 的分派规则见 [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)），不超过最大捕获尺寸的预填充重放分段图（FULL 下重放整图；只有 FULL_DECODE_ONLY 让它走 eager），只有更长的才走 eager。文章的三条说法（每个图约 150
+# 是 1、2、4，然后每 8 一档：见 [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`）和预填充的说法部分正确：FULL_AND_PIECEWISE
+# 下（vLLM 的分派规则见 [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/cuda_graphs.md)），不超过最大捕获尺寸的预填充重放分段图（FULL 下重放整图；只有 FULL_DECODE_ONLY 让它走 eager），只有更长的才走 eager。文章的三条说法（每个图约 150
 # MB、每个序列一个图、随机种子被冻结）都是错的：所有图共享一个显存池，按 batch size
 # 区分，每次重放都取新的随机数。
 

@@ -15,7 +15,7 @@
 #   registered and unregistered (self-test 2), and why `fullgraph=True` turns an unregistered op into a startup error;
 # - **b)** what Inductor makes of a residual add + RMSNorm, next to the engine's hand-written Triton kernel;
 # - **c)** compilation modes 0 / 2 / 3 (vLLM's `compilation_config={"mode": N}`, `CompilationMode` in
-#   [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py), where `level` is the deprecated name, still the record's key) with and without CUDA graphs: TPOT at batch 1 / 8 / 64, kernels per step, compile time,
+#   [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py), where `level` is the deprecated name, still the record's key) with and without CUDA graphs: TPOT at batch 1 / 8 / 64, kernels per step, compile time,
 #   recompiles;
 # - **d)** compile scopes (model / layer / ops) against "per layer is vLLM's default", and mode 3's split;
 # - **e)** interview question 1: graphs alone, compile alone, both, on two builds of the engine.
@@ -28,7 +28,7 @@
 # 本实验在引擎上逐步看进去：a) Dynamo 看到了什么：一个 decoder 层的 FX graph、断图和 guard，attention
 # 注册与未注册对比（自检题 2），以及为什么 `fullgraph=True` 让未注册的算子变成启动错误；b) Inductor 为 residual add + RMSNorm 生成了什么，
 # 与引擎手写的 Triton kernel 并排；c) 编译模式 0 / 2 / 3（vLLM 的 `compilation_config={"mode": N}`，即
-# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py) 中的 `CompilationMode`，`level` 是已弃用的旧名，记录里的键仍叫 level），开关 CUDA Graph：batch 1 / 8 / 64 的 TPOT、每步 kernel 数、编译时间、重编译次数；d) 编译范围（整个模型 /
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py) 中的 `CompilationMode`，`level` 是已弃用的旧名，记录里的键仍叫 level），开关 CUDA Graph：batch 1 / 8 / 64 的 TPOT、每步 kernel 数、编译时间、重编译次数；d) 编译范围（整个模型 /
 # 每层 / 选定算子）与“默认按层”的说法，以及 mode 3 的切分；
 # e) 面试题 1：只用图、只用 compile、两者都用，在两种构建上对比。
 
@@ -55,14 +55,14 @@ print(lab.describe_model(model))
 # state, module attributes). The FX graph below is shortened (module paths trimmed). Look for the attention
 # op: registered with `torch.library` ([attention/layer.py](../minivllm/attention/layer.py)
 # `unified_attention`), it is **one node** with a fake (shape-only) implementation, as vLLM's attention is
-# (`vllm::unified_attention_with_output`, one of the registered ops listed in [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)).
+# (`vllm::unified_attention_with_output`, one of the registered ops listed in [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)).
 
 # %% [markdown] tags=["lang-zh"]
 # `torch._dynamo.explain` 在 Dynamo 下跑引擎的一个 decoder 层（[models/llama.py](../minivllm/models/llama.py) 的
 # `DecoderLayer.forward`），报告它捕获的图、断图及原因、guard（Dynamo 复用编译结果前要检查的条件：张量形状和 dtype、
 # 全局状态、模块属性）。下面的 FX graph 做了简化（去掉了模块路径）。找找 attention：它用 `torch.library` 注册
 # （[attention/layer.py](../minivllm/attention/layer.py) 的 `unified_attention`），在图里是**一个节点**，带一个只推形状的 fake 实现，和 vLLM 的 attention 一样
-# （`vllm::unified_attention_with_output`，是 [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py) 列出的已注册算子之一）。
+# （`vllm::unified_attention_with_output`，是 [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py) 列出的已注册算子之一）。
 
 # %% tags=["nbval-ignore-output"]
 here = {"registration": lab.registration(model, engine=False)}
@@ -119,14 +119,14 @@ print(lab.Q1.evidence(rec))
 # CPU (the one made here). Next to it, the engine's hand-written Triton kernel
 # ([kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) `_rms_norm_kernel`), which the engine uses at
 # mode 0 and, by default, inside mode 3's pieces (`custom_ops: ["all"]`). vLLM's default differs: with Inductor and a
-# compile mode it turns its custom ops off and runs Inductor's code (`custom_ops: ["none"]`, [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py); [README](../README.md#where-minivllm-differs-from-vllm)).
+# compile mode it turns its custom ops off and runs Inductor's code (`custom_ops: ["none"]`, [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py); [README](../README.md#where-minivllm-differs-from-vllm)).
 
 # %% [markdown] tags=["lang-zh"]
 # `add_rms_norm` 是引擎的 residual add + RMSNorm 的纯 PyTorch 写法（eager 下 7 个算子，各自一个 kernel）。
 # 经 Inductor 编译后的 kernel 源码如下：GPU 上是 Triton（记录中的那个），CPU 上是 C++（本机生成的）。旁边是引擎手写的
 # Triton kernel（[kernels/triton_norm.py](../minivllm/kernels/triton_norm.py) 的 `_rms_norm_kernel`），mode 0 时引擎用它，
 # 默认的 mode 3 也在各分段里用它（`custom_ops: ["all"]`）。vLLM 的默认不同：用 Inductor 且开了编译模式时关掉自定义算子，用 Inductor
-# 生成的代码（`custom_ops: ["none"]`，[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)；[README](../README.md#where-minivllm-differs-from-vllm)）。
+# 生成的代码（`custom_ops: ["none"]`，[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)；[README](../README.md#where-minivllm-differs-from-vllm)）。
 
 # %% tags=["nbval-check-output"]
 print(lab.kernel_text(rec))
@@ -147,9 +147,9 @@ print(lab.hand_written_kernel())
 # with graphs on, captured as PIECEWISE graphs ([compilation/backend.py](../minivllm/compilation/backend.py)
 # `SplitBackend`, [compilation/levels.py](../minivllm/compilation/levels.py) `compile_model`). With a compile mode
 # asked for, the engine uses Inductor's code for the small ops (`custom_ops: ["none"]`, as vLLM does for any mode above
-# 0 with the Inductor backend, [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); at mode 0 its hand-written kernels. The recorder ran every setup on the H200: TPOT (median and min-max over 3 runs), kernels per
+# 0 with the Inductor backend, [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)); at mode 0 its hand-written kernels. The recorder ran every setup on the H200: TPOT (median and min-max over 3 runs), kernels per
 # decode step (engines without graphs, from the profiler), compile time at startup, traces, run-time recompiles and
-# pieces. Mode 1 (stock `torch.compile`, vLLM's `STOCK_TORCH_COMPILE` in [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)) is in sections a) and d), Dynamo only.
+# pieces. Mode 1 (stock `torch.compile`, vLLM's `STOCK_TORCH_COMPILE` in [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)) is in sections a) and d), Dynamo only.
 # Setups without mode 3's split run FULL_DECODE_ONLY graphs (full decode graphs: there are no pieces to capture);
 # mode 3 runs FULL_AND_PIECEWISE, the default cudagraph mode here and in vLLM.
 
@@ -157,9 +157,9 @@ print(lab.hand_written_kernel())
 # mode（level）0：不编译，也不跑 Dynamo。mode 2：前向 trace 一次，token 维是动态的，由 Inductor 编译。mode 3：在每个
 # attention 处切开，各分段分别编译（相同的只编一次），开图时捕获成 PIECEWISE 分段图
 # （[compilation/backend.py](../minivllm/compilation/backend.py) 的 `SplitBackend`，[compilation/levels.py](../minivllm/compilation/levels.py)
-# 的 `compile_model`）。指定了编译模式时引擎用 Inductor 生成的小算子（`custom_ops: ["none"]`，与 vLLM 相同：vLLM 在 mode 大于 0 且用 Inductor 后端时都这样，见 [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）；mode 0 用手写
+# 的 `compile_model`）。指定了编译模式时引擎用 Inductor 生成的小算子（`custom_ops: ["none"]`，与 vLLM 相同：vLLM 在 mode 大于 0 且用 Inductor 后端时都这样，见 [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）；mode 0 用手写
 # kernel。每种配置都在 H200 上测了：TPOT（3 次的中位数和最小-最大值）、每个解码步的 kernel 数（不开图时，来自 profiler）、
-# 启动编译时间、trace 次数、运行时重编译和分段数。mode 1（原生 `torch.compile`，即 [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py) 中 vLLM 的 `STOCK_TORCH_COMPILE`）见 a)、d) 两节，只跑 Dynamo。
+# 启动编译时间、trace 次数、运行时重编译和分段数。mode 1（原生 `torch.compile`，即 [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py) 中 vLLM 的 `STOCK_TORCH_COMPILE`）见 a)、d) 两节，只跑 Dynamo。
 # 没有 mode 3 切分的配置用 FULL_DECODE_ONLY（decode 整图：没有分段可捕获）；mode 3 用 FULL_AND_PIECEWISE，这是本引擎和 vLLM 默认的
 # cudagraph 模式。
 
@@ -221,16 +221,16 @@ print(lab.configs_table(here))
 # %% [markdown] tags=["lang-en"]
 # The handbook lists three scopes: the whole model, each layer ("the default"), selected ops. The engine has
 # all three at mode 1 (`compile_scope`), and mode 3 does what vLLM does: **one trace of the whole forward,
-# split at attention** ([vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py) `VllmBackend`; vLLM's main branch splits at `vllm::unified_kv_cache_update` too:
-# `set_splitting_ops_for_v1` in [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)). vLLM has no per-layer default. Recorded (Dynamo only, so the counts are Dynamo's): traces at startup, traces added
+# split at attention** ([vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/backends.py) `VllmBackend`; vLLM's main branch splits at `vllm::unified_kv_cache_update` too:
+# `set_splitting_ops_for_v1` in [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)). vLLM has no per-layer default. Recorded (Dynamo only, so the counts are Dynamo's): traces at startup, traces added
 # while serving, and mode 3's pieces. With `layer`, every layer instance is traced on its own; with `ops`, only
 # the small ops' PyTorch forwards are compiled, and here none of them runs (the hand-written kernels are in use),
 # so the record shows 0 traces; with mode 3, one trace gives `layers + 1` pieces.
 
 # %% [markdown] tags=["lang-zh"]
 # 手册列了三种范围：整个模型、每层（“默认”）、选定算子。引擎在 mode 1 下三种都支持（`compile_scope`），mode 3 则是
-# vLLM 的做法：**整个前向 trace 一次，在 attention 处切开**（[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py) 的 `VllmBackend`；vLLM 的 main 分支还在
-# `vllm::unified_kv_cache_update` 处切开：见 [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py) 的 `set_splitting_ops_for_v1`）。vLLM 并没有“默认按层”。记录（只跑 Dynamo，计数都是 Dynamo 的）：启动时的 trace 数、
+# vLLM 的做法：**整个前向 trace 一次，在 attention 处切开**（[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/backends.py) 的 `VllmBackend`；vLLM 的 main 分支还在
+# `vllm::unified_kv_cache_update` 处切开：见 [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py) 的 `set_splitting_ops_for_v1`）。vLLM 并没有“默认按层”。记录（只跑 Dynamo，计数都是 Dynamo 的）：启动时的 trace 数、
 # 服务时新增的 trace 数、mode 3 的分段数。`layer` 时每个层实例各 trace 一次；`ops` 时只编译小算子的 PyTorch forward，而这里一个都没执行
 # （用的是手写 kernel），所以记录是 0 次 trace；mode 3 一次 trace 得到 `层数 + 1` 段。
 
@@ -281,7 +281,7 @@ print(lab.stacking_text(rec))
 
 # %% [markdown] tags=["lang-en"]
 # **Verdict on "两者叠加最佳".** The first half, "they can be stacked", holds: at mode 3 the engine runs compiled
-# pieces inside PIECEWISE graphs, as vLLM's default (mode 3, FULL_AND_PIECEWISE: [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)) does. "Best" holds only when compile has something left to
+# pieces inside PIECEWISE graphs, as vLLM's default (mode 3, FULL_AND_PIECEWISE: [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)) does. "Best" holds only when compile has something left to
 # fuse (the lines above, from this record): with PyTorch's own ops, adding mode 3 to graphs makes the step several
 # times faster; with the hand-fused kernels kept, the step is the same within the spread of the repeats, at batch 1
 # and 64: nothing is left to fuse, so there is no gain and no loss that counts. A difference is read only beyond the
@@ -289,7 +289,7 @@ print(lab.stacking_text(rec))
 
 # %% [markdown] tags=["lang-zh"]
 # **对“两者叠加最佳”的结论。** 前一半“可以叠加”成立：mode 3 时引擎就是在 PIECEWISE 图里跑编译后的分段，vLLM 的默认配置
-# （mode 3、FULL_AND_PIECEWISE：[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）也是如此。“最佳”只在 compile 还有可融合的东西时成立（见上面几行，数字来自本记录）：用 PyTorch 自带算子时，在图上再加
+# （mode 3、FULL_AND_PIECEWISE：[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)）也是如此。“最佳”只在 compile 还有可融合的东西时成立（见上面几行，数字来自本记录）：用 PyTorch 自带算子时，在图上再加
 # mode 3 让每步快好几倍；保留手工融合的 kernel 时，batch 1 和 batch 64 的差别都在多次重复的波动范围之内：已经没有可融合的东西，
 # 既没有收益，也没有算得上数的损失。只有超出波动范围的差别才算数：单看中位数会以为略有损失，但多次重复的结果并不支持。
 
@@ -328,7 +328,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # **lab03.q3.** One trace of the whole forward, split at attention into pieces compiled and captured separately
 #
 # **lab03.q4.** Batch-1 decode is bound by the CPU launching kernels one by one: compile makes each launch cheaper
-# (339 kernels in 9.366 ms vs eager's 200 in 15.07 ms), graphs submit the whole step at once (0.9798 ms)
+# (339 kernels in {rec}`lab03.json:configs.L2.tpot_ms.1.median:.3f` ms vs eager's 200 in {rec}`lab03.json:configs.eager.tpot_ms.1.median:.2f` ms), graphs submit the whole step at once ({rec}`lab03.json:configs.graphs.tpot_ms.1.median:.4f` ms)
 #
 # </details>
 
@@ -344,7 +344,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # **lab03.q3.** 整个前向 trace 一次，在 attention 处切成分段，分别编译和捕获。
 #
 # **lab03.q4.** batch 1 的解码受 CPU 逐个发射 kernel 的限制：compile 让每次发射更便宜（339 个
-# kernel 9.366 ms，eager 200 个 15.07 ms），图一次提交整步（0.9798 ms）。
+# kernel {rec}`lab03.json:configs.L2.tpot_ms.1.median:.3f` ms，eager 200 个 {rec}`lab03.json:configs.eager.tpot_ms.1.median:.2f` ms），图一次提交整步（{rec}`lab03.json:configs.graphs.tpot_ms.1.median:.4f` ms）。
 #
 # </details>
 
@@ -397,7 +397,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # PyTorch's own ops Inductor fuses a lot (add + RMSNorm's {rec}`lab03.json:inductor.eager_ops` ops become
 # {rec}`lab03.json:inductor.num_kernels` generated Triton kernel in the record) and stacks
 # with CUDA graphs for a large gain; against this engine's hand-fused kernels it loses without graphs, and with graphs
-# on it changes nothing beyond the spread. vLLM does not compile per layer: it traces the whole forward once and splits it at attention ([vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)). Registering
+# on it changes nothing beyond the spread. vLLM does not compile per layer: it traces the whole forward once and splits it at attention ([vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/backends.py)). Registering
 # attention with torch.library is what lets compile keep it as one node; unregistered, every attention call is a graph
 # break, and since modes 1-3 compile with fullgraph, here and by default in vLLM (modes 2-3:
 # [vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`,
@@ -409,7 +409,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # PyTorch 自带算子，Inductor 能做很多算子融合（add + RMSNorm 的 {rec}`lab03.json:inductor.eager_ops` 个算子在记录里变成
 # {rec}`lab03.json:inductor.num_kernels` 个生成的 Triton kernel），与 CUDA Graph 叠加收益很大；对本引擎手写融合的
 # kernel，不开图时反而更慢，开图时的差别不超出波动范围。vLLM 不按层编译：它把整个前向 trace 一次，在 attention
-# 处切分（[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)）。attention 用 torch.library 注册后，compile 才能把它当作一个节点；不注册时每次
+# 处切分（[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/backends.py)）。attention 用 torch.library 注册后，compile 才能把它当作一个节点；不注册时每次
 # attention 调用都是一次断图，而 mode 1-3 都用 fullgraph 编译（本引擎如此，vLLM 默认也如此：mode 2-3 见
 # [vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py)；mode 1 见
 # [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py) 的 `GPUModelRunner.load_model`），所以引擎在启动时就报错，而不是跑得更慢。

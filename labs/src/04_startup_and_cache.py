@@ -7,14 +7,14 @@
 # The handbook (chapter 03, §3) says startup does four things: load the weights (*seconds to minutes*), a
 # profile run (*~10 s*), torch.compile (*once per size, tens of seconds to minutes*) and CUDA graph capture
 # (*a few seconds*), *1-5 minutes in total*. Its fixes: `--enforce-eager`, `{"level": 0}` (vLLM's name is now
-# `{"mode": 0}`: [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)),
+# `{"mode": 0}`: [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)),
 # a disk cache in `VLLM_TORCH_COMPILE_CACHE_DIR`, and (interview question 4) *warm-up requests that
 # trigger the compile*. vLLM runs these phases in another order: its profile run is a forward that compiles the
 # model, so Dynamo and Inductor run inside it
-# ([vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_worker.py)
+# ([vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu_worker.py)
 # `determine_available_memory`), and, by default since v0.21, the CUDA-graph memory it estimates while profiling
 # is subtracted from the KV budget before the real capture (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`:
-# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)). This engine profiles
+# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)). This engine profiles
 # eagerly, sizes the KV cache, then compiles and captures
 # ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)).
 #
@@ -34,12 +34,12 @@
 # 手册（第 03 章 §3）说启动要做四件事：加载权重（*几秒到几分钟*）、profile run（*~10 秒*）、torch.compile
 # （*每个 size 一次，几十秒到几分钟*）、CUDA Graph capture（*几秒*），*总共 1-5 分钟*。给的解药是
 # `--enforce-eager`、`{"level": 0}`（vLLM 现在叫 `{"mode": 0}`：
-# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）、用
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)）、用
 # `VLLM_TORCH_COMPILE_CACHE_DIR` 做磁盘缓存，以及（面试题 4）*启动后跑几个 dummy 请求触发编译*。vLLM 的阶段顺序不同：
 # 它的 profile run 是一次会编译模型的 forward，Dynamo 和 Inductor 在其中运行
-# （[vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_worker.py) 的
+# （[vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu_worker.py) 的
 # `determine_available_memory`）；从 v0.21 起默认还会在 profile 时估算 CUDA Graph 显存，并在真正捕获之前从 KV 预算里扣掉
-# （`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`：[vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)）。
+# （`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`：[vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)）。
 # 本引擎先 eager 地 profile、确定 KV 缓存大小，再编译和捕获
 # （[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。
 #
@@ -100,7 +100,7 @@ print(lab.startup_figures_text(rec))
 #
 # The "graphs" engine is mode 0. Its compile phase is empty: Dynamo and the backend take 0 s and no graph is
 # traced, as vLLM's mode 0 applies no torch.compile
-# ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)). Its
+# ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)). Its
 # startup is almost all graph capture: without a traced graph there are no pieces, so it captures the full decode
 # graphs only (FULL_DECODE_ONLY) and prefill runs eagerly. vLLM's mode 0 alone turns graphs off
 # ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). The lines under the table
@@ -115,7 +115,7 @@ print(lab.startup_figures_text(rec))
 # 并注意 *graphs traced*：mode 3 下所有 batch size 共用一张图。
 #
 # "graphs" 这个引擎是 mode 0。它的编译阶段是空的：Dynamo 和编译器后端都是 0 s，没有 trace 任何图，与 vLLM 的 mode 0
-# 不做任何 torch.compile 一致（[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）。
+# 不做任何 torch.compile 一致（[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)）。
 # 它的启动时间基本都花在 CUDA Graph 捕获上：没有 trace 出的图就没有分段，所以只捕获 decode 整图（FULL_DECODE_ONLY），
 # 预填充走 eager。vLLM 单独设 mode 0 会把图关掉（[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。
 # 表格下面那几行的数字直接读自记录。
@@ -154,25 +154,25 @@ if rec:
 
 # %% [markdown] tags=["lang-en"]
 # **What vLLM calls it.** There is no `VLLM_TORCH_COMPILE_CACHE_DIR` in vLLM. Checked against vLLM's source:
-# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py) defines no such variable; it defines
+# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py) defines no such variable; it defines
 # `VLLM_CACHE_ROOT` (default `~/.cache/vllm`, or `$XDG_CACHE_HOME/vllm`) and `VLLM_DISABLE_COMPILE_CACHE` (default 0,
 # so the cache is on; 1 turns it off).
-# [vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py) puts the
+# [vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/backends.py) puts the
 # cache at `os.path.join(envs.VLLM_CACHE_ROOT, "torch_compile_cache", hash_key)`, the hash covering env, config,
 # code and compiler factors, with one `rank_<rank>_<dp_rank>/<prefix>` directory per worker below it. vLLM's design
 # note on torch.compile
-# ([docs/design/torch_compile.md](https://github.com/vllm-project/vllm/blob/main/docs/design/torch_compile.md)) says
+# ([docs/design/torch_compile.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/torch_compile.md)) says
 # that copying `~/.cache/vllm/torch_compile_cache` to another machine saves the compile. The handbook's variable
 # name is simply wrong; its advice (keep the cache) is right, and needs no variable at all.
 
 # %% [markdown] tags=["lang-zh"]
 # **vLLM 里它叫什么。** vLLM 没有 `VLLM_TORCH_COMPILE_CACHE_DIR`。对照 vLLM 源码：
-# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py) 里没有这个变量，定义的是
+# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py) 里没有这个变量，定义的是
 # `VLLM_CACHE_ROOT`（默认 `~/.cache/vllm`，或 `$XDG_CACHE_HOME/vllm`）和 `VLLM_DISABLE_COMPILE_CACHE`（默认 0，即缓存开启；
-# 设为 1 关闭）。[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)
+# 设为 1 关闭）。[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/backends.py)
 # 把缓存放在 `os.path.join(envs.VLLM_CACHE_ROOT, "torch_compile_cache", hash_key)`，哈希覆盖环境、配置、代码和编译器几类因素，
 # 其下每个 worker 一个 `rank_<rank>_<dp_rank>/<prefix>` 目录。vLLM 的 torch.compile 设计文档
-# （[docs/design/torch_compile.md](https://github.com/vllm-project/vllm/blob/main/docs/design/torch_compile.md)）写明
+# （[docs/design/torch_compile.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/torch_compile.md)）写明
 # 把 `~/.cache/vllm/torch_compile_cache` 拷到别的机器就能省掉编译。
 # 手册的变量名是错的；它的建议（保留缓存）是对的，而且根本不需要设任何变量。
 
@@ -197,18 +197,18 @@ if rec:
 # ### d) The recipes · 配方实测
 #
 # `enforce_eager` starts fastest and decodes slowest (the TPOT row of the phase table). `{"mode": 0}` (vLLM's name:
-# vLLM deprecated `level` for `mode`, [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py);
+# vLLM deprecated `level` for `mode`, [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py);
 # this engine still accepts `level`, with a deprecation warning) compiles nothing and, in this engine, still
 # captures the full decode graphs on a GPU. In vLLM, `-O0` turns graphs off as well, and an explicit `{"mode": 0}`
 # cannot keep the default FULL_AND_PIECEWISE, whose piecewise half needs mode 3, so vLLM overrides it to NONE;
 # full graphs need no compile, so ask for `{"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}` to keep them
-# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py);
+# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py);
 # [where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). The engine's default is mode 3,
-# as vLLM's ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); the lines
+# as vLLM's ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)); the lines
 # under the phase table (part a) give mode 0's startup and TPOT beside eager and mode 3. Mode 3 asked for by name
 # decodes slower there than mode 0: naming a compile mode hands the small ops to Inductor's generated code, as
 # vLLM does (custom ops are off under Inductor unless listed in `custom_ops`,
-# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)),
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)),
 # while this engine's default, which names no mode, keeps its hand-written kernels inside mode 3's pieces
 # (Lab 03 measures both builds). And the warm-up recipe:
 # requests of five new (batch, prompt length) shapes after startup, with the engine's symbolic-batch compile and
@@ -218,16 +218,16 @@ if rec:
 # ### d) 配方实测
 #
 # `enforce_eager` 启动最快、解码最慢（看阶段表里的 TPOT 一行）。`{"mode": 0}`（vLLM 的叫法：vLLM 已弃用 `level`、改用 `mode`，
-# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)；本引擎仍接受
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)；本引擎仍接受
 # `level`，但会给出弃用警告）什么都不编译，在本引擎里 GPU 上照样捕获 decode 整图。在 vLLM 里 `-O0` 会连图一起关掉；显式写
 # `{"mode": 0}` 时，默认的 FULL_AND_PIECEWISE 中分段图那一半需要 mode 3，vLLM 会把它改成 NONE；整图不需要编译，要保留整图，写
 # `{"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}`
-# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)；
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)；
 # [minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。本引擎的默认是 mode 3，与 vLLM 相同
-# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）；mode 0 和 eager、mode 3
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）；mode 0 和 eager、mode 3
 # 并列的启动时间与 TPOT 见 a) 部分阶段表下面那几行。显式指定 mode 3 时解码反而比 mode 0 慢：一旦指定编译模式，小算子就交给
 # Inductor 生成的代码，这与 vLLM 相同（用 Inductor 时 custom op 默认关闭，除非在 `custom_ops` 里列出，
-# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）；而本引擎不指定
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)）；而本引擎不指定
 # mode 的默认配置会在 mode 3 的各段里保留手写 kernel（Lab 03 测了这两种构建）。warmup 配方：启动后发五种新的
 # （batch, prompt 长度）请求，分别看引擎的符号化 batch 编译和原生 `torch.compile`（mode 1，backend 为 "eager"，
 # 只跑 Dynamo）会不会重编译。
@@ -317,13 +317,13 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 # <details><summary>Model answers to the self-test · 自检参考答案</summary>
 #
 # **lab04.q4.** Compile happens once at startup for a symbolic batch, so warm-up requests trigger nothing; keep the
-# compile cache ($VLLM_CACHE_ROOT/torch_compile_cache in vLLM: [vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py); MINIVLLM_CACHE_DIR here) so a
+# compile cache ($VLLM_CACHE_ROOT/torch_compile_cache in vLLM: [vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/backends.py); MINIVLLM_CACHE_DIR here) so a
 # restart is warm;
 # enforce_eager only where startup matters more than TPOT.
 #
 # **lab04.q_level0.** Not by itself: in vLLM the key is mode, mode 0 runs no torch.compile, and the default
 # FULL_AND_PIECEWISE is overridden to NONE (its piecewise half needs mode 3); add cudagraph_mode FULL_DECODE_ONLY to
-# keep the decode graphs ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). This engine keeps FULL_DECODE_ONLY at mode 0 by itself,
+# keep the decode graphs ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)). This engine keeps FULL_DECODE_ONLY at mode 0 by itself,
 # with an empty compile phase.
 #
 # </details>
@@ -332,11 +332,11 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 # <details><summary>自检参考答案 · Model answers</summary>
 #
 # **lab04.q4.** 编译在启动时按符号化 batch 做一次，warmup 请求触发不了什么；保留编译缓存（vLLM 是
-# $VLLM_CACHE_ROOT/torch_compile_cache：[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/main/vllm/compilation/backends.py)；这里是 MINIVLLM_CACHE_DIR）让重启变成热启动；只有启动比 TPOT
+# $VLLM_CACHE_ROOT/torch_compile_cache：[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/backends.py)；这里是 MINIVLLM_CACHE_DIR）让重启变成热启动；只有启动比 TPOT
 # 更要紧时才 enforce_eager。
 #
 # **lab04.q_level0.** 单独设不行：vLLM 里 key 叫 mode，mode 0 不跑 torch.compile，默认的 FULL_AND_PIECEWISE
-# 被改成 NONE（分段那一半需要 mode 3）；要保留 decode 图，再设 cudagraph_mode FULL_DECODE_ONLY（[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。本引擎在 mode 0 下会自己保留
+# 被改成 NONE（分段那一半需要 mode 3）；要保留 decode 图，再设 cudagraph_mode FULL_DECODE_ONLY（[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）。本引擎在 mode 0 下会自己保留
 # FULL_DECODE_ONLY，编译阶段为空。
 #
 # </details>
@@ -409,13 +409,13 @@ for extra in ({"max_num_seqs": 4},):
 # **Verdict.** The handbook's startup budget is partly right: its phases are the real ones, but their sizes are not.
 # In this engine the profile run is a single forward of well under a second, not 10 s; torch.compile traces once for a
 # symbolic batch size, not once per size (as vLLM compiles one graph for a general shape:
-# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)), and a warm
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)), and a warm
 # cache skips most of it; graph capture does take seconds. The cache variable it names, VLLM_TORCH_COMPILE_CACHE_DIR,
 # does not exist in vLLM (the cache lives under VLLM_CACHE_ROOT:
-# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)). Mode (level) 0 turns compile off (the
+# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)). Mode (level) 0 turns compile off (the
 # record's mode-0 start runs no Dynamo and traces no graph), and in vLLM it turns graphs off too unless cudagraph_mode
 # FULL_DECODE_ONLY is asked for
-# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); this engine keeps those
+# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)); this engine keeps those
 # decode graphs by itself ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). Warm-up
 # requests trigger no compile; --enforce-eager starts fastest and runs slowest.
 
@@ -423,11 +423,11 @@ for extra in ({"max_num_seqs": 4},):
 # **结论。** 手册的启动耗时部分正确：阶段是对的，各阶段的量级不对。在本引擎里 profile run
 # 只是一次不到一秒的前向，不是 10 s；torch.compile 对符号化的 batch size 只 trace
 # 一次，而不是每个尺寸一次（vLLM 同样按通用 shape 编译一张图：
-# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)），编译缓存命中时大部分都省掉；
+# [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)），编译缓存命中时大部分都省掉；
 # CUDA Graph 捕获确实要几秒。它提到的缓存变量 VLLM_TORCH_COMPILE_CACHE_DIR 在 vLLM 里不存在（编译缓存在
-# VLLM_CACHE_ROOT 下：[vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)）。mode（level）0 关掉
+# VLLM_CACHE_ROOT 下：[vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)）。mode（level）0 关掉
 # compile（记录里 mode 0 的启动不跑 Dynamo，也不 trace 任何图）；在 vLLM 里除非另设 cudagraph_mode FULL_DECODE_ONLY，它连图也一起关掉
-# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)），本引擎则自己保留这些
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)），本引擎则自己保留这些
 # decode 图（[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。预热请求不会触发编译；
 # --enforce-eager 启动最快、运行最慢。
 

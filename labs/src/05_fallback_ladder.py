@@ -75,9 +75,9 @@ if rec:
 # %% [markdown] tags=["lang-en"]
 # The other two faults, as recorded on the H200. Note which rung fixed each one. The numerics fault (a layer traced
 # wrong at mode 2) survived "CUDA graphs off" and was fixed by "torch.compile off": mode 0 runs no Dynamo at all, as
-# in vLLM ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)),
+# in vLLM ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)),
 # where a graph mode that needs mode 3's split (PIECEWISE, FULL_AND_PIECEWISE) is then overridden to NONE
-# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)). This engine keeps its
+# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)). This engine keeps its
 # full decode graphs (FULL_DECODE_ONLY) at mode 0 instead of turning graphs off
 # ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). The compile fault branches on a
 # tensor's value, which reads it back on the host, and no CUDA graph can capture that either: `diagnose()` reads
@@ -87,9 +87,9 @@ if rec:
 # %% [markdown] tags=["lang-zh"]
 # 另外两个故障在 H200 上的记录。注意各由哪一级修好。数值故障（mode 2 下某层 trace 错了）在"关 CUDA Graph"后仍在，
 # "关 torch.compile"才修好：mode 0 完全不跑 Dynamo，与 vLLM 相同
-# （[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/compilation.py)）；vLLM 里需要 mode 3
+# （[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)）；vLLM 里需要 mode 3
 # 切分的图模式（PIECEWISE、FULL_AND_PIECEWISE）此时会被改成 NONE
-# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）。
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）。
 # 本引擎在 mode 0 下保留 decode 整图（FULL_DECODE_ONLY），而不是关掉图
 # （[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。编译故障按 tensor 的值分支，要把值读回 host，
 # CUDA Graph 同样捕获不了：`diagnose()` 在错误里读到 "Data-dependent branching"，让降级直接走到"两个都关"，跳过两个修不好它的台阶。
@@ -244,7 +244,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # <details><summary>Model answers to the self-test · 自检参考答案</summary>
 #
 # **lab05.q3.** cudagraph_mode NONE first (graphs off, compile kept; --enforce-eager turns both off in vLLM:
-# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)); it starts, so the graph is the culprit; then look for a host sync in the forward or capture
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)); it starts, so the graph is the culprit; then look for a host sync in the forward or capture
 # fewer sizes.
 #
 # **lab05.q_silent.** Verify against eager, turn the optimizations off to confirm, then bisect in fp32 at a small
@@ -256,7 +256,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # <details><summary>自检参考答案 · Model answers</summary>
 #
 # **lab05.q3.** 先设 cudagraph_mode NONE（关图、保留编译；vLLM 的 --enforce-eager 两个都关：
-# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)）；能启动就说明是图的问题；再找 forward 里的 host 同步，或少捕获几个 size。
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）；能启动就说明是图的问题；再找 forward 里的 host 同步，或少捕获几个 size。
 #
 # **lab05.q_silent.** 先和 eager 对比（verify），关掉优化确认，再用 fp32、小 batch 二分定位。
 #
@@ -350,7 +350,7 @@ with lab.inject("untraceable"):
 # cudaGraphExec error. In this engine turning graphs off frees the graph reserve, a few hundred MB
 # that goes to the KV cache, not the article's 10-15% of memory (vLLM, by default since v0.21, subtracts the graph
 # memory it estimates while profiling instead:
-# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)
+# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)
 # `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`). With a symbolic batch dimension new shapes recompile nothing, and an
 # unregistered op that Dynamo cannot trace does not fall back to eager sections in vLLM: its fullgraph compile fails
 # at startup ([vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)).
@@ -361,7 +361,7 @@ with lab.inject("untraceable"):
 # "operation not permitted when stream is
 # capturing"，而不是 cudaGraphExec 错误。在本引擎里关掉 CUDA Graph 释放的是图预留的几百
 # MB，它们归 KV Cache，而不是文章说的 10-15% 显存（vLLM 从 v0.21 起默认扣除的是 profile 时估算的图显存：
-# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py) 的
+# [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py) 的
 # `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`）。batch
 # 维是符号化的时候，新形状不会触发重编译；Dynamo trace 不了的未注册算子在 vLLM 里也不会回退到 eager 区段：fullgraph
 # 编译在启动时就报错（[vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)）。

@@ -62,10 +62,10 @@ from minivllm_labs import lab07_views  # Lab 07 shows every lab's claims as one 
 # capped at 2 x max_num_seqs x blocks per sequence ([worker/startup.py](../minivllm/worker/startup.py)
 # `choose_num_blocks`); with the defaults below, the cap is what decides. vLLM has no such cap: its block count is
 # the memory left under `gpu_memory_utilization` divided by the bytes of one block
-# ([vllm/v1/core/kv_cache_utils.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_utils.py)). In current versions its profile run also
+# ([vllm/v1/core/kv_cache_utils.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/core/kv_cache_utils.py)). In current versions its profile run also
 # captures CUDA graphs to measure their memory and subtracts that (`determine_available_memory` in
-# [vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_worker.py), switched by `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
-# in [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py)), where this engine subtracts an estimate without capturing
+# [vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu_worker.py), switched by `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
+# in [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)), where this engine subtracts an estimate without capturing
 # ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)).
 
 # %% [markdown] tags=["lang-zh"]
@@ -74,9 +74,9 @@ from minivllm_labs import lab07_views  # Lab 07 shows every lab's claims as one 
 # Qwen3-0.6B 的 16 个 query 头共享 8 个 KV 头，缓存减半。引擎在权重、profile run 的激活和图的预留之后，用剩余显存
 # （图的预留是估计值）决定块数，上限为 2 × max_num_seqs × 每序列块数（[worker/startup.py](../minivllm/worker/startup.py) 的
 # `choose_num_blocks`）；下面用默认参数时，起决定作用的是这个上限。vLLM 没有这个上限：它的块数是 `gpu_memory_utilization`
-# 之下剩余的显存除以一个块的字节数（[vllm/v1/core/kv_cache_utils.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_utils.py)）。在当前版本里，
-# 它的 profile run 还会实际捕获 CUDA Graph 来测图占用的显存并扣掉（[vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_worker.py)
-# 的 `determine_available_memory`，由 [vllm/envs.py](https://github.com/vllm-project/vllm/blob/main/vllm/envs.py) 的 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` 控制），
+# 之下剩余的显存除以一个块的字节数（[vllm/v1/core/kv_cache_utils.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/core/kv_cache_utils.py)）。在当前版本里，
+# 它的 profile run 还会实际捕获 CUDA Graph 来测图占用的显存并扣掉（[vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu_worker.py)
+# 的 `determine_available_memory`，由 [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py) 的 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` 控制），
 # 而本引擎扣的是不经捕获的估计值（[minivllm 与 vLLM 的差异](../README.md#where-minivllm-differs-from-vllm)）。
 
 # %% tags=["nbval-check-output"]
@@ -105,18 +105,18 @@ if rec:
 # point at the same physical blocks for their shared prompt, whose reference count is the number of users.
 # With too few blocks the newest request is preempted (its blocks freed, its tokens kept) and recomputed later.
 # vLLM does both the same way: a block's hash covers its parent's hash, its tokens and any extra keys
-# (`hash_block_tokens` in [vllm/v1/core/kv_cache_utils.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_utils.py),
-# [docs/design/prefix_caching.md](https://github.com/vllm-project/vllm/blob/main/docs/design/prefix_caching.md)), and its V1 scheduler preempts by recompute,
+# (`hash_block_tokens` in [vllm/v1/core/kv_cache_utils.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/core/kv_cache_utils.py),
+# [docs/design/prefix_caching.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/prefix_caching.md)), and its V1 scheduler preempts by recompute,
 # under its default FCFS policy freeing the blocks of the last request in its running queue and putting it back at the front of the waiting queue
-# ([vllm/v1/core/sched/scheduler.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/sched/scheduler.py)).
+# ([vllm/v1/core/sched/scheduler.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/core/sched/scheduler.py)).
 
 # %% [markdown] tags=["lang-zh"]
 # ### d) 前缀缓存 · e) 抢占
 # 每个块的哈希链接前一块的哈希，哈希相等即前缀相等；下面几个请求的共享 prompt 指向同一批物理块，引用计数就是使用者
 # 数量。块不够时，最新的请求被抢占（释放块、保留 token），之后重算。vLLM 这两件事的做法相同：块的哈希覆盖父块的哈希、
-# 本块的 token 和额外的键（[vllm/v1/core/kv_cache_utils.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_utils.py) 的 `hash_block_tokens`；
-# [docs/design/prefix_caching.md](https://github.com/vllm-project/vllm/blob/main/docs/design/prefix_caching.md)）；V1 调度器以重算方式抢占：在默认的 FCFS 策略下释放运行队列里最后一个请求的块，
-# 把它放回等待队列的队首（[vllm/v1/core/sched/scheduler.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/sched/scheduler.py)）。
+# 本块的 token 和额外的键（[vllm/v1/core/kv_cache_utils.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/core/kv_cache_utils.py) 的 `hash_block_tokens`；
+# [docs/design/prefix_caching.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/prefix_caching.md)）；V1 调度器以重算方式抢占：在默认的 FCFS 策略下释放运行队列里最后一个请求的块，
+# 把它放回等待队列的队首（[vllm/v1/core/sched/scheduler.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/core/sched/scheduler.py)）。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -144,10 +144,10 @@ if rec:
 # **Why a small token budget costs throughput.** A budget of B tokens cuts the same prompt tokens into at least
 # prompt tokens / B steps that carry prefill (below), and each of them costs more than a decode step's full-graph
 # replay. The record runs the default FULL_AND_PIECEWISE, vLLM's default too (its default `-O2` level,
-# [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/main/docs/configuration/optimization.md)):
+# [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/configuration/optimization.md)):
 # a step with prompt tokens replays piecewise graphs up to the largest capture size, min(2 x max_num_seqs, 512) as
 # in vLLM without speculative decoding (512 in the rows of 256 sequences; vLLM also caps it at
-# `max_num_batched_tokens`, `_set_cudagraph_sizes` in [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py)), and runs
+# `max_num_batched_tokens`, `_set_cudagraph_sizes` in [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)), and runs
 # without graphs above it. Each setting ran three
 # times; the table gives the median and the range. On the H200, budget 512 gave 21,860 tok/s (range 21,790-21,910)
 # against 22,570 (22,440-22,810) at budget 2048: 3% less, and beyond the spread, because its 279 or more prefill
@@ -161,10 +161,10 @@ if rec:
 # %% [markdown] tags=["lang-zh"]
 # **为什么 token 预算小会损失吞吐。** 预算为 B 时，同样多的 prompt token 至少要切成 prompt token 数 ÷ B 个带预填充的步（见下），
 # 而这样的每一步都比解码步重放一次整图更贵。记录用的是默认的 FULL_AND_PIECEWISE，也是 vLLM 的默认（它默认的 `-O2` 级别，
-# [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/main/docs/configuration/optimization.md)）：
+# [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/configuration/optimization.md)）：
 # 带 prompt token 的步在 token 数不超过最大捕获尺寸时重放分段图（最大捕获尺寸是 min(2 × max_num_seqs, 512)，与不开投机解码时
 # vLLM 的规则相同；256 条序列的几行是 512；vLLM 还会把它限制在 `max_num_batched_tokens` 以内，见
-# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/main/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`），超过时不走图。每个配置跑了三遍，表中是中位数和范围。在 H200 上，预算 512 得到 21,860 tok/s（范围
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`），超过时不走图。每个配置跑了三遍，表中是中位数和范围。在 H200 上，预算 512 得到 21,860 tok/s（范围
 # 21,790-21,910），预算 2048 得到 22,570（22,440-22,810）：少了 3%，且超出波动，原因是它至少 279 个带预填充的步让总步数
 # 更多（1,393 对 1,097）。预算 8192 得到 24,420（23,900-24,450）。下面最后一行用墙钟时间之差除以多出的步数：每步
 # 的耗时（这里比的是最小和最大预算，不是 2048）约等于 batch 64 时一整个解码步（实验 09 重放一步要
@@ -232,7 +232,7 @@ if rec:
 # ### g) Paging under CUDA graphs: the article's three claims
 # The decode graph reads the block table from a persistent buffer ([worker/input_batch.py](../minivllm/worker/input_batch.py)
 # `InputBatch.block_tables`); the runner copies each step's block ids into it, as vLLM's runner does with its own
-# persistent block-table buffers ([vllm/v1/worker/block_table.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/block_table.py)). Below: FULL-graph replays in steps
+# persistent block-table buffers ([vllm/v1/worker/block_table.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/block_table.py)). Below: FULL-graph replays in steps
 # where some sequence had just received a new block, the KV capacity and utilisation with graphs off and on, and the
 # number of graphs captured for block size 16 vs 32 and `max_num_batched_tokens` 512.
 
@@ -240,7 +240,7 @@ if rec:
 # ### g) CUDA Graph 下的分页：文章的三个说法
 # decode 图从持久化 buffer 读 block table（[worker/input_batch.py](../minivllm/worker/input_batch.py) 的
 # `InputBatch.block_tables`），runner 每步把 block id 拷进去；vLLM 的 runner 对它自己的常驻 block table buffer 也是这样做的
-# （[vllm/v1/worker/block_table.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/block_table.py)）。下面是：有序列刚分到新块的步里 FULL 图的重放次数、
+# （[vllm/v1/worker/block_table.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/block_table.py)）。下面是：有序列刚分到新块的步里 FULL 图的重放次数、
 # 开关图时的 KV 容量与利用率，以及 block size 16 / 32、`max_num_batched_tokens` 512 时捕获的图数。
 
 # %% tags=["nbval-check-output"]
@@ -441,7 +441,7 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # blocks, and graphs do not lower KV utilisation. Capture sizes are batch or token counts, so the block size does not
 # change how many graphs are captured, and max_num_batched_tokens 512 does not speed up finding one (in this engine a
 # bisect of well under a microsecond; vLLM's dispatcher reads a table built at startup,
-# [vllm/v1/cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/cudagraph_dispatcher.py)). Its one right remark is that a larger block adds some internal fragmentation, small next to a
+# [vllm/v1/cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/cudagraph_dispatcher.py)). Its one right remark is that a larger block adds some internal fragmentation, small next to a
 # request's length.
 
 # %% [markdown] tags=["lang-zh"]
@@ -450,7 +450,7 @@ lab08_views.show_questions(lab.QUESTIONS, rec or here)
 # KV 利用率。捕获尺寸是 batch 或 token 数，block size
 # 不改变捕获多少个图；max_num_batched_tokens 设成 512
 # 也不会让查找图变快（本引擎里是一次二分查找，远不到一微秒；vLLM 的 dispatcher 查的是启动时建好的表，
-# [vllm/v1/cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/cudagraph_dispatcher.py)）。它唯一说对的是更大的块会带来一些内部碎片，但与请求长度相比很小。
+# [vllm/v1/cudagraph_dispatcher.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/cudagraph_dispatcher.py)）。它唯一说对的是更大的块会带来一些内部碎片，但与请求长度相比很小。
 
 # %% tags=["nbval-check-output"]
 lab07_views.show_markdown(lab07_views.claims_markdown(lab.LAB_INFO.claims))

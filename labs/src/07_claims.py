@@ -88,14 +88,14 @@ print(lab.versus_table(points))
 # %% [markdown] tags=["lang-en"]
 # ### Physics: the TPOT floor · 物理下限
 # At batch 1 a decode step reads every weight once, so a token cannot take less than *weight bytes / memory
-# bandwidth*. For LLaMA-2-13B in bf16 (26 GB) on an A100-80GB (2,039 GB/s) that is 12.75 ms: the article's "TPOT
+# bandwidth*. For LLaMA-2-13B in bf16 (26 GB) on an A100-80GB (2,039 GB/s) that is {rec}`lab07.json:physics.a100_13b.floor_ms:.2f` ms: the article's "TPOT
 # 12 -> 9 ms" is below the floor before and after. On the H200 the measured copy bandwidth (not the 4.8 TB/s of
 # the datasheet) is what a real kernel reaches.
 
 # %% [markdown] tags=["lang-zh"]
 # ### 物理下限
 # batch 1 时每个 decode 步要把所有权重读一遍，所以每个 token 至少需要 *权重字节 ÷ 显存带宽*。LLaMA-2-13B（bf16，
-# 26 GB）在 A100-80GB（2,039 GB/s）上是 12.75 ms：文章的 "TPOT 12 → 9 ms" 前后都低于这个下限。H200 上真实 kernel
+# 26 GB）在 A100-80GB（2,039 GB/s）上是 {rec}`lab07.json:physics.a100_13b.floor_ms:.2f` ms：文章的 "TPOT 12 → 9 ms" 前后都低于这个下限。H200 上真实 kernel
 # 能达到的是实测拷贝带宽，而不是规格书上的 4.8 TB/s。
 
 # %% tags=["nbval-check-output"]
@@ -144,11 +144,11 @@ for q in (lab.Q1, lab.Q2):
 # %% [markdown] tags=["lang-en"]
 # <details><summary>Model answers to the self-test · 自检参考答案</summary>
 #
-# **lab07.q1.** At batch 1 each decode step reads every weight once: 13.0e9 x 2 bytes / 2,039 GB/s = 12.75 ms,
+# **lab07.q1.** At batch 1 each decode step reads every weight once: 13.0e9 x 2 bytes / 2,039 GB/s = {rec}`lab07.json:physics.a100_13b.floor_ms:.2f` ms,
 # computed from the datasheet, not measured. The article's 9 ms with graphs is below that floor, and so is its
 # 12 ms without.
 #
-# **lab07.q2.** About 0.3% more KV tokens (1,145,888 against 1,142,384): graphs off frees their reserve, a few
+# **lab07.q2.** About {rec}`lab05.json:oom.freed_fraction_of_kv*100:.1f`% more KV tokens (1,145,888 against 1,142,384): graphs off frees their reserve, a few
 # hundred MiB, for the KV cache; worth it for debugging, not for memory.
 #
 # </details>
@@ -156,10 +156,10 @@ for q in (lab.Q1, lab.Q2):
 # %% [markdown] tags=["lang-zh"]
 # <details><summary>自检参考答案 · Model answers</summary>
 #
-# **lab07.q1.** batch 1 时每个 decode 步要把所有权重读一遍：13.0e9 × 2 字节 ÷ 2,039 GB/s = 12.75 ms，由规格书算出，
+# **lab07.q1.** batch 1 时每个 decode 步要把所有权重读一遍：13.0e9 × 2 字节 ÷ 2,039 GB/s = {rec}`lab07.json:physics.a100_13b.floor_ms:.2f` ms，由规格书算出，
 # 不是实测。文章说开图后 9 ms，低于这个下限，不开图的 12 ms 也低于它。
 #
-# **lab07.q2.** KV token 多约 0.3%（1,145,888 对 1,142,384）：关图释放的是图预留的几百 MiB，归 KV Cache；为了调试值得，
+# **lab07.q2.** KV token 多约 {rec}`lab05.json:oom.freed_fraction_of_kv*100:.1f`%（1,145,888 对 1,142,384）：关图释放的是图预留的几百 MiB，归 KV Cache；为了调试值得，
 # 为了省显存不值得。
 #
 # </details>

@@ -20,8 +20,8 @@
 # on shapes, not values) on the H200: the copy bandwidth (a 1 GiB device-to-device copy, median of repeats); the
 # bytes a step reads (every weight once, plus the K/V of a 256-token context); the engine's step (32 consecutive
 # steps timed without the profiler, 5 times: the median and [min, max]), in its default mode (FULL_AND_PIECEWISE graphs,
-# vLLM's default too, [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/main/docs/configuration/optimization.md); a pure-decode
-# batch such as batch 1 then replays one FULL graph, [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)); one step kernel by
+# vLLM's default too, [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/configuration/optimization.md); a pure-decode
+# batch such as batch 1 then replays one FULL graph, [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/cuda_graphs.md)); one step kernel by
 # kernel, from a CUPTI profile of 8 graph replays (the functions of `minivllm bench profile`); the same step with
 # programmatic dependent launch off (5 times as well: a difference inside the ranges is noise); and the step at
 # batch 1 to 512 (one timing each). On a CPU the same code runs on the embedded
@@ -40,8 +40,8 @@
 # **测什么，怎么测。** 在 H200 上测 Qwen3-0.6B 和 Llama-3.2-1B 两种形状（随机 bf16 权重：速度取决于形状，与数值无关）：
 # 拷贝带宽（1 GiB 显存内拷贝，多次取中位数）；一步要读的字节（每个权重一次，加上 256 token 上下文的 K/V）；引擎一步的
 # 时间（不开 profiler 连续计时 32 步，重复 5 次：中位数与 [最小, 最大]），用默认模式（FULL_AND_PIECEWISE 图，也是 vLLM 的默认，
-# [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/main/docs/configuration/optimization.md)；batch 1 这样的纯 decode 批因此重放一张 FULL 图，
-# [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/main/docs/design/cuda_graphs.md)）；用 `minivllm bench profile`
+# [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/configuration/optimization.md)；batch 1 这样的纯 decode 批因此重放一张 FULL 图，
+# [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/cuda_graphs.md)）；用 `minivllm bench profile`
 # 的函数对 8 次图重放做 CUPTI profile，得到一步的逐 kernel 时间；关掉 programmatic dependent launch（PDL）后的同一步
 # （同样 5 次：差值落在范围内就是噪声）；以及 batch 1 到 512 的一步（各计时一次）。CPU 上同样的代码跑内置的 tiny 模型：只有下限和一步的时间，没有 kernel。
 
@@ -244,7 +244,7 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 # <details><summary>Model answers to the self-test · 自检参考答案</summary>
 #
 # **lab09.q1.** Far left of the ridge, at about 1 FLOP/byte: each 2-byte weight serves 2 FLOPs per sequence. The
-# step is memory-bound, and its bytes over the copy bandwidth are its floor (0.289 ms for Qwen3-0.6B on the H200).
+# step is memory-bound, and its bytes over the copy bandwidth are its floor ({rec}`profile_prefetch.json:runs.0.floor.bytes_ms:.3f` ms for Qwen3-0.6B on the H200).
 #
 # **lab09.q2.** The step is a chain of about 240 dependent kernels: each ramps up and drains, a small GEMV ends
 # before 132 SMs stream at full rate, each kernel waits for the one before, and the GPU idles in the gaps. A graph
@@ -264,7 +264,7 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 # <details><summary>自检参考答案 · Model answers</summary>
 #
 # **lab09.q1.** 在拐点左边很远处，约每字节 1 FLOP：每个 2 字节的权重对每条序列做 2 FLOP。这一步受访存限制，下限是它读的字节
-# ÷ 拷贝带宽（H200 上的 Qwen3-0.6B 是 0.289 ms）。
+# ÷ 拷贝带宽（H200 上的 Qwen3-0.6B 是 {rec}`profile_prefetch.json:runs.0.floor.bytes_ms:.3f` ms）。
 #
 # **lab09.q2.** 一步是约 240 个前后依赖的 kernel 串成的链：每个都要爬升和收尾，小 GEMV 还没等 132 个 SM 全速读取就结束了，
 # 每个 kernel 都等前一个完成，kernel 之间 GPU 空闲。CUDA Graph 去掉的是 CPU 的启动，不是这些；PDL 让一个 kernel 的启动与

@@ -11,9 +11,9 @@
 # Machines' ["Defeating Nondeterminism in LLM Inference"](https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/)
 # answers, and the reason vLLM has a batch-invariant mode (`VLLM_BATCH_INVARIANT=1`, the
 # [docs page](https://docs.vllm.ai/en/latest/features/batch_invariance/), its kernels in
-# [vllm/model_executor/layers/batch_invariant.py](https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/batch_invariant.py)
+# [vllm/model_executor/determinism/batch_invariant.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/model_executor/determinism/batch_invariant.py)
 # and its check that bs=1 and bs=N logprobs are bitwise equal in
-# [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/main/tests/v1/determinism/test_batch_invariance.py)).
+# [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/v0.33.0/tests/v1/determinism/test_batch_invariance.py)).
 #
 # You will measure, on this engine:
 #
@@ -36,9 +36,9 @@
 # ["Defeating Nondeterminism in LLM Inference"](https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/)
 # 回答的问题，也是 vLLM 提供 batch 不变模式（`VLLM_BATCH_INVARIANT=1`，见
 # [文档](https://docs.vllm.ai/en/latest/features/batch_invariance/)、kernel 在
-# [vllm/model_executor/layers/batch_invariant.py](https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/batch_invariant.py)、
+# [vllm/model_executor/determinism/batch_invariant.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/model_executor/determinism/batch_invariant.py)、
 # bs=1 与 bs=N 的 logprobs 逐位相等的检查在
-# [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/main/tests/v1/determinism/test_batch_invariance.py)）的原因。
+# [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/v0.33.0/tests/v1/determinism/test_batch_invariance.py)）的原因。
 #
 # 你将在本引擎上测量：
 #
@@ -88,17 +88,17 @@ print(lab.throughput_check_text())
 # same bits. *max |dlogprob|* is the largest difference of the chosen token's logprob before the sequences part;
 # *bitwise lp* counts sequences whose every logprob is bitwise equal, the criterion of vLLM's
 # `test_logprobs_bitwise_batch_invariance_bs1_vs_bsN` (same tokens, then `torch.equal` on each step's logprobs:
-# [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/main/tests/v1/determinism/test_batch_invariance.py)).
+# [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/v0.33.0/tests/v1/determinism/test_batch_invariance.py)).
 # The logprob is the one `SamplingParams(logprobs=0)` returns, the chosen token's, as in vLLM
-# ([sampling_params.py](https://github.com/vllm-project/vllm/blob/main/vllm/sampling_params.py) `logprobs`).
+# ([sampling_params.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/sampling_params.py) `logprobs`).
 
 # %% [markdown] tags=["lang-zh"]
 # 本实验自己的记录扫描 batch 大小。batch 1 跑两次是重复运行检查：形状相同，比特相同。*max |dlogprob|* 是分叉之前所选
 # token 的 logprob 的最大差；*bitwise lp* 是每个 logprob 都逐位相等的序列数，即 vLLM 的
 # `test_logprobs_bitwise_batch_invariance_bs1_vs_bsN` 的判据（先比 token，再对每一步的 logprob 做 `torch.equal`：
-# [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/main/tests/v1/determinism/test_batch_invariance.py)）。
+# [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/v0.33.0/tests/v1/determinism/test_batch_invariance.py)）。
 # 这里的 logprob 是 `SamplingParams(logprobs=0)` 返回的所选 token 的 logprob，与 vLLM 相同
-# （[sampling_params.py](https://github.com/vllm-project/vllm/blob/main/vllm/sampling_params.py) 的 `logprobs`）。
+# （[sampling_params.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/sampling_params.py) 的 `logprobs`）。
 
 # %% tags=["nbval-check-output"]
 print(lab.disagreement_table(rec))
@@ -256,13 +256,13 @@ if rec:
 # `LLM(batch_invariant=True)` (or `VLLM_BATCH_INVARIANT=1`, as in vLLM) runs every matmul through the one-tiling
 # kernel, picks decode KV splits from the context length alone, and fixes the attention and norm tiles
 # ([layers/custom_op.py](../minivllm/layers/custom_op.py) `CustomOpSelection.for_engine`). vLLM does it otherwise:
-# [batch_invariant.py](https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/batch_invariant.py)
+# [batch_invariant.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/model_executor/determinism/batch_invariant.py)
 # (`enable_batch_invariant_mode`) overrides aten's log-softmax, softmax, mean and bmm with Triton kernels of one
 # fixed tiling, and makes the matmuls invariant by GPU: on Ampere a Triton persistent matmul replaces `aten::mm`,
 # `addmm`, `matmul` and `linear`, on Hopper and Blackwell cuBLAS stays, with split-K turned off through the cuBLAS
 # workspace settings (so in the version read here; the choice has changed between versions); its FlashAttention
 # backend does not split the KV at all (`num_splits=1`,
-# [flash_attn.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/flash_attn.py)). This
+# [flash_attn.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/attention/backends/flash_attn.py)). This
 # engine keeps split-KV decode with the split count taken from the longest context, and calls its Triton matmul from
 # the Linear layers instead of patching `aten`
 # ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm), row "batch-invariant
@@ -282,11 +282,11 @@ if rec:
 # `LLM(batch_invariant=True)`（或与 vLLM 相同的 `VLLM_BATCH_INVARIANT=1`）让所有 matmul 走同一种分块的 kernel，decode 的
 # KV 切分只按上下文长度决定，attention 与 norm 的分块固定（[layers/custom_op.py](../minivllm/layers/custom_op.py) 的
 # `CustomOpSelection.for_engine`）。vLLM 的做法不同：
-# [batch_invariant.py](https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/batch_invariant.py)
+# [batch_invariant.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/model_executor/determinism/batch_invariant.py)
 # （`enable_batch_invariant_mode`）用固定分块的 Triton kernel 覆盖 aten 的 log-softmax、softmax、mean 和 bmm，matmul 则按
 # GPU 区分：Ampere 上用 Triton persistent matmul 替换 `aten::mm`、`addmm`、`matmul` 和 `linear`，Hopper 与 Blackwell 上
 # 仍用 cuBLAS，通过 cuBLAS workspace 设置关掉 split-K（这是这里读到的版本；不同版本的做法有过变化）；它的 FlashAttention
-# 后端完全不切分 KV（`num_splits=1`，[flash_attn.py](https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/flash_attn.py)）。
+# 后端完全不切分 KV（`num_splits=1`，[flash_attn.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/attention/backends/flash_attn.py)）。
 # 本引擎保留切分 KV 的 decode，切分数由最长上下文决定，并由 Linear 层直接调用自己的 Triton matmul，而不是替换 `aten`
 # （见 [minivllm 与 vLLM 的差异](../README.md#where-minivllm-differs-from-vllm) 中 "batch-invariant attention" 一行）。
 # Thinking Machines 的文章让 attention 按固定的 KV 长度切分，而不是切成固定的份数，本引擎也是这样。代价是 split-K、GEMV 和按占用率
@@ -301,8 +301,8 @@ if rec:
     print(lab.invariant_table(rec))
 
 # %% [markdown] tags=["lang-en"]
-# On the H200 the mode costs 37% at batch 1 (TPOT 1.232 ms [1.231, 1.233] against 0.900 ms [0.897, 0.900]) and 27%
-# at batch 64 (1.776 ms [1.775, 1.788] against 1.394 ms [1.391, 1.401]); the ranges over 5 repeats are far apart, so
+# On the H200 the mode costs 37% at batch 1 (TPOT {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.3f` ms [1.231, 1.233] against {rec}`lab10.json:tpot.default.0.tpot_ms:.3f` ms [0.897, 0.900]) and 27%
+# at batch 64 ({rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.3f` ms [1.775, 1.788] against {rec}`lab10.json:tpot.default.1.tpot_ms:.3f` ms [1.391, 1.401]); the ranges over 5 repeats are far apart, so
 # both costs are real. For that it kept 64/64 sequences bitwise equal to their runs alone (section a). The engine's
 # own bench, `minivllm bench invariance` (64 requests of 128 prompt tokens, 128 output tokens), measured the same
 # trade on another workload: TPOT 1.264 ms against 0.917 ms at batch 1 (1.38x) and 2.297 ms against 1.774 ms at
@@ -317,8 +317,8 @@ if rec:
 # greedy sequences.
 
 # %% [markdown] tags=["lang-zh"]
-# 在 H200 上，该模式在 batch 1 的代价是 37%（TPOT 1.232 ms [1.231, 1.233]，默认 0.900 ms [0.897, 0.900]），batch 64 是 27%
-# （1.776 ms [1.775, 1.788]，默认 1.394 ms [1.391, 1.401]）；5 次重复的范围相距很远，两个代价都是真实的。换来的是 64/64 条序列
+# 在 H200 上，该模式在 batch 1 的代价是 37%（TPOT {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.3f` ms [1.231, 1.233]，默认 {rec}`lab10.json:tpot.default.0.tpot_ms:.3f` ms [0.897, 0.900]），batch 64 是 27%
+# （{rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.3f` ms [1.775, 1.788]，默认 {rec}`lab10.json:tpot.default.1.tpot_ms:.3f` ms [1.391, 1.401]）；5 次重复的范围相距很远，两个代价都是真实的。换来的是 64/64 条序列
 # 与单独运行逐位相同（见 a 节）。引擎自带的 `minivllm bench invariance`（64 个请求，prompt 128 token，输出 128 token）在另一份
 # 负载上测到同样的取舍：batch 1 的 TPOT 1.264 ms 对 0.917 ms（1.38 倍），batch 64 的 2.297 ms 对 1.774 ms（1.29 倍），batch 64
 # 的输出吞吐 21.3k 对 30.4k token/s（0.70 倍）；换来的是批处理与逐个运行 16/16 个请求一致（默认 10/16），32/32 条序列的 logprob

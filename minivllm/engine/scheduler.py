@@ -89,7 +89,7 @@ class Scheduler:
             if seq.num_pending:
                 break  # preempted while its token was in flight: admit it once the token has landed
             # A cached prefix has no logits: a request for prompt logprobs skips the cache, as vLLM's
-            # get_computed_blocks (https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_manager.py).
+            # get_computed_blocks (https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/core/kv_cache_manager.py).
             cached = bm.find_cached_prefix(seq) if seq.params.prompt_logprobs is None else []
             n = seq.num_tokens - len(cached) * bm.block_size
             if n > budget:

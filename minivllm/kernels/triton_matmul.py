@@ -5,7 +5,7 @@ another order at batch 1 than at batch 64 and rounds differently (in bf16, somet
 Here one tile config per dtype serves every M: a program owns a BLOCK_M x BLOCK_N tile and walks K from 0 in
 BLOCK_K steps with tl.dot into fp32; no row shares a sum with another, no split-K, and M is not specialized
 (Triton would compile M == 1 apart). The approach of Thinking Machines' batch_invariant_ops that vLLM adopted
-(`matmul_persistent`, https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/batch_invariant.py),
+(`matmul_persistent`, https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/model_executor/determinism/batch_invariant.py),
 with small tiles instead of 128x128 so that decode's few rows still fill the GPU. Not tuned per shape: a
 choice per M is what this file removes.
 """

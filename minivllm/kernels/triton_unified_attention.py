@@ -1,6 +1,6 @@
 """Unified paged attention in Triton: one launch for any batch (prefill chunks, cached prefixes, decodes),
 with a launch grid that depends on the token count only, so a CUDA graph can hold it (vLLM:
-vllm/attention/ops/triton_unified_attention.py, the attention of the FULL cudagraph mode).
+vllm/v1/attention/ops/triton_unified_attention.py, the attention of the FULL cudagraph mode).
 
 Why another kernel: the prefill kernel's grid is (sequences, query tiles of the LONGEST query, kv heads),
 and the longest query is a host number that changes every step; a graph records one grid, so a graph of

@@ -11,7 +11,7 @@ next step), and per-row parameters go up through pinned memory, because a plain 
 Logprobs (a request with SamplingParams.logprobs) are raw, as vLLM's default logprobs_mode "raw_logprobs":
 log_softmax of the model's logits in fp32, before temperature and top-k/top-p, so they describe the model,
 not the sampling settings. A batch where no request asks for them computes none.
-(https://github.com/vllm-project/vllm/blob/main/vllm/v1/sample/sampler.py)
+(https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/sample/sampler.py)
 """
 
 from __future__ import annotations

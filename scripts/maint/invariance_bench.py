@@ -2,7 +2,7 @@
 
 (a) 16 prompts' greedy tokens batched vs one by one (bench throughput's check); (b) one prompt's sampled-token
 logprobs alone vs in a batch of B, bitwise, as vLLM's tests/v1/determinism/test_batch_invariance.py checks
-(https://github.com/vllm-project/vllm/blob/main/tests/v1/determinism/test_batch_invariance.py); (c) the cost:
+(https://github.com/vllm-project/vllm/blob/v0.33.0/tests/v1/determinism/test_batch_invariance.py); (c) the cost:
 TPOT at batch 1 and B, output tok/s at B (bench latency's measurement).
 """
 

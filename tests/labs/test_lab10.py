@@ -11,6 +11,7 @@ import pytest
 import torch
 from minivllm_labs import lab10, lab10_views
 from minivllm_labs.common import REPO_ROOT, lab_model, quiet_engine_logs
+from minivllm_labs.figures import render
 from minivllm_labs.quiz import grade
 from minivllm_labs.recorded import load_recorded, other_record
 
@@ -178,7 +179,7 @@ def test_the_prose_quotes_the_h200_record():
     """The notebook's findings and verdict state numbers of lab10.json, invariance.json and labs_gpu.json in words;
     this keeps each one equal to its record (a re-recording that moves one fails here, not silently)."""
     r = _h200()
-    src = (REPO_ROOT / "labs/src/10_batch_invariance.py").read_text()
+    src = render((REPO_ROOT / "labs/src/10_batch_invariance.py").read_text())  # as shown: {rec} roles read
     bf16 = {row["batch"]: row for row in r["disagreement"]["bfloat16"]["rows"]}
     fp32 = {row["batch"]: row for row in r["disagreement"]["float32"]["rows"]}
     inv = {row["batch"]: row for row in r["batch_invariant"]["disagreement"]["rows"]}

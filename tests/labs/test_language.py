@@ -4,6 +4,7 @@ the locale; the markers the build adds to tagged markdown cells; the switch's CS
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from minivllm_labs import language
@@ -52,3 +53,38 @@ def test_a_figure_in_chinese_for_jupyterlabs_renderer():
         ("标题", "横轴", "甲")
     assert in_language(spec, "en") is spec and in_language(spec, "both") is spec
     assert spec["layout"]["title"]["text"] == "T"  # the English spec is left as it was
+
+
+#: The browser test's rule for an English sentence in the 中文 view (tests/book/test_book.py's _PAGE_FACTS): 4 or
+#: more plain lowercase words between Chinese characters, quotations ("...", “...”) left out.
+_CJK = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]+")
+
+
+def english_runs(text: str) -> list[str]:
+    text = re.sub(r'"[^"]{0,300}"|“[^”]{0,300}”', " ", " ".join(text.split()))
+    return [run.strip() for run in _CJK.split(text)
+            if sum(bool(re.fullmatch(r"[a-z][a-z']+[.?!]?", w)) for w in re.split(r"[\s,;:()\[\]\"]+", run)) >= 4]
+
+
+def test_english_runs_finds_a_sentence_and_skips_quotes_and_names():
+    assert english_runs("在 H200 上测得：one replay of the size-5 graph") == ["one replay of the size-5 graph"]
+    assert english_runs("报错：“operation not permitted when stream is capturing”；FULL_AND_PIECEWISE 5 次") == []
+
+
+def test_every_quiz_answers_in_chinese_with_its_evidence():
+    """A question's Chinese feedback (verdict, why, model answer, the measured numbers under it) holds no English
+    sentence: the evidence functions take `lang` and the cited numbers carry Chinese labels."""
+    from minivllm_labs.catalog import labs
+    from minivllm_labs.quiz import Question, option_feedback
+    from minivllm_labs.recorded import RecordedResultsMissing, load_recorded
+
+    bad = []
+    for info in labs():
+        try:
+            rec = load_recorded(info.lab)
+        except RecordedResultsMissing:
+            rec = None
+        for q in info.questions:
+            if isinstance(q, Question):
+                bad += [f"{q.qid}: {run[:80]}" for run in english_runs(option_feedback(q, q.correct, rec, "zh"))]
+    assert not bad, f"{len(bad)} English sentences in Chinese feedback:\n  " + "\n  ".join(bad[:20])

@@ -393,18 +393,27 @@ class ToggleRun:
             self.floor = {"bytes_per_s": bw, "weight_bytes": _weight_bytes(self.model)}
         return round(self.floor["weight_bytes"] / self.floor["bytes_per_s"] * 1e3, 4)
 
-    def figure(self):
-        """A bar chart of every option measured so far, a series per metric."""
+    def figures(self) -> list:
+        """Bar charts of every option measured so far: one per unit (the ms metrics share a chart; a count, a
+        percentage or a mode gets its own), so no axis mixes units."""
         from minivllm_labs.plots import figure
 
-        done = [o.label for o in self.toggle.available() if o.label in self.results]
-        series = {METRIC_LABELS.get(m, m): [self.results[x].get(m) for x in done] for m in self.toggle.metrics}
         t = self.toggle
-        return figure(done, series, kind="bar", title=f"{t.lab}: {t.knob}",
-                      y_title=" / ".join(METRIC_LABELS.get(m, m) for m in t.metrics),
-                      zh={"title": f"{t.lab}：{KNOB_ZH.get(t.lab, t.knob)}",
-                          "y": " / ".join(METRIC_LABELS_ZH.get(m, m) for m in t.metrics),
-                          "names": {METRIC_LABELS.get(m, m): METRIC_LABELS_ZH.get(m, m) for m in t.metrics}})
+        done = [o.label for o in t.available() if o.label in self.results]
+        groups: dict[str, list[str]] = {}
+        for m in t.metrics:
+            groups.setdefault("ms" if m.endswith("_ms") else m, []).append(m)
+        figs = []
+        for metrics in groups.values():
+            series = {METRIC_LABELS.get(m, m): [self.results[x].get(m) for x in done] for m in metrics}
+            what, what_zh = ((f" · {METRIC_LABELS.get(metrics[0], metrics[0])}",
+                              f" · {METRIC_LABELS_ZH.get(metrics[0], metrics[0])}") if len(groups) > 1 else ("", ""))
+            figs.append(figure(done, series, kind="bar", title=f"{t.lab}: {t.knob}{what}",
+                               y_title=" / ".join(METRIC_LABELS.get(m, m) for m in metrics),
+                               zh={"title": f"{t.lab}：{KNOB_ZH.get(t.lab, t.knob)}{what_zh}",
+                                   "y": " / ".join(METRIC_LABELS_ZH.get(m, m) for m in metrics),
+                                   "names": {METRIC_LABELS.get(m, m): METRIC_LABELS_ZH.get(m, m) for m in metrics}}))
+        return figs
 
 
 def same_as_alone(llm, option: Option, new_tokens: int) -> float:
@@ -447,7 +456,8 @@ def toggle_all(lab: str, model: str | None = None) -> ToggleRun:
             run.select(o.label)
     finally:
         run.close()
-    show(run.figure())
+    for fig in run.figures():
+        show(fig)
     if run.toggle.chunks:
         print("\n".join(chunk_line(r) for r in run.results.values()))
     return run

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.slow
 LABS = [f"lab{n:02d}" for n in range(1, 12)]
 
 
-def _bars(fig) -> dict:
-    """{series name: {option label: bar value}} of a toggle's figure (the plot wraps long labels with <br>)."""
-    return {t.name: {x.replace("<br>", " "): y for x, y in zip(t.x, t.y)} for t in fig.data}
+def _bars(figs) -> dict:
+    """{series name: {option label: bar value}} of a toggle's figures (the plot wraps long labels with <br>)."""
+    return {t.name: {x.replace("<br>", " "): y for x, y in zip(t.x, t.y)} for fig in figs for t in fig.data}
 
 
 def test_every_lab_has_a_toggle():
@@ -40,7 +40,7 @@ def clicks(lab: str) -> tuple[dict, list[dict]]:
     try:
         for o in options:
             run.select(o.label)
-            figs.append(_bars(run.figure()))
+            figs.append(_bars(run.figures()))
         results = dict(run.results)
         again = run.select(options[0].label)
     finally:
@@ -158,4 +158,17 @@ def test_each_gpu_option_runs(lab):
                 assert run.select(o.label)["tpot_ms"] > 0, o.label
     finally:
         run.close()
-    assert len(run.figure().data[0].x) == sum(o.gpu_only for o in run.toggle.options)
+    assert len(run.figures()[0].data[0].x) == sum(o.gpu_only for o in run.toggle.options)
+
+
+def test_no_toggle_chart_mixes_units():
+    """Each chart of a toggle holds one unit: the ms metrics together, every other metric alone (issue 44: Lab
+    05's chart put TPOT ms beside rung counts on one axis)."""
+    for lab, toggle in toggles.TOGGLES.items():
+        run = toggles.ToggleRun(toggle, "unused")
+        run.results = {o.label: {m: 1.0 for m in toggle.metrics} for o in toggle.available(cuda=False)}
+        figs = run.figures()
+        units = [{("ms" if m.endswith("_ms") else m) for m in toggle.metrics
+                  if toggles.METRIC_LABELS.get(m, m) in {t.name for t in f.data}} for f in figs]
+        assert all(len(u) == 1 for u in units), (lab, units)
+        assert sum(len(f.data) for f in figs) == len(toggle.metrics), lab

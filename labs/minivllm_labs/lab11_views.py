@@ -173,27 +173,86 @@ def equality_text(res: dict | None) -> str:
 
 
 # ---- questions ----------------------------------------------------------------------------------------------
-def _src(res: dict | None) -> str:
+MODEL_ZH = {"embedded": "内置模型", "qwen3-06b": "Qwen3-0.6B 形状"}
+
+
+def _src(res: dict | None, lang: str = "en") -> str:
+    gpu = ((res or {}).get("provenance") or {}).get("gpu")
+    if lang == "zh":
+        if not res:
+            return "还没有实验 11 的结果：先运行上面的单元格（或在 GPU 上录制 lab11）。"
+        return f"在 {gpu} 上测得" if gpu else "在本机测得"
     if not res:
         return "No lab11 results yet: run the cells above (or record lab11 on a GPU)."
-    gpu = (res.get("provenance") or {}).get("gpu")
     return f"Measured ({gpu})" if gpu else "Measured here"
 
 
-def q_lookup_evidence(res: dict | None) -> str:
-    return f"{_src(res)}:\n{acceptance_table(res)}" if res else _src(res)
+def _acceptance_zh(res: dict) -> list[str]:
+    out = []
+    for mk, m in _models(res).items():
+        for kn, row in _ks(m).items():
+            for sn, a in (row.get("acceptance") or {}).items():
+                if _k(kn) and a.get("num_drafts"):
+                    out.append(f"{MODEL_ZH.get(mk, mk)}，{SET_NAMES_ZH.get(sn, sn)}，k = {_k(kn)}：草稿 {a['num_drafts']} 次，"
+                               f"接受率 {_pct(a.get('acceptance_rate'))}，每个验证步 "
+                               f"{a.get('mean_acceptance_length') or 1.0:.2f} 个 token")
+    return out
 
 
-def q_batch_evidence(res: dict | None) -> str:
-    return f"{_src(res)}:\n{tpot_table(res)}" if res else _src(res)
+def _tpot_zh(res: dict) -> list[str]:
+    out = []
+    for mk, m in _models(res).items():
+        for by_k in _tpot_rows(m).values():
+            for k, t in sorted(by_k.items()):
+                r = t.get("tpot_ms_range") or [t["tpot_ms"]] * 2
+                vs = "" if k == 0 or 0 not in by_k else "，对 k = 0：" + speedup(by_k[0], t).replace(
+                    "within noise", "在噪声范围内")
+                out.append(f"{MODEL_ZH.get(mk, mk)}，batch {t['batch']}，k = {k}：TPOT {t['tpot_ms']:.3f} ms "
+                           f"[{r[0]:.3f}, {r[1]:.3f}]{vs}，每步 {t.get('mean_acceptance_length') or 1.0:.2f} 个 token")
+    return out
 
 
-def q_graphs_evidence(res: dict | None) -> str:
-    return f"{_src(res)}:\n{graphs_table(res)}" if res else _src(res)
+def _graphs_zh(res: dict) -> list[str]:
+    return [f"{MODEL_ZH.get(mk, mk)}，k = {_k(kn)}：{r['graphs'].get('mode', '?')}，decode 图每个请求 "
+            f"{r['graphs'].get('uniform_decode_query_len', 1)} 个 query token，decode 尺寸（请求数）"
+            f"{r['graphs'].get('full_sizes') or '-'}，显存池 {r['graphs'].get('pool_mib')} MiB"
+            for mk, m in _models(res).items() for kn, r in _ks(m).items() if r.get("graphs")]
 
 
-def q_greedy_evidence(res: dict | None) -> str:
-    return f"{_src(res)}:\n{equality_text(res)}" if res else _src(res)
+def _equality_zh(res: dict) -> list[str]:
+    out = []
+    for mk, m in _models(res).items():
+        for kn, r in _ks(m).items():
+            if g := r.get("greedy_equal"):
+                out.append(f"{MODEL_ZH.get(mk, mk)}，k = {_k(kn)}：{g['identical']}/{g['requests']} 条贪心序列与 k = 0 完全相同")
+            if s := r.get("sampled"):
+                out.append(f"{MODEL_ZH.get(mk, mk)}，k = {_k(kn)}：采样（温度 {s.get('temperature', 1)}）每个位置的平均总变差距离，"
+                           f"开与不开投机解码之间 {s['tv_spec_vs_plain']:.3f}，两次都不开之间 {s['tv_plain_vs_plain']:.3f}（采样本身的波动）")
+    return out
+
+
+def _evidence(res: dict | None, lang: str, table, zh_lines) -> str:
+    if not res:
+        return _src(res, lang)
+    if lang == "zh":
+        return "\n".join([f"{_src(res, lang)}：", *zh_lines(res)])
+    return f"{_src(res)}:\n{table(res)}"
+
+
+def q_lookup_evidence(res: dict | None, lang: str = "en") -> str:
+    return _evidence(res, lang, acceptance_table, _acceptance_zh)
+
+
+def q_batch_evidence(res: dict | None, lang: str = "en") -> str:
+    return _evidence(res, lang, tpot_table, _tpot_zh)
+
+
+def q_graphs_evidence(res: dict | None, lang: str = "en") -> str:
+    return _evidence(res, lang, graphs_table, _graphs_zh)
+
+
+def q_greedy_evidence(res: dict | None, lang: str = "en") -> str:
+    return _evidence(res, lang, equality_text, _equality_zh)
 
 
 QUESTIONS = load_questions("lab11", {"q_lookup_evidence": q_lookup_evidence, "q_batch_evidence": q_batch_evidence,

@@ -300,20 +300,70 @@ def verdict_table(res: dict | None) -> str:
 
 
 # ---- evidence behind the questions ----------------------------------------------------------------------------
-def _src(res: dict | None) -> str:
-    return "recorded H200 results (lab12.json)" if res and "provenance" in res else "this run"
+NAMES_ZH = {"bf16": "bf16（默认）", "fp8": "FP8（默认）", "bf16@L3": "bf16，mode 3", "fp8@L3": "FP8，mode 3",
+            "fp8@L3+passes": "FP8，mode 3 + pass"}
+VERDICT_ZH = {"within the spread": "在波动范围内", "faster": "更快", "slower": "更慢"}
 
 
-def ev_floor(res: dict | None) -> str:
-    return f"{_src(res)}:\n{fp8_table(res)}"
+def _src(res: dict | None, lang: str = "en") -> str:
+    recorded = bool(res and "provenance" in res)
+    if lang == "zh":
+        return "H200 实测（lab12.json）" if recorded else "本次运行"
+    return "recorded H200 results (lab12.json)" if recorded else "this run"
 
 
-def ev_kernels(res: dict | None) -> str:
-    return f"{_src(res)}:\n{fp8_table(res)}\n{passes_table(res)}"
+def _fp8_zh(res: dict | None) -> list[str]:
+    summary = _summary(res)
+    if not summary:
+        return ["这份结果里没有 TPOT（要在 CUDA GPU 上测：python -m minivllm_labs.record lab12）"]
+    out = []
+    for v in summary:
+        for b in sorted(int(k) for k in summary[v] if k.isdigit()):
+            c = cell(res, v, b)
+            floor = f"，字节下限 {c['floor']:.3f} ms（占 TPOT 的 {100 * c['share']:.1f}%）" if c["floor"] and c["share"] else ""
+            kernels = f"，每步 {c['kernels']:.0f} 个 kernel" if c["kernels"] else ""
+            out.append(f"{NAMES_ZH.get(v, v)}，batch {b}：TPOT {c['tpot']:.3f} ms [{c['lo']:.3f}, {c['hi']:.3f}]"
+                       f"{floor}，权重 {c['weight_mb']:,.0f} MB{kernels}")
+    return out
 
 
-def ev_passes(res: dict | None) -> str:
-    return f"{_src(res)}:\n{ops_table(res)}\n{passes_table(res)}"
+def _passes_zh(res: dict | None) -> list[str]:
+    if not _summary(res):
+        return ["这份结果里没有 TPOT（要在 CUDA GPU 上测）"]
+    out = []
+    for before, after, _ in PAIRS:
+        for b in (1, 64):
+            r = compare(res, before, after, b)
+            if r:
+                out.append(f"{NAMES_ZH[before]} → {NAMES_ZH[after]}，batch {b}：{r['before']['tpot']:.3f} → "
+                           f"{r['after']['tpot']:.3f} ms（{r['ratio']:.2f}x，{VERDICT_ZH.get(r['verdict'], r['verdict'])}）")
+    return out
+
+
+def _ops_zh(res: dict | None) -> list[str]:
+    rows = ops_rows(res)
+    if not rows:
+        return ["还没有记录：在 CUDA GPU 上运行 python -m minivllm_labs.record lab12"]
+    return [f"{r['stage']} 之后：{r['ops']} 个算子" + ("" if r["matches"] is None else f"，匹配 {r['matches']} 处")
+            for r in rows]
+
+
+def _evidence(res: dict | None, lang: str, tables, zh_parts) -> str:
+    if lang == "zh":
+        return "\n".join([f"{_src(res, lang)}：", *(line for part in zh_parts for line in part(res))])
+    return "\n".join([f"{_src(res)}:", *(t(res) for t in tables)])
+
+
+def ev_floor(res: dict | None, lang: str = "en") -> str:
+    return _evidence(res, lang, (fp8_table,), (_fp8_zh,))
+
+
+def ev_kernels(res: dict | None, lang: str = "en") -> str:
+    return _evidence(res, lang, (fp8_table, passes_table), (_fp8_zh, _passes_zh))
+
+
+def ev_passes(res: dict | None, lang: str = "en") -> str:
+    return _evidence(res, lang, (ops_table, passes_table), (_ops_zh, _passes_zh))
 
 
 QUESTIONS = load_questions("lab12", {"ev_floor": ev_floor, "ev_kernels": ev_kernels, "ev_passes": ev_passes})

@@ -60,7 +60,7 @@ def build_pdfs(html: Path, chromium: str) -> list[Path]:
                                                                   margin={"top": "14mm", "bottom": "14mm",
                                                                           "left": "12mm", "right": "12mm"}))).pages:
                         writer.add_page(pdf_page)
-                    writer.add_outline_item(_one_language(title, lang), start)
+                    writer.add_outline_item(title=_one_language(title, lang), page_number=start)
                 writer.add_metadata({"/Title": f"minivllm handbook ({LANGS[lang]})", "/Author": "minivllm"})
                 path = out_dir / pdf_name(lang)
                 with open(path, "wb") as f:

@@ -289,7 +289,8 @@ def verdict_table(res: dict | None) -> str:
 
     rows = verdict_rows(res)
     if not rows:
-        return f"<p>{html.escape(NOT_RECORDED)}</p>"
+        return (f'<p><span class="lang-en">{html.escape(NOT_RECORDED)}</span><span class="mv-sep"> · </span>'
+                '<span class="lang-zh" lang="zh">尚未录制：在 CUDA GPU 上运行 python -m minivllm_labs.record lab12</span></p>')
     cells = "".join(
         f"<tr><td><span class=\"lang-en\">{html.escape(r['claim'])}</span><span class=\"mv-sep\"> · </span>"
         f"<span class=\"lang-zh\" lang=\"zh\">{html.escape(r['claim_zh'])}</span></td><td><b>{r['verdict']}</b></td>"

@@ -146,7 +146,7 @@ if rec and rec.get("fp8"):
 
 # %% [markdown] tags=["lang-zh"]
 # ### 每项改动对一步的影响
-# 每项改动表示为 之后 / 之前，分别在 batch 1 和 64：只有两轮的范围不重叠时才写 *faster* 或 *slower*，否则写 *within the spread*；
+# 每项改动表示为“之后 / 之前”，分别在 batch 1 和 64：只有两轮的范围不重叠时才写 *faster* 或 *slower*，否则写 *within the spread*；
 # 接着是 batch 1 一步的 kernel 数；对 pass 还列出它们在引擎自己的编译里匹配了几次（`llm.compile_report()["passes"]`）。最后一组决定
 # pass 在本引擎上究竟能否起作用：用编译后的前向加 pass 的 FP8，对比默认配置下的 FP8。追踪过的前向从不接收只有 1 个 token 的批
 # （Dynamo 会把 token 数特化为 1 并重新追踪），所以 mode 3 下 batch 1 的一步重放的是大小为 2 的图（[config.py](../minivllm/config.py)，

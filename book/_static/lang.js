@@ -104,7 +104,7 @@
     }
     var sel = "article h1, article h2, article h3, #jb-print-docs-body h1, nav a, .toc-entry a, .caption-text, .logo__title, " +
               ".prev-next-title, article a.reference, article a.reference > span.std, article a.reference > span.doc, " +
-              "article th, article td, article td > p";
+              "article th, article th > p, article td, article td > p";
     var els = document.querySelectorAll(sel);
     for (var i = 0; i < els.length; i++) {
       var el = els[i];

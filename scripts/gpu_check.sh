@@ -14,7 +14,9 @@
 #   device-kit      the labs' GPU toggles, record all's device measurement, `minivllm demo`'s table and footnote
 #   modes           one process per graph mode (eager, PIECEWISE, FULL_DECODE_ONLY, FULL_AND_PIECEWISE, FULL;
 #                   MODES="..." picks): TPOT at batch 1 and 64, a 512-token prefill, greedy tokens vs eager
-#                   in bf16 (scripts/modes_check.py); the comparison in $OUT/modes.json; MODES_PROFILE=1 adds
+#                   in bf16 (scripts/modes_check.py); the comparison in $OUT/modes.json; MODES_TOGETHER=1 adds
+#                   issue 42's order (eager, FULL_DECODE_ONLY, FULL, PIECEWISE, PIECEWISE+ops) built in ONE process
+#                   -> $OUT/modes_together.json, the notebook's case beside one engine per process; MODES_PROFILE=1 adds
 #                   scripts/maint/host_profile.py of a PIECEWISE batch-1 step (cProfile)
 #   all             the six above (two lanes on a two-GPU machine)
 #   piecewise       issue 26's PIECEWISE host time: `modes` for eager, PIECEWISE, FULL_AND_PIECEWISE and FULL with
@@ -181,6 +183,10 @@ modes() {  # MODES="eager PIECEWISE" runs only those (eager first: the others' t
   TAILN=80 step modes_compare 30 $PY scripts/modes_check.py --compare "$RES/modes_eager.json" "$RES"/modes_*.json \
     --json "$RES/modes.json"
   cp "$RES/modes.json" "$OUT/modes.json" 2>/dev/null
+  # MODES_TOGETHER=1: issue 42's order built in ONE process, as a notebook does (modes_check.py --modes)
+  [ "${MODES_TOGETHER:-0}" = 1 ] && TAILN=60 step modes_together "${MODES_TOGETHER_CAP_S:-240}" $PY scripts/modes_check.py \
+    --model "$CK" --modes eager,FULL_DECODE_ONLY,FULL,PIECEWISE,PIECEWISE+ops --json "$RES/modes_together.json" \
+    && cp "$RES/modes_together.json" "$OUT/" 2>/dev/null
   # MODES_PROFILE=1: where one PIECEWISE decode step's host time goes (cProfile)
   [ "${MODES_PROFILE:-0}" = 1 ] && TAILN=40 step modes_profile 90 $PY scripts/maint/host_profile.py --model "$CK" \
     --max-model-len 512 --batch-size 1 --mode PIECEWISE --steps 8 --json "$RES/profile_piecewise.json"

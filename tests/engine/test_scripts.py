@@ -112,6 +112,12 @@ def test_gpu_check_parses_and_modes_check_runs_on_a_cpu(tmp_path):
     pw = cmp["modes"]["PIECEWISE"]
     assert list(cmp["modes"]) == ["PIECEWISE"] and pw["cudagraph_mode"] == "NONE"  # a CPU has no graphs
     assert pw["equal_to_eager"] == pw["prompts"] == 6 and pw["diverged_within_4"] == 0
+    # issue 42's order, every engine in this one process (a notebook's case): the same comparison
+    seq = modes_check.main(["--model", ckpt, "--modes", "eager,PIECEWISE,PIECEWISE+ops", "--tiny", "--max-model-len",
+                            "128", "--json", str(tmp_path / "modes_one_process.json")])
+    assert seq["one_process"] and seq["order"] == ["eager", "PIECEWISE", "PIECEWISE+ops"]
+    assert list(seq["modes"]) == ["PIECEWISE", "PIECEWISE+ops"] and seq["modes"]["PIECEWISE+ops"]["compile_mode"] == 3
+    assert all(m["equal_to_eager"] == m["prompts"] == 6 for m in seq["modes"].values())
 
 
 def test_host_profile_counts_each_step_of_the_embedded_model(tmp_path):

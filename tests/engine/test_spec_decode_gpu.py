@@ -35,7 +35,7 @@ def _models() -> list[str]:
 
 def _prompts(vocab: int, batch: int) -> list[dict]:
     """Runs of random tokens repeated, then half a run: n-gram lookup proposes the run's rest. Batch 1 has a
-    14-token prompt (a prefill of at most 16 tokens: a PIECEWISE replay), the others 36 tokens (eager)."""
+    14-token prompt (a prefill within the 16-token size), the others 36 tokens (within the 128-token size)."""
     g = torch.Generator().manual_seed(batch)
     n = 4 if batch == 1 else 8
     runs = torch.randint(3, vocab, (batch, n), generator=g).tolist()

@@ -87,6 +87,12 @@ OUT=${OUT:-/tmp/minivllm_out}
 RES=${MINIVLLM_RESULTS_DIR:-/tmp/minivllm_results}  # two invocations side by side need two
 mkdir -p "$OUT" "$RES"
 export PYTHONPATH=$ROOT:$ROOT/labs${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# The labs' packages (plotly, nbclient, ...) the device lacks travel as wheels in .whl (carried, gitignored): the
+# labs' recorders import their views, which draw with plotly, and labs-gpu runs notebooks. No network there.
+if [ -d "$ROOT/.whl" ] && ! python3 -c "import plotly" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    "$ROOT"/.whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
 PY=python3
 CK=/tmp/ckpt/qwen3-0.6b
 START=$(date +%s)

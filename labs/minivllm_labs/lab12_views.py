@@ -12,19 +12,10 @@ import itertools
 import statistics
 
 from minivllm_labs.common import spread_verdict
+from minivllm_labs.plots import show  # noqa: F401  (the labs' one display call for figures)
 from minivllm_labs.quiz_data import load_questions
 
 RESULTS = "assets/results/h200/lab12.json"
-
-
-def show(fig) -> None:
-    """The labs' one display call for figures. plotly loads only when a figure is drawn: the recorder runs on a
-    GPU machine without it (python -m minivllm_labs.record lab12)."""
-    from minivllm_labs.plots import show as show_figure
-
-    show_figure(fig)
-
-
 NOT_RECORDED = "not recorded yet: python -m minivllm_labs.record lab12 (on a CUDA GPU)"
 NAMES = {"bf16": "bf16 (default)", "fp8": "FP8 (default)", "bf16@L3": "bf16, mode 3", "fp8@L3": "FP8, mode 3",
          "fp8@L3+passes": "FP8, mode 3 + passes"}

@@ -18,9 +18,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -33,10 +31,11 @@ ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 HTML = BOOK / "_build" / "html"
 SHOTS = BOOK / "_build" / "screenshots"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 HANDBOOK = ["what_graphs_remove", "graphs_in_the_engine", "torch_compile", "startup_and_cache", "debugging",
             "when_to_turn_off", "interview", "self_test"]
+
+sys.path.insert(0, str(BOOK / "_ext"))
+from book_pdf import CHROMIUM_ARGS, find_chromium  # the book's own browser settings, one copy
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +50,8 @@ def _sources() -> list[Path]:
 
 
 def _chromium() -> str:
-    path = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(path).exists():
+    path = find_chromium()
+    if path is None:
         pytest.fail("Debian's chromium is not installed (apt-get install -y chromium; .ci/run does it): "
                     "the book's browser test cannot run")
     return path

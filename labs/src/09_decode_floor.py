@@ -19,11 +19,11 @@
 # **What is measured, and how.** For the Qwen3-0.6B and Llama-3.2-1B shapes (random bf16 weights: speed depends
 # on shapes, not values) on the H200: the copy bandwidth (a 1 GiB device-to-device copy, median of repeats); the
 # bytes a step reads (every weight once, plus the K/V of a 256-token context); the engine's step (32 consecutive
-# steps timed without the profiler, 5 times: the median and [min, max]), in its default mode (FULL_AND_PIECEWISE graphs,
+# steps timed without the profiler, {rec}`lab09.json:shapes.qwen3-06b.repeats` times: the median and [min, max]), in its default mode (FULL_AND_PIECEWISE graphs,
 # vLLM's default too, [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/configuration/optimization.md); a pure-decode
 # batch such as batch 1 then replays one FULL graph, [docs/design/cuda_graphs.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/design/cuda_graphs.md)); one step kernel by
 # kernel, from a CUPTI profile of 8 graph replays (the functions of `minivllm bench profile`); the same step with
-# programmatic dependent launch off (5 times as well: a difference inside the ranges is noise); and the step at
+# programmatic dependent launch off ({rec}`lab09.json:shapes.qwen3-06b.repeats` times as well: a difference inside the ranges is noise); and the step at
 # batch 1 to 512 (one timing each). On a CPU the same code runs on the embedded
 # tiny model: the floor and the step, no kernels.
 
@@ -202,12 +202,12 @@ lab.toggle()
 
 # %% [markdown] tags=["lang-en"]
 # The floor and the step on this device, with the same functions as the recorder. On a CPU the model is the
-# embedded tiny one (13 MB of weights), so the floor is a fraction of a millisecond and the step is set by the
+# embedded tiny one (the table below prints its weight bytes), so the floor is a fraction of a millisecond and the step is set by the
 # host (Python, the scheduler, PyTorch's CPU ops): a floor share near 0% says this step is nowhere near
 # memory-bound. Change `context` and `batch` and run again: the floor moves with the K/V, the step hardly at all.
 
 # %% [markdown] tags=["lang-zh"]
-# 用记录器的同一套函数测本机的下限和一步。CPU 上用的是内置 tiny 模型（13 MB 权重），下限不到一毫秒，一步的时间由主机
+# 用记录器的同一套函数测本机的下限和一步。CPU 上用的是内置 tiny 模型（下表打印它的权重字节），下限不到一毫秒，一步的时间由主机
 # （Python、调度器、PyTorch 的 CPU 算子）决定：下限占比接近 0% 说明这一步离受访存限制还很远。改 `context` 和 `batch`
 # 再运行：下限随 K/V 变化，一步几乎不变。
 
@@ -246,13 +246,13 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 # **lab09.q1.** Far left of the ridge, at about 1 FLOP/byte: each 2-byte weight serves 2 FLOPs per sequence. The
 # step is memory-bound, and its bytes over the copy bandwidth are its floor ({rec}`profile_prefetch.json:runs.0.floor.bytes_ms:.3f` ms for Qwen3-0.6B on the H200).
 #
-# **lab09.q2.** The step is a chain of about 240 dependent kernels: each ramps up and drains, a small GEMV ends
+# **lab09.q2.** The step is a chain of {rec}`lab09.json:shapes.qwen3-06b.kernels_per_step:.0f` dependent kernels: each ramps up and drains, a small GEMV ends
 # before 132 SMs stream at full rate, each kernel waits for the one before, and the GPU idles in the gaps. A graph
 # removes the CPU's launches, not these; PDL overlaps a kernel's start with the previous one's tail, and removing
 # kernel boundaries altogether (a megakernel) reached 78% on an H100.
 #
-# **lab09.q3.** About 240 on the H200: at batch B each weight byte serves B FLOPs, and the ridge is 989 TFLOP/s /
-# 4.1 TB/s. Below it every sequence shares the same weight bytes; K/V reads grow with batch x context and are never
+# **lab09.q3.** About {rec}`lab09.json:roofline.ridge_flops_per_byte:.0f` on the H200: at batch B each weight byte serves B FLOPs, and the ridge is 989 TFLOP/s /
+# {rec}`lab09.json:copy_gbps*0.001:.1f` TB/s. Below it every sequence shares the same weight bytes; K/V reads grow with batch x context and are never
 # shared, so long contexts stay memory-bound at any batch.
 #
 # **lab09.q4.** 8.03e9 x 2 bytes = 16.06 GB; 16.06 GB / 3.0 TB/s = 5.35 ms. The datasheet's 3.35 TB/s would give
@@ -266,11 +266,11 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 # **lab09.q1.** 在拐点左边很远处，约每字节 1 FLOP：每个 2 字节的权重对每条序列做 2 FLOP。这一步受访存限制，下限是它读的字节
 # ÷ 拷贝带宽（H200 上的 Qwen3-0.6B 是 {rec}`profile_prefetch.json:runs.0.floor.bytes_ms:.3f` ms）。
 #
-# **lab09.q2.** 一步是约 240 个前后依赖的 kernel 串成的链：每个都要爬升和收尾，小 GEMV 还没等 132 个 SM 全速读取就结束了，
+# **lab09.q2.** 一步是 {rec}`lab09.json:shapes.qwen3-06b.kernels_per_step:.0f` 个前后依赖的 kernel 串成的链：每个都要爬升和收尾，小 GEMV 还没等 132 个 SM 全速读取就结束了，
 # 每个 kernel 都等前一个完成，kernel 之间 GPU 空闲。CUDA Graph 去掉的是 CPU 的启动，不是这些；PDL 让一个 kernel 的启动与
 # 前一个的收尾重叠，而完全去掉 kernel 边界（megakernel）在 H100 上做到了 78%。
 #
-# **lab09.q3.** H200 上约 240：batch B 时每个权重字节做 B 次 FLOP，拐点是 989 TFLOP/s ÷ 4.1 TB/s。在此之前所有序列共用同一份
+# **lab09.q3.** H200 上约 {rec}`lab09.json:roofline.ridge_flops_per_byte:.0f`：batch B 时每个权重字节做 B 次 FLOP，拐点是 989 TFLOP/s ÷ {rec}`lab09.json:copy_gbps*0.001:.1f` TB/s。在此之前所有序列共用同一份
 # 权重字节；K/V 的读取随 batch × 上下文增长、无法共用，所以上下文长时在任何 batch 下都受访存限制。
 #
 # **lab09.q4.** 8.03e9 × 2 字节 = 16.06 GB；16.06 GB ÷ 3.0 TB/s = 5.35 ms。用规格书的 3.35 TB/s 会得到 4.79 ms，那是没有
@@ -290,7 +290,7 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# The K/V part grows 1.75 times (256 to 448 tokens) while the weights stay put, so the floor grows by the K/V's
+# The K/V part grows by 448/256 (256 to 448 tokens) while the weights stay put, so the floor grows by the K/V's
 # share. On a CPU the step hardly moves: it is set by the host, not by bytes. On the H200 the same change adds
 # K/V bytes to a memory-bound step, and the step grows with them.
 # </details>
@@ -318,7 +318,7 @@ for q in (lab.Q_ROOF, lab.Q_WHY, lab.Q_BATCH, lab.Q_FLOOR):
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# K/V 部分增长 1.75 倍（256 到 448 个 token），权重不变，所以下限按 K/V 的占比增长。CPU 上一步几乎不变：它由主机决定，
+# K/V 部分按 448/256 增长（256 到 448 个 token），权重不变，所以下限按 K/V 的占比增长。CPU 上一步几乎不变：它由主机决定，
 # 不由字节决定。在 H200 上，同样的改动给一个受访存限制的步增加了 K/V 字节，一步也随之变长。
 # </details>
 #

@@ -10,8 +10,8 @@
 # engine's own decode and prefill kernels), sampling, quantization, speculative decoding, tensor/pipeline/expert
 # parallelism, MoE, disaggregated prefill, and SLO trade-offs. The handbook's four interview questions come first.
 #
-# Each question is multiple choice or a numeric estimate graded within a tolerance, with units converted ("284 us"
-# to a question in ms is 0.284 ms). Where this engine can measure the answer, the feedback quotes the H200 record
+# Each question is multiple choice or a numeric estimate graded within a tolerance, with units converted (`"284 us"`
+# to a question in ms reads as `0.284`). Where this engine can measure the answer, the feedback quotes the H200 record
 # (file and key under `assets/results/h200/`, read when it is shown) and links the lab and the engine code; where it
 # cannot (speculative decoding, parallelism, MoE, ...), the question says "reasoning, not measured here" and gives
 # its formula and a public source. The table below counts both.
@@ -26,7 +26,7 @@
 # 分块（本引擎自己的解码与预填充 kernel）、采样、量化、投机解码、张量/流水线/专家并行、MoE、PD 分离，以及 SLO 取舍。
 # 手册的四道面试题排在最前。
 #
-# 题目为选择题或在容差内评分的数值估算，单位会换算（本题单位是 ms 时，"284 us" 就是 0.284 ms）。本引擎能测的，
+# 题目为选择题或在容差内评分的数值估算，单位会换算（本题单位是 ms 时，`"284 us"` 读作 `0.284`）。本引擎能测的，
 # 反馈引用 H200 记录（`assets/results/h200/` 下的文件和键，展示时读取），并链接到对应实验与引擎代码；测不了的
 # （投机解码、并行、MoE 等）标明“推理题，本引擎未实测”，给出公式和公开出处。下表统计了两类题的数量。
 #
@@ -74,15 +74,15 @@ lab.show_mock(8, seed=0)
 # %% [markdown] tags=["lang-en"]
 # ## 4. Run it here: grade from Python · 在本机运行：用 Python 评分
 # The grader accepts a letter in any form ("b", "Ｂ", "B.", "选B"), the option's text, or a number with or without a
-# unit, converted to the question's ("284 us", "32 KiB", "262k tokens", "2.7倍", full-width digits, a decimal comma
-# "0,28"); a unit of another kind ("5 ms" for a size) or a word it does not know gets a hint instead of a grade. It
+# unit, converted to the question's (`"284 us"`, `"32 KiB"`, `"262k tokens"`, `"2.7倍"`, full-width digits, a decimal
+# comma `"0,28"`); a unit of another kind ("5 ms" for a size) or a word it does not know gets a hint instead of a grade. It
 # is the reader every lab's quiz uses (`quiz_numbers`), and it never raises. Score a whole mock interview from a dict
 # of answers:
 
 # %% [markdown] tags=["lang-zh"]
 # ## 4. 在本机运行：用 Python 评分
-# 评分函数接受任何形式的字母（"b"、"Ｂ"、"B."、"选B"）、选项原文，或带/不带单位的数字，并换算成本题的单位（"284 us"、
-# "32 KiB"、"262k tokens"、"2.7倍"、全角数字、小数逗号 "0,28"）；单位类型不对（字节题填 "5 ms"）或不认识的单位会得到
+# 评分函数接受任何形式的字母（"b"、"Ｂ"、"B."、"选B"）、选项原文，或带/不带单位的数字，并换算成本题的单位（`"284 us"`、
+# `"32 KiB"`、`"262k tokens"`、`"2.7倍"`、全角数字、小数逗号 `"0,28"`）；单位类型不对（字节题填 "5 ms"）或不认识的单位会得到
 # 提示而不是评分。每个实验的测验都用这同一个读数函数（`quiz_numbers`），它从不抛异常。用一个答案字典给整场模拟面试评分：
 
 # %% tags=["nbval-check-output"]

@@ -231,6 +231,14 @@ def test_numbers_the_questions_state_are_the_records():
     assert lab08.grade_any(lab08.BY_ID["lab08.e1"], 3.3e9 * 2 / rec("lab07.json", "copy_bandwidth.bytes_per_s")
                            * 1e3)[0]
     assert lab08.grade_any(lab08.BY_ID["lab08.q1"], rec("lab07.json", "physics.floors_ms.LLaMA-2-70B.H200") / 2)[0]
+    # e1's result is typed (a declared constant, lab08_answer_moe_floor) over the rendered bandwidth: it must be the record's
+    e1_ms = 3.3e9 * 2 / rec("lab07.json", "copy_bandwidth.bytes_per_s") * 1e3
+    assert all(f"= {e1_ms:.2f} ms" in t for t in (lab08.ENTRIES["lab08.e1"].model_answer, lab08.ENTRIES["lab08.e1"].model_answer_zh))
+    # a2 and slo2 type their quotient after the two rendered figures: it must be the records' quotient
+    a2 = rec("kernels.json", "decode.3.ms") / rec("kernels.json", "decode.4.ms")
+    slo2 = rec("lab06.json", "workload.rows.0.ttft_ms.p50") / rec("lab06.json", "workload.rows.2.ttft_ms.p50")
+    for qid, quotient in (("lab08.a2", f"= {a2:.1f}"), ("lab08.slo2", f"= {slo2:.0f}")):
+        assert all(quotient in t for t in (lab08.ENTRIES[qid].model_answer, lab08.ENTRIES[qid].model_answer_zh)), qid
     assert lab08.grade_any(lab08.BY_ID["lab08.slo2"], rec("lab06.json", "workload.rows.0.ttft_ms.p50") /
                            rec("lab06.json", "workload.rows.2.ttft_ms.p50"))[0]
     tpot = [rec("latency.json", f"rows.{i}.tpot_s") for i in (27, 31)]  # r2: batch 1 and 16, default graphs

@@ -167,12 +167,15 @@ def main(argv: list[str] | None = None) -> dict:
                     "e.g. eager,FULL_DECODE_ONLY,FULL,PIECEWISE,PIECEWISE+ops; writes the comparison")
     ap.add_argument("--json", required=True)
     args = ap.parse_args(argv)
+    from minivllm.bench.common import provenance
+
     if args.compare:
         res = compare(args.compare[0], args.compare[1:])
     elif args.modes:
         if not args.model:
             ap.error("--model is required to run modes")
         res = run_in_order(args)
+        res["provenance"] = provenance(args, args.model)
     else:
         if not args.model:
             ap.error("--model is required to run a mode")

@@ -4,7 +4,9 @@ Before each engine (after the previous one's `del llm; gc.collect(); torch.cuda.
 free memory, what live tensors hold (torch.cuda.memory_allocated) and how many CUDA tensors the garbage
 collector sees; after its startup, the KV cache's size in tokens. The engines: default, eager, mode 3, FULL,
 PIECEWISE, default. The check (issue 41): the sixth engine's KV tokens within 1% of the first's, and the free
-memory before it within 0.2 GiB of the free memory before the first.
+memory before it within 0.2 GiB of the free memory before the first. The first engine also pays what a process
+pays once (cuBLAS workspaces, kernel images loaded into the CUDA context), so the drift from the second engine
+to the sixth is printed beside it: that part is what engines leave behind.
 
     python scripts/maint/engine_leak.py --model /tmp/ckpt/qwen3-0.6b --json engine_leak.json
     python scripts/maint/engine_leak.py --device cpu --max-model-len 64   # the same walk on a CPU (no memory figures)
@@ -41,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="checkpoint directory (default: the embedded model)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--max-model-len", type=int, default=512)
+    # long enough that free memory, not max_blocks (max_num_seqs x max_model_len x 2), sizes the KV cache: at 512
+    # the cap decides and the KV check cannot see a leak
+    p.add_argument("--max-model-len", type=int, default=8192)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     from minivllm import DEFAULT_MODEL, LLM, SamplingParams
@@ -64,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     first, last = rows[0], rows[-1]
     kv_drift = (first["kv_cache_tokens"] - last["kv_cache_tokens"]) / first["kv_cache_tokens"]
     free_drift = None if not cuda else round(first["before_free_gib"] - last["before_free_gib"], 3)
+    free_drift_after_first = None if not cuda else round(rows[1]["before_free_gib"] - last["before_free_gib"], 3)
     verdict = {"kv_tokens_drift": round(kv_drift, 5), "kv_within_1pct": abs(kv_drift) <= 0.01,
-               "free_gib_drift": free_drift, "free_within_0.2_gib": None if free_drift is None else free_drift <= 0.2}
+               "free_gib_drift": free_drift, "free_gib_drift_from_the_second": free_drift_after_first,
+               "free_within_0.2_gib": None if free_drift is None else free_drift <= 0.2}
     print(verdict)
     write_json(args.json, {"provenance": provenance(args, model), "engines": rows, "after_all": after,
                            "verdict": verdict})

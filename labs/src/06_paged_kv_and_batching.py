@@ -214,7 +214,7 @@ if rec:
 # the wait is that step's cost. In this scenario the engine has `max_num_seqs` 4, so its largest capture size is
 # 8 (2 x 4, vLLM's rule above), and every step with prompt tokens, 24 of them or 256 or 1,539, runs without graphs.
 # Such a step costs about the same whatever its token count (the lines above: {rec}`lab06.json:chunked.0.step_ms.0:.1f` ms for 24 tokens, {rec}`lab06.json:chunked.0.step_ms.3:.1f` ms for
-# 256, and for 1,539 {rec}`lab06.json:chunked.1.max_ms_runs.1:.1f` and {rec}`lab06.json:chunked.1.max_ms_runs.2:.1f` ms in two of three runs, {rec}`lab06.json:chunked.1.max_ms_runs.0:.1f` ms in the third): on a 0.6B model the per-step host work of running 28 layers without graphs (Lab 02's eager
+# 256, while 1,539 tokens took {rec}`lab06.json:chunked.1.max_ms_runs.1:.1f` and {rec}`lab06.json:chunked.1.max_ms_runs.2:.1f` ms in two of three runs, {rec}`lab06.json:chunked.1.max_ms_runs.0:.1f` ms in the third): on a 0.6B model the per-step host work of running 28 layers without graphs (Lab 02's eager
 # decode step is {rec}`lab02.json:modes.NONE.decode.1.tpot_ms.median:.1f` ms) is larger than the compute of 1,539 tokens. Cutting the prompt into 256-token pieces
 # then cuts the step, not its cost. Chunking shortens the wait when a step's cost grows with its tokens: a larger
 # model, a longer prompt, or chunks that replay piecewise graphs (a larger `max_cudagraph_capture_size`). That

@@ -151,11 +151,13 @@ if rec:
 # without graphs above it. Each setting ran three
 # times; the table gives the median and the range. On the H200, budget 512 gave {rec}`lab06.json:workload.rows.3.output_tok_s:,.0f` tok/s (range {rec}`lab06.json:workload.rows.3.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.3.tok_s_runs.2:,.0f`)
 # against {rec}`lab06.json:workload.rows.4.output_tok_s:,.0f` ({rec}`lab06.json:workload.rows.4.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.4.tok_s_runs.2:,.0f`) at budget 2048: less, and beyond the spread, because its 279 or more prefill
-# steps are more steps ({rec}`lab06.json:workload.rows.3.steps:,.0f` against {rec}`lab06.json:workload.rows.4.steps:,.0f`). Budget 8192 gave {rec}`lab06.json:workload.rows.2.output_tok_s:,.0f` ({rec}`lab06.json:workload.rows.2.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.2.tok_s_runs.2:,.0f`). The last line below divides
-# the wall-time gap between the smallest and the largest budget (not 2048) by the extra steps: about one whole decode
-# step at batch 64 (Lab 09 replays one in {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms). The tokens
-# are the same, so an extra step costs a step's fixed part: its chain of kernels, of which reading the weights once
-# is only {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms. Turning chunking off at
+# steps are more steps ({rec}`lab06.json:workload.rows.3.steps:,.0f` against {rec}`lab06.json:workload.rows.4.steps:,.0f`). Budget 8192 gave {rec}`lab06.json:workload.rows.2.output_tok_s:,.0f` ({rec}`lab06.json:workload.rows.2.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.2.tok_s_runs.2:,.0f`). The last lines below divide
+# the wall-time gap between budget 512 and each larger budget by the extra steps. The tokens are the same, so the
+# quotient prices cutting the work into more steps, and it is not one fixed cost: against 2048 it is a fraction of
+# a decode step, against 8192 about a whole one at batch 64 (Lab 09 replays one in
+# {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms; reading the weights once is {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms). The budgets
+# differ in more than their step counts (above 512 tokens a step runs without graphs), and three runs of each cannot
+# separate those costs. Turning chunking off at
 # budget 2048 gave {rec}`lab06.json:workload.rows.5.output_tok_s:,.0f` ({rec}`lab06.json:workload.rows.5.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.5.tok_s_runs.2:,.0f`), the widest range of the sweep, and a TPOT p99 of {rec}`lab06.json:workload.rows.5.tpot_ms.p99:.1f` ms against {rec}`lab06.json:workload.rows.4.tpot_ms.p99:.1f` ms.
 
 # %% [markdown] tags=["lang-zh"]
@@ -166,10 +168,10 @@ if rec:
 # vLLM 的规则相同；256 条序列的几行是 512；vLLM 还会把它限制在 `max_num_batched_tokens` 以内，见
 # [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`），超过时不走图。每个配置跑了三遍，表中是中位数和范围。在 H200 上，预算 512 得到 {rec}`lab06.json:workload.rows.3.output_tok_s:,.0f` tok/s（范围
 # {rec}`lab06.json:workload.rows.3.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.3.tok_s_runs.2:,.0f`），预算 2048 得到 {rec}`lab06.json:workload.rows.4.output_tok_s:,.0f`（{rec}`lab06.json:workload.rows.4.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.4.tok_s_runs.2:,.0f`）：更少，且超出波动，原因是它至少 279 个带预填充的步让总步数
-# 更多（{rec}`lab06.json:workload.rows.3.steps:,.0f` 对 {rec}`lab06.json:workload.rows.4.steps:,.0f`）。预算 8192 得到 {rec}`lab06.json:workload.rows.2.output_tok_s:,.0f`（{rec}`lab06.json:workload.rows.2.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.2.tok_s_runs.2:,.0f`）。下面最后一行用墙钟时间之差除以多出的步数：每步
-# 的耗时（这里比的是最小和最大预算，不是 2048）约等于 batch 64 时一整个解码步（实验 09 重放一步要
-# {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms）：token 总数相同，多出的一步付的是每步的固定部分，即那一串
-# kernel，其中读一遍权重只占 {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms。预算 2048 时关掉分块得到 {rec}`lab06.json:workload.rows.5.output_tok_s:,.0f`（{rec}`lab06.json:workload.rows.5.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.5.tok_s_runs.2:,.0f`），
+# 更多（{rec}`lab06.json:workload.rows.3.steps:,.0f` 对 {rec}`lab06.json:workload.rows.4.steps:,.0f`）。预算 8192 得到 {rec}`lab06.json:workload.rows.2.output_tok_s:,.0f`（{rec}`lab06.json:workload.rows.2.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.2.tok_s_runs.2:,.0f`）。下面最后几行用预算 512 与每个更大预算的墙钟时间之差除以多出的步数。
+# token 总数相同，所以这个商是把工作切成更多步的代价，而且不是一个固定值：对 2048 只是一个解码步的一部分，对 8192 约等于
+# batch 64 时一整个解码步（实验 09 重放一步要 {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms；读一遍权重要 {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms）。
+# 各预算的差别不只在步数（超过 512 个 token 的步不走图），每个配置跑三遍也分不开这些代价。预算 2048 时关掉分块得到 {rec}`lab06.json:workload.rows.5.output_tok_s:,.0f`（{rec}`lab06.json:workload.rows.5.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.5.tok_s_runs.2:,.0f`），
 # 是整个扫描里范围最宽的一行，TPOT p99 为 {rec}`lab06.json:workload.rows.5.tpot_ms.p99:.1f` ms，开分块时为 {rec}`lab06.json:workload.rows.4.tpot_ms.p99:.1f` ms。
 
 # %% tags=["nbval-check-output"]

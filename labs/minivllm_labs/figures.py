@@ -30,7 +30,7 @@ ROLE = re.compile(r"\{rec\}`(?P<file>[\w.-]+\.json):(?P<path>[^`*:]+?)(?:\*(?P<s
 #: kind and are left alone; so are numbers inside code spans and links (names, flags, paths).
 UNITS = (r"ms|us|µs|μs|ns|s|GiB|MiB|KiB|GB|MB|KB|TB/s|GB/s|TFLOP/s|FLOP/byte|%|x|×|times|tok/s|tokens/s|"
          r"倍|秒|毫秒|微秒")
-FIGURE = re.compile(r"(?<![A-Za-z0-9_.$/-])(?:~|about |约)?(\d[\d,]*(?:\.\d+)?(?:\s?(?:-|–|to|→|->|至)\s?\d[\d,]*(?:\.\d+)?)?)"
+FIGURE = re.compile(r"(?<![A-Za-z0-9_.$/-])(?:~|about |约)?(\d[\d,]*(?:\.\d+)?(?:%?\s?(?:-|–|to|→|->|至)\s?\d[\d,]*(?:\.\d+)?)?)"
                     r"\s?(" + UNITS + r")(?![A-Za-z0-9_/])(?!\s*\d)")  # "64 x 8" multiplies: not a figure
 _CODE = re.compile(r"`[^`\n]*`|\]\([^)]*\)|https?://\S+")
 
@@ -117,6 +117,7 @@ def normal(figure: str) -> str:
     s = figure.replace("µ", "u").replace("μ", "u").replace("–", "-").replace("×", "x").replace(",", "")
     s = re.sub(r"^(~|about |约)", "", s)
     s = s.replace("→", "->").replace(" to ", "-").replace("至", "-")
+    s = re.sub(r"%(?=\s*-)", "", s)  # "10%至15%" is the range 10-15%
     return re.sub(r"\s+", "", s)
 
 

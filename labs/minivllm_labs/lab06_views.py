@@ -243,11 +243,12 @@ def budget_steps_text(res: dict | None) -> str:
     most = max((r["max_num_seqs"] for r in rows), default=None)
     same = sorted((r for r in rows if r.get("chunked") and r["max_num_seqs"] == most),
                   key=lambda r: r["max_num_batched_tokens"])
-    if len(same) > 1 and same[0]["steps"] > same[-1]["steps"]:  # what one more step costs, tokens held equal
-        lo, hi = same[0], same[-1]
+    lo = same[0] if same else None
+    for hi in same[1:]:  # what one more step costs, tokens held equal: the smallest budget against each larger one
         extra, gap = lo["steps"] - hi["steps"], lo["wall_s"] - hi["wall_s"]
-        out.append(f"budget {lo['max_num_batched_tokens']} vs {hi['max_num_batched_tokens']}: {extra} more steps, "
-                   f"{gap:.3f} s more: {1000 * gap / extra:.2f} ms per extra step")
+        if extra > 0:
+            out.append(f"budget {lo['max_num_batched_tokens']} vs {hi['max_num_batched_tokens']}: {extra} more steps, "
+                       f"{gap:.3f} s more: {1000 * gap / extra:.2f} ms per extra step")
     return "\n".join(out) or "(not recorded yet: `python -m minivllm_labs.record lab06` on a GPU makes them)"
 
 

@@ -329,7 +329,7 @@ lab.quiz(lab.Q4, rec or here)
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# 1. Noticeably more per op (about 1.5x in the stored runs): the synchronisation at the end of each timed call
+# 1. Noticeably more per op (the cell below prints it): the synchronisation at the end of each timed call
 #    is shared by only 10 ops. Launch cost is paid per op, so a graph's gain scales with the number of kernels.
 # 2. On a CPU the TPOT grows with the batch (the CPU does the math). On a GPU with this tiny model it barely
 #    moves: the step is CPU-bound, as c) shows for every batch up to 256 with the 0.6B model.
@@ -347,7 +347,7 @@ lab.quiz(lab.Q4, rec or here)
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# 1. 每个算子明显更贵（保存的结果里约 1.5 倍）：每次计时末尾的同步只由 10 个算子分摊。launch 成本按算子付，所以 graph 的收益
+# 1. 每个算子明显更贵（下面的单元格会打印出来）：每次计时末尾的同步只由 10 个算子分摊。launch 成本按算子付，所以 graph 的收益
 #    随 kernel 数增长。
 # 2. CPU 上 TPOT 随 batch 增长（计算由 CPU 完成）。GPU 上用这个很小的模型几乎不变：这一步受 CPU 限制，c) 中
 #    0.6B 模型直到 batch 256 都是如此。
@@ -361,7 +361,8 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # <details><summary>Model answers to the self-test · 自检参考答案</summary>
 #
 # **Q1.** At best about 15 ms, and only if all 5 ms is exposed CPU time (CPU work the GPU waits for); next to no
-# gain if the GPU is the bottleneck. Here exposed CPU time is most of the eager step (50-95%) at every batch size.
+# gain if the GPU is the bottleneck. Here exposed CPU time is half or more of the eager step at every batch size
+# (batch 1: {rec}`lab01.json:bound.exposed_cpu_ms.0:.1f` of {rec}`lab01.json:bound.eager_ms.0:.1f` ms; batch 5, the least: {rec}`lab01.json:bound.exposed_cpu_ms.3:.1f` of {rec}`lab01.json:bound.eager_ms.3:.1f` ms).
 #
 # **Q4.** A graph replays one shape only; capturing costs time and memory and would stall serving; padding a small
 # decode batch to the next captured size is cheap, because at small batch the step waits on its chain of kernels, not
@@ -373,7 +374,8 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # <details><summary>自检参考答案 · Model answers</summary>
 #
 # **Q1.** 最好约 15 ms，而且只有这 5 ms 全是暴露的 CPU 时间（GPU 在等 CPU）时才成立；GPU 是瓶颈时几乎没有收益。
-# 本实验中每个 batch 的 eager 步大部分（50-95%）是暴露的 CPU 时间。
+# 本实验中每个 batch 的 eager 步一半或更多是暴露的 CPU 时间（batch 1：{rec}`lab01.json:bound.exposed_cpu_ms.0:.1f` ms，共 {rec}`lab01.json:bound.eager_ms.0:.1f` ms；最少的 batch 5：{rec}`lab01.json:bound.exposed_cpu_ms.3:.1f` ms，共
+# {rec}`lab01.json:bound.eager_ms.3:.1f` ms）。
 #
 # **Q4.** graph 只能重放一个 shape；捕获耗时又占显存，会卡住服务；把小 batch 的 decode pad 到下一个已捕获尺寸
 # 很便宜：小 batch 时这一步等的是一串 kernel 的延迟，而不是行数（c 中 pad 到 8 的 batch 并不比 batch 5 慢）。
@@ -386,7 +388,8 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 # Of the handbook's three steps, the first two hold roughly (a launch costs 5-10 µs *eagerly*; kernel counts are in
 # the hundreds to thousands, depending on fusion). The third is the wrong one: launch overhead is not added to a
 # fixed compute time, because launches overlap the GPU's work. What a graph saves is the exposed CPU time, which
-# for this 0.6B model on an H200 is most of the eager step at every batch size measured (50-95%), more than 25-50%.
+# for this 0.6B model on an H200 is half or more of the eager step at every batch size measured (at least
+# {rec}`lab01.json:bound.exposed_cpu_ms.3:.1f` of {rec}`lab01.json:bound.eager_ms.3:.1f` ms, at batch 5): at or above the top of 25-50%.
 #
 # Engine code: [worker/graph_capture.py](../minivllm/worker/graph_capture.py) (`capture_graphs`: the capture),
 # [worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py) (`CudagraphDispatcher.dispatch`:
@@ -399,7 +402,8 @@ print(lab.launch_table({"launch_overhead": lab.launch_overhead(n_ops=10, reps=5)
 #
 # 手册的三步里，前两步大致成立（一次 launch 在 *eager* 下 5-10 μs；kernel 数在几百到上千，取决于算子融合）。
 # 错的是第三步：launch overhead 并不是叠加在固定的计算时间上，因为 launch 与 GPU 计算重叠。graph 省下的是暴露的
-# CPU 时间；对 H200 上的 0.6B 模型，它是每个 batch 的 eager 步的大部分（50-95%），超过 25-50%。
+# CPU 时间；对 H200 上的 0.6B 模型，它是每个 batch 的 eager 步的一半或更多（最少的 batch 5 也有
+# {rec}`lab01.json:bound.exposed_cpu_ms.3:.1f` ms，共 {rec}`lab01.json:bound.eager_ms.3:.1f` ms），处在 25-50% 的上限或更高。
 #
 # 引擎代码：[worker/graph_capture.py](../minivllm/worker/graph_capture.py)（`capture_graphs`：捕获），
 # [worker/cudagraph_dispatcher.py](../minivllm/worker/cudagraph_dispatcher.py)（`CudagraphDispatcher.dispatch`：pad 到已捕获尺寸、

@@ -309,10 +309,10 @@ if rec:
 # launches the 28 attention ops from the host. The engine builds those attention launches once per step and reuses
 # them in every layer ([kernels/launch.py](../minivllm/kernels/launch.py) `LaunchPlan`). That shrank the gap, but
 # how much is left depends on the run: in assets/results/h200/modes.json (0b18ca8, one process per mode, 37 prompts)
-# PIECEWISE decoded at 1.30x FULL's TPOT at batch 1 and 1.10x at batch 64 (`piecewise_over_full_tpot`; 2.5x and 3.0x
+# PIECEWISE decoded at {rec}`modes.json:piecewise_over_full_tpot.1:.2f`x FULL's TPOT at batch 1 and {rec}`modes.json:piecewise_over_full_tpot.64:.2f`x at batch 64 (`piecewise_over_full_tpot`; {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.1:.1f`x and {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.64:.1f`x
 # before the launch plan, archive member modes_b6d9efd.json), while this lab's own record, made with the same code
-# (5b7709e) but this lab's engines, has PIECEWISE at 1.79x FULL at batch 1 and 1.55x at batch 8
-# (`modes.PIECEWISE.decode` against `modes.FULL.decode`). Both runs are single runs; what separates the two modes is
+# (5b7709e) but this lab's engines, has PIECEWISE at {rec}`lab02.json:modes.PIECEWISE.decode.1.tpot_ms.median:.2f` ms against FULL's {rec}`lab02.json:modes.FULL.decode.1.tpot_ms.median:.2f` ms at batch 1 and {rec}`lab02.json:modes.PIECEWISE.decode.8.tpot_ms.median:.2f` against
+# {rec}`lab02.json:modes.FULL.decode.8.tpot_ms.median:.2f` ms at batch 8 (`modes.PIECEWISE.decode` against `modes.FULL.decode`). Both runs are single runs; what separates the two modes is
 # still host time between the pieces, which a full graph does not have. The cell below prints the record's ratio and
 # modes.json's, each with
 # its commit. FULL_AND_PIECEWISE decodes faster than FULL (modes.json `modes.FULL_AND_PIECEWISE.tpot_ms` against
@@ -325,9 +325,9 @@ if rec:
 # **PIECEWISE 离整图有多近。** PIECEWISE 的一个 decode 步要重放 29 段分段图，并在段与段之间从主机 launch 28 次 attention。
 # 引擎每一步只构建一次这些 attention 的 launch，在每一层复用（[kernels/launch.py](../minivllm/kernels/launch.py) 的
 # `LaunchPlan`）。差距因此缩小了，但还剩多少取决于这次运行：assets/results/h200/modes.json（0b18ca8，每种模式一个进程，37 个 prompt）里，
-# PIECEWISE 的 decode TPOT 在 batch 1 是 FULL 的 1.30 倍，batch 64 是 1.10 倍（`piecewise_over_full_tpot`；launch plan 之前是 2.5 倍和 3.0 倍，
-# 见 archive 里的 modes_b6d9efd.json）；而本 lab 自己的记录用的是同一份代码（5b7709e）、本 lab 的引擎配置，PIECEWISE 在 batch 1 是 FULL 的
-# 1.79 倍，batch 8 是 1.55 倍（`modes.PIECEWISE.decode` 对比 `modes.FULL.decode`）。两者都只跑了一次；把两种模式拉开的仍是段与段之间的
+# PIECEWISE 的 decode TPOT 在 batch 1 是 FULL 的 {rec}`modes.json:piecewise_over_full_tpot.1:.2f` 倍，batch 64 是 {rec}`modes.json:piecewise_over_full_tpot.64:.2f` 倍（`piecewise_over_full_tpot`；launch plan 之前是 {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.1:.1f` 倍和 {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.64:.1f` 倍，
+# 见 archive 里的 modes_b6d9efd.json）；而本 lab 自己的记录用的是同一份代码（5b7709e）、本 lab 的引擎配置，PIECEWISE 在 batch 1 是 {rec}`lab02.json:modes.PIECEWISE.decode.1.tpot_ms.median:.2f` ms，FULL 是
+# {rec}`lab02.json:modes.FULL.decode.1.tpot_ms.median:.2f` ms；batch 8 是 {rec}`lab02.json:modes.PIECEWISE.decode.8.tpot_ms.median:.2f` 对 {rec}`lab02.json:modes.FULL.decode.8.tpot_ms.median:.2f` ms（`modes.PIECEWISE.decode` 对比 `modes.FULL.decode`）。两者都只跑了一次；把两种模式拉开的仍是段与段之间的
 # 主机时间，而整图没有这部分开销。
 # 下面的单元格打印记录里的比值和 modes.json 的比值，各带其 commit。FULL_AND_PIECEWISE 的 decode 比 FULL 快（modes.json 的 `modes.FULL_AND_PIECEWISE.tpot_ms` 对比
 # `modes.FULL.tpot_ms`）：它的 decode 整图用的是能把一个上下文的 KV cache 切给多个 program 的 decode attention kernel，而 FULL 下纯 decode 批也走
@@ -392,7 +392,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 # **lab02.q3.** Three different samples: PyTorch advances the generator offset at each replay
 #
 # **lab02.q4.** Little: at batch 5-8 a decode step is bound by the latency of its chain of kernels (a replay takes
-# 0.9-1.2 ms, reading the weights about 0.3 ms), not by its rows, so the size-8 replay costs about what size 5 does;
+# {rec}`lab02.json:padding.replay_ms.1.median:.2f`-{rec}`lab02.json:padding.replay_ms.5.median:.2f` ms, reading the weights {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms), not by its rows, so the size-8 replay costs about what size 5 does;
 # padded rows are computed and discarded
 #
 # **lab02.q5.** Only the host sync (.item()) fails; allocation works from the private pool; branch and rebinding give
@@ -409,8 +409,8 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4, lab.Q5):
 #
 # **lab02.q3.** 三个不同的样本：每次重放 PyTorch 都推进生成器的 offset。
 #
-# **lab02.q4.** 很小：batch 5-8 时 decode 步受一串 kernel 的延迟限制（一次重放 0.9-1.2 ms，读权重只要约 0.3
-# ms），而不是行数，所以 size 8 的重放和 size 5 差不多；padding 行被计算后丢弃。
+# **lab02.q4.** 很小：batch 5-8 时 decode 步受一串 kernel 的延迟限制（一次重放 {rec}`lab02.json:padding.replay_ms.1.median:.2f`-{rec}`lab02.json:padding.replay_ms.5.median:.2f` ms，读权重只要
+# {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms），而不是行数，所以 size 8 的重放和 size 5 差不多；padding 行被计算后丢弃。
 #
 # **lab02.q5.** 只有主机同步（.item()）会报错；分配可以（私有显存池）；分支和重新绑定会悄悄地给出错误结果。
 #

@@ -319,7 +319,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 #
 # **lab03.q1.** vLLM compiles every mode with fullgraph=True, and so does this engine: unregistered attention stops
 # startup (Unsupported). Only where graph breaks are allowed (allow_graph_breaks=True, mode 1, no vLLM equivalent)
-# does it run, breaking the graph at every call (76 breaks, 1.8x slower). Register it, which also makes it the split
+# does it run, breaking the graph at every call (76 breaks, TPOT {rec}`attention_unregistered.json:rows.0.tpot_s*1000:.1f` ms against {rec}`attention_registered.json:rows.0.tpot_s*1000:.1f` ms). Register it, which also makes it the split
 # point for piecewise graphs
 #
 # **lab03.q2.** Graphs remove launches, compile changes the kernels; they stack only when compile still has ops to
@@ -336,7 +336,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 # <details><summary>自检参考答案 · Model answers</summary>
 #
 # **lab03.q1.** vLLM 每个模式都用 fullgraph=True 编译，本引擎也是：未注册的 attention 让启动失败（Unsupported）。只有允许断图时
-# （allow_graph_breaks=True，仅 mode 1，vLLM 没有对应选项）才能运行，每次调用都断图（76 次断图，慢 1.8 倍）。应注册它，这样它也
+# （allow_graph_breaks=True，仅 mode 1，vLLM 没有对应选项）才能运行，每次调用都断图（76 次断图，TPOT {rec}`attention_unregistered.json:rows.0.tpot_s*1000:.1f` ms，注册后 {rec}`attention_registered.json:rows.0.tpot_s*1000:.1f` ms）。应注册它，这样它也
 # 成为分段图的切分点。
 #
 # **lab03.q2.** 图消除 launch，compile 改变 kernel 本身；只有 compile 还有算子可融合时两者叠加才有收益。
@@ -364,7 +364,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 #    <details><summary>Solution · 参考答案</summary>
 #    Startup fails with Dynamo's `Unsupported` error naming the disabled function, as the record's mode 1 engine did:
 #    with `fullgraph=True` a graph break is an error, so an unregistered op is found before serving instead of as a
-#    slower engine (1.8x with `allow_graph_breaks=True`, the Q1 feedback).
+#    slower engine ({rec}`attention_unregistered.json:rows.0.tpot_s*1000:.1f` ms against {rec}`attention_registered.json:rows.0.tpot_s*1000:.1f` ms a token with `allow_graph_breaks=True`, the Q1 feedback).
 #    </details>
 
 # %% [markdown] tags=["lang-zh"]
@@ -378,7 +378,7 @@ for q in (lab.Q1, lab.Q2, lab.Q3, lab.Q4):
 #    `fullgraph=True` trace，vLLM 也一样（[vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)）。
 #    <details><summary>Solution · 参考答案</summary>
 #    启动失败，Dynamo 报 `Unsupported`，指出被禁用的函数，和记录中 mode 1 的引擎一样：`fullgraph=True` 时断图就是错误，所以
-#    未注册的算子在服务前就被发现，而不是变成一个变慢的引擎（`allow_graph_breaks=True` 时慢 1.8 倍，见 Q1 的反馈）。
+#    未注册的算子在服务前就被发现，而不是变成一个变慢的引擎（`allow_graph_breaks=True` 时每个 token {rec}`attention_unregistered.json:rows.0.tpot_s*1000:.1f` ms，注册后 {rec}`attention_registered.json:rows.0.tpot_s*1000:.1f` ms，见 Q1 的反馈）。
 #    </details>
 
 # %% [markdown]

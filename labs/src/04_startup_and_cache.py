@@ -98,7 +98,7 @@ print(lab.startup_figures_text(rec))
 # *compile (other)* is the first run over a dummy batch. Compare each with the handbook's column, and note
 # *graphs traced*: at mode 3, one graph for every batch size.
 #
-# The "graphs" engine is mode 0. Its compile phase is empty: Dynamo and the backend take 0 s and no graph is
+# The "graphs" engine is mode 0. Its compile phase is empty: Dynamo and the backend take {rec}`lab04.json:phases.graphs.phases_s.Dynamo:.0f` s and no graph is
 # traced, as vLLM's mode 0 applies no torch.compile
 # ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)). Its
 # startup is almost all graph capture: without a traced graph there are no pieces, so it captures the full decode
@@ -114,7 +114,7 @@ print(lab.startup_figures_text(rec))
 # 再由 Inductor 生成并编译 kernel）；*compile (other)* 是编译后在 dummy batch 上的第一次运行。逐项对照手册那一栏，
 # 并注意 *graphs traced*：mode 3 下所有 batch size 共用一张图。
 #
-# "graphs" 这个引擎是 mode 0。它的编译阶段是空的：Dynamo 和编译器后端都是 0 s，没有 trace 任何图，与 vLLM 的 mode 0
+# "graphs" 这个引擎是 mode 0。它的编译阶段是空的：Dynamo 和编译器后端都是 {rec}`lab04.json:phases.graphs.phases_s.Dynamo:.0f` s，没有 trace 任何图，与 vLLM 的 mode 0
 # 不做任何 torch.compile 一致（[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)）。
 # 它的启动时间基本都花在 CUDA Graph 捕获上：没有 trace 出的图就没有分段，所以只捕获 decode 整图（FULL_DECODE_ONLY），
 # 预填充走 eager。vLLM 单独设 mode 0 会把图关掉（[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。

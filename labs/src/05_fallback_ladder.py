@@ -278,7 +278,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # graphs. `compile_report()` counts the breaks, and they grow once requests run (the stored CPU run below: 5
 # graphs and 1 break at startup; after one request 3 breaks and 10 run-time recompiles). That is the handbook's
 # "falls back to an eager section"; vLLM ([vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)) and this engine compile modes 1-3 with
-# `fullgraph=True`, so this fails loudly at startup instead of silently slowing every step (Lab 03 measured 1.8x with a break at every
+# `fullgraph=True`, so this fails loudly at startup instead of silently slowing every step (Lab 03 measured {rec}`attention_unregistered.json:rows.0.tpot_s*1000:.1f` ms against {rec}`attention_registered.json:rows.0.tpot_s*1000:.1f` ms a token with a break at every
 # attention call).
 # </details>
 #
@@ -307,7 +307,7 @@ lab.quiz(lab.Q_SILENT, rec or here)
 # 能启动：Dynamo 在 `if` 处断图，分支用 Python 跑，其余部分 trace 成多张图。`compile_report()` 统计 graph break，
 # 请求跑起来后还会增加（下面保存的 CPU 结果：启动时 5 张图、1 个 break；跑一个请求后 3 个 break、运行时重编译 10 次）。
 # 这就是手册说的"fallback 到 eager 区段"；vLLM（[vllm/compilation/decorators.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/compilation/decorators.py); mode 1: `GPUModelRunner.load_model`, [vllm/v1/worker/gpu_model_runner.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_model_runner.py)）和本引擎的 mode 1-3 都用
-# `fullgraph=True`，所以它在启动时大声失败，而不是悄悄拖慢每一步（Lab 03 测到每次 attention 调用都断图时慢 1.8 倍）。
+# `fullgraph=True`，所以它在启动时大声失败，而不是悄悄拖慢每一步（Lab 03 测到每次 attention 调用都断图时每个 token {rec}`attention_unregistered.json:rows.0.tpot_s*1000:.1f` ms，注册后 {rec}`attention_registered.json:rows.0.tpot_s*1000:.1f` ms）。
 # </details>
 #
 # **2.** 在 CPU 上，无声故障的第二级（"关 CUDA Graph"）和第一级失败得一模一样。为什么？这说明读降级路径时要注意什么？

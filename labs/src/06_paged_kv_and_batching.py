@@ -149,14 +149,16 @@ if rec:
 # in vLLM without speculative decoding (512 in the rows of 256 sequences; vLLM also caps it at
 # `max_num_batched_tokens`, `_set_cudagraph_sizes` in [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)), and runs
 # without graphs above it. Each setting ran three
-# times; the table gives the median and the range. On the H200, budget 512 gave 21,860 tok/s (range 21,790-21,910)
-# against 22,570 (22,440-22,810) at budget 2048: 3% less, and beyond the spread, because its 279 or more prefill
-# steps are more steps (1,393 against 1,097). Budget 8192 gave 24,420 (23,900-24,450). The last line below divides
-# the wall-time gap between the smallest and the largest budget (not 2048) by the extra steps: about one whole decode
-# step at batch 64 (Lab 09 replays one in {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms). The tokens
-# are the same, so an extra step costs a step's fixed part: its chain of kernels, of which reading the weights once
-# is only {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms. Turning chunking off at
-# budget 2048 gave 19,700 (18,500-21,410), the widest range of the sweep, and a TPOT p99 of 14.2 ms against 9.6 ms.
+# times; the table gives the median and the range. On the H200, budget 512 gave {rec}`lab06.json:workload.rows.3.output_tok_s:,.0f` tok/s (range {rec}`lab06.json:workload.rows.3.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.3.tok_s_runs.2:,.0f`)
+# against {rec}`lab06.json:workload.rows.4.output_tok_s:,.0f` ({rec}`lab06.json:workload.rows.4.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.4.tok_s_runs.2:,.0f`) at budget 2048: less, and beyond the spread, because its 279 or more prefill
+# steps are more steps ({rec}`lab06.json:workload.rows.3.steps:,.0f` against {rec}`lab06.json:workload.rows.4.steps:,.0f`). Budget 8192 gave {rec}`lab06.json:workload.rows.2.output_tok_s:,.0f` ({rec}`lab06.json:workload.rows.2.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.2.tok_s_runs.2:,.0f`). The last lines below divide
+# the wall-time gap between budget 512 and each larger budget by the extra steps. The tokens are the same, so the
+# quotient prices cutting the work into more steps, and it is not one fixed cost: against 2048 it is a fraction of
+# a decode step, against 8192 about a whole one at batch 64 (Lab 09 replays one in
+# {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms; reading the weights once is {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms). The budgets
+# differ in more than their step counts (above 512 tokens a step runs without graphs), and three runs of each cannot
+# separate those costs. Turning chunking off at
+# budget 2048 gave {rec}`lab06.json:workload.rows.5.output_tok_s:,.0f` ({rec}`lab06.json:workload.rows.5.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.5.tok_s_runs.2:,.0f`), the widest range of the sweep, and a TPOT p99 of {rec}`lab06.json:workload.rows.5.tpot_ms.p99:.1f` ms against {rec}`lab06.json:workload.rows.4.tpot_ms.p99:.1f` ms.
 
 # %% [markdown] tags=["lang-zh"]
 # **为什么 token 预算小会损失吞吐。** 预算为 B 时，同样多的 prompt token 至少要切成 prompt token 数 ÷ B 个带预填充的步（见下），
@@ -164,13 +166,13 @@ if rec:
 # [docs/configuration/optimization.md](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/configuration/optimization.md)）：
 # 带 prompt token 的步在 token 数不超过最大捕获尺寸时重放分段图（最大捕获尺寸是 min(2 × max_num_seqs, 512)，与不开投机解码时
 # vLLM 的规则相同；256 条序列的几行是 512；vLLM 还会把它限制在 `max_num_batched_tokens` 以内，见
-# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`），超过时不走图。每个配置跑了三遍，表中是中位数和范围。在 H200 上，预算 512 得到 21,860 tok/s（范围
-# 21,790-21,910），预算 2048 得到 22,570（22,440-22,810）：少了 3%，且超出波动，原因是它至少 279 个带预填充的步让总步数
-# 更多（1,393 对 1,097）。预算 8192 得到 24,420（23,900-24,450）。下面最后一行用墙钟时间之差除以多出的步数：每步
-# 的耗时（这里比的是最小和最大预算，不是 2048）约等于 batch 64 时一整个解码步（实验 09 重放一步要
-# {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms）：token 总数相同，多出的一步付的是每步的固定部分，即那一串
-# kernel，其中读一遍权重只占 {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms。预算 2048 时关掉分块得到 19,700（18,500-21,410），
-# 是整个扫描里范围最宽的一行，TPOT p99 为 14.2 ms，开分块时为 9.6 ms。
+# [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py) 的 `_set_cudagraph_sizes`），超过时不走图。每个配置跑了三遍，表中是中位数和范围。在 H200 上，预算 512 得到 {rec}`lab06.json:workload.rows.3.output_tok_s:,.0f` tok/s（范围
+# {rec}`lab06.json:workload.rows.3.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.3.tok_s_runs.2:,.0f`），预算 2048 得到 {rec}`lab06.json:workload.rows.4.output_tok_s:,.0f`（{rec}`lab06.json:workload.rows.4.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.4.tok_s_runs.2:,.0f`）：更少，且超出波动，原因是它至少 279 个带预填充的步让总步数
+# 更多（{rec}`lab06.json:workload.rows.3.steps:,.0f` 对 {rec}`lab06.json:workload.rows.4.steps:,.0f`）。预算 8192 得到 {rec}`lab06.json:workload.rows.2.output_tok_s:,.0f`（{rec}`lab06.json:workload.rows.2.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.2.tok_s_runs.2:,.0f`）。下面最后几行用预算 512 与每个更大预算的墙钟时间之差除以多出的步数。
+# token 总数相同，所以这个商是把工作切成更多步的代价，而且不是一个固定值：对 2048 只是一个解码步的一部分，对 8192 约等于
+# batch 64 时一整个解码步（实验 09 重放一步要 {rec}`lab09.json:shapes.qwen3-06b.sweep.2.step_wall_ms:.2f` ms；读一遍权重要 {rec}`lab09.json:shapes.qwen3-06b.floor.bytes_ms:.2f` ms）。
+# 各预算的差别不只在步数（超过 512 个 token 的步不走图），每个配置跑三遍也分不开这些代价。预算 2048 时关掉分块得到 {rec}`lab06.json:workload.rows.5.output_tok_s:,.0f`（{rec}`lab06.json:workload.rows.5.tok_s_runs.0:,.0f`-{rec}`lab06.json:workload.rows.5.tok_s_runs.2:,.0f`），
+# 是整个扫描里范围最宽的一行，TPOT p99 为 {rec}`lab06.json:workload.rows.5.tpot_ms.p99:.1f` ms，开分块时为 {rec}`lab06.json:workload.rows.4.tpot_ms.p99:.1f` ms。
 
 # %% tags=["nbval-check-output"]
 if rec:
@@ -213,9 +215,9 @@ if rec:
 # **Why chunking did not shorten the wait here.** The decoders wait for the step that carries prefill tokens, so
 # the wait is that step's cost. In this scenario the engine has `max_num_seqs` 4, so its largest capture size is
 # 8 (2 x 4, vLLM's rule above), and every step with prompt tokens, 24 of them or 256 or 1,539, runs without graphs.
-# Such a step costs about the same whatever its token count (the lines above: 19-21 ms for 24 and for 256 tokens,
-# 20-27 ms for 1,539): on a 0.6B model the per-step host work of running 28 layers without graphs (Lab 02's eager
-# decode step is 18.5 ms) is larger than the compute of 1,539 tokens. Cutting the prompt into 256-token pieces
+# Such a step costs about the same whatever its token count (the lines above: {rec}`lab06.json:chunked.0.step_ms.0:.1f` ms for 24 tokens, {rec}`lab06.json:chunked.0.step_ms.3:.1f` ms for
+# 256, while 1,539 tokens took {rec}`lab06.json:chunked.1.max_ms_runs.1:.1f` and {rec}`lab06.json:chunked.1.max_ms_runs.2:.1f` ms in two of three runs, {rec}`lab06.json:chunked.1.max_ms_runs.0:.1f` ms in the third): on a 0.6B model the per-step host work of running 28 layers without graphs (Lab 02's eager
+# decode step is {rec}`lab02.json:modes.NONE.decode.1.tpot_ms.median:.1f` ms) is larger than the compute of 1,539 tokens. Cutting the prompt into 256-token pieces
 # then cuts the step, not its cost. Chunking shortens the wait when a step's cost grows with its tokens: a larger
 # model, a longer prompt, or chunks that replay piecewise graphs (a larger `max_cudagraph_capture_size`). That
 # last case is an exercise: this record does not measure it.
@@ -223,8 +225,8 @@ if rec:
 # %% [markdown] tags=["lang-zh"]
 # **为什么这里分块没有缩短等待。** decode 请求等的是带预填充 token 的那一步，所以等待就是那一步的耗时。这个场景里引擎的
 # `max_num_seqs` 是 4，最大捕获尺寸因此是 8（2 × 4，即上面 vLLM 的规则），带 prompt token 的步不论是 24 个、256 个还是
-# 1,539 个 token，都不走图。这样的一步耗时几乎与 token 数无关（上面几行：24 个和 256 个 token 都是 19-21 ms，1,539 个是
-# 20-27 ms）：在 0.6B 模型上，不走图跑 28 层的每步 host 开销（Lab 02 里 eager 的解码步是 18.5 ms）比 1,539 个 token 的计算
+# 1,539 个 token，都不走图。这样的一步耗时几乎与 token 数无关（上面几行：24 个 token {rec}`lab06.json:chunked.0.step_ms.0:.1f` ms，256 个 {rec}`lab06.json:chunked.0.step_ms.3:.1f` ms；1,539 个
+# 在三次运行中两次为 {rec}`lab06.json:chunked.1.max_ms_runs.1:.1f` 和 {rec}`lab06.json:chunked.1.max_ms_runs.2:.1f` ms，另一次 {rec}`lab06.json:chunked.1.max_ms_runs.0:.1f` ms）：在 0.6B 模型上，不走图跑 28 层的每步 host 开销（Lab 02 里 eager 的解码步是 {rec}`lab02.json:modes.NONE.decode.1.tpot_ms.median:.1f` ms）比 1,539 个 token 的计算
 # 还大。把 prompt 切成 256 token 的块，切小的是步，不是步的耗时。只有当一步的耗时随 token 数增长时，分块才会缩短等待：更大的
 # 模型、更长的 prompt，或者让各块重放分段图（调大 `max_cudagraph_capture_size`）。最后这种情况留作练习：这份记录没有测它。
 

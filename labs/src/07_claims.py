@@ -116,10 +116,10 @@ lab.compare()
 lab.toggle()
 
 # %% [markdown] tags=["lang-en"]
-# This device's copy bandwidth, and the floor it puts under a 0.6B model (1.2 GB of bf16 weights).
+# This device's copy bandwidth, and the floor it puts under a 0.6B model ({rec}`lab09.json:shapes.qwen3-06b.floor.weight_mb*0.001:.1f` GB of bf16 weights).
 
 # %% [markdown] tags=["lang-zh"]
-# 本机的拷贝带宽，以及它给 0.6B 模型（1.2 GB bf16 权重）带来的下限。
+# 本机的拷贝带宽，以及它给 0.6B 模型（{rec}`lab09.json:shapes.qwen3-06b.floor.weight_mb*0.001:.1f` GB bf16 权重）带来的下限。
 
 # %% tags=["nbval-ignore-output"]
 here = lab.run_all("", quick=True)
@@ -148,7 +148,7 @@ for q in (lab.Q1, lab.Q2):
 # computed from the datasheet, not measured. The article's 9 ms with graphs is below that floor, and so is its
 # 12 ms without.
 #
-# **lab07.q2.** About {rec}`lab05.json:oom.freed_fraction_of_kv*100:.1f`% more KV tokens (1,145,888 against 1,142,384): graphs off frees their reserve, a few
+# **lab07.q2.** About {rec}`lab05.json:oom.freed_fraction_of_kv*100:.1f`% more KV tokens ({rec}`lab05.json:oom.eager.kv_cache_tokens:,` against {rec}`lab05.json:oom.graphs.kv_cache_tokens:,`): graphs off frees their reserve, a few
 # hundred MiB, for the KV cache; worth it for debugging, not for memory.
 #
 # </details>
@@ -159,7 +159,7 @@ for q in (lab.Q1, lab.Q2):
 # **lab07.q1.** batch 1 时每个 decode 步要把所有权重读一遍：13.0e9 × 2 字节 ÷ 2,039 GB/s = {rec}`lab07.json:physics.a100_13b.floor_ms:.2f` ms，由规格书算出，
 # 不是实测。文章说开图后 9 ms，低于这个下限，不开图的 12 ms 也低于它。
 #
-# **lab07.q2.** KV token 多约 {rec}`lab05.json:oom.freed_fraction_of_kv*100:.1f`%（1,145,888 对 1,142,384）：关图释放的是图预留的几百 MiB，归 KV Cache；为了调试值得，
+# **lab07.q2.** KV token 多约 {rec}`lab05.json:oom.freed_fraction_of_kv*100:.1f`%（{rec}`lab05.json:oom.eager.kv_cache_tokens:,` 对 {rec}`lab05.json:oom.graphs.kv_cache_tokens:,`）：关图释放的是图预留的几百 MiB，归 KV Cache；为了调试值得，
 # 为了省显存不值得。
 #
 # </details>
@@ -167,7 +167,7 @@ for q in (lab.Q1, lab.Q2):
 # %% [markdown] tags=["lang-en"]
 # ## 5. Try it yourself · 动手试试
 #
-# **Exercise.** The article says LLaMA-2-70B's TTFT drops from 128 to 112 ms with graphs (H100). Estimate the
+# **Exercise.** The article says LLaMA-2-70B's TTFT drops from 128 ms to 112 ms with graphs (H100). Estimate the
 # *compute* floor of a 512-token prefill of a 70B model on an H100 (989 TFLOP/s dense bf16): is 112 ms possible?
 #
 # *Hint:* a forward costs about 2 x parameters FLOPs per token.
@@ -207,7 +207,8 @@ for q in (lab.Q1, lab.Q2):
 # for a small model) and its compile-cache variable do not. The article is wrong or unverifiable almost throughout:
 # its sources do not exist, its A100 figures are below what the hardware allows, its memory figures are tens of
 # times too large, its A100 TTFT is below a prefill's arithmetic floor, its other TTFT figures cannot be checked on
-# one H200, and its tidy percentages (20% at batch 8, 45-55% on Hopper) miss a 0.6B model's 95%. What it gets partly
+# one H200, and its tidy percentages (20% at batch 8, 45-55% on Hopper) miss a 0.6B model's
+# batch-1 TPOT cut from {rec}`latency.json:rows.0.tpot_s*1000:.1f` to {rec}`latency.json:rows.9.tpot_s*1000:.2f` ms. What it gets partly
 # right is qualitative: graphs keep eager's greedy results where the replay runs eager's kernels (not under
 # torch.compile, not where a captured size picks another kernel plan: the rule Lab 10 applies to the same
 # sentence), and a smaller gain at a larger batch is plausible but not shown beyond the noise of one run per batch
@@ -219,7 +220,8 @@ for q in (lab.Q1, lab.Q2):
 # **结论。** 两份材料里，手册讲机制大多对，讲量级常常错：图的三条限制中的两条、padding 和大部分故障判断规则成立，而各阶段耗时（profile run、
 # 启动、小模型的权重加载）和编译缓存变量不成立。文章几乎通篇是错的或无法查证的：引用的来源不存在，A100 的数字低于硬件
 # 允许的下限，显存数字大了几十倍，A100 的 TTFT 低于预填充的算术下限，其余 TTFT 数字在一张 H200 上无法核对，整齐的百分比
-# （batch 8 时 20%、Hopper 上 45-55%）也和 0.6B 模型的 95% 相去甚远。它部分说对的是定性的两点：重放执行的就是 eager 的
+# （batch 8 时 20%、Hopper 上 45-55%）也和 0.6B 模型 batch 1 的 TPOT
+# 从 {rec}`latency.json:rows.0.tpot_s*1000:.1f` ms 降到 {rec}`latency.json:rows.9.tpot_s*1000:.2f` ms 相去甚远。它部分说对的是定性的两点：重放执行的就是 eager 的
 # kernel 时，CUDA Graph 不改变贪心解码的结果（开 torch.compile 或某个捕获尺寸选了别的 kernel 方案时就不一定，实验 10 对同一句话
 # 用同一条规则）；batch 越大收益越小听起来合理，但每个 batch 只跑一次，这个方向没有超出噪声。本实验自己评判的说法（其余见上表，
 # 各自链接到对应实验）：

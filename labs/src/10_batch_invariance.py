@@ -111,11 +111,11 @@ if rec:
 #
 # - **bf16, default engine.** Batch 2 kept 1/2 sequences (the other parts at token 9), batch 8 kept 5/8, batch 64
 #   kept 31/64. No batched sequence had every logprob bitwise equal (0/2, 0/8, 0/64), and before they part the
-#   chosen token's logprob already differs by up to 0.0157 (batch 2), 0.0312 (batch 8), 0.0468 (batch 64). Two
+#   chosen token's logprob already differs by up to {rec}`lab10.json:disagreement.bfloat16.rows.1.max_logprob_gap:.4f` (batch 2), {rec}`lab10.json:disagreement.bfloat16.rows.2.max_logprob_gap:.4f` (batch 8), {rec}`lab10.json:disagreement.bfloat16.rows.3.max_logprob_gap:.4f` (batch 64). Two
 #   of the 64 part at token 0: the first token, which the prefill picks before any decode step, so the prefill of
 #   a batch (all prompts packed into one forward) is a source too, not only decode.
 # - **fp32, the same engine.** Every batch kept every sequence's tokens (64/64 at batch 64), yet 0/64 had every
-#   logprob bitwise equal: the gap is at most 4.8e-06, about 10,000 times smaller than bf16's 0.0468. fp32 hides
+#   logprob bitwise equal: the gap is at most {rec}`lab10.json:disagreement.float32.rows.3.max_logprob_gap:.1e`, four orders of magnitude below bf16's {rec}`lab10.json:disagreement.bfloat16.rows.3.max_logprob_gap:.4f`. fp32 hides
 #   the batch dependence; it does not remove it.
 # - **bf16, `batch_invariant=True`.** 64/64 kept their tokens and 64/64 every logprob bitwise (gap 0.0).
 #
@@ -127,11 +127,11 @@ if rec:
 # 且每个 logprob 逐位相等，所以没有需要扣除的重复运行波动：
 #
 # - **bf16，默认引擎。** batch 2 保持 1/2 条序列（另一条从第 9 个 token 分叉），batch 8 保持 5/8，batch 64 保持 31/64。
-#   批处理中没有一条序列的 logprob 全部逐位相等（0/2、0/8、0/64）；分叉之前，所选 token 的 logprob 已相差最多 0.0157
-#   （batch 2）、0.0312（batch 8）、0.0468（batch 64）。64 条中有 2 条在第 0 个 token 就分叉：第一个 token 由预填充在任何
+#   批处理中没有一条序列的 logprob 全部逐位相等（0/2、0/8、0/64）；分叉之前，所选 token 的 logprob 已相差最多 {rec}`lab10.json:disagreement.bfloat16.rows.1.max_logprob_gap:.4f`
+#   （batch 2）、{rec}`lab10.json:disagreement.bfloat16.rows.2.max_logprob_gap:.4f`（batch 8）、{rec}`lab10.json:disagreement.bfloat16.rows.3.max_logprob_gap:.4f`（batch 64）。64 条中有 2 条在第 0 个 token 就分叉：第一个 token 由预填充在任何
 #   解码步之前选出，所以批量预填充（所有 prompt 打包进一次 forward）本身也是来源，不只是解码。
 # - **fp32，同一个引擎。** 每个 batch 都保持了全部序列的 token（batch 64 为 64/64），但 logprob 全部逐位相等的是 0/64：
-#   差值最多 4.8e-06，比 bf16 的 0.0468 小约一万倍。fp32 掩盖了 batch 依赖，并没有消除它。
+#   差值最多 {rec}`lab10.json:disagreement.float32.rows.3.max_logprob_gap:.1e`，比 bf16 的 {rec}`lab10.json:disagreement.bfloat16.rows.3.max_logprob_gap:.4f` 小四个数量级。fp32 掩盖了 batch 依赖，并没有消除它。
 # - **bf16，`batch_invariant=True`。** 64/64 保持 token，64/64 的 logprob 全部逐位相等（差值 0.0）。
 #
 # 上面的吞吐 bench 用另一份负载（16 个 prompt，另一组 prompt）得出一致的结论：bf16 下 10/16，fp32 下 16/16。
@@ -301,12 +301,12 @@ if rec:
     print(lab.invariant_table(rec))
 
 # %% [markdown] tags=["lang-en"]
-# On the H200 the mode costs 37% at batch 1 (TPOT {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.3f` ms [1.231, 1.233] against {rec}`lab10.json:tpot.default.0.tpot_ms:.3f` ms [0.897, 0.900]) and 27%
-# at batch 64 ({rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.3f` ms [1.775, 1.788] against {rec}`lab10.json:tpot.default.1.tpot_ms:.3f` ms [1.391, 1.401]); the ranges over 5 repeats are far apart, so
+# On the H200 the mode costs TPOT at batch 1 ({rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.3f` ms [{rec}`lab10.json:batch_invariant.tpot.0.tpot_ms_range.0:.3f`, {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms_range.1:.3f`] against {rec}`lab10.json:tpot.default.0.tpot_ms:.3f` ms [{rec}`lab10.json:tpot.default.0.tpot_ms_range.0:.3f`, {rec}`lab10.json:tpot.default.0.tpot_ms_range.1:.3f`]) and
+# at batch 64 ({rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.3f` ms [{rec}`lab10.json:batch_invariant.tpot.1.tpot_ms_range.0:.3f`, {rec}`lab10.json:batch_invariant.tpot.1.tpot_ms_range.1:.3f`] against {rec}`lab10.json:tpot.default.1.tpot_ms:.3f` ms [{rec}`lab10.json:tpot.default.1.tpot_ms_range.0:.3f`, {rec}`lab10.json:tpot.default.1.tpot_ms_range.1:.3f`]); the ranges over 5 repeats are far apart, so
 # both costs are real. For that it kept 64/64 sequences bitwise equal to their runs alone (section a). The engine's
 # own bench, `minivllm bench invariance` (64 requests of 128 prompt tokens, 128 output tokens), measured the same
-# trade on another workload: TPOT 1.264 ms against 0.917 ms at batch 1 (1.38x) and 2.297 ms against 1.774 ms at
-# batch 64 (1.29x), output 21.3k against 30.4k tokens/s at batch 64 (0.70x), for 16/16 requests identical batched
+# trade on another workload: TPOT {rec}`invariance.json:modes.batch_invariant.latency.1.tpot_s*1000:.3f` ms against {rec}`invariance.json:modes.default.latency.1.tpot_s*1000:.3f` ms at batch 1 and {rec}`invariance.json:modes.batch_invariant.latency.64.tpot_s*1000:.3f` ms against {rec}`invariance.json:modes.default.latency.64.tpot_s*1000:.3f` ms at
+# batch 64, output {rec}`invariance.json:modes.batch_invariant.latency.64.output_tok_s*0.001:.1f`k against {rec}`invariance.json:modes.default.latency.64.output_tok_s*0.001:.1f`k tokens/s at batch 64, for 16/16 requests identical batched
 # and one by one (the default: 10/16) and 32/32 sequences with every logprob bitwise equal (the default: 0/32)
 # (`invariance.json`, `modes.<mode>.latency`, `batched_vs_single`, `logprobs`; one run per mode, so no spread). The
 # bench ran the mode with CUDA graphs (`invariance.json` `modes.batch_invariant.cudagraph_mode`: FULL_AND_PIECEWISE): invariance comes from the
@@ -317,11 +317,11 @@ if rec:
 # greedy sequences.
 
 # %% [markdown] tags=["lang-zh"]
-# 在 H200 上，该模式在 batch 1 的代价是 37%（TPOT {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.3f` ms [1.231, 1.233]，默认 {rec}`lab10.json:tpot.default.0.tpot_ms:.3f` ms [0.897, 0.900]），batch 64 是 27%
-# （{rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.3f` ms [1.775, 1.788]，默认 {rec}`lab10.json:tpot.default.1.tpot_ms:.3f` ms [1.391, 1.401]）；5 次重复的范围相距很远，两个代价都是真实的。换来的是 64/64 条序列
+# 在 H200 上，该模式在 batch 1 的 TPOT 代价是 {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.3f` ms [{rec}`lab10.json:batch_invariant.tpot.0.tpot_ms_range.0:.3f`, {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms_range.1:.3f`]，默认 {rec}`lab10.json:tpot.default.0.tpot_ms:.3f` ms [{rec}`lab10.json:tpot.default.0.tpot_ms_range.0:.3f`, {rec}`lab10.json:tpot.default.0.tpot_ms_range.1:.3f`]；batch 64
+# 是 {rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.3f` ms [{rec}`lab10.json:batch_invariant.tpot.1.tpot_ms_range.0:.3f`, {rec}`lab10.json:batch_invariant.tpot.1.tpot_ms_range.1:.3f`]，默认 {rec}`lab10.json:tpot.default.1.tpot_ms:.3f` ms [{rec}`lab10.json:tpot.default.1.tpot_ms_range.0:.3f`, {rec}`lab10.json:tpot.default.1.tpot_ms_range.1:.3f`]；5 次重复的范围相距很远，两个代价都是真实的。换来的是 64/64 条序列
 # 与单独运行逐位相同（见 a 节）。引擎自带的 `minivllm bench invariance`（64 个请求，prompt 128 token，输出 128 token）在另一份
-# 负载上测到同样的取舍：batch 1 的 TPOT 1.264 ms 对 0.917 ms（1.38 倍），batch 64 的 2.297 ms 对 1.774 ms（1.29 倍），batch 64
-# 的输出吞吐 21.3k 对 30.4k token/s（0.70 倍）；换来的是批处理与逐个运行 16/16 个请求一致（默认 10/16），32/32 条序列的 logprob
+# 负载上测到同样的取舍：batch 1 的 TPOT {rec}`invariance.json:modes.batch_invariant.latency.1.tpot_s*1000:.3f` ms 对 {rec}`invariance.json:modes.default.latency.1.tpot_s*1000:.3f` ms，batch 64 的 {rec}`invariance.json:modes.batch_invariant.latency.64.tpot_s*1000:.3f` ms 对 {rec}`invariance.json:modes.default.latency.64.tpot_s*1000:.3f` ms，batch 64
+# 的输出吞吐 {rec}`invariance.json:modes.batch_invariant.latency.64.output_tok_s*0.001:.1f`k 对 {rec}`invariance.json:modes.default.latency.64.output_tok_s*0.001:.1f`k token/s；换来的是批处理与逐个运行 16/16 个请求一致（默认 10/16），32/32 条序列的 logprob
 # 全部逐位相等（默认 0/32）（`invariance.json` 的 `modes.<mode>.latency`、`batched_vs_single`、`logprobs`；每种模式只跑一次，
 # 没有波动范围）。该 bench 在开着 CUDA Graph 的情况下运行该模式（`invariance.json` 的 `modes.batch_invariant.cudagraph_mode`：FULL_AND_PIECEWISE）：
 # 不变性来自 kernel，而不是关掉 CUDA Graph。
@@ -387,12 +387,12 @@ print(lab.attention_table(here))
 # %% [markdown] tags=["lang-en"]
 # Everything `python -m minivllm_labs.record lab10` records, on a random-weight Qwen3-0.6B in bf16: the batch sweep
 # in bf16 and fp32, the default engine against eager, the padded graph, the batch-invariant mode and its TPOT
-# (101 s on the H200, `lab10.json` `seconds`; the whole notebook ran there end to end in 116 s).
+# ({rec}`lab10.json:seconds:.0f` s on the H200, `lab10.json` `seconds`; the whole notebook ran there end to end in {rec}`labs_gpu.json:notebooks[notebook=10_batch_invariance].seconds` s, `labs_gpu.json`).
 
 # %% [markdown] tags=["lang-zh"]
 # `python -m minivllm_labs.record lab10` 记录的全部内容，在随机权重 Qwen3-0.6B、bf16 上：bf16 与 fp32 的 batch 扫描、
-# 默认引擎对比 eager、填充的图、batch 不变模式及其 TPOT（H200 上 101 秒，`lab10.json` 的 `seconds`；整个 notebook 在 H200 上
-# 完整运行用时 116 秒）。
+# 默认引擎对比 eager、填充的图、batch 不变模式及其 TPOT（H200 上 {rec}`lab10.json:seconds:.0f` 秒，`lab10.json` 的 `seconds`；整个 notebook 在 H200 上
+# 完整运行用时 {rec}`labs_gpu.json:notebooks[notebook=10_batch_invariance].seconds` 秒，见 `labs_gpu.json`）。
 
 # %% tags=["nbval-skip"] id="gpu-full-lab10"
 if lab.gpu_only("The full batch sweep, padded graphs and the batch-invariant cost"):
@@ -432,7 +432,7 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # the same row is summed in another order, rounds differently in bf16, and a near-tie flips.
 #
 # **lab10.q2.** The same reorderings happen in fp32, but it keeps 24 significant bits against bf16's 8: a reordered
-# sum moves a logit by a step 2^16 times smaller, which rarely reaches the gap between the top two tokens. fp32
+# sum moves a logit by a step smaller by a factor of 2^16, which rarely reaches the gap between the top two tokens. fp32
 # hides batch dependence; it does not remove it: on the H200 it kept 64/64 sequences' tokens at batch 64 and 0/64
 # sequences' logprobs bitwise.
 #
@@ -443,8 +443,8 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # **lab10.q4.** It fixes each reduction's order whatever the batch: one matmul tiling with no split-K by M, KV
 # splits at a fixed size (from the context, not the occupancy; vLLM's FlashAttention backend does not split at all),
 # per-row norms. It still batches; the price is the
-# parallelism those choices bought: on the H200, TPOT +37% at batch 1 and +27% at batch 64, for 64/64 sequences
-# bitwise.
+# parallelism those choices bought: on the H200, TPOT {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.2f` against {rec}`lab10.json:tpot.default.0.tpot_ms:.2f` ms at batch 1 and {rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.2f` against {rec}`lab10.json:tpot.default.1.tpot_ms:.2f` ms at
+# batch 64, for 64/64 sequences bitwise.
 #
 # </details>
 
@@ -454,15 +454,15 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # **lab10.q1.** 贪心解码是 logits 的确定性函数，logits 又是形状的确定性函数：batch 大小决定 matmul kernel（GEMV 或 GEMM
 # 分块、split-K）和 attention 的 KV 切分，同一行以不同顺序求和，bf16 舍入不同，近似平局就会翻转。
 #
-# **lab10.q2.** fp32 下同样会重排，但它有 24 位有效位，bf16 只有 8 位：重排后 logit 的变化小 2^16 倍，很少够得上前两名 token
+# **lab10.q2.** fp32 下同样会重排，但它有 24 位有效位，bf16 只有 8 位：重排后 logit 的变化只有 bf16 下的 2^-16，很少够得上前两名 token
 # 的间距。fp32 掩盖了 batch 依赖，并没有消除它：H200 上 batch 64 时它保持了 64/64 条序列的 token，logprob 逐位相等的却是 0/64。
 #
 # **lab10.q3.** 只有当为 8 行选的 kernel 与为 5 行选的求和方式相同时才相同：填充不会混合各行，但填充后的尺寸决定计算方案。
 # H200 上为 8 选的方案与为 5 选的求和方式相同（5/5 条序列逐位相等）。尺寸恰好相等的图重放与 eager 逐位相同。
 #
 # **lab10.q4.** 固定每个归约的求和顺序，与 batch 无关：matmul 用同一种分块、不按 M 做 split-K；KV 按固定长度切分（由上下文
-# 决定，而非占用率；vLLM 的 FlashAttention 后端干脆不切分）；norm 按行计算。仍然批处理；代价是这些选择原本换来的并行度：H200 上 TPOT 在 batch 1 增加 37%、batch 64
-# 增加 27%，换来 64/64 条序列逐位相同。
+# 决定，而非占用率；vLLM 的 FlashAttention 后端干脆不切分）；norm 按行计算。仍然批处理；代价是这些选择原本换来的并行度：H200 上 TPOT 在 batch 1 为 {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.2f` ms（默认 {rec}`lab10.json:tpot.default.0.tpot_ms:.2f` ms）、batch 64
+# 为 {rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.2f` ms（默认 {rec}`lab10.json:tpot.default.1.tpot_ms:.2f` ms），换来 64/64 条序列逐位相同。
 #
 # </details>
 
@@ -540,24 +540,24 @@ lab.quiz(lab.Q_INVARIANT, rec or here)
 # **Verdict.** Temperature 0 makes the choice deterministic, not the numbers it chooses from. On the H200, in bf16,
 # batch 64 kept 31/64 sequences' greedy tokens against their runs alone and none of the 64 kept every logprob's
 # bits; batch 1 run twice was bitwise equal. fp32 kept 64/64 sequences' tokens but 0/64 bitwise logprobs (gap at
-# most 4.8e-06): it hides the batch dependence, it does not remove it. Of the sources measured one at a time, the
+# most {rec}`lab10.json:disagreement.float32.rows.3.max_logprob_gap:.1e`): it hides the batch dependence, it does not remove it. Of the sources measured one at a time, the
 # decode attention kernel moved (0.00049 in bf16 between 16 and 3 KV splits) and the bf16 matmul row of the down
 # projection did not. The article's claim that CUDA graphs change no arithmetic held for graphs: a graph of the
 # exact size and the padded one both replayed eager's bits (5/5), because here the 8-row plan summed like the
 # 5-row one; it is still only partly right, since a padded size that changes the plan (more KV splits at 5 than at 8
 # with long contexts) or this engine's FULL-mode unified attention sums in another order, and torch.compile,
 # which goes with the graphs by default, kept only 39/64 of eager's sequences at batch 64. The batch-invariant mode kept 64/64 bitwise
-# and cost 37% of TPOT at batch 1 and 27% at batch 64, beyond the spread of 5 repeats.
+# and raised TPOT from {rec}`lab10.json:tpot.default.0.tpot_ms:.2f` to {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.2f` ms at batch 1 and from {rec}`lab10.json:tpot.default.1.tpot_ms:.2f` to {rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.2f` ms at batch 64, beyond the spread of 5 repeats.
 
 # %% [markdown] tags=["lang-zh"]
 # **结论。** temperature 0 让"选择"确定，而不是让被选择的数字确定。在 H200 上、bf16 下，batch 64 中只有 31/64 条序列的贪心
 # token 与单独运行相同，64 条中没有一条的 logprob 全部逐位相等；batch 1 跑两次则逐位相同。fp32 保持了 64/64 条序列的 token，
-# 但 logprob 逐位相等的是 0/64（差值最多 4.8e-06）：它掩盖了 batch 依赖，并没有消除它。逐个测量的来源中，decode attention
+# 但 logprob 逐位相等的是 0/64（差值最多 {rec}`lab10.json:disagreement.float32.rows.3.max_logprob_gap:.1e`）：它掩盖了 batch 依赖，并没有消除它。逐个测量的来源中，decode attention
 # kernel 变了（bf16 下 16 段与 3 段 KV 切分相差 0.00049），down projection 的 bf16 matmul 行没有变。文章说 CUDA Graph 不改变
 # 任何运算，对图本身成立：尺寸恰好的图和填充的图重放都给出 eager 的比特（5/5），因为这里为 8 行选的方案与为 5 行选的求和方式相同；
 # 但它仍只部分正确：填充后的尺寸若改变了方案（长上下文下 5 条序列比 8 条切更多段 KV），或本引擎的 FULL 模式换成 unified attention，
 # 求和顺序就会不同；而默认与 CUDA Graph 一起使用的 torch.compile，在 batch 64 下只保持了 eager 序列的 39/64。batch 不变模式
-# 64/64 逐位相同，TPOT 代价在 batch 1 为 37%、batch 64 为 27%，超出 5 次重复的波动范围。
+# 64/64 逐位相同，TPOT 在 batch 1 从 {rec}`lab10.json:tpot.default.0.tpot_ms:.2f` ms 升到 {rec}`lab10.json:batch_invariant.tpot.0.tpot_ms:.2f` ms、batch 64 从 {rec}`lab10.json:tpot.default.1.tpot_ms:.2f` ms 升到 {rec}`lab10.json:batch_invariant.tpot.1.tpot_ms:.2f` ms，超出 5 次重复的波动范围。
 
 # %% tags=["nbval-check-output"]
 lab07_views.show_markdown(lab07_views.claims_markdown(lab.LAB_INFO.claims))

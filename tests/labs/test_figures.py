@@ -111,6 +111,7 @@ def test_the_scanner_finds_figures_and_skips_roles_and_code():
         ["0.93ms", "8.7s", "72%", "10times", "1.66GiB", "5-10us"]
     assert F.figures("{rec}`lab02.json:padding.capture.seconds:.2f` s, `sleep 5 s`, 64 x 8 programs, 35 sizes") == []
     assert F.figures("显存池 150MB显存，1.8倍") == ["150MB", "1.8倍"]
+    assert F.figures("约减少10%至15%, 5% to 8%") == ["10-15%", "5-8%"]
     assert F.figures("2 x layers x heads, 2 × 层数, 127 x TPOT; 3.74x slower, 1.6 x 1.25 ms") == ["3.74x", "1.25ms"]
 
 

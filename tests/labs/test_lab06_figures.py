@@ -64,3 +64,8 @@ def test_budget_steps_explain_the_small_budget():
     per_step_ms = 1000 * gap_s / extra
     assert f"{extra} more steps" in text and f"{per_step_ms:.2f} ms per extra step" in text
     assert per_step_ms < min(1000 * r["wall_s"] / r["steps"] for r in (small, big))
+    # and against the middle budget too: the quotient is not one fixed cost per step (the prose says so)
+    mid = rows[(2048, 256)]
+    extra_mid = small["steps"] - mid["steps"]
+    assert f"budget 512 vs 2048: {extra_mid} more steps" in text
+    assert f"{1000 * (small['wall_s'] - mid['wall_s']) / extra_mid:.2f} ms per extra step" in text

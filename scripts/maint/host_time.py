@@ -9,8 +9,12 @@ count (28, so each per-layer cost shows) with narrow layers (host time does not 
 Each path is one engine; one step of it is hooked (its scheduled batch, prepared as the runner does), and
 its forward alone (no sampling, no scheduler) is timed `--repeats` times: `host_ms` until the call returns
 (on CUDA the kernels are queued, not finished: that is the host's time), `wall_ms` after a synchronize,
-`cpu_ms` this process's CPU time (a shared CPU makes wall time noisy). `--profile` adds a cProfile of the
-paths it names (top functions by own and cumulative time per forward).
+`cpu_ms` this process's CPU time (a shared CPU makes wall time noisy), and `host_ms_outside_attention` the
+host time less the attention op's (the same op in every path; on a CPU its PyTorch reference computes, which
+would hide the rest): what is left is what compiling changes, the pieces, their wrappers and the split
+graph's Python. `--profile` adds a cProfile of the paths it names: the top functions by own and cumulative
+time per forward, and the watched ones (Inductor's runtime asserts, module calls, forward-context lookups,
+Dynamo frames and guards, the graph wrappers, AOTAutograd's runtime wrapper).
 
   compiled   the default compile mode (3 on CUDA; asked for on a CPU) with cudagraph_mode NONE: the split
              forward, pieces run by their compiled code; what FULL_DECODE_ONLY runs for a prefill and any mode
@@ -242,8 +246,6 @@ def measure(model: str, path: str, args: argparse.Namespace) -> dict:
                   "custom_ops": sorted(CustomOpSelection.for_engine(llm.config).enabled),  # none without Triton
                   "compile_cache_warm": info.get("cache_warm")}
         llm.shutdown()
-    del llm, engine, runner
-    gc.collect()
     return {"path": path, "startup_s": round(startup_s, 2), **config, **results}
 
 
@@ -258,7 +260,10 @@ def run(args: argparse.Namespace) -> dict:
     tmp = tempfile.TemporaryDirectory()
     model = args.model or tiny_checkpoint(Path(tmp.name))
     args.cache_dir = args.cache_dir or str(Path(tmp.name) / "compile_cache")
-    rows = [measure(model, p, args) for p in paths]
+    rows = []
+    for p in paths:
+        rows.append(measure(model, p, args))
+        gc.collect()  # the engine is gone before the next one is built
     for r in rows:
         print(f"{r['path']}: compile mode {r['compile_mode']}, cudagraph_mode {r['cudagraph_mode']}, custom ops "
               f"{','.join(r['custom_ops']) or 'none'}, startup {r['startup_s']} s")

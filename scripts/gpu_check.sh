@@ -65,6 +65,12 @@
 #                   works (a random run of 16 tokens repeated: --prompt-kind repeat), k = 0 with async scheduling
 #                   on (the default) and off (speculation runs without it) -> $OUT/spec.json (SPEC_MODES picks the
 #                   modes, default "FULL_AND_PIECEWISE,FULL_AND_PIECEWISE+sync")
+#   host-time       issue 42's host time per forward (scripts/maint/host_time.py): one engine per path (eager, the
+#                   compiled forward without graphs, FULL_DECODE_ONLY, PIECEWISE, FULL; HOST_TIME_PATHS picks), a
+#                   512-token prefill and a 1-token decode each, host (until the call returns) and wall ms, the
+#                   cProfile of the compiled path -> $OUT/host_time.json; HOST_TIME_CC='{"mode": 3}' adds a
+#                   compilation_config (an asked-for mode 3); MINIVLLM_AB_BASE=<commit> runs the same script on that
+#                   tree first -> $OUT/host_time_old.json
 #   prepare-trees DIR COMMIT...   (run where the git history is, not on the GPU) DIR/<commit>.tar.gz of each
 #                   commit's minivllm/, for a device that gets a copy of the tree without .git
 #
@@ -174,6 +180,20 @@ invariance() {
 leak() {
   TAILN=12 step engine_leak 420 $PY scripts/maint/engine_leak.py --model "$CK" --json "$RES/engine_leak.json"
   cp "$RES/engine_leak.json" "$OUT/" 2>/dev/null
+  return 0
+}
+host_time() {
+  local a=(--model "$CK" --dtype bfloat16 --max-model-len 1024 --profile compiled
+           --paths "${HOST_TIME_PATHS:-eager,compiled,full_decode_only,piecewise,full}")
+  [ -n "${HOST_TIME_CC:-}" ] && a+=(--compilation-config "$HOST_TIME_CC")
+  local base=${MINIVLLM_AB_BASE:-} old
+  if [ -n "$base" ] && old=$(tree "$base"); then  # the new script on the old engine: same measurement
+    TAILN=14 step host_time_old 280 in_tree "$old" "$base" $PY "$ROOT/scripts/maint/host_time.py" "${a[@]}" \
+      --json "$RES/host_time_old.json"
+    ran_at host_time_old.json "$base"
+  fi
+  TAILN=60 step host_time 280 $PY scripts/maint/host_time.py "${a[@]}" --json "$RES/host_time.json"
+  cp "$RES"/host_time*.json "$OUT/" 2>/dev/null
   return 0
 }
 padding_kernels() {
@@ -389,6 +409,7 @@ for stage in $STAGES; do
     spec) spec ;;
     ab) ab ;;
     leak) leak ;;
+    host-time) host_time ;;
     bisect-kernels) bisect_kernels ;;
     *) echo "unknown stage $stage (see the top of $0)"; exit 2 ;;
   esac

@@ -37,6 +37,12 @@ from minivllm.models.config import ModelConfig
 
 logger = logging.getLogger("minivllm")
 Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# vLLM's Inductor defaults (CompilationConfig.inductor_compile_config, torch < 2.12; kept on every torch,
+# since 2.13 still emits them): no runtime asserts in the generated code. With them, every call of a piece
+# checks the size, stride and alignment of its inputs and of each custom op's outputs, ~12 checks a piece and
+# 29 pieces a forward: host time that every step without CUDA graphs pays (scripts/maint/host_time.py).
+# inductor_compile_config turns them back on.
+INDUCTOR_DEFAULTS = {"size_asserts": False, "alignment_asserts": False, "scalar_asserts": False}
 
 
 @dataclass
@@ -95,7 +101,8 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
     base, times_before, t0 = report.baseline(), report.compile_times(), time.perf_counter()
     passes = pass_manager.for_config(c.pass_config) if c.backend == "inductor" else None
     # the passes reach Inductor as its post-grad hook, a config patch like inductor_compile_config's
-    inductor_config = {**c.inductor_compile_config, **({"post_grad_custom_post_pass": passes} if passes else {})}
+    inductor_config = {**(INDUCTOR_DEFAULTS if c.backend == "inductor" else {}), **c.inductor_compile_config,
+                       **({"post_grad_custom_post_pass": passes} if passes else {})}
     options = {"options": inductor_config} if inductor_config else {}
     split = level == 3
     backend = None

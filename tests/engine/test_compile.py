@@ -10,6 +10,7 @@ import pytest
 
 from minivllm import LLM, SamplingParams
 from minivllm.compilation.diagnose import NumericsError, diagnose
+from minivllm.compilation.levels import INDUCTOR_DEFAULTS
 from tests.helpers import random_prompts, tiny_checkpoint
 
 PARAMS = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
@@ -255,11 +256,13 @@ def test_inductor_compile_config_reaches_inductor(ckpt, prompts, eager_tokens, m
         return orig(*args, **kwargs)
 
     monkeypatch.setattr(torch._inductor, "standalone_compile", spy)
-    patches = {"epilogue_fusion": False, "max_autotune": False}
+    patches = {"epilogue_fusion": False, "max_autotune": False, "size_asserts": True}  # the user's patch wins
     llm = LLM(ckpt, max_model_len=64, compilation_config={"mode": 3, "inductor_compile_config": patches,
                                                           "cache_dir": str(tmp_path)})
     assert tokens(llm, prompts) == eager_tokens
-    assert seen and all(o == {"config_patches": patches} for o in seen)
+    assert seen and all(o == {"config_patches": {**INDUCTOR_DEFAULTS, **patches}} for o in seen)
+    # the pieces' graph wrappers call the compiled code itself, without a module call around it
+    assert all(not isinstance(w.runnable, torch.nn.Module) for w in llm.model_runner.compiled.piecewise_wrappers)
     for bad in ({"mode": 0, "inductor_compile_config": patches},
                 {"mode": 3, "backend": "eager", "inductor_compile_config": patches},
                 {"mode": 3, "inductor_compile_config": ["max_autotune"]}):

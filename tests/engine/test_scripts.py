@@ -134,3 +134,25 @@ def test_host_profile_counts_each_step_of_the_embedded_model(tmp_path):
     steps = [r for r in host["top_cum"] if r["function"].endswith(":step")]
     assert steps and all(r["calls_per_step"] >= 1 for r in steps)
     assert all(r["own_us"] <= r["cum_us"] + 1e-6 for r in host["top_own"])
+
+
+def test_host_time_times_each_path_and_stands_in_for_graphs_on_a_cpu(tmp_path):
+    """scripts/maint/host_time.py (gpu_check's host-time) on a CPU: a prefill and a decode per path, the
+    PIECEWISE path replaying its stand-in graphs (its outputs are those of the capture: only host time counts)."""
+    import host_time
+
+    from tests.helpers import tiny_checkpoint
+
+    ckpt = str(tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path)))
+    out = tmp_path / "host_time.json"
+    host_time.run(host_time.parse_args(["--model", ckpt, "--paths", "eager,piecewise,full", "--prefill", "16",
+                                        "--max-model-len", "128", "--repeats", "2", "--profile", "piecewise",
+                                        "--compilation-config", '{"backend": "eager"}',  # seconds, not Inductor's
+                                        "--cache-dir", str(tmp_path / "cc"), "--json", str(out)]))
+    rows = {r["path"]: r for r in json.loads(out.read_text())["paths"]}
+    assert list(rows) == ["eager", "piecewise"]  # FULL needs CUDA graphs: left out on a CPU
+    assert rows["eager"]["prefill"]["tokens"] == 16 and rows["eager"]["decode"]["tokens"] == 1
+    assert rows["piecewise"]["compile_mode"] == 3 and rows["piecewise"]["decode"]["padded_tokens"] == 2
+    assert rows["piecewise"]["decode"]["graph_mode"] == "PIECEWISE"
+    assert 0 < rows["piecewise"]["prefill"]["host_ms_outside_attention"] < rows["piecewise"]["prefill"]["host_ms"]
+    assert any("cuda_graph.py" in w["function"] for w in rows["piecewise"]["prefill"]["profile"]["watched"])

@@ -7,7 +7,7 @@
 # A decode step at batch 1 reads every weight to produce one token per request. Speculative decoding makes the
 # same step produce several: something cheap **drafts** the next k tokens, and one **verify step** runs the
 # target model over 1 + k query tokens per request, keeps the longest prefix of the draft it agrees with, and adds
-# one token of its own. This engine builds vLLM's draft-model-free method, n-gram **prompt lookup**
+# one token of its own. This engine builds one of vLLM's draft-model-free methods (`ngram`; `ngram_gpu` and `suffix` are the others, [config/speculative.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/speculative.py)), n-gram **prompt lookup**
 # (`LLM(model, speculative_config={"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4,
 # "prompt_lookup_min": 2})`): find the sequence's last 2 to 4 tokens earlier in the sequence and propose what
 # followed them. The questions under test are the ones an inference interview asks next:
@@ -28,7 +28,7 @@
 # %% [markdown] tags=["lang-zh"]
 # batch 1 的一个解码步要读一遍全部权重，每个请求只产出一个 token。投机解码让同一步产出多个：先用廉价的办法**起草**后面 k 个
 # token（草稿 token），再由一次**验证步**让目标模型对每个请求跑 1 + k 个 query token，保留与目标模型一致的最长草稿前缀，并补上
-# 目标模型自己的一个 token。本引擎实现了 vLLM 不需要草稿模型的方法：n-gram **prompt lookup**
+# 目标模型自己的一个 token。本引擎实现了 vLLM 不需要草稿模型的方法之一（`ngram`；另外两个是 `ngram_gpu` 和 `suffix`，见 [config/speculative.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/speculative.py)）：n-gram **prompt lookup**
 # （`LLM(model, speculative_config={"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4,
 # "prompt_lookup_min": 2})`）：在前文中找到序列最后 2 到 4 个 token，把它们后面的内容作为草稿。本实验回答面试里紧接着会问的问题：
 #
@@ -177,7 +177,7 @@ print(lab.graphs_table(rec))
 # so the tokens are plain greedy decoding's; in bf16 the verify step computes the same positions in a forward of
 # another shape, which can flip a near-tie (Lab 10). A sampled request uses rejection sampling (Leviathan et al.,
 # the paper `RejectionSampler` follows): an n-gram draft has no probabilities, so it is a one-hot proposal
-# (`IS_NGRAM`): the draft token x is kept with probability p(x), and a rejected position is drawn from the
+# (`NO_DRAFT_PROBS`, set when the proposer passes no draft probabilities, in `rejection_random_sample_kernel`): the draft token x is kept with probability p(x), and a rejected position is drawn from the
 # target's distribution with x removed. The output is distributed as the target's; the record compares sampled
 # tokens with and without speculation against the spread of two runs without
 # ([spec_decode/rejection_sampler.py](../minivllm/spec_decode/rejection_sampler.py) `sampled_verify`).
@@ -188,7 +188,7 @@ print(lab.graphs_table(rec))
 # [vllm/v1/sample/rejection_sampler.py](https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/sample/rejection_sampler.py)
 # 中的 `rejection_greedy_sample_kernel`），所以 token 就是普通贪心解码的 token；bf16 下验证步在另一种形状的前向中计算同样的位置，
 # 可能翻转近似平局（Lab 10）。采样请求用拒绝采样（`RejectionSampler` 遵循的 Leviathan 等人的论文）：n-gram 草稿没有概率，
-# 于是当作 one-hot 提议（`IS_NGRAM`）：草稿 token x 以 p(x) 的概率保留，被拒的位置从去掉 x 的目标分布中抽取。输出服从目标分布；
+# 于是当作 one-hot 提议（`rejection_random_sample_kernel` 中的 `NO_DRAFT_PROBS`，proposer 不给草稿概率时置位）：草稿 token x 以 p(x) 的概率保留，被拒的位置从去掉 x 的目标分布中抽取。输出服从目标分布；
 # 记录把开与不开投机解码的采样 token 之差，与两次不开的运行之间的波动对比
 # （[spec_decode/rejection_sampler.py](../minivllm/spec_decode/rejection_sampler.py) 的 `sampled_verify`）。
 
@@ -315,7 +315,7 @@ lab.quiz(lab.Q_GREEDY, rec or here)
 # <details><summary>Solution · 参考答案</summary>
 #
 # `[4, 2, 3]`: the suffix `[2, 3]` occurred at the start, and three tokens followed it before the end of the
-# sequence, fewer than k (vLLM's docstring uses the same example). After `[1, 2, 3, 4, 5]` no suffix of 2 or 3
+# sequence, fewer than k. After `[1, 2, 3, 4, 5]` no suffix of 2 or 3
 # tokens occurred earlier: no draft, and that request's step is a plain decode step.
 # </details>
 #
@@ -341,7 +341,7 @@ lab.quiz(lab.Q_GREEDY, rec or here)
 #
 # <details><summary>Solution · 参考答案</summary>
 #
-# `[4, 2, 3]`：后缀 `[2, 3]` 在开头出现过，其后到序列末尾只有 3 个 token，少于 k（vLLM 的 docstring 用的就是这个例子）。
+# `[4, 2, 3]`：后缀 `[2, 3]` 在开头出现过，其后到序列末尾只有 3 个 token，少于 k。
 # `[1, 2, 3, 4, 5]` 之后，没有 2 或 3 个 token 的后缀在前文出现过：没有草稿，这个请求的这一步就是普通解码步。
 # </details>
 #

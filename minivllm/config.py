@@ -508,8 +508,9 @@ def _resolve_cudagraph_mode(c: CompilationConfig, mode: CompilationMode, backend
         why.append(f"attention_backend {backend!r} has no kernel a CUDA graph can hold (the Triton kernels run "
                    f"with 'triton')")
     if graph_mode.has_piecewise and not split:
-        # PIECEWISE graphs need the forward split at attention, which only mode 3 traces. vLLM then sets NONE
-        # (config/vllm.py); this engine keeps FULL_AND_PIECEWISE's decode half, whose graphs need no trace
+        # PIECEWISE graphs need the forward split at attention, which only mode 3 traces. As vLLM
+        # (VllmConfig._normalize_piecewise_cudagraph_mode, CUDAGraphMode.without_piecewise), FULL_AND_PIECEWISE keeps
+        # its decode half, whose graphs need no trace, and PIECEWISE becomes NONE
         keep = graph_mode is CUDAGraphMode.FULL_AND_PIECEWISE
         graph_mode = CUDAGraphMode.FULL_DECODE_ONLY if keep else CUDAGraphMode.NONE
         why.append(f"piecewise graphs need compilation mode 3 (VLLM_COMPILE), which splits the traced forward "

@@ -246,6 +246,7 @@ def verdict_rows(res: dict | None) -> list[dict]:
         r = f1["floor"] / b1["floor"]
         rows.append({"claim": "FP8 weights halve the batch-1 byte floor", "claim_zh": "FP8 权重让 batch 1 的字节下限减半",
                      "verdict": "right" if r < 0.55 else "partly", "number": f"FP8 floor / bf16 floor = {r:.2f}",
+                     "number_zh": f"FP8 下限 / bf16 下限 = {r:.2f}",
                      "key": "fp8.summary.fp8.1.floor_ms / fp8.summary.bf16.1.floor_ms"})
     for batch in (1, 64):
         c = compare(res, "bf16", "fp8", batch)
@@ -255,6 +256,7 @@ def verdict_rows(res: dict | None) -> list[dict]:
                          "claim_zh": f"FP8 权重让 batch {batch} 的解码更快",
                          "verdict": "right" if faster else "wrong",
                          "number": f"TPOT FP8 / bf16 = {c['ratio']:.2f} ({c['verdict']})",
+                         "number_zh": f"TPOT FP8 / bf16 = {c['ratio']:.2f}（{VERDICT_ZH.get(c['verdict'], c['verdict'])}）",
                          "key": f"fp8.summary.fp8.{batch}.tpot_ms_median"})
     for batch in (1, 64):
         c = compare(res, "fp8@L3", "fp8@L3+passes", batch)
@@ -263,6 +265,7 @@ def verdict_rows(res: dict | None) -> list[dict]:
                          "claim_zh": f"融合 pass 让 batch {batch} 的 FP8 TPOT 降幅超出波动",
                          "verdict": "right" if c["verdict"] == "faster" else "wrong",
                          "number": f"with / without = {c['ratio']:.2f} ({c['verdict']})",
+                         "number_zh": f"开 / 关 = {c['ratio']:.2f}（{VERDICT_ZH.get(c['verdict'], c['verdict'])}）",
                          "key": f"fp8.summary.fp8@L3+passes.{batch}.tpot_ms_all"})
     acc = ((res or {}).get("fp8") or {}).get("accuracy") or {}
     if "embedded_demo_answers_fp8" in acc:
@@ -270,6 +273,7 @@ def verdict_rows(res: dict | None) -> list[dict]:
         rows.append({"claim": "FP8 weights keep the embedded model's checkable answers",
                      "claim_zh": "FP8 权重下内置模型的可核对答案不变",
                      "verdict": "right" if a == 1 else "partly", "number": f"{100 * a:.0f}% right",
+                     "number_zh": f"答对 {100 * a:.0f}%",
                      "key": "fp8.accuracy.embedded_demo_answers_fp8"})
     return rows
 
@@ -285,7 +289,8 @@ def verdict_table(res: dict | None) -> str:
     cells = "".join(
         f"<tr><td><span class=\"lang-en\">{html.escape(r['claim'])}</span><span class=\"mv-sep\"> · </span>"
         f"<span class=\"lang-zh\" lang=\"zh\">{html.escape(r['claim_zh'])}</span></td><td><b>{r['verdict']}</b></td>"
-        f"<td>{html.escape(r['number'])}</td><td><code>lab12.json:{html.escape(r['key'])}</code></td></tr>"
+        f"<td><span class=\"lang-en\">{html.escape(r['number'])}</span><span class=\"mv-sep\"> · </span>"
+        f"<span class=\"lang-zh\" lang=\"zh\">{html.escape(r['number_zh'])}</span></td><td><code>lab12.json:{html.escape(r['key'])}</code></td></tr>"
         for r in rows)
     return ("<table><thead><tr><th>claim · 说法</th><th>verdict · 结论</th><th>number · 数字</th>"
             f"<th>evidence · 证据</th></tr></thead><tbody>{cells}</tbody></table>")

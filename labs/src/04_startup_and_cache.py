@@ -12,7 +12,7 @@
 # trigger the compile*. vLLM runs these phases in another order: its profile run is a forward that compiles the
 # model, so Dynamo and Inductor run inside it
 # ([vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu_worker.py)
-# `determine_available_memory`), and, by default since v0.21, the CUDA-graph memory it estimates while profiling
+# `determine_available_memory`), and, by default since v0.20.0, the CUDA-graph memory it estimates while profiling
 # is subtracted from the KV budget before the real capture (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`:
 # [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)). This engine profiles
 # eagerly, sizes the KV cache, then compiles and captures
@@ -38,7 +38,7 @@
 # `VLLM_TORCH_COMPILE_CACHE_DIR` 做磁盘缓存，以及（面试题 4）*启动后跑几个 dummy 请求触发编译*。vLLM 的阶段顺序不同：
 # 它的 profile run 是一次会编译模型的 forward，Dynamo 和 Inductor 在其中运行
 # （[vllm/v1/worker/gpu_worker.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu_worker.py) 的
-# `determine_available_memory`）；从 v0.21 起默认还会在 profile 时估算 CUDA Graph 显存，并在真正捕获之前从 KV 预算里扣掉
+# `determine_available_memory`）；从 v0.20.0 起默认还会在 profile 时估算 CUDA Graph 显存，并在真正捕获之前从 KV 预算里扣掉
 # （`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`：[vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)）。
 # 本引擎先 eager 地 profile、确定 KV 缓存大小，再编译和捕获
 # （[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。
@@ -199,11 +199,10 @@ if rec:
 # `enforce_eager` starts fastest and decodes slowest (the TPOT row of the phase table). `{"mode": 0}` (vLLM's name:
 # vLLM deprecated `level` for `mode`, [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py);
 # this engine still accepts `level`, with a deprecation warning) compiles nothing and, in this engine, still
-# captures the full decode graphs on a GPU. In vLLM, `-O0` turns graphs off as well, and an explicit `{"mode": 0}`
-# cannot keep the default FULL_AND_PIECEWISE, whose piecewise half needs mode 3, so vLLM overrides it to NONE;
-# full graphs need no compile, so ask for `{"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}` to keep them
-# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py);
-# [where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). The engine's default is mode 3,
+# captures the full decode graphs on a GPU. In vLLM, `-O0` turns graphs off as well, but an explicit `{"mode": 0}`
+# only drops what needs mode 3's split: `VllmConfig._normalize_piecewise_cudagraph_mode` turns the default
+# FULL_AND_PIECEWISE into FULL_DECODE_ONLY (`CUDAGraphMode.without_piecewise()`; only PIECEWISE becomes NONE), since
+# full graphs need no compile ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)). This engine does the same. The engine's default is mode 3,
 # as vLLM's ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)); the lines
 # under the phase table (part a) give mode 0's startup and TPOT beside eager and mode 3. Mode 3 asked for by name
 # decodes slower there than mode 0: naming a compile mode hands the small ops to Inductor's generated code, as
@@ -219,11 +218,10 @@ if rec:
 #
 # `enforce_eager` 启动最快、解码最慢（看阶段表里的 TPOT 一行）。`{"mode": 0}`（vLLM 的叫法：vLLM 已弃用 `level`、改用 `mode`，
 # [vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)；本引擎仍接受
-# `level`，但会给出弃用警告）什么都不编译，在本引擎里 GPU 上照样捕获 decode 整图。在 vLLM 里 `-O0` 会连图一起关掉；显式写
-# `{"mode": 0}` 时，默认的 FULL_AND_PIECEWISE 中分段图那一半需要 mode 3，vLLM 会把它改成 NONE；整图不需要编译，要保留整图，写
-# `{"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}`
-# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)；
-# [minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。本引擎的默认是 mode 3，与 vLLM 相同
+# `level`，但会给出弃用警告）什么都不编译，在本引擎里 GPU 上照样捕获 decode 整图。在 vLLM 里 `-O0` 会连图一起关掉；但显式写
+# `{"mode": 0}` 时只去掉需要 mode 3 切分的部分：`VllmConfig._normalize_piecewise_cudagraph_mode` 把默认的 FULL_AND_PIECEWISE
+# 改成 FULL_DECODE_ONLY（`CUDAGraphMode.without_piecewise()`；只有 PIECEWISE 变成 NONE），因为整图不需要编译
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）。本引擎做法相同。本引擎的默认是 mode 3，与 vLLM 相同
 # （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）；mode 0 和 eager、mode 3
 # 并列的启动时间与 TPOT 见 a) 部分阶段表下面那几行。显式指定 mode 3 时解码反而比 mode 0 慢：一旦指定编译模式，小算子就交给
 # Inductor 生成的代码，这与 vLLM 相同（用 Inductor 时 custom op 默认关闭，除非在 `custom_ops` 里列出，
@@ -321,10 +319,10 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 # restart is warm;
 # enforce_eager only where startup matters more than TPOT.
 #
-# **lab04.q_level0.** Not by itself: in vLLM the key is mode, mode 0 runs no torch.compile, and the default
-# FULL_AND_PIECEWISE is overridden to NONE (its piecewise half needs mode 3); add cudagraph_mode FULL_DECODE_ONLY to
-# keep the decode graphs ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)). This engine keeps FULL_DECODE_ONLY at mode 0 by itself,
-# with an empty compile phase.
+# **lab04.q_level0.** Yes for decode: in vLLM the key is mode, mode 0 runs no torch.compile, and the default
+# FULL_AND_PIECEWISE becomes FULL_DECODE_ONLY (its piecewise half needs mode 3, its full half no compile): decode keeps
+# its graphs, prefill runs eagerly ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)). This engine does the same, with an empty compile
+# phase.
 #
 # </details>
 
@@ -335,9 +333,9 @@ lab.quiz(lab.Q_LEVEL0, rec or here)
 # $VLLM_CACHE_ROOT/torch_compile_cache：[vllm/compilation/backends.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/compilation/backends.py)；这里是 MINIVLLM_CACHE_DIR）让重启变成热启动；只有启动比 TPOT
 # 更要紧时才 enforce_eager。
 #
-# **lab04.q_level0.** 单独设不行：vLLM 里 key 叫 mode，mode 0 不跑 torch.compile，默认的 FULL_AND_PIECEWISE
-# 被改成 NONE（分段那一半需要 mode 3）；要保留 decode 图，再设 cudagraph_mode FULL_DECODE_ONLY（[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）。本引擎在 mode 0 下会自己保留
-# FULL_DECODE_ONLY，编译阶段为空。
+# **lab04.q_level0.** 对 decode 而言是：vLLM 里 key 叫 mode，mode 0 不跑 torch.compile，默认的 FULL_AND_PIECEWISE
+# 变成 FULL_DECODE_ONLY（分段那一半需要 mode 3，整图那一半不需要编译）：decode 保留图，预填充走 eager
+# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）。本引擎做法相同，编译阶段为空。
 #
 # </details>
 

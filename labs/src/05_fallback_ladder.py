@@ -76,10 +76,9 @@ if rec:
 # The other two faults, as recorded on the H200. Note which rung fixed each one. The numerics fault (a layer traced
 # wrong at mode 2) survived "CUDA graphs off" and was fixed by "torch.compile off": mode 0 runs no Dynamo at all, as
 # in vLLM ([vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)),
-# where a graph mode that needs mode 3's split (PIECEWISE, FULL_AND_PIECEWISE) is then overridden to NONE
-# ([vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)). This engine keeps its
-# full decode graphs (FULL_DECODE_ONLY) at mode 0 instead of turning graphs off
-# ([where minivllm differs from vLLM](../README.md#where-minivllm-differs-from-vllm)). The compile fault branches on a
+# where a graph mode loses what needs mode 3's split: PIECEWISE becomes NONE and FULL_AND_PIECEWISE becomes
+# FULL_DECODE_ONLY (`CUDAGraphMode.without_piecewise()`, [vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)). This engine does
+# the same, so its full decode graphs stay at mode 0. The compile fault branches on a
 # tensor's value, which reads it back on the host, and no CUDA graph can capture that either: `diagnose()` reads
 # "Data-dependent branching" in the error and sends the ladder straight to "both off", skipping the two rungs that
 # could not fix it.
@@ -88,10 +87,9 @@ if rec:
 # 另外两个故障在 H200 上的记录。注意各由哪一级修好。数值故障（mode 2 下某层 trace 错了）在"关 CUDA Graph"后仍在，
 # "关 torch.compile"才修好：mode 0 完全不跑 Dynamo，与 vLLM 相同
 # （[vllm/config/compilation.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/compilation.py)）；vLLM 里需要 mode 3
-# 切分的图模式（PIECEWISE、FULL_AND_PIECEWISE）此时会被改成 NONE
-# （[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）。
-# 本引擎在 mode 0 下保留 decode 整图（FULL_DECODE_ONLY），而不是关掉图
-# （[minivllm 与 vLLM 的不同](../README.md#where-minivllm-differs-from-vllm)）。编译故障按 tensor 的值分支，要把值读回 host，
+# 切分的部分此时会去掉：PIECEWISE 变成 NONE，FULL_AND_PIECEWISE 变成 FULL_DECODE_ONLY
+# （`CUDAGraphMode.without_piecewise()`，[vllm/config/vllm.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/config/vllm.py)）。
+# 本引擎做法相同，mode 0 下 decode 整图仍在。编译故障按 tensor 的值分支，要把值读回 host，
 # CUDA Graph 同样捕获不了：`diagnose()` 在错误里读到 "Data-dependent branching"，让降级直接走到"两个都关"，跳过两个修不好它的台阶。
 
 # %% tags=["nbval-check-output"]
@@ -348,7 +346,7 @@ with lab.inject("untraceable"):
 # compile; a silent wrong answer is reproduced against --enforce-eager), but its graph rule misses the commonest
 # capture failure: a host sync in a capture reports "operation not permitted when stream is capturing", not a
 # cudaGraphExec error. In this engine turning graphs off frees the graph reserve, a few hundred MB
-# that goes to the KV cache, not the article's 10-15% of memory (vLLM, by default since v0.21, subtracts the graph
+# that goes to the KV cache, not the article's 10-15% of memory (vLLM, by default since v0.20.0, subtracts the graph
 # memory it estimates while profiling instead:
 # [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py)
 # `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`). With a symbolic batch dimension new shapes recompile nothing, and an
@@ -360,7 +358,7 @@ with lab.inject("untraceable"):
 # --enforce-eager 对比复现），但它的图规则漏掉了最常见的捕获失败：捕获中的主机同步报的是
 # "operation not permitted when stream is
 # capturing"，而不是 cudaGraphExec 错误。在本引擎里关掉 CUDA Graph 释放的是图预留的几百
-# MB，它们归 KV Cache，而不是文章说的 10-15% 显存（vLLM 从 v0.21 起默认扣除的是 profile 时估算的图显存：
+# MB，它们归 KV Cache，而不是文章说的 10-15% 显存（vLLM 从 v0.20.0 起默认扣除的是 profile 时估算的图显存：
 # [vllm/envs.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/envs.py) 的
 # `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`）。batch
 # 维是符号化的时候，新形状不会触发重编译；Dynamo trace 不了的未注册算子在 vLLM 里也不会回退到 eager 区段：fullgraph

@@ -1,7 +1,7 @@
 """CUDAGraphWrapper: the one class that captures and replays CUDA graphs (vLLM: compilation/cuda_graph.py).
 
 Two kinds of callable are wrapped, with the same code:
-  FULL       the whole decode step (forward + LM head), one graph per batch size;
+  FULL       the whole forward of a decode step (the LM head runs after it), one graph per batch size;
   PIECEWISE  one piece of the forward split at attention, one graph per token count (attention runs
              eagerly between the pieces, so prefill and mixed batches replay too).
 

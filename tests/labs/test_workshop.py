@@ -15,7 +15,7 @@ from minivllm_labs.catalog import all_questions, labs
 from minivllm_labs.common import REPO_ROOT
 
 #: Labs whose notebook has not run end to end on the H200 (labs_gpu.json has no row for them).
-NOT_RUN_ON_H200: set[str] = {"11", "12"}  # Labs 11 and 12: make labs-gpu has not run them on the H200 yet
+NOT_RUN_ON_H200: set[str] = set()
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

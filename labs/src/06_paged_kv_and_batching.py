@@ -308,11 +308,13 @@ print(lab.captures_table(here))
 
 # %% [markdown] tags=["lang-en"]
 # The whole standard workload (256 requests) for every scheduler setting, on a random-weight Qwen3-0.6B: what
-# `python -m minivllm_labs.record lab06` records, about 3 minutes on an H200.
+# `python -m minivllm_labs.record lab06` records: {rec}`lab06.json:provenance.seconds:.0f` s on the H200 when it was
+# recorded, so this cell makes the notebook's GPU run take several minutes.
 
 # %% [markdown] tags=["lang-zh"]
 # 完整的标准负载（256 个请求），在随机权重 Qwen3-0.6B 上跑所有调度设置：即
-# `python -m minivllm_labs.record lab06` 记录的内容，H200 上约 3 分钟。
+# `python -m minivllm_labs.record lab06` 记录的内容：录制时在 H200 上用了 {rec}`lab06.json:provenance.seconds:.0f` 秒，所以这个单元格会让
+# 整本 notebook 在 GPU 上跑好几分钟。
 
 # %% tags=["nbval-skip"] id="gpu-full-lab06"
 if lab.gpu_only("The full standard-workload sweep"):

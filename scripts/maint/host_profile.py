@@ -23,21 +23,29 @@ from minivllm.engine_args import EngineArgs
 from minivllm.sampling_params import SamplingParams
 
 
+def profile_calls(fn, calls: int) -> tuple[float, list[dict]]:
+    """cProfile of `calls` calls of fn: Python calls per call, and per function its calls, own and cumulative
+    microseconds per call (scripts/maint/host_time.py profiles one forward with it)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    stats = pstats.Stats(prof)
+    rows = [{"function": f"{file.rsplit('/', 1)[-1]}:{line}:{func}", "calls": nc / calls, "own_us": tt / calls * 1e6,
+             "cum_us": ct / calls * 1e6} for (file, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items()]
+    return stats.total_calls / calls, rows
+
+
 def host_profile(engine, steps: int, top: int = 25) -> dict:
     """cProfile of `steps` engine steps: per function, calls, its own time and its time with callees, per step."""
     sync()
-    prof = cProfile.Profile()
     t0 = time.perf_counter()
-    prof.enable()
-    for _ in range(steps):
-        engine.step()
-    prof.disable()
+    _, rows = profile_calls(engine.step, steps)
     sync()
     wall = (time.perf_counter() - t0) / steps
-    rows = []
-    for (file, line, func), (_cc, nc, tt, ct, _callers) in pstats.Stats(prof).stats.items():
-        rows.append({"function": f"{file.rsplit('/', 1)[-1]}:{line}:{func}", "calls_per_step": nc / steps,
-                     "own_us": tt / steps * 1e6, "cum_us": ct / steps * 1e6})
+    for r in rows:
+        r["calls_per_step"] = r.pop("calls")
     rows.sort(key=lambda r: -r["own_us"])
     return {"step_ms_under_cprofile": wall * 1e3, "top_own": rows[:top],
             "top_cum": sorted(rows, key=lambda r: -r["cum_us"])[:top]}

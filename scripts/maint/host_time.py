@@ -38,10 +38,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import cProfile
 import gc
 import json
-import pstats
 import statistics
 import sys
 import tempfile
@@ -49,8 +47,9 @@ import time
 from pathlib import Path
 
 import torch
+from host_profile import profile_calls  # scripts/maint, beside this file
 
-from minivllm.bench.common import jsonable, print_table, provenance, random_prompts, write_json
+from minivllm.bench.common import jsonable, print_table, provenance, random_prompts, sync, write_json
 
 # path -> LLM keyword arguments (besides the command line's). The compile mode is the default one (mode 3 on
 # CUDA, with the hand-written kernels as custom ops: what issue 42 measured); on a CPU, whose default is mode 0,
@@ -140,11 +139,6 @@ def tiny_checkpoint(directory: Path) -> str:
                                       head_dim=16, vocab_size=1024))
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def time_forward(runner, sched, repeats: int, profile: bool, stand_in: bool) -> dict:
     """The step's forward as execute_model runs it (the dispatcher's pick, the same padding), `repeats` times."""
     from minivllm.attention.metadata import set_forward_context
@@ -161,14 +155,14 @@ def time_forward(runner, sched, repeats: int, profile: bool, stand_in: bool) -> 
             runner.compiled.forward(ib.input_ids[:n], ib.positions[:n])
     for _ in range(3):  # warm: lazy initialisation, Triton's launch caches
         runner.run_forward(batch, mode)
-    _sync(runner.device)
+    sync()
     host, wall, cpu, outside = [], [], [], []
     for _ in range(repeats):
         CLOCK.seconds = 0.0
         t0, c0 = time.perf_counter(), time.process_time()
         runner.run_forward(batch, mode)
         t1, c1 = time.perf_counter(), time.process_time()
-        _sync(runner.device)
+        sync()
         host.append((t1 - t0) * 1e3)
         cpu.append((c1 - c0) * 1e3)
         outside.append((t1 - t0 - CLOCK.seconds) * 1e3)
@@ -178,7 +172,7 @@ def time_forward(runner, sched, repeats: int, profile: bool, stand_in: bool) -> 
            "cpu_ms": statistics.median(cpu), "host_ms_outside_attention": statistics.median(outside),
            "host_ms_outside_attention_min": min(outside)}
     if profile:
-        out["profile"] = cprofile(lambda: runner.run_forward(batch, mode), runner.device, max(repeats // 2, 3))
+        out["profile"] = cprofile(lambda: runner.run_forward(batch, mode), max(repeats // 2, 3))
     return out
 
 
@@ -188,18 +182,11 @@ WATCHED = ("assert_size_stride", "assert_alignment", "_call_impl", "get_forward_
            "convert_frame", "guards", "cuda_graph.py", "gen_alias_from_base", "runtime_wrapper")
 
 
-def cprofile(fn, device: torch.device, calls: int, top: int = 25) -> dict:
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(calls):
-        fn()
-    _sync(device)
-    prof.disable()
-    stats = pstats.Stats(prof)
-    rows = [{"function": f"{Path(f).name}:{line}:{name}", "calls": nc / calls, "own_us": tt / calls * 1e6,
-             "cum_us": ct / calls * 1e6} for (f, line, name), (_, nc, tt, ct, _) in stats.stats.items()]
+def cprofile(fn, calls: int, top: int = 25) -> dict:
+    python_calls, rows = profile_calls(fn, calls)
+    sync()
     watched = [r for r in rows if any(w in r["function"] for w in WATCHED)]
-    return {"python_calls": stats.total_calls / calls, "watched": sorted(watched, key=lambda r: -r["own_us"]),
+    return {"python_calls": python_calls, "watched": sorted(watched, key=lambda r: -r["own_us"]),
             "top_own": sorted(rows, key=lambda r: -r["own_us"])[:top],
             "top_cum": sorted(rows, key=lambda r: -r["cum_us"])[:top]}
 

@@ -29,7 +29,7 @@ ROLE = re.compile(r"\{rec\}`(?P<file>[\w.-]+\.json):(?P<path>[^`*:]+?)(?:\*(?P<s
 #: A number with a unit: what can drift. Plain counts ("35 sizes", "batch 64") are not figures of a record's
 #: kind and are left alone; so are numbers inside code spans and links (names, flags, paths).
 UNITS = (r"ms|us|µs|μs|ns|s|GiB|MiB|KiB|GB|MB|KB|TB/s|GB/s|TFLOP/s|FLOP/byte|%|x|×|times|tok/s|tokens/s|"
-         r"倍|秒|毫秒|微秒")
+         r"min|minutes|minute|hours|hour|倍|秒|毫秒|微秒|分钟|小时")
 FIGURE = re.compile(r"(?<![A-Za-z0-9_.$/-])(?:~|about |约)?(\d[\d,]*(?:\.\d+)?(?:%?\s?(?:-|–|to|→|->|至)\s?\d[\d,]*(?:\.\d+)?)?)"
                     r"\s?(" + UNITS + r")(?![A-Za-z0-9_/])(?!\s*\d)")  # "64 x 8" multiplies: not a figure
 _CODE = re.compile(r"`[^`\n]*`|\]\([^)]*\)|https?://\S+")

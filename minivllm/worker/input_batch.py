@@ -65,6 +65,10 @@ class InputBatch:
         self.cpu_logits_indices = torch.zeros(max_num_seqs, dtype=i64, pin_memory=pin)
         self.cpu_pending_idx = torch.zeros(2, max_num_seqs, dtype=i64, pin_memory=pin)
         self.staged = torch.cuda.Event() if pin else None  # recorded after the copies out of the host buffers
+        # numpy views of the same host memory: a step's small writes cost far less host time through numpy
+        # than through torch indexing, and at batch 1 host time is the step's time.
+        self.np_tokens, self.np_seqs = self.cpu_tokens.numpy(), self.cpu_seqs.numpy()
+        self.np_logits_indices = self.cpu_logits_indices.numpy()
         # (seq_id, blocks written) per block-table row, so a step rewrites only a sequence's new blocks.
         self.row_owner: list[tuple[int, int, int]] = [(-1, 0, 0)] * max_num_seqs
 
@@ -131,26 +135,23 @@ class InputBatch:
         decode_only = sched.is_decode_only
         # Padded decode rows own one (dummy) query token each; in a padded mixed batch they own none.
         qsl[S + 1:] = T + np.arange(1, Sp - S + 1) if decode_only and not unified else T
-        table = np.asarray(bt[:S, :], dtype=np.int64) if S else np.zeros((0, 1), dtype=np.int64)
-        slots = (table[np.repeat(np.arange(S), np.diff(qsl[:S + 1])), pos // bs] * bs + pos % bs) if T else pos
+        rows = np.arange(S) if decode_only else np.repeat(np.arange(S), np.diff(qsl[:S + 1]))
+        slots = bt[rows, pos // bs].astype(np.int64) * bs + pos % bs
         # Stage on the host, then one asynchronous copy per buffer.
-        ct = self.cpu_tokens
-        ct[0, :T] = torch.from_numpy(ids)
-        ct[1, :T] = torch.from_numpy(pos)
-        ct[2, :T] = torch.from_numpy(slots)
-        ct[0, T:Tp] = 0
-        ct[1, T:Tp] = 0
+        ct = self.np_tokens
+        ct[0, :T], ct[1, :T], ct[2, :T] = ids, pos, slots
+        ct[:2, T:Tp] = 0
         ct[2, T:Tp] = -1
-        cs = self.cpu_seqs
-        cs[0, :Sp + 1] = torch.from_numpy(qsl)
-        cs[1, :Sp] = torch.from_numpy(seq_lens)
+        cs = self.np_seqs
+        cs[0, :Sp + 1] = qsl
+        cs[1, :Sp] = seq_lens
         bt_rows = S if unified else Sp  # unified: rows without a query are never read, left as they are
         if bt_rows > S:
-            self.cpu_block_tables[S:Sp] = 0
+            bt[S:Sp] = 0
             self.row_owner[S:Sp] = [(-1, 0, 0)] * (Sp - S)
         k = len(sample_rows)
-        self.cpu_logits_indices[:k] = torch.from_numpy(qsl[1:S + 1][sample_rows].astype(np.int64) - 1)
-        nb_copy = self.max_blocks_per_seq
+        self.np_logits_indices[:k] = qsl[1:S + 1][sample_rows] - 1
+        ct, cs, nb_copy = self.cpu_tokens, self.cpu_seqs, self.max_blocks_per_seq
         self.input_ids[:Tp].copy_(ct[0, :Tp], non_blocking=True)
         self.positions[:Tp].copy_(ct[1, :Tp], non_blocking=True)
         self.slot_mapping[:Tp].copy_(ct[2, :Tp], non_blocking=True)

@@ -10,7 +10,7 @@
 # near-tie between the top two logits flips, and every token after it follows. This is the question Thinking
 # Machines' ["Defeating Nondeterminism in LLM Inference"](https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/)
 # answers, and the reason vLLM has a batch-invariant mode (`VLLM_BATCH_INVARIANT=1`, the
-# [docs page](https://docs.vllm.ai/en/latest/features/batch_invariance/), its kernels in
+# [docs page](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/features/batch_invariance.md), its kernels in
 # [vllm/model_executor/determinism/batch_invariant.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/model_executor/determinism/batch_invariant.py)
 # and its check that bs=1 and bs=N logprobs are bitwise equal in
 # [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/v0.33.0/tests/v1/determinism/test_batch_invariance.py)).
@@ -35,7 +35,7 @@
 # 舍入就不同。前两名 logit 的近似平局被翻转，之后的每个 token 都跟着变。这正是 Thinking Machines 的
 # ["Defeating Nondeterminism in LLM Inference"](https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/)
 # 回答的问题，也是 vLLM 提供 batch 不变模式（`VLLM_BATCH_INVARIANT=1`，见
-# [文档](https://docs.vllm.ai/en/latest/features/batch_invariance/)、kernel 在
+# [文档](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/features/batch_invariance.md)、kernel 在
 # [vllm/model_executor/determinism/batch_invariant.py](https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/model_executor/determinism/batch_invariant.py)、
 # bs=1 与 bs=N 的 logprobs 逐位相等的检查在
 # [tests/v1/determinism/test_batch_invariance.py](https://github.com/vllm-project/vllm/blob/v0.33.0/tests/v1/determinism/test_batch_invariance.py)）的原因。

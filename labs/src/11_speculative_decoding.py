@@ -124,14 +124,15 @@ if rec:
 # %% [markdown] tags=["lang-en"]
 # The summary lines above are computed from the record by the rule every lab uses: faster or slower only when the
 # [min, max] ranges over the repeats do not overlap. vLLM's documentation presents speculation as a way to lower
-# inter-token latency in memory-bound workloads at medium-to-low load (its
-# [speculative decoding page](https://docs.vllm.ai/en/latest/features/speculative_decoding/)): at high batch the
-# GPU's spare compute that made the extra tokens free is gone.
+# inter-token latency in memory-bound workloads at medium-to-low QPS (the first line of its
+# [speculative decoding page](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/features/speculative_decoding/README.md); the page's
+# table of methods is qualitative and says real gains depend on the model, the traffic, the hardware and the
+# sampling): at high batch the GPU's spare compute that made the extra tokens free is gone.
 
 # %% [markdown] tags=["lang-zh"]
 # 上面的结论行按所有实验共用的规则由记录算出：只有各次重复的 [最小, 最大] 范围不重叠时才算更快或更慢。vLLM 文档把投机解码定位为
-# 在中低负载、受显存带宽限制的场景下降低 token 间延迟的手段（见其[投机解码文档](https://docs.vllm.ai/en/latest/features/speculative_decoding/)）：
-# batch 大了，让多出的 token 免费的那部分闲置算力就没有了。
+# 在中低 QPS、受显存带宽限制的场景下降低 token 间延迟的手段（其[投机解码文档](https://github.com/vllm-project/vllm/blob/v0.33.0/docs/features/speculative_decoding/README.md)的第一句；
+# 该页的方法对比表只是定性的，并说明实际收益取决于模型、流量、硬件和采样设置）：batch 大了，让多出的 token 免费的那部分闲置算力就没有了。
 
 # %% [markdown] tags=["lang-en"]
 # ### c) The graphs speculation adds

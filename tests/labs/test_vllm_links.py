@@ -3,6 +3,9 @@
 Why: a link to `blob/main` cites code that moves under it (vllm/attention/ops/triton_unified_attention.py moved
 to vllm/v1/attention/ops/ after the text was written), so the reader lands on a 404 or on different code. The
 paths checked at each tag are kept in tests/labs/vllm_release_paths.txt (how each was checked is written there).
+The same holds for vLLM's rendered docs: docs.vllm.ai/en/latest (and /en/stable) is rebuilt from the newest source,
+so a sentence citing it is checked against a page that moves; it links the page's source at a tag instead
+(blob/v0.33.0/docs/....md), which this file then checks like any other path.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KNOWN = ROOT / "tests" / "labs" / "vllm_release_paths.txt"
 LINK = re.compile(r"github\.com/vllm-project/vllm/(?:blob|tree)/([^/\s]+)/([^\s)\"'<>`，。；）\\\]]+)")
 TAG = re.compile(r"v\d+\.\d+\.\d+(?:\.\d+|\.post\d+|rc\d+)?")
+MOVING_DOCS = re.compile(r"docs\.vllm\.ai/en/(?:latest|stable)\b[^\s)\"'<>`，。；）\\\]]*")
 
 
 def sources() -> list[Path]:
@@ -46,6 +50,18 @@ def problems(found: dict[tuple[str, str], str], checked: set[tuple[str, str]]) -
     return out
 
 
+def moving_docs(text: str) -> list[str]:
+    """Every link into vLLM's rendered docs at latest or stable: the page it cites changes with each release."""
+    return MOVING_DOCS.findall(text)
+
+
+def test_no_link_to_vllms_moving_docs():
+    bad = [f"{p.relative_to(ROOT)}: {url}" for p in sources()
+           for url in moving_docs(p.read_text(encoding="utf-8", errors="replace"))]
+    assert not bad, (f"{len(bad)} links to docs.vllm.ai latest/stable; link the page's source at a tag "
+                     "(github.com/vllm-project/vllm/blob/v0.33.0/docs/<path>.md):\n  " + "\n  ".join(bad[:20]))
+
+
 def test_every_vllm_link_is_pinned_to_a_tag_that_has_the_file():
     found: dict[tuple[str, str], str] = {}
     for p in sources():
@@ -70,3 +86,12 @@ def test_the_check_can_fail():
     assert set(found) == {("main", "vllm/envs.py"), ("v0.33.0", "vllm/no_such.py"), ("v0.33.0", "vllm/envs.py")}
     bad = problems(found, {("v0.33.0", "vllm/envs.py")})
     assert len(bad) == 2 and "release tag" in bad[0] + bad[1] and "no_such.py" in bad[0] + bad[1]
+
+
+def test_the_docs_check_can_fail():
+    text = ("[page](https://docs.vllm.ai/en/latest/features/batch_invariance/), see "
+            "https://docs.vllm.ai/en/stable/serving/parallelism_scaling.html）。 but not "
+            "https://docs.vllm.ai/en/v0.11.0/features/spec_decode.html nor "
+            "https://github.com/vllm-project/vllm/blob/v0.33.0/docs/features/batch_invariance.md")
+    assert moving_docs(text) == ["docs.vllm.ai/en/latest/features/batch_invariance/",
+                                 "docs.vllm.ai/en/stable/serving/parallelism_scaling.html"]

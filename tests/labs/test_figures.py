@@ -1,5 +1,5 @@
 """Every number with a unit in the labs' questions and claims (data/*.yaml), in the labs' markdown cells
-(labs/src/*.py) and in the handbook pages (book/handbook/*.md) is read from a record ({rec}`file.json:key`) or
+(labs/src/*.py) and in the book's pages (book/*.md, book/reference/*.md, book/handbook/*.md) is read from a record ({rec}`file.json:key`) or
 is a constant declared with its source in data/constants.yaml (a seed's claim, a datasheet figure, a formula's
 input). Hand-typed figures drift from their records; this test is what stops new ones.
 
@@ -20,6 +20,8 @@ from minivllm_labs import figures as F
 from minivllm_labs.common import REPO_ROOT
 
 PENDING = Path(__file__).with_name("figures_pending.txt")
+#: Book pages written at build time by book/_ext/book_prepare.py (from index.yaml, git and the labs), not by hand.
+GENERATED_PAGES = {"results.md", "version.md", "labs_missing.md"}
 #: Data fields that hold names, paths and keys, not prose.
 NOT_PROSE = {"file", "key", "code", "lab", "link", "evidence_key", "evidence_file", "id", "topic", "source",
              "evidence", "seed", "verdict", "correct"}
@@ -53,8 +55,10 @@ def texts() -> dict[str, str]:
         out[str(p.relative_to(REPO_ROOT))] = "\n".join(_strings(yaml.safe_load(p.read_text(encoding="utf-8"))))
     for p in sorted((REPO_ROOT / "labs" / "src").glob("*.py")):
         out[str(p.relative_to(REPO_ROOT))] = _markdown(p)
-    for p in sorted((REPO_ROOT / "book" / "handbook").glob("*.md")):
-        out[str(p.relative_to(REPO_ROOT))] = p.read_text(encoding="utf-8")
+    book = REPO_ROOT / "book"
+    for p in sorted([*book.glob("*.md"), *(book / "reference").glob("*.md"), *(book / "handbook").glob("*.md")]):
+        if p.name not in GENERATED_PAGES:
+            out[str(p.relative_to(REPO_ROOT))] = p.read_text(encoding="utf-8")
     return out
 
 
@@ -113,6 +117,20 @@ def test_the_scanner_finds_figures_and_skips_roles_and_code():
     assert F.figures("显存池 150MB显存，1.8倍") == ["150MB", "1.8倍"]
     assert F.figures("约减少10%至15%, 5% to 8%") == ["10-15%", "5-8%"]
     assert F.figures("2 x layers x heads, 2 × 层数, 127 x TPOT; 3.74x slower, 1.6 x 1.25 ms") == ["3.74x", "1.25ms"]
+
+
+def test_every_book_page_is_scanned(all_texts):
+    pages = {f for f in all_texts if f.startswith("book/")}
+    assert {"book/differs_from_vllm.md", "book/reference/knobs.md", "book/handbook/workshop.md"} <= pages
+    assert not any(Path(f).name in GENERATED_PAGES or "/_build/" in f or "/code/" in f for f in pages)
+
+
+def test_archive_members_are_reached_by_their_file_name():
+    # archive.json folds old records under files.<name>.json; a member's name holds dots and is matched whole
+    member = next(iter(F.value("archive.json", "files")))
+    assert F.value("archive.json", f"files.{member}") is F.value("archive.json", "files")[member]
+    assert F.render("{rec}`archive.json:files.kernels_40cba88.json.decode[batch=64,context=2048].frac_of_copy*100:.1f`") \
+        == format(F.value("archive.json", "files")["kernels_40cba88.json"]["decode"][0]["frac_of_copy"] * 100, ".1f")
 
 
 def test_render_reads_the_record_and_never_raises():

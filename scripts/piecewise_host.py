@@ -1,26 +1,30 @@
 """Host time of one PIECEWISE decode step, measured on a CPU: what runs between and around the piece graphs.
 
-Why: a PIECEWISE step on the H200 took 10 ms at batch 1 where FULL took 0.95 ms, with nearly the same GPU
-work, so ~9 ms were host time: the split graph's Python, each piece's graph wrapper, and each layer's eager
-attention call (its Python, and Triton's launch path). None of that needs a GPU to be measured, only the
-graph replays and the driver launches do. So this script builds the engine's real split forward (mode 3's
-Dynamo trace split at attention, the real CUDAGraphWrapper around each piece) for the Qwen3-0.6B layer
-structure (28 layers, 16 heads, 8 KV heads, head_dim 128; narrow hidden sizes, which host time does not
-depend on) and replaces only what needs the device:
+Why: at batch 1 a PIECEWISE step on the H200 is host-bound (29 piece replays and 28 eager attention calls
+around a ~1 ms GPU step), and none of that host time needs a GPU to be measured, only the graph replays and
+the driver launches do. So this script builds the engine itself on the CPU (mode 3: the Dynamo trace split
+at attention, the real CUDAGraphWrapper around each piece, the split graph calling pieces and attention
+directly) for the Qwen3-0.6B layer structure (28 layers, 16 heads, 8 KV heads, head_dim 128; narrow hidden
+sizes, which host time does not depend on), runs one decode step of `--batch` requests through the
+scheduler, and times what execute_model does for it up to the hidden states (the batch's `prepare` and the
+forward), with only what needs the device replaced:
   - a CUDA graph: `replay()` does nothing (the piece's outputs stay those of its capture);
   - a Triton launch: Triton's own JIT path runs as far as it can without a GPU (the argument binder, the
     specialization, the cache key and lookup, the global-value check, the launch metadata), then the
     driver call is skipped. A kernel kept by kernels/launch.py skips the JIT path, as on the GPU.
 The attention op takes the Triton branch it takes on CUDA (the device check is patched). What is left is
 the host time of everything the engine's Python does per step, less the driver calls (cudaGraphLaunch and
-cuLaunchKernel, a few us each on the GPU machine).
+cuLaunchKernel, a few us each on the GPU machine). scripts/maint/host_time.py times one forward per
+execution path instead, with the CPU's PyTorch attention: it cannot see the attention op's Triton path.
 
-    PYTHONPATH=$PWD python scripts/piecewise_host.py --batch 1 --steps 200 --json /tmp/host.json
+    PYTHONPATH=$PWD OMP_NUM_THREADS=1 python scripts/piecewise_host.py --batch 1 --steps 200 --json /tmp/host.json
 
 Prints and writes: wall and CPU (process) us per step, each the fastest of 5 blocks of steps (a shared
-CPU makes wall time noisy; CPU time counts only this process), Python function calls per step (cProfile),
+CPU makes wall time noisy; CPU time counts only this process), of which the batch's prepare (timed alone)
+and the forward (the rest: what PIECEWISE adds to FULL lives here), Python function calls per step (cProfile),
 piece replays, attention calls, Triton launches per step by path (JIT path vs direct), and the top
-functions by own time.
+functions by own time. It patches Triton, torch.cuda and the attention op for the whole process: run it
+as a script, never import it into a process that runs anything else.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from triton.compiler import make_backend
 from triton.compiler.compiler import LazyDict
 from triton.runtime import jit as triton_jit
 
-COUNTS = {"replays": 0, "jit_launches": 0, "direct_launches": 0, "attention_calls": 0}
+COUNTS = {"replays": 0, "jit_launches": 0, "direct_launches": 0}
 
 
 class FakeGraph:
@@ -116,78 +120,59 @@ def patch_for_cpu() -> None:
     cuda_graph.weak_ref = lambda x: x
     # the attention op's Triton branch, as on CUDA (its source with the device check removed)
     src = inspect.getsource(layer.unified_attention_impl)
-    src = src.replace("not q.is_cuda", "False").replace('q.device.type != "cuda"', "False")  # (older trees)
-    assert "False" in src, "the device check of unified_attention_impl moved: update this script"
+    assert "not q.is_cuda" in src, "the device check of unified_attention_impl moved: update this script"
+    src = src.replace("not q.is_cuda", "False")
     exec(compile(src, layer.__file__, "exec"), layer.__dict__)  # noqa: S102 - our own source, patched
-    try:  # the direct launches of kernels/launch.py (absent in older trees)
-        from minivllm.kernels import launch
+    from minivllm.kernels import launch  # its direct launches, on "device 0, stream 0"
 
-        launch._current_device = lambda: 0
-        launch._current_stream = lambda device: 0
-    except ImportError:
-        pass
-    original = layer.unified_attention_impl
-
-    def counted(*args, **kwargs):
-        COUNTS["attention_calls"] += 1
-        return original(*args, **kwargs)
-
-    layer.unified_attention_impl = counted
+    launch._current_device = lambda: 0
+    launch._current_stream = lambda device: 0
 
 
-def build(batch: int, context: int):
-    from minivllm.attention.metadata import set_forward_context
-    from minivllm.compilation import levels
-    from minivllm.compilation.backend import SplitBackend
-    from minivllm.config import CUDAGraphMode
-    from minivllm.loader import load_model, load_model_config
-    from minivllm.tools.make_random_checkpoint import make_random_checkpoint
-    from minivllm.worker.input_batch import InputBatch
-
-    path = make_random_checkpoint("qwen3-0.6b", Path(tempfile.mkdtemp()) / "ckpt", dtype="float32", seed=0,
-                                  hidden_size=256, intermediate_size=512, vocab_size=1024)
-    cfg = load_model_config(path)
-    cpu = torch.device("cpu")
-    model = load_model(path, cfg, cpu, torch.float32, 4096)
-    block_size, max_blocks = 16, (context + 64) // 16 + 1
-    ib = InputBatch(max(batch, 8) * 4, max(batch, 8), max_blocks, block_size, cpu)
-    num_blocks = batch * max_blocks + 1
-    kv = torch.zeros(cfg.num_hidden_layers, 2, num_blocks, block_size, cfg.num_key_value_heads, cfg.head_dim,
-                     dtype=torch.bfloat16)  # only its addresses matter here; bf16 halves it at batch 64
-    kv_caches = [(kv[i, 0], kv[i, 1]) for i in range(cfg.num_hidden_layers)]
-    backend = SplitBackend(compile_pieces=False, inductor=False, use_graphs=True, model=model)
-    trace = levels.TraceOnceBackend(backend, {}, model)
-    fn = levels._with_constant_floats(levels._traced_forward(model, trace))
-    with torch.inference_mode():
-        n = min(8, ib.max_num_seqs)
-        with set_forward_context(ib.dummy_decode(n), "torch", kv_caches):
-            fn(ib.input_ids[:n], ib.positions[:n])
-    fn = trace.direct or fn
-    padded = max(2, batch)  # the traced forward never sees 1 token (levels.compile_model)
-    with torch.inference_mode(), set_forward_context(ib.dummy_decode(padded), "triton", kv_caches,
-                                                     CUDAGraphMode.PIECEWISE, padded, capturing=True):
-        fn(ib.input_ids[:padded], ib.positions[:padded])
-    return model, ib, kv_caches, fn, backend, padded, max_blocks
-
-
-def decode_batch(batch: int, context: int, max_blocks: int):
-    from minivllm.engine.sched_output import ScheduledSeq, SchedulerOutput
-    from minivllm.engine.sequence import Sequence
+def build(args: argparse.Namespace):
+    """The engine (mode 3, PIECEWISE graphs, on the CPU) with `--batch` requests decoding after a
+    `--context`-token prompt: returns the runner, its decode step's scheduled batch and the dispatcher's pick."""
+    from minivllm import LLM
     from minivllm.sampling_params import SamplingParams
+    from minivllm.tools.make_random_checkpoint import make_random_checkpoint
 
-    out = SchedulerOutput()
-    for i in range(batch):
-        seq = Sequence(str(i), list(range(1, context + 2)), SamplingParams())
-        seq.num_computed_tokens = context
-        seq.block_table = [i * max_blocks + b for b in range((context + 16) // 16)]
-        out.scheduled.append(ScheduledSeq(seq, 1))
-    return out
+    tmp = Path(tempfile.mkdtemp())
+    path = make_random_checkpoint("qwen3-0.6b", tmp / "ckpt", dtype="float32", seed=0, hidden_size=256,
+                                  intermediate_size=512, vocab_size=1024, num_hidden_layers=args.layers)
+    # backend "eager": the pieces stay FX code, which is never run here (each replay does nothing) and traces
+    # in seconds where Inductor takes minutes on a CPU
+    llm = LLM(model=str(path), device="cpu", dtype="float32", max_model_len=args.context + 64,
+              max_num_seqs=max(args.batch, 2), max_num_batched_tokens=max(args.batch * args.context, 2048),
+              num_gpu_blocks_override=args.batch * ((args.context + 64) // 16 + 1),  # every request fits
+              async_scheduling=False, compilation_config={"mode": 3, "backend": "eager", "cache_dir": str(tmp / "cc"),
+                                                          "cudagraph_mode": "PIECEWISE"})
+    engine, runner = llm.engine, llm.model_runner
+    for _ in range(args.batch):
+        engine.add_request(engine.next_request_id(), list(range(3, args.context + 3)),
+                           SamplingParams(temperature=0, max_tokens=4, ignore_eos=True))
+    engine.step()  # the prompts' prefill (the CPU's PyTorch attention: it fills nothing that is timed)
+    decode = {}
+    real = runner.execute_model
+
+    def hooked(sched, prev=None):
+        decode["sched"] = sched
+        return real(sched, prev)
+
+    runner.execute_model = hooked
+    engine.step()
+    del runner.execute_model
+    sched = decode["sched"]
+    assert sched.is_uniform_decode and len(sched.scheduled) == args.batch
+    pick = runner.cudagraph_dispatcher.dispatch(sched.num_tokens, args.batch, True)
+    runner.backend = "triton"  # the attention op's GPU branch (patch_for_cpu)
+    return llm, runner, sched, pick
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=28, help="Qwen3-0.6B has 28 (a test uses fewer)")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -195,15 +180,19 @@ def main(argv: list[str] | None = None) -> dict:
     from minivllm.attention.metadata import set_forward_context
     from minivllm.config import CUDAGraphMode
 
-    _model, ib, kv_caches, fn, backend, padded, max_blocks = build(args.batch, args.context)
-    sched = decode_batch(args.batch, args.context, max_blocks)
+    llm, runner, sched, pick = build(args)
+    ib, PIECEWISE = runner.input_batch, CUDAGraphMode.PIECEWISE
 
-    def step() -> None:
-        batch = ib.prepare(sched, padded)
-        with set_forward_context(batch.attn_metadata, "triton", kv_caches, CUDAGraphMode.PIECEWISE, padded):
-            fn(ib.input_ids[:padded], ib.positions[:padded])
+    def step() -> None:  # what execute_model does up to the hidden states, under a PIECEWISE pick
+        batch = ib.prepare(sched, pick.num_padded_tokens, pick.num_padded_seqs)
+        runner.run_forward(batch, PIECEWISE)
 
     with torch.inference_mode():
+        batch = ib.prepare(sched, pick.num_padded_tokens, pick.num_padded_seqs)
+        n = batch.num_padded_tokens  # the dispatcher pads a 1-token step to 2
+        with set_forward_context(batch.attn_metadata, runner.backend, runner.kv_caches, PIECEWISE, n,
+                                 capturing=True):  # capture each piece's (stand-in) graph of this size
+            runner.compiled.forward(ib.input_ids[:n], ib.positions[:n])
         for _ in range(20):  # warm: Triton keys cached, kernels/launch.py's table filled
             step()
         for k in COUNTS:
@@ -216,32 +205,51 @@ def main(argv: list[str] | None = None) -> dict:
             blocks.append((time.perf_counter() - t0) / args.steps * 1e6)
             cpu_blocks.append((time.process_time() - c0) / args.steps * 1e6)  # this process's CPU time only
         wall_us, cpu_us = min(blocks), min(cpu_blocks)
+        prepare_blocks = []  # the batch's prepare alone: the rest of a step is the forward's host time
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(args.steps):
+                ib.prepare(sched, pick.num_padded_tokens, pick.num_padded_seqs)
+            prepare_blocks.append((time.perf_counter() - t0) / args.steps * 1e6)
+        prepare_us = min(prepare_blocks)
         counts = {k: v / (5 * args.steps) for k, v in COUNTS.items()}
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(args.steps):
             step()
         prof.disable()
+    pieces = runner.compiled.split_backend.num_pieces
+    llm.shutdown()
     stats = pstats.Stats(prof)
     calls = stats.total_calls / args.steps
     rows = sorted(((f"{Path(f).name}:{line}:{fn_}", nc / args.steps, tt / args.steps * 1e6)
                    for (f, line, fn_), (cc, nc, tt, ct, _) in stats.stats.items()), key=lambda r: -r[2])
+    # attention calls are counted by the profile, not by a wrapper that would add its own host time
+    counts["attention_calls"] = sum(nc for (_f, _l, fn_), (_cc, nc, *_r) in stats.stats.items()
+                                    if fn_ == "unified_attention_impl") / args.steps
+    by_calls = sorted(rows, key=lambda r: -r[1])
     cum = sorted(((f"{Path(f).name}:{line}:{fn_}", nc / args.steps, ct / args.steps * 1e6)
                   for (f, line, fn_), (cc, nc, tt, ct, _) in stats.stats.items()), key=lambda r: -r[2])
-    result = {"batch": args.batch, "context": args.context, "steps": args.steps, "layers": len(kv_caches),
-              "pieces": backend.num_pieces, "wall_us_per_step": round(wall_us, 1), "cpu_us_per_step": round(cpu_us, 1),
+    result = {"batch": args.batch, "context": args.context, "steps": args.steps, "layers": args.layers, "padded_tokens": n,
+              "pieces": pieces, "wall_us_per_step": round(wall_us, 1), "cpu_us_per_step": round(cpu_us, 1),
+              "prepare_us_per_step": round(prepare_us, 1), "forward_us_per_step": round(wall_us - prepare_us, 1),
               "python_calls_per_step": round(calls, 1), **{f"{k}_per_step": v for k, v in counts.items()},
               "wall_us_blocks": [round(b, 1) for b in blocks],
               "top_own_us": [{"function": r[0], "calls": r[1], "own_us": round(r[2], 2)} for r in rows[:20]],
+              "top_calls": [{"function": r[0], "calls": r[1]} for r in by_calls[:25]],
               "top_cum_us": [{"function": r[0], "calls": r[1], "cum_us": round(r[2], 2)} for r in cum[:25]],
               "torch": torch.__version__, "triton": triton.__version__}
-    print(f"batch {args.batch}, context {args.context}, {len(kv_caches)} layers, {backend.num_pieces} pieces: "
+    print(f"batch {args.batch}, context {args.context}, {args.layers} layers, {pieces} pieces: "
           f"{wall_us:.0f} us/step wall, {cpu_us:.0f} us/step CPU time (driver calls excluded), "
-          f"{calls:.0f} Python calls/step")
+          f"{calls:.0f} Python calls/step; of the wall time {prepare_us:.0f} us prepare, "
+          f"{wall_us - prepare_us:.0f} us forward")
     print("per step: " + ", ".join(f"{k} {v:g}" for k, v in counts.items()))
     print("under cProfile, own time per step:")
     for r in rows[:20]:
         print(f"  {r[2]:8.1f} us  {r[1]:6.1f} calls  {r[0]}")
+    print("under cProfile, Python calls per step:")
+    for r in by_calls[:25]:
+        print(f"  {r[1]:6.1f} calls  {r[0]}")
     print("under cProfile, time with callees per step:")
     for r in cum[:25]:
         print(f"  {r[2]:8.1f} us  {r[1]:6.1f} calls  {r[0]}")

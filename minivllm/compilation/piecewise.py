@@ -10,7 +10,6 @@ compiled once, found by a hash of its structure.
 from __future__ import annotations
 
 import hashlib
-import operator
 from typing import Callable
 
 import torch
@@ -29,56 +28,55 @@ class CallableModule(torch.nn.Module):
 
 
 def call_directly(split_gm: fx.GraphModule, attention_op: Callable, attention_impl: Callable) -> list[str]:
-    """Make the split graph call its pieces and attention ops as plain Python callables; returns their names.
+    """Make the split graph call its pieces as plain Python callables and its attention ops' kernel in its
+    own code; returns the names of the pieces (the attributes that now hold callables).
 
     Why: the split graph's code calls `self.submod_N(...)` ~57 times a step (29 pieces, 28 attention calls).
     As submodules, each call pays nn.Module.__call__, and each attention call also the GraphModule's call
     wrapper and the torch dispatcher's round trip into the op's Python kernel; a PIECEWISE step has nothing
     else to do between its graph replays, so that is its host time. A piece becomes the callable it wraps
-    (compiled code or a CUDAGraphWrapper); an attention submodule that is exactly one call of
-    `attention_op` becomes a call of `attention_impl` (the op's kernel) with the same arguments."""
-    names = []
+    (compiled code or a CUDAGraphWrapper). An attention submodule that is exactly one call of `attention_op`
+    is replaced in the split graph by a call of `attention_impl` (the op's kernel) with the submodule's
+    arguments and constants, so the generated code calls the kernel itself, as the traced model did."""
+    names, inlined = [], False
+    calls = {n.target: n for n in split_gm.graph.nodes if n.op == "call_module"}
     for name, sub in list(split_gm.named_children()):
         if isinstance(sub, CallableModule):
             fn = sub.fn
         elif isinstance(sub, fx.GraphModule):
-            fn = _direct_op_call(sub, attention_op, attention_impl) or sub.forward
+            args = _op_call_args(sub, attention_op, calls[name])
+            if args is not None:
+                node = calls[name]
+                with split_gm.graph.inserting_before(node):
+                    split_gm.graph.call_function(attention_impl, args)
+                split_gm.graph.erase_node(node)
+                del split_gm._modules[name]
+                inlined = True
+                continue
+            fn = sub.forward
         else:
             continue
         del split_gm._modules[name]
         setattr(split_gm, name, fn)
         names.append(name)
+    if inlined:
+        split_gm.recompile()
     return names
 
 
-def _direct_op_call(sub: fx.GraphModule, op: Callable, impl: Callable) -> Callable | None:
-    """sub's one call of `op` as a call of `impl`, or None where sub is anything else."""
+def _op_call_args(sub: fx.GraphModule, op: Callable, call: fx.Node) -> tuple | None:
+    """The arguments of sub's one call of `op`, in terms of the split graph's `call` of sub (its inputs
+    and the call's constants); None where sub is anything else or the split graph uses its result."""
     nodes = list(sub.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
-    calls = [n for n in nodes if n.op not in ("placeholder", "output")]
+    ops = [n for n in nodes if n.op not in ("placeholder", "output")]
     output = nodes[-1]
-    if (len(calls) != 1 or calls[0].target is not op or calls[0].kwargs or output.op != "output"
-            or output.args != ((),)):
+    if (len(ops) != 1 or ops[0].target is not op or ops[0].kwargs or output.op != "output"
+            or output.args != ((),) or call.users or call.kwargs):
         return None
-    spec = [(True, placeholders.index(a)) if isinstance(a, fx.Node) else (False, a) for a in calls[0].args]
-    if any(isinstance(a, fx.Node) and a not in placeholders for a in calls[0].args):
+    if any(isinstance(a, fx.Node) and a not in placeholders for a in ops[0].args):
         return None
-
-    m = sum(is_input for is_input, _ in spec)
-    if m >= 2 and all(is_input for is_input, _ in spec[:m]):  # the usual layout: tensors first, then constants
-        pick, consts = operator.itemgetter(*[v for _, v in spec[:m]]), tuple(v for _, v in spec[m:])
-
-        def call_inputs_first(*inputs):
-            impl(*pick(inputs), *consts)
-            return ()
-
-        return call_inputs_first
-
-    def call(*inputs):
-        impl(*[inputs[v] if is_input else v for is_input, v in spec])
-        return ()
-
-    return call
+    return tuple(call.args[placeholders.index(a)] if isinstance(a, fx.Node) else a for a in ops[0].args)
 
 
 def first_output(fn: Callable) -> Callable:

@@ -37,7 +37,9 @@ _MAX_ENTRIES = 512  # per kernel: exact integer values may vary (token counts); 
 _CACHES: dict[int, tuple[Any, dict[tuple, tuple]]] = {}  # id(kernel) -> (kernel, key -> launch entry)
 _TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})  # by exact type: isinstance is slower
 # (a tensor of another type, e.g. a subclass, is keyed by identity: correct, only not reused)
-_current_device = torch.cuda.current_device
+# torch.cuda.current_device() is Python around this C call (a lazy-init check each time); it is asked at every
+# direct launch and every attention layer, always after a CUDA tensor exists (CUDA is initialized)
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
 _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 stats = {"direct": 0, "jit": 0}  # launches per path, for the host-time harness and the tests
 _recording: list | None = None  # record()'s list: each launch made meanwhile, for a LaunchPlan

@@ -48,6 +48,9 @@ def test_levels_match_eager_without_breaks(ckpt, prompts, eager_tokens, level, t
         assert rep["recompiles_at_runtime"] == 0, rep
     if level == 3:
         assert rep["attention_splits"] == 2 and rep["pieces"] == 3, rep  # 2 layers -> 3 pieces
+        # the split graph's own code calls attention's kernel, and its pieces are plain callables (call_directly)
+        split_gm = llm.model_runner.compiled.split_backend._split_gms[0]()
+        assert split_gm.code.count("unified_attention_impl(") == 2 and not list(split_gm.named_children())
 
 
 def test_unregistered_attention_breaks_the_graph(ckpt, prompts, eager_tokens):

@@ -191,10 +191,15 @@ def test_graph_wrapper_calls_through_in_other_modes_and_replays_in_its_own():
     assert len(calls) == 3 and not w.graphs
     w.graphs[4] = CapturedGraph(SimpleNamespace(replay=lambda: replays.append(4)), [x.data_ptr()], "out")
     with set_forward_context(None, "torch", None, CUDAGraphMode.PIECEWISE, 4):
+        with pytest.raises(RuntimeError, match="input 0 moved since capture"):  # checked at the first replay
+            w(torch.zeros(4))
+        assert w(x) == "out" and w(x) == "out"
+        assert w(torch.zeros(4)) == "out"  # later replays are not checked (vLLM: only when debugging)
+        w.check_every_replay, w.graphs[4].verified = True, False
         assert w(x) == "out"
         with pytest.raises(RuntimeError, match="input 0 moved since capture"):
             w(torch.zeros(4))
-    assert len(calls) == 3 and replays == [4]
+    assert len(calls) == 3 and replays == [4, 4, 4, 4]
     w.release()
     with set_forward_context(None, "torch"), pytest.raises(RuntimeError, match="shut down"):
         w(x)

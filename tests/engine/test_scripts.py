@@ -5,6 +5,7 @@ They run on the device machine where a mistake costs device time, so what can be
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,24 @@ def test_host_time_times_each_path_and_stands_in_for_graphs_on_a_cpu(tmp_path):
     assert rows["piecewise"]["decode"]["graph_mode"] == "PIECEWISE"
     assert 0 < rows["piecewise"]["prefill"]["host_ms_outside_attention"] < rows["piecewise"]["prefill"]["host_ms"]
     assert any("cuda_graph.py" in w["function"] for w in rows["piecewise"]["prefill"]["profile"]["watched"])
+
+
+def test_piecewise_host_replays_every_piece_and_calls_attention_once_a_layer(tmp_path):
+    """scripts/piecewise_host.py (the CPU proxy of a PIECEWISE decode step's host time) on the engine it
+    builds: one replay per piece (layers + 1) and one attention call per layer each step, attention's
+    launches repeated from the first layer's plan (kernels/launch.py), none through Triton's JIT path.
+    A subprocess: the script patches Triton and torch.cuda for its whole process."""
+    out = tmp_path / "host.json"
+    script = [sys.executable, str(ROOT / "scripts" / "piecewise_host.py")]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # Triton's compiled-kernel path
+    proc = subprocess.run([*script, "--layers", "4", "--steps", "5", "--context", "20", "--json", str(out)],
+                          check=False, cwd=ROOT, capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["pieces"] == 5 and r["padded_tokens"] == 2
+    assert r["replays_per_step"] == 5 and r["attention_calls_per_step"] == 4
+    assert r["jit_launches_per_step"] == 0 and r["direct_launches_per_step"] == 8  # store_kvcache + decode
+    assert 0 < r["prepare_us_per_step"] < r["wall_us_per_step"] and 0 < r["cpu_us_per_step"]
+    assert 100 < r["python_calls_per_step"] < 2000
+    assert any("cuda_graph.py" in f["function"] for f in r["top_own_us"] + r["top_cum_us"])

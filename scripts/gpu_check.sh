@@ -16,7 +16,8 @@
 #                   MODES="..." picks): TPOT at batch 1 and 64, a 512-token prefill, greedy tokens vs eager
 #                   in bf16 (scripts/modes_check.py); the comparison in $OUT/modes.json; MODES_TOGETHER=1 adds
 #                   issue 42's order (eager, FULL_DECODE_ONLY, FULL, PIECEWISE, PIECEWISE+ops) built in ONE process
-#                   -> $OUT/modes_together.json, the notebook's case beside one engine per process; MODES_PROFILE=1 adds
+#                   -> $OUT/modes_together.json, the notebook's case beside one engine per process; MODES_ROUNDS=N
+#                   alternates the per-mode processes N times (medians, ranges, per-round ratios); MODES_PROFILE=1 adds
 #                   scripts/maint/host_profile.py of a PIECEWISE batch-1 step (cProfile)
 #   all             the six above (two lanes on a two-GPU machine)
 #   piecewise       issue 26's PIECEWISE host time: `modes` for eager, PIECEWISE, FULL_AND_PIECEWISE and FULL with
@@ -201,13 +202,18 @@ padding_kernels() {
     --json "$RES/padding_kernels.json"
 }
 modes() {  # MODES="eager PIECEWISE" runs only those (eager first: the others' tokens are compared with it)
-  local m
-  for m in ${MODES:-eager PIECEWISE FULL_DECODE_ONLY FULL_AND_PIECEWISE FULL}; do
-    TAILN=6 step "modes_$m" "${MODES_CAP_S:-75}" $PY scripts/modes_check.py --model "$CK" --mode "$m" \
-      --json "$RES/modes_$m.json"
+  # MODES_ROUNDS=N: the modes' processes alternate N times (eager, A, B, eager, A, B, ...), so a drift of the
+  # machine's host speed hits every mode alike; modes.json then gives medians, [min, max] and per-round ratios
+  local m i n=${MODES_ROUNDS:-1}
+  rm -f "$RES"/modes_run_*.json
+  for i in $(seq "$n"); do
+    for m in ${MODES:-eager PIECEWISE FULL_DECODE_ONLY FULL_AND_PIECEWISE FULL}; do
+      TAILN=6 step "modes_${m}_$i" "${MODES_CAP_S:-75}" $PY scripts/modes_check.py --model "$CK" --mode "$m" \
+        --json "$RES/modes_run_${m}_$i.json"
+    done
   done
-  TAILN=80 step modes_compare 30 $PY scripts/modes_check.py --compare "$RES/modes_eager.json" "$RES"/modes_*.json \
-    --json "$RES/modes.json"
+  TAILN=80 step modes_compare 30 $PY scripts/modes_check.py --compare "$RES/modes_run_eager_1.json" \
+    "$RES"/modes_run_*.json --json "$RES/modes.json"
   cp "$RES/modes.json" "$OUT/modes.json" 2>/dev/null
   # MODES_TOGETHER=1: issue 42's order built in ONE process, as a notebook does (modes_check.py --modes)
   [ "${MODES_TOGETHER:-0}" = 1 ] && TAILN=60 step modes_together "${MODES_TOGETHER_CAP_S:-240}" $PY scripts/modes_check.py \

@@ -13,6 +13,7 @@ Modes: eager (enforce_eager) or a cudagraph_mode (NONE, PIECEWISE, FULL, FULL_DE
 FULL_AND_PIECEWISE) at the engine's default compilation mode; "MODE+ops" asks for mode 3 with every custom op.
 `--modes eager,FULL_DECODE_ONLY,...` builds them in order in one process instead (a notebook's case).
 `--tiny` shrinks every size so the script runs on a CPU in seconds (a check of the script, not a measurement).
+Several JSONs of one mode given to `--compare` are rounds (gpu_check.sh's MODES_ROUNDS): see `compare`.
 """
 
 from __future__ import annotations
@@ -106,14 +107,41 @@ def run_mode(args) -> dict:
     return res
 
 
+def _spread(values: list[float]) -> dict:
+    return {"median": round(statistics.median(values), 4), "min": round(min(values), 4), "max": round(max(values), 4)}
+
+
 def compare(eager_file: str, files: list[str]) -> dict:
-    """Each mode's greedy tokens against eager's: prompts equal, and the first diverging position."""
-    eager = json.loads(Path(eager_file).read_text())
-    out = {"eager": {k: eager[k] for k in ("tpot_ms", "prefill_ms", "startup_s")}, "modes": {}}
-    for f in files:
+    """Each mode's greedy tokens against eager's: prompts equal, and the first diverging position.
+
+    Several files of one mode are rounds (gpu_check.sh's MODES_ROUNDS: the modes' processes alternate, so a
+    drift of the machine's host speed hits every mode alike): the times are then their medians, with
+    `*_range` [min, max] over the rounds, and the PIECEWISE / FULL ratio is also given per round (round i's
+    PIECEWISE over round i's FULL_DECODE_ONLY). A batch-1 step of PIECEWISE is bound by the host, so one
+    process's figure can move by half from one minute to the next; only a ratio whose whole range clears a
+    goal says the goal is met."""
+    runs: dict[str, list[dict]] = {}
+    for f in [eager_file, *files]:
         r = json.loads(Path(f).read_text())
-        if r["mode"] == "eager":
+        if "mode" not in r:  # a comparison (modes_together.json) beside the runs
             continue
+        if f != eager_file or r["mode"] not in runs:
+            runs.setdefault(r["mode"], []).append(r)
+    eager_runs = runs.pop("eager", None) or [json.loads(Path(eager_file).read_text())]
+    eager = eager_runs[0]
+
+    def times(rs: list[dict], key: str) -> tuple[dict, dict]:
+        med = {b: _spread([r[key][b] for r in rs])["median"] for b in rs[0][key]}
+        rng = {b: [min(r[key][b] for r in rs), max(r[key][b] for r in rs)] for b in rs[0][key]}
+        return med, rng
+
+    out = {"eager": {k: eager[k] for k in ("tpot_ms", "prefill_ms", "startup_s")}, "modes": {}}
+    if len(eager_runs) > 1:
+        out["eager"]["tpot_ms"], out["eager"]["tpot_ms_range"] = times(eager_runs, "tpot_ms")
+        out["eager"]["prefill_ms"], out["eager"]["prefill_ms_range"] = times(eager_runs, "prefill_ms")
+        out["eager"]["rounds"] = len(eager_runs)
+    for mode, rs in runs.items():
+        r = rs[0]
         firsts = []
         for a, b in zip(eager["tokens"], r["tokens"]):
             firsts.append(next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None))
@@ -123,14 +151,27 @@ def compare(eager_file: str, files: list[str]) -> dict:
         entry.update(prompts=len(firsts), equal_to_eager=equal,
                      diverged_within_4=sum(f is not None and f < 4 for f in firsts),
                      first_divergence=firsts)
-        entry["tpot_vs_eager"] = {b: round(eager["tpot_ms"][b] / v, 3) for b, v in r["tpot_ms"].items()}
-        entry["prefill_vs_eager"] = {n: round(eager["prefill_ms"][n] / v, 3) for n, v in r["prefill_ms"].items()}
-        out["modes"][r["mode"]] = entry
-    full = out["modes"].get("FULL_DECODE_ONLY") or out["modes"].get("FULL")
-    pw = out["modes"].get("PIECEWISE")
+        if len(rs) > 1:
+            entry["tpot_ms"], entry["tpot_ms_range"] = times(rs, "tpot_ms")
+            entry["prefill_ms"], entry["prefill_ms_range"] = times(rs, "prefill_ms")
+            entry["rounds"] = len(rs)
+            entry["same_tokens_every_round"] = all(x["tokens"] == r["tokens"] for x in rs)
+        ev = out["eager"]
+        entry["tpot_vs_eager"] = {b: round(ev["tpot_ms"][b] / v, 3) for b, v in entry["tpot_ms"].items()}
+        entry["prefill_vs_eager"] = {n: round(ev["prefill_ms"][n] / v, 3) for n, v in entry["prefill_ms"].items()}
+        if len(rs) > 1 and len(eager_runs) == len(rs):  # per round: eager's prefill over this mode's
+            entry["prefill_vs_eager_per_round"] = {n: [round(e["prefill_ms"][n] / x["prefill_ms"][n], 3)
+                                                       for e, x in zip(eager_runs, rs)] for n in r["prefill_ms"]}
+        out["modes"][mode] = entry
+    full_mode = "FULL_DECODE_ONLY" if "FULL_DECODE_ONLY" in out["modes"] else "FULL"
+    full, pw = out["modes"].get(full_mode), out["modes"].get("PIECEWISE")
     if full and pw:  # the issue's goals: PIECEWISE <= 1.3x FULL at batch 1, <= 1.2x at batch 64
         out["piecewise_over_full_tpot"] = {b: round(pw["tpot_ms"][b] / full["tpot_ms"][b], 3)
                                            for b in pw["tpot_ms"]}
+        fr, pr = runs[full_mode], runs["PIECEWISE"]
+        if len(pr) > 1 and len(fr) == len(pr):
+            out["piecewise_over_full_tpot_per_round"] = {
+                b: [round(p["tpot_ms"][b] / f["tpot_ms"][b], 3) for p, f in zip(pr, fr)] for b in pw["tpot_ms"]}
     return out
 
 

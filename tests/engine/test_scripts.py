@@ -113,6 +113,21 @@ def test_gpu_check_parses_and_modes_check_runs_on_a_cpu(tmp_path):
     pw = cmp["modes"]["PIECEWISE"]
     assert list(cmp["modes"]) == ["PIECEWISE"] and pw["cudagraph_mode"] == "NONE"  # a CPU has no graphs
     assert pw["equal_to_eager"] == pw["prompts"] == 6 and pw["diverged_within_4"] == 0
+    # rounds (MODES_ROUNDS): a second run of each mode gives medians, ranges and per-round ratios
+    for mode, scale in (("eager", 1.0), ("PIECEWISE", 3.0), ("FULL_DECODE_ONLY", 1.0)):
+        for i in (1, 2):
+            r = json.loads((tmp_path / f"modes_{'PIECEWISE' if mode != 'eager' else 'eager'}.json").read_text())
+            r["mode"] = mode
+            r["tpot_ms"] = {b: v * scale * i for b, v in r["tpot_ms"].items()}  # round 2: a host twice as slow
+            (tmp_path / f"modes_run_{mode}_{i}.json").write_text(json.dumps(r))
+    runs = sorted(str(p) for p in tmp_path.glob("modes_run_*.json"))
+    rounds = modes_check.main(["--compare", str(tmp_path / "modes_run_eager_1.json"), *runs, "--json",
+                               str(tmp_path / "modes_rounds.json")])
+    pw, fdo = rounds["modes"]["PIECEWISE"], rounds["modes"]["FULL_DECODE_ONLY"]
+    assert pw["rounds"] == fdo["rounds"] == rounds["eager"]["rounds"] == 2 and pw["same_tokens_every_round"]
+    assert pw["tpot_ms_range"]["1"][1] == pytest.approx(2 * pw["tpot_ms_range"]["1"][0], rel=1e-3)
+    # the host drift cancels in each round's ratio, as it does not in the ratio of one run against another
+    assert rounds["piecewise_over_full_tpot_per_round"]["1"] == [3.0, 3.0]
     # issue 42's order, every engine in this one process (a notebook's case): the same comparison
     seq = modes_check.main(["--model", ckpt, "--modes", "eager,PIECEWISE,PIECEWISE+ops", "--tiny", "--max-model-len",
                             "128", "--json", str(tmp_path / "modes_one_process.json")])

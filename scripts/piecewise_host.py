@@ -227,6 +227,9 @@ def main(argv: list[str] | None = None) -> dict:
     # attention calls are counted by the profile, not by a wrapper that would add its own host time
     counts["attention_calls"] = sum(nc for (_f, _l, fn_), (_cc, nc, *_r) in stats.stats.items()
                                     if fn_ == "unified_attention_impl") / args.steps
+    # attention's launch plans are built once per batch shape, not once per step (worker/input_batch.py)
+    counts["plan_builds"] = sum(nc for (f, _l, fn_), (_cc, nc, *_r) in stats.stats.items()
+                                if fn_ == "build" and Path(f).name == "launch.py") / args.steps
     by_calls = sorted(rows, key=lambda r: -r[1])
     cum = sorted(((f"{Path(f).name}:{line}:{fn_}", nc / args.steps, ct / args.steps * 1e6)
                   for (f, line, fn_), (cc, nc, tt, ct, _) in stats.stats.items()), key=lambda r: -r[2])

@@ -19,6 +19,8 @@ from minivllm.kernels import launch, ops
 from minivllm.kernels.op_registry import direct_op
 from minivllm.layers.custom_op import UsesCustomOps
 
+_MAX_PLANS = 64  # a plan keeps its scratch buffers alive (the split-KV partials): a bound on what they hold
+
 
 def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                            layer_idx: int, scale: float, use_pdl: bool = False,
@@ -60,6 +62,8 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
                             batch_invariant=batch_invariant)
     if plan_key is not None and plan_key not in meta.launch_plans:  # (a strided input would have been copied)
         unit = all(s[-1] == 1 for s in plan_key[1:5])
+        if len(meta.launch_plans) >= _MAX_PLANS:  # kept across steps: one per decode batch shape seen
+            meta.launch_plans.clear()
         meta.launch_plans[plan_key] = launch.LaunchPlan.build(recorded, ptrs) if unit else None
 
 

@@ -51,7 +51,8 @@ class AttentionMetadata:
     query_start_loc_cpu: list[int] | None = None
     seq_lens_cpu: list[int] | None = None
     unified: bool = False
-    # The step's attention launches, built by its first layer (attention/layer.py), by layer shape and stream.
+    # The attention launches, built by a step's first layer (attention/layer.py), by layer shape and stream:
+    # this step's own, or the InputBatch's, kept across steps (valid while the tensors above never move).
     launch_plans: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property

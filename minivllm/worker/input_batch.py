@@ -71,6 +71,11 @@ class InputBatch:
         self.np_logits_indices = self.cpu_logits_indices.numpy()
         # (seq_id, blocks written) per block-table row, so a step rewrites only a sequence's new blocks.
         self.row_owner: list[tuple[int, int, int]] = [(-1, 0, 0)] * max_num_seqs
+        # The attention launches of a decode batch shape (kernels/launch.LaunchPlan), kept across steps: a
+        # step's metadata are views of the buffers above, at the same addresses in every step of that shape,
+        # so the launches recorded by one step's first layer serve every later step's layers too. A step
+        # then builds nothing before its first attention call (a PIECEWISE batch-1 step is host-bound).
+        self.launch_plans: dict = {}
 
     def buffers(self) -> dict[str, torch.Tensor]:
         """Every persistent device buffer, by name (tests check their data_ptr() never changes)."""
@@ -174,6 +179,7 @@ class InputBatch:
             query_start_loc_cpu=qsl.tolist(),
             seq_lens_cpu=seq_lens.tolist(),
             unified=unified,
+            launch_plans=self.launch_plans,
         )
         return PreparedBatch(T, Tp, S, meta, self.logits_indices[:k], sample_rows)
 

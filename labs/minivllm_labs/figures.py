@@ -71,7 +71,7 @@ def _record(file: str, records: Path = RECORDS) -> dict | None:
         return None
 
 
-#: The "/" of a ratio `a/b`; a key that holds a slash spells it spaced ("copy / fill"), so that one is no ratio.
+#: The "/" of a ratio `a/b` (a key that holds a slash, "copy / fill" or "rope (+q/k norm)", is read whole first).
 _RATIO = re.compile(r"(?<=\S)/(?=\S)")
 
 
@@ -83,8 +83,13 @@ def value(file: str, path: str, scale: str | None = None, records: Path = RECORD
     if data is None:
         raise FileNotFoundError(f"{records.relative_to(REPO_ROOT) if records.is_relative_to(REPO_ROOT) else records}"
                                 f"/{file} is not recorded in this checkout")
-    num, *den = _RATIO.split(path, maxsplit=1)
-    v = lookup(data, num) / lookup(data, den[0]) if den else lookup(data, path)
+    try:
+        v = lookup(data, path)
+    except (KeyError, IndexError, TypeError, ValueError):
+        num, *den = _RATIO.split(path, maxsplit=1)
+        if not den:
+            raise
+        v = lookup(data, num) / lookup(data, den[0])
     return v * float(scale) if scale else v
 
 

@@ -158,6 +158,9 @@ def test_a_ratio_is_read_from_its_two_keys():
     assert F.value("lab02.json", "padding.capture.seconds/rng.distinct") == num / den
     assert F.render("{rec}`lab02.json:padding.capture.seconds/rng.distinct*100:.3f`") == format(num / den * 100, ".3f")
     assert F.figures("{rec}`lab02.json:padding.capture.seconds/rng.distinct:.2f`x") == []
+    # a key that holds a slash is read whole, never as a ratio
+    us = F.value("profile_prefetch.json", "runs.0.categories.rope (+q/k norm).us")
+    assert us == F.value("profile_prefetch.json", "runs.0.categories")["rope (+q/k norm)"]["us"]
 
 
 def test_render_reads_the_given_results_folder(tmp_path):

@@ -130,10 +130,28 @@ def _intro() -> list[str]:
             ":::", ""]
 
 
+#: The index's prose: what a file or row is and what it found. Its figures are {rec} roles, read from this
+#: folder's records when the page is written (tests/labs/test_figures.py scans these fields).
+PROSE = ("what", "what_zh", "result", "result_zh")
+
+
+def rendered_index(folder: Path) -> dict:
+    """The folder's index.yaml with every {rec} role of its prose replaced by the number of this folder's
+    record (figures.render, as the labs' pages are), so a results page states what its files hold."""
+    from minivllm_labs.figures import render
+
+    index = load_index(folder)
+    for entry in (index.get("files") or []) + (index.get("archive") or []) + (index.get("rows") or []):
+        for key in PROSE:
+            if isinstance(entry.get(key), str):
+                entry[key] = render(entry[key], folder)
+    return index
+
+
 def pages(root: Path) -> dict[str, str]:
     """{"index": the results page (topics, then every results file with its provenance), topic: its page}."""
     folder = root / REFERENCE
-    index = load_index(folder)
+    index = rendered_index(folder)
     rows = index["rows"]
     data = recorded_files(folder)
     prov = {name: provenance_of(d) for name, d in data.items()}

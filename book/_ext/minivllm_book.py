@@ -22,7 +22,7 @@ from pathlib import Path
 import book_codepages as codepages
 import book_results as results
 from docutils import nodes
-from minivllm_labs.figures import lookup  # one reader of the {rec} grammar, for the labs and the book
+from minivllm_labs.figures import value  # one reader of the {rec} grammar, for the labs and the book
 from sphinx import search as sphinx_search
 from sphinx.addnodes import pending_xref
 from sphinx.application import Sphinx
@@ -91,19 +91,17 @@ _REC = re.compile(r"^(?P<file>[\w.-]+\.json):(?P<path>[^*:]+)(?:\*(?P<scale>[\d.
 
 def rec_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     """{rec}`lab01.json:launch_overhead.eager_us_per_op:.1f`: a number read from assets/results/h200/ at build
-    time (optionally `*1000` to scale, then a format spec), linked to that file on the results page. The
+    time (a ratio `a/b` of two keys, optionally `*1000` to scale, then a format spec), linked to that file on the results page. The
     book's figures therefore change with the records, never by hand."""
     m = _REC.match(text.strip())
     file = ROOT / "assets" / "results" / "h200" / (m.group("file") if m else "")
     try:
         if not m:
             raise ValueError("write {rec}`file.json:key.path[*scale][:format]`")
-        value = lookup(json.loads(file.read_text()), m.group("path"))
+        number = value(m.group("file"), m.group("path"), m.group("scale"), file.parent)
         inliner.document.settings.env.note_dependency(str(file))  # re-read when the record changes
-        if m.group("scale"):
-            value = value * float(m.group("scale"))
-        shown = format(value, m.group("fmt") or "")
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+        shown = format(number, m.group("fmt") or "")
+    except (OSError, ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as e:
         msg = inliner.reporter.error(f"{{rec}}`{text}`: {e}", line=lineno)
         return [inliner.problematic(rawtext, rawtext, msg)], [msg]
     node = pending_xref(rawtext, refdomain="", reftype="minivllm", reftarget="results", refexplicit=True)

@@ -1,5 +1,6 @@
 """Figures in lab text come from records: {rec}`<file>.json:<key>[*scale][:format]` is replaced by the number stored
-in assets/results/h200/<file>, and every other number with a unit must be a declared constant.
+in assets/results/h200/<file>, and every other number with a unit must be a declared constant. A key may be the
+ratio of two keys of one record, {rec}`<file>.json:<key>/<key>:.2f` (a speedup is two measurements, not a third).
 
 Why: hand-typed figures drift. A sentence written against one record ("TPOT 0.93 ms") stays when the record is
 re-made (0.90 ms), and the notebook then prints one number under text that says another. So text names the
@@ -23,7 +24,7 @@ from minivllm_labs.common import REPO_ROOT
 RECORDS = REPO_ROOT / "assets" / "results" / "h200"
 CONSTANTS = Path(__file__).resolve().parent / "data" / "constants.yaml"
 
-#: {rec}`lab02.json:padding.capture.seconds:.2f`, {rec}`lab09.json:rows.0.util*100:.0f`
+#: {rec}`lab02.json:padding.capture.seconds:.2f`, {rec}`lab09.json:rows.0.util*100:.0f`, {rec}`ab.json:old.tpot/new.tpot:.2f`
 ROLE = re.compile(r"\{rec\}`(?P<file>[\w.-]+\.json):(?P<path>[^`*:]+?)(?:\*(?P<scale>[\d.e+-]+))?(?::(?P<fmt>[^`:]+))?`")
 
 #: A number with a unit: what can drift. Plain counts ("35 sizes", "batch 64") are not figures of a record's
@@ -63,29 +64,42 @@ def lookup(data: Any, path: str) -> Any:
 
 
 @cache
-def _record(file: str) -> dict | None:
+def _record(file: str, records: Path = RECORDS) -> dict | None:
     try:
-        return json.loads((RECORDS / file).read_text(encoding="utf-8"))
+        return json.loads((records / file).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
-def value(file: str, path: str, scale: str | None = None) -> Any:
-    """The number a role names (KeyError / FileNotFoundError when the record lacks it)."""
-    data = _record(file)
+#: The "/" of a ratio `a/b` (a key that holds a slash, "copy / fill" or "rope (+q/k norm)", is read whole first).
+_RATIO = re.compile(r"(?<=\S)/(?=\S)")
+
+
+def value(file: str, path: str, scale: str | None = None, records: Path = RECORDS) -> Any:
+    """The number a role names (KeyError / FileNotFoundError when the record lacks it): `a/b` is key a divided
+    by key b of the same record, so a ratio is read from its two measurements. `records` is the results folder
+    (another device's folder for its own index.yaml)."""
+    data = _record(file, records)
     if data is None:
-        raise FileNotFoundError(f"assets/results/h200/{file} is not recorded in this checkout")
-    v = lookup(data, path)
+        raise FileNotFoundError(f"{records.relative_to(REPO_ROOT) if records.is_relative_to(REPO_ROOT) else records}"
+                                f"/{file} is not recorded in this checkout")
+    try:
+        v = lookup(data, path)
+    except (KeyError, IndexError, TypeError, ValueError):
+        num, *den = _RATIO.split(path, maxsplit=1)
+        if not den:
+            raise
+        v = lookup(data, num) / lookup(data, den[0])
     return v * float(scale) if scale else v
 
 
-def render(text: str) -> str:
-    """`text` with every {rec} role replaced by its number; a role whose record or key is missing reads
-    "n/a (file:key)" instead of raising, so a checkout without a record still shows its text."""
+def render(text: str, records: Path = RECORDS) -> str:
+    """`text` with every {rec} role replaced by its number read from `records`; a role whose record or key is
+    missing reads "n/a (file:key)" instead of raising, so a checkout without a record still shows its text."""
     def one(m: re.Match) -> str:
         try:
-            return format(value(m["file"], m["path"], m["scale"]), m["fmt"] or "")
-        except (OSError, KeyError, IndexError, TypeError, ValueError):
+            return format(value(m["file"], m["path"], m["scale"], records), m["fmt"] or "")
+        except (OSError, KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
             return f"n/a ({m['file']}:{m['path']})"
     return ROLE.sub(one, text) if "{rec}" in text else text
 
@@ -101,13 +115,13 @@ def render_data(obj: Any) -> Any:
     return obj
 
 
-def broken_roles(text: str) -> list[str]:
+def broken_roles(text: str, records: Path = RECORDS) -> list[str]:
     """The roles of `text` whose record or key is missing."""
     bad = []
     for m in ROLE.finditer(text):
         try:
-            value(m["file"], m["path"], m["scale"])
-        except (OSError, KeyError, IndexError, TypeError, ValueError) as e:
+            value(m["file"], m["path"], m["scale"], records)
+        except (OSError, KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as e:
             bad.append(f"{m[0]}: {e}")
     return bad
 

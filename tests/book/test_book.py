@@ -44,7 +44,8 @@ def _sources() -> list[Path]:
     globs = [BOOK.glob("*.md"), BOOK.glob("*.yml"), BOOK.glob("*.yaml"), (BOOK / "handbook").glob("*.md"),
              (BOOK / "reference").glob("*.md"),
              (BOOK / "_ext").glob("*.py"), (BOOK / "_static").glob("*.*"), (ROOT / "labs").glob("*.ipynb"),
-             (ROOT / "assets" / "results").rglob("*.json"), (ROOT / "minivllm").rglob("*.py")]
+             (ROOT / "assets" / "results").rglob("*.json"), (ROOT / "assets" / "results").glob("*/index.yaml"),
+             (ROOT / "minivllm").rglob("*.py")]
     globs.append((ROOT / "labs" / "minivllm_labs").glob("*.py"))
     return [p for g in globs for p in g if p.name not in ("_toc.yml", "results.md", "version.md")]
 

@@ -1,5 +1,6 @@
 """Every number with a unit in the labs' questions and claims (data/*.yaml), in the labs' markdown cells
-(labs/src/*.py) and in the book's pages (book/*.md, book/reference/*.md, book/handbook/*.md) is read from a record ({rec}`file.json:key`) or
+(labs/src/*.py), in the book's pages (book/*.md, book/reference/*.md, book/handbook/*.md) and in the results
+pages' prose (assets/results/*/index.yaml) is read from a record ({rec}`file.json:key`) or
 is a constant declared with its source in data/constants.yaml (a seed's claim, a datasheet figure, a formula's
 input). Hand-typed figures drift from their records; this test is what stops new ones.
 
@@ -25,6 +26,9 @@ GENERATED_PAGES = {"results.md", "version.md", "labs_missing.md"}
 #: Data fields that hold names, paths and keys, not prose.
 NOT_PROSE = {"file", "key", "code", "lab", "link", "evidence_key", "evidence_file", "id", "topic", "source",
              "evidence", "seed", "verdict", "correct"}
+#: The prose of a results folder's index.yaml (book_results.PROSE: shown on the results pages); its other fields
+#: (file, command, commit, date, gpu, source, topic) name files and provenance.
+INDEX_PROSE = ("what", "what_zh", "result", "result_zh")
 
 
 def _strings(obj, key=""):
@@ -59,7 +63,17 @@ def texts() -> dict[str, str]:
     for p in sorted([*book.glob("*.md"), *(book / "reference").glob("*.md"), *(book / "handbook").glob("*.md")]):
         if p.name not in GENERATED_PAGES:
             out[str(p.relative_to(REPO_ROOT))] = p.read_text(encoding="utf-8")
+    for p in sorted((REPO_ROOT / "assets" / "results").glob("*/index.yaml")):
+        index = yaml.safe_load(p.read_text(encoding="utf-8"))
+        out[str(p.relative_to(REPO_ROOT))] = "\n".join(
+            e[k] for section in ("files", "archive", "rows") for e in index.get(section) or []
+            for k in INDEX_PROSE if isinstance(e.get(k), str))
     return out
+
+
+def records(file: str) -> Path:
+    """The results folder a scanned file's roles read: a results folder's index reads its own folder."""
+    return (REPO_ROOT / file).parent if file.startswith("assets/results/") else F.RECORDS
 
 
 def hand_typed(all_texts: dict[str, str]) -> Counter:
@@ -99,7 +113,7 @@ def test_pending_list_only_shrinks(all_texts):
 
 
 def test_every_record_role_resolves(all_texts):
-    bad = {f: F.broken_roles(t) for f, t in all_texts.items() if F.broken_roles(t)}
+    bad = {f: F.broken_roles(t, records(f)) for f, t in all_texts.items() if F.broken_roles(t, records(f))}
     assert not bad, bad
 
 
@@ -119,6 +133,12 @@ def test_the_scanner_finds_figures_and_skips_roles_and_code():
     assert F.figures("2 x layers x heads, 2 × 层数, 127 x TPOT; 3.74x slower, 1.6 x 1.25 ms") == ["3.74x", "1.25ms"]
 
 
+def test_every_results_index_is_scanned(all_texts):
+    assert "assets/results/h200/index.yaml" in all_texts
+    prose = all_texts["assets/results/h200/index.yaml"]
+    assert "Lab 01" in prose and "scripts/gpu_check.sh" not in prose  # what/result, never a command
+
+
 def test_every_book_page_is_scanned(all_texts):
     pages = {f for f in all_texts if f.startswith("book/")}
     assert {"book/differs_from_vllm.md", "book/reference/knobs.md", "book/handbook/workshop.md"} <= pages
@@ -131,6 +151,22 @@ def test_archive_members_are_reached_by_their_file_name():
     assert F.value("archive.json", f"files.{member}") is F.value("archive.json", "files")[member]
     assert F.render("{rec}`archive.json:files.kernels_40cba88.json.decode[batch=64,context=2048].frac_of_copy*100:.1f`") \
         == format(F.value("archive.json", "files")["kernels_40cba88.json"]["decode"][0]["frac_of_copy"] * 100, ".1f")
+
+
+def test_a_ratio_is_read_from_its_two_keys():
+    num, den = F.value("lab02.json", "padding.capture.seconds"), F.value("lab02.json", "rng.distinct")
+    assert F.value("lab02.json", "padding.capture.seconds/rng.distinct") == num / den
+    assert F.render("{rec}`lab02.json:padding.capture.seconds/rng.distinct*100:.3f`") == format(num / den * 100, ".3f")
+    assert F.figures("{rec}`lab02.json:padding.capture.seconds/rng.distinct:.2f`x") == []
+    # a key that holds a slash is read whole, never as a ratio
+    us = F.value("profile_prefetch.json", "runs.0.categories.rope (+q/k norm).us")
+    assert us == F.value("profile_prefetch.json", "runs.0.categories")["rope (+q/k norm)"]["us"]
+
+
+def test_render_reads_the_given_results_folder(tmp_path):
+    (tmp_path / "lab02.json").write_text('{"rng": {"distinct": 7}}')
+    assert F.render("{rec}`lab02.json:rng.distinct` / {rec}`lab02.json:rng.distinct`", tmp_path) == "7 / 7"
+    assert F.broken_roles("{rec}`lab02.json:padding.capture.seconds`", tmp_path)
 
 
 def test_render_reads_the_record_and_never_raises():

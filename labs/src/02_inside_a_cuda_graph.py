@@ -306,8 +306,8 @@ if rec:
 
 # %% [markdown] tags=["lang-en"]
 # **How close PIECEWISE comes to a full graph.** A PIECEWISE decode step replays 29 pieces and, between them,
-# launches the 28 attention ops from the host. The engine builds those attention launches once per step and reuses
-# them in every layer ([kernels/launch.py](../minivllm/kernels/launch.py) `LaunchPlan`). That shrank the gap, but
+# launches the 28 attention ops from the host. The engine builds those attention launches once for a batch shape
+# and reuses them in every layer of every later step ([kernels/launch.py](../minivllm/kernels/launch.py) `LaunchPlan`). That shrank the gap, but
 # how much is left depends on the run: in assets/results/h200/modes.json (0b18ca8, one process per mode, 37 prompts)
 # PIECEWISE decoded at {rec}`modes.json:piecewise_over_full_tpot.1:.2f`x FULL's TPOT at batch 1 and {rec}`modes.json:piecewise_over_full_tpot.64:.2f`x at batch 64 (`piecewise_over_full_tpot`; {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.1:.1f`x and {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.64:.1f`x
 # before the launch plan, archive member modes_b6d9efd.json), while this lab's own record, made with the same code
@@ -323,7 +323,7 @@ if rec:
 
 # %% [markdown] tags=["lang-zh"]
 # **PIECEWISE 离整图有多近。** PIECEWISE 的一个 decode 步要重放 29 段分段图，并在段与段之间从主机 launch 28 次 attention。
-# 引擎每一步只构建一次这些 attention 的 launch，在每一层复用（[kernels/launch.py](../minivllm/kernels/launch.py) 的
+# 同一种 batch 形状，引擎只构建一次这些 attention 的 launch，之后每一步的每一层都复用（[kernels/launch.py](../minivllm/kernels/launch.py) 的
 # `LaunchPlan`）。差距因此缩小了，但还剩多少取决于这次运行：assets/results/h200/modes.json（0b18ca8，每种模式一个进程，37 个 prompt）里，
 # PIECEWISE 的 decode TPOT 在 batch 1 是 FULL 的 {rec}`modes.json:piecewise_over_full_tpot.1:.2f` 倍，batch 64 是 {rec}`modes.json:piecewise_over_full_tpot.64:.2f` 倍（`piecewise_over_full_tpot`；launch plan 之前是 {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.1:.1f` 倍和 {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.64:.1f` 倍，
 # 见 archive 里的 modes_b6d9efd.json）；而本 lab 自己的记录用的是同一份代码（5b7709e）、本 lab 的引擎配置，PIECEWISE 在 batch 1 是 {rec}`lab02.json:modes.PIECEWISE.decode.1.tpot_ms.median:.2f` ms，FULL 是

@@ -141,7 +141,9 @@ class LaunchPlan:
     once with tensors as addresses (the launcher then neither calls data_ptr() nor asks the driver about each
     pointer). `run(ptrs)` writes the new addresses where the recorded call had `swap`'s and launches: no
     binding, key, stride or allocation per layer (vLLM builds its attention metadata once per step, too).
-    The recorded tensors (the scratch buffers among them) are kept alive by the plan."""
+    The recorded tensors (the scratch buffers among them) are kept alive by the plan, so a plan stays valid for
+    as long as its metadata tensors do: the engine's (views of worker/input_batch.py's buffers) serve every step
+    of a batch shape, and the InputBatch keeps the plans."""
 
     def __init__(self, launches: list[tuple], keep: list) -> None:
         self.launches, self.keep = launches, keep

@@ -156,8 +156,6 @@ def _load_file(file: Path, model: nn.Module, params: dict, packed: dict, tied: b
                         raise ValueError(f"it has shape {tuple(tensor.shape)}, the model expects "
                                          f"{tuple(param.shape)}")
                     param.data.copy_(tensor)
-                elif shard is None:
-                    loader(param, tensor)
                 else:
                     loader(param, tensor, shard)
             except ValueError as e:  # the layer knows the shapes, this loop knows the tensor and the file

@@ -54,10 +54,6 @@ class AttentionMetadata:
     # The step's attention launches, built by its first layer (attention/layer.py), by layer shape and stream.
     launch_plans: dict = field(default_factory=dict, repr=False, compare=False)
 
-    @property
-    def num_seqs(self) -> int:
-        return self.seq_lens.shape[0]
-
 
 @dataclass
 class ForwardContext:

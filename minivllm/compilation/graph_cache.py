@@ -86,7 +86,7 @@ def serialize(split_gm: fx.GraphModule) -> bytes | None:
 def save(directory: Path, split_gm_bytes: bytes, specs: list[list], pieces: dict[str, dict],
          artifacts: dict[str, object]) -> None:
     """pieces: split submodule name -> {"key": artifact key, "size_arg": int | None, "static": {n: key}};
-    artifacts: key -> CompiledArtifact (none at levels that split without compiling)."""
+    artifacts: key -> CompiledArtifact."""
     for key, artifact in artifacts.items():
         artifact.save(path=str(directory / f"piece_{key}.bin"), format="binary")
     (directory / GRAPH).write_bytes(split_gm_bytes)

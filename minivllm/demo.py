@@ -23,9 +23,9 @@ from minivllm import DEFAULT_MODEL, LLM, SamplingParams
 from minivllm.tools import tiny_task
 
 
-def _tokens_per_s(llm: LLM, n_prompts: int = 16, max_tokens: int = 32) -> float:
-    prompts = [p for p, _ in tiny_task.make_examples(n_prompts, seed=1, split="test")]
-    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+def _tokens_per_s(llm: LLM) -> float:
+    prompts = [p for p, _ in tiny_task.make_examples(16, seed=1, split="test")]
+    params = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
     llm.generate(prompts[:2], params, use_tqdm=False)  # warm-up
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)

@@ -38,7 +38,6 @@ class Scheduler:
         self.stop_token_ids = stop_token_ids  # EOS ids (unless ignore_eos): no draft token is kept past one
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
-        self.num_preemptions = 0
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -51,7 +50,6 @@ class Scheduler:
         seq.reset_for_recompute()
         self.waiting.appendleft(seq)
         out.preempted.append(seq)
-        self.num_preemptions += 1
 
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()

@@ -167,7 +167,7 @@ class SplitBackend:
         if not (isinstance(output.args[0], (tuple, list)) and len(output.args[0]) == 1):
             return None
         model = self._model() if self._model is not None else None
-        return graph_cache.describe_inputs(gm, example_inputs, model, ("input_ids", "positions"))
+        return graph_cache.describe_inputs(gm, example_inputs, model)
 
     def _save_graph(self, split_gm_bytes: bytes, specs: list[list]) -> None:
         """Keep the traced graph (and the pieces compiled from it) for the next start; never fail the compile."""

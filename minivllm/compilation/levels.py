@@ -194,7 +194,7 @@ class TraceOnceBackend:
         else:
             compiled = torch._dynamo.lookup_backend(self.inner)(gm, example_inputs)
         model = self._model()
-        specs = graph_cache.describe_inputs(gm, example_inputs, model, ("input_ids", "positions")) \
+        specs = graph_cache.describe_inputs(gm, example_inputs, model) \
             if model is not None and self.direct is None else None
         if specs is not None:
             self.direct = graph_cache.forward_from_graph(compiled, specs, model)

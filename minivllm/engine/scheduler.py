@@ -111,7 +111,7 @@ class Scheduler:
         stop token (nothing after a stop is ever kept, so nothing after it is worth verifying)."""
         p = seq.params
         room = min(room, p.max_tokens - seq.num_output_tokens - 1, self.max_model_len - seq.num_tokens - 1)
-        draft = self.proposer.propose(seq.token_ids, room) if room > 0 else []
+        draft = self.proposer.propose(seq.token_ids, room)  # none when room <= 0
         stops = set(p.stop_token_ids or ()) | (set() if p.ignore_eos else self.stop_token_ids)
         for j, tok in enumerate(draft):
             if tok in stops:

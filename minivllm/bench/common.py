@@ -156,11 +156,11 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def percentiles(values: Sequence[float], ps: Sequence[int] = (50, 90, 99)) -> dict:
+def percentiles(values: Sequence[float]) -> dict:
     import numpy as np
 
     vals = [v for v in values if v is not None]
-    return {f"p{p}": float(np.percentile(vals, p)) if vals else None for p in ps}
+    return {f"p{p}": float(np.percentile(vals, p)) if vals else None for p in (50, 90, 99)}
 
 
 def free_engine(llm) -> None:

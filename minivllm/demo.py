@@ -23,9 +23,9 @@ from minivllm import DEFAULT_MODEL, LLM, SamplingParams
 from minivllm.tools import tiny_task
 
 
-def _tokens_per_s(llm: LLM, n_prompts: int = 16, max_tokens: int = 32) -> float:
-    prompts = [p for p, _ in tiny_task.make_examples(n_prompts, seed=1, split="test")]
-    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+def _tokens_per_s(llm: LLM) -> float:
+    prompts = [p for p, _ in tiny_task.make_examples(16, seed=1, split="test")]
+    params = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
     llm.generate(prompts[:2], params, use_tqdm=False)  # warm-up
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)
@@ -38,11 +38,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="show the engines' INFO log lines")
 
 
-def verbose(args: argparse.Namespace | None) -> bool:
-    return bool(getattr(args, "verbose", False)) or os.environ.get("MINIVLLM_DEMO_VERBOSE", "") not in ("", "0")
+def verbose(args: argparse.Namespace) -> bool:
+    return args.verbose or os.environ.get("MINIVLLM_DEMO_VERBOSE", "") not in ("", "0")
 
 
-def footnote(cuda: bool, device: str = "", n_params: int = 0) -> str:
+def footnote(cuda: bool, device: str, n_params: int) -> str:
     """What the table means on the device it ran on."""
     size = f"{n_params / 1e6:.1f}M-parameter" if n_params else "tiny"
     if not cuda:
@@ -68,7 +68,7 @@ def _params(model: str) -> int:
     return n
 
 
-def main(args: argparse.Namespace | None = None) -> int:
+def main(args: argparse.Namespace) -> int:
     model = DEFAULT_MODEL
     if not verbose(args):  # the engines' startup lines would bury the table
         from minivllm.logger import init_logger
@@ -88,7 +88,7 @@ def main(args: argparse.Namespace | None = None) -> int:
         verdict = "right" if ok else f"WRONG (expected {tiny_task.answer(o.prompt)})"
         print(f"  {o.prompt:<28} -> {o.outputs[0].text.strip():<14} {verdict}")
     print(f"  {right}/{len(outs)} right")
-    if args is not None and getattr(args, "skip_modes", False):
+    if args.skip_modes:
         return 0
     cuda = torch.cuda.is_available()
     modes = [("eager", dict(enforce_eager=True)),

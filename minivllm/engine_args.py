@@ -41,7 +41,7 @@ from minivllm.models.footprint import check_fits
 logger = logging.getLogger("minivllm")
 
 
-def _int_list(s: str) -> list[int]:
+def int_list(s: str) -> list[int]:
     try:
         return [int(x) for x in s.split(",") if x.strip()]
     except ValueError:
@@ -91,7 +91,7 @@ class EngineArgs:
     cudagraph_mode: str | None = _arg(CompilationConfig.cudagraph_mode, "CUDA graph mode (default: "
                                       "FULL_AND_PIECEWISE with graphs on)", str, CUDAGRAPH_MODES)
     cudagraph_capture_sizes: list[int] | None = _arg(CompilationConfig.cudagraph_capture_sizes,
-                                                     "batch sizes to capture, e.g. 1,2,4,8", _int_list)
+                                                     "batch sizes to capture, e.g. 1,2,4,8", int_list)
     max_cudagraph_capture_size: int | None = _arg(CompilationConfig.max_cudagraph_capture_size,
                                                   "largest captured size (default: min(2 x max_num_seqs, 512))", int)
     skip_tokenizer_init: bool = _arg(ENGINE["skip_tokenizer_init"], "no tokenizer: token ids in, token ids out")

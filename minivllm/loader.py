@@ -156,8 +156,6 @@ def _load_file(file: Path, model: nn.Module, params: dict, packed: dict, tied: b
                         raise ValueError(f"it has shape {tuple(tensor.shape)}, the model expects "
                                          f"{tuple(param.shape)}")
                     param.data.copy_(tensor)
-                elif shard is None:
-                    loader(param, tensor)
                 else:
                     loader(param, tensor, shard)
             except ValueError as e:  # the layer knows the shapes, this loop knows the tensor and the file
@@ -167,8 +165,8 @@ def _load_file(file: Path, model: nn.Module, params: dict, packed: dict, tied: b
 
 def load_weights(model: nn.Module, path: Path, device: torch.device, dtype: torch.dtype) -> None:
     params = dict(model.named_parameters(remove_duplicate=False))
-    packed = getattr(model, "packed_modules", {})
-    tied = getattr(model.config, "tie_word_embeddings", False)
+    packed = model.packed_modules
+    tied = model.config.tie_word_embeddings
     loaded: set[str] = set()
     files = safetensors_files(path)
     finite: list[tuple[str, torch.Tensor]] = []  # checked in one sync at the end
@@ -218,10 +216,10 @@ def build_model(cfg: ModelConfig, device: torch.device, dtype: torch.dtype, max_
 
 
 def load_model(path: Path, cfg: ModelConfig, device: torch.device, dtype: torch.dtype,
-               max_positions: int | None = None, quantization: str | None = None) -> nn.Module:
+               max_positions: int, quantization: str | None = None) -> nn.Module:
     """max_positions: how many positions the RoPE table covers (the engine passes max_model_len rounded up
-    to whole KV blocks); default the model's max_position_embeddings."""
-    model = build_model(cfg, device, dtype, max_positions or cfg.max_position_embeddings)
+    to whole KV blocks)."""
+    model = build_model(cfg, device, dtype, max_positions)
     load_weights(model, path, device, dtype)
     if quantization is not None:  # vLLM: process_weights_after_loading
         from minivllm.quantization import quantize_model

@@ -55,10 +55,6 @@ class AttentionMetadata:
     # this step's own, or the InputBatch's, kept across steps (valid while the tensors above never move).
     launch_plans: dict = field(default_factory=dict, repr=False, compare=False)
 
-    @property
-    def num_seqs(self) -> int:
-        return self.seq_lens.shape[0]
-
 
 @dataclass
 class ForwardContext:

@@ -22,14 +22,12 @@ from typing import Any
 
 import torch
 
+from minivllm.engine_args import int_list  # noqa: F401  (the benches' comma lists, parsed as the engine's flags)
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-# ---- arguments (parse_args, which needs every bench's parser, is in cli.py) --------------------------
-def int_list(s: str | Sequence[int]) -> list[int]:
-    return [int(x) for x in s.split(",") if x.strip()] if isinstance(s, str) else list(s)
-
-
+# ---- arguments (parse_args, which needs every bench's parser, is in cli.py; int_list is EngineArgs') ---
 def str_list(s: str) -> list[str]:
     return [x.strip() for x in (s or "").split(",") if x.strip()]
 
@@ -158,11 +156,11 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def percentiles(values: Sequence[float], ps: Sequence[int] = (50, 90, 99)) -> dict:
+def percentiles(values: Sequence[float]) -> dict:
     import numpy as np
 
     vals = [v for v in values if v is not None]
-    return {f"p{p}": float(np.percentile(vals, p)) if vals else None for p in ps}
+    return {f"p{p}": float(np.percentile(vals, p)) if vals else None for p in (50, 90, 99)}
 
 
 def free_engine(llm) -> None:

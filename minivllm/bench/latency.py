@@ -72,16 +72,16 @@ def measure(llm, batch: int, input_len: int, output_len: int, high: int, logprob
     warm = bench_prompts(prompt_kind, batch, input_len, high, seed=10_000 + batch)
     llm.generate(_as_prompts(warm), SamplingParams(max_tokens=min(output_len, 16), **greedy), use_tqdm=False)
     disp = llm.model_runner.cudagraph_dispatcher
-    before = dict(disp.counts) if disp else {}
+    before = dict(disp.counts)
     st0 = dict(llm.model_runner.step_stats)
     llm.spec_decoding_stats(reset=True)
     prompts = _as_prompts(bench_prompts(prompt_kind, batch, input_len, high, seed=batch))
     outs, wall = timed(lambda: llm.generate(prompts, SamplingParams(max_tokens=output_len, **greedy),
                                             use_tqdm=False))
     spec = llm.spec_decoding_stats()
-    steps = {k: v - before.get(k, 0) for k, v in disp.counts.items()} if disp else {}
+    steps = {k: v - before[k] for k, v in disp.counts.items()}
     tpots = [o.metrics.tpot for o in outs if o.metrics.tpot is not None]
-    graph_steps = steps.get("full", 0) + steps.get("piecewise", 0)
+    graph_steps = steps["full"] + steps["piecewise"]
     st = {k: v - st0[k] for k, v in llm.model_runner.step_stats.items()}
     n_dec = max(st["decode_steps"], 1)
     return {"decode_wall_ms_per_step": st["decode_time"] / n_dec * 1e3,

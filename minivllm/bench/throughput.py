@@ -51,10 +51,6 @@ def workload(num: int, in_range: list[int], out_range: list[int], high: int, see
     return prompts, max_tokens
 
 
-def _delta(after: dict, before: dict) -> dict:
-    return {k: after[k] - before.get(k, 0) for k in after}
-
-
 def run_engine(llm, prompts, max_tokens, temperature: float, high: int, logprobs: int | None = None) -> dict:
     """One short warm-up, then the whole workload in ONE llm.generate call, timed end to end."""
     warm = random_prompts(2, 16, high, seed=12345)

@@ -36,6 +36,7 @@ logger = logging.getLogger("minivllm")
 GRAPH, META, VERSION = "graph.pt", "graph.json", 1
 _SIZE = re.compile(r"^L\['(\w+)'\]\.size\(\)\[(\d+)\]$")
 _ARG = re.compile(r"^L\['(\w+)'\]$")
+ARG_NAMES = ("input_ids", "positions")  # the forward's arguments, in order
 
 
 def _source_name(node: fx.Node) -> str | None:
@@ -46,8 +47,7 @@ def _source_name(node: fx.Node) -> str | None:
     return name if isinstance(name, str) else name()
 
 
-def describe_inputs(gm: fx.GraphModule, example_inputs: list, model: torch.nn.Module,
-                    arg_names: tuple[str, ...]) -> list[list] | None:
+def describe_inputs(gm: fx.GraphModule, example_inputs: list, model: torch.nn.Module) -> list[list] | None:
     """For each graph input: ["param", name], ["arg", i] or ["size", i, dim]; None if one is anything else
     (then the graph is not cached and every start runs Dynamo)."""
     by_id = {id(t): n for n, t in model.named_parameters(remove_duplicate=False)}
@@ -61,10 +61,10 @@ def describe_inputs(gm: fx.GraphModule, example_inputs: list, model: torch.nn.Mo
         size, arg = _SIZE.match(source), _ARG.match(source)
         if isinstance(value, torch.Tensor) and id(value) in by_id:
             specs.append(["param", by_id[id(value)]])
-        elif arg and arg.group(1) in arg_names:
-            specs.append(["arg", arg_names.index(arg.group(1))])
-        elif size and size.group(1) in arg_names:
-            specs.append(["size", arg_names.index(size.group(1)), int(size.group(2))])
+        elif arg and arg.group(1) in ARG_NAMES:
+            specs.append(["arg", ARG_NAMES.index(arg.group(1))])
+        elif size and size.group(1) in ARG_NAMES:
+            specs.append(["size", ARG_NAMES.index(size.group(1)), int(size.group(2))])
         else:
             logger.info("Not caching the traced graph: input %s (%s) is not a parameter, argument or size",
                         node.name, source or type(value).__name__)
@@ -86,7 +86,7 @@ def serialize(split_gm: fx.GraphModule) -> bytes | None:
 def save(directory: Path, split_gm_bytes: bytes, specs: list[list], pieces: dict[str, dict],
          artifacts: dict[str, object]) -> None:
     """pieces: split submodule name -> {"key": artifact key, "size_arg": int | None, "static": {n: key}};
-    artifacts: key -> CompiledArtifact (none at levels that split without compiling)."""
+    artifacts: key -> CompiledArtifact."""
     for key, artifact in artifacts.items():
         artifact.save(path=str(directory / f"piece_{key}.bin"), format="binary")
     (directory / GRAPH).write_bytes(split_gm_bytes)

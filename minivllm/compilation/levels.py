@@ -112,7 +112,7 @@ def compile_model(model: nn.Module, model_config: ModelConfig, config: EngineCon
     if fn is None and level == 1:
         fn = torch.compile(forward, backend=c.backend, fullgraph=True, **options)
     elif fn is None:
-        backend = SplitBackend(compile_pieces=True, inductor=c.backend == "inductor",
+        backend = SplitBackend(inductor=c.backend == "inductor",
                                compile_sizes=c.compile_sizes, inductor_config=inductor_config,
                                graph_cache_dir=cache.dir if cache is not None else None,
                                model=model) if split else None
@@ -169,9 +169,7 @@ def own_forward(model: nn.Module) -> Forward:
 def forget_code(code: types.CodeType) -> None:
     """Drop Dynamo's compiled entries for one code object: their guards and compiled functions hold the
     model (its parameters, the graph module) for as long as the code object lives."""
-    reset = getattr(torch._C._dynamo.eval_frame, "reset_code", None)
-    if reset is not None:  # (a torch without it: the entries stay until the code object is collected)
-        reset(code)
+    torch._C._dynamo.eval_frame.reset_code(code)
 
 
 class TraceOnceBackend:
@@ -196,7 +194,7 @@ class TraceOnceBackend:
         else:
             compiled = torch._dynamo.lookup_backend(self.inner)(gm, example_inputs)
         model = self._model()
-        specs = graph_cache.describe_inputs(gm, example_inputs, model, ("input_ids", "positions")) \
+        specs = graph_cache.describe_inputs(gm, example_inputs, model) \
             if model is not None and self.direct is None else None
         if specs is not None:
             self.direct = graph_cache.forward_from_graph(compiled, specs, model)
@@ -232,12 +230,11 @@ def _log_and_count(info: dict, level: int, backend: str, took: float, base: dict
     info["unique_graphs"] = now["unique_graphs"] - base["unique_graphs"]
     info["graph_breaks_at_startup"] = now["graph_breaks"] - base["graph_breaks"]
     info["baseline_counters"] = now
-    if info.get("dynamo_s") is not None and level > 0 and not info.get("dynamo_skipped"):
+    if info.get("dynamo_s") is not None and not info.get("dynamo_skipped"):
         logger.info("Dynamo bytecode transform time: %.2f s", info["dynamo_s"])
         logger.info("Compiling the graph(s) for dynamic shape (AOT autograd + %s) took %.2f s", backend,
                     info["backend_s"])
-    if level > 0:
-        logger.info("torch.compile took %.2f s in total (mode %d)", took, level)
+    logger.info("torch.compile took %.2f s in total (mode %d)", took, level)
 
 
 def _traced_forward(forward: Forward, backend) -> Forward:

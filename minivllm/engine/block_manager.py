@@ -81,8 +81,8 @@ class BlockManager:
             parent = h
         return found
 
-    def can_admit(self, seq: Sequence, cached_block_ids: list[int], num_new_tokens: int) -> bool:
-        """Would admitting seq with these cached blocks plus num_new_tokens fit in the free blocks?"""
+    def can_admit(self, cached_block_ids: list[int], num_new_tokens: int) -> bool:
+        """Would admitting a sequence with these cached blocks plus num_new_tokens fit in the free blocks?"""
         reclaimed = sum(1 for b in cached_block_ids if self.blocks[b].ref_count == 0)
         need = self.blocks_needed(len(cached_block_ids) * self.block_size + num_new_tokens) - len(cached_block_ids)
         return need + reclaimed <= self.num_free_blocks

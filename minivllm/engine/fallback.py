@@ -131,13 +131,13 @@ def probe_tokens(args: EngineArgs) -> list[list[int]]:
         worker.release()
 
 
-def probe_tokens_of(engine: LLMEngine, num_probes: int = 4, max_tokens: int = 8) -> list[list[int]]:
-    """Greedy tokens of a few fixed prompts (prefill, then decode steps), through the engine's own step."""
+def probe_tokens_of(engine: LLMEngine) -> list[list[int]]:
+    """Greedy tokens of 4 fixed prompts (prefill, then 8 decode steps), through the engine's own step."""
     vocab, max_len = engine.model_config.vocab_size, engine.config.max_model_len
-    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
     seqs = [engine.add_request(f"probe-{i}", [(7 * i + 3 * j) % max(min(vocab, 1000) - 1, 1) + 1
                                               for j in range(min(5 + 3 * i, max_len - 1))], params)
-            for i in range(num_probes)]
+            for i in range(4)]
     while engine.has_unfinished_requests():
         engine.step()
     return [seq.output_token_ids for seq in seqs]

@@ -97,9 +97,6 @@ class LLMEngine:
         self.scheduler.add(seq)
         return seq
 
-    def abort_request(self, request_id: str) -> bool:
-        return self.scheduler.abort(request_id) is not None
-
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished()
 

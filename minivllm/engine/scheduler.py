@@ -29,7 +29,7 @@ __all__ = ["Scheduler", "ScheduledSeq", "SchedulerOutput"]
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, block_manager: BlockManager, max_model_len: int | None = None,
+    def __init__(self, config: SchedulerConfig, block_manager: BlockManager, max_model_len: int,
                  proposer: NgramProposer | None = None, stop_token_ids: frozenset[int] = frozenset()) -> None:
         self.config = config
         self.max_model_len = max_model_len
@@ -38,7 +38,6 @@ class Scheduler:
         self.stop_token_ids = stop_token_ids  # EOS ids (unless ignore_eos): no draft token is kept past one
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
-        self.num_preemptions = 0
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -51,7 +50,6 @@ class Scheduler:
         seq.reset_for_recompute()
         self.waiting.appendleft(seq)
         out.preempted.append(seq)
-        self.num_preemptions += 1
 
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
@@ -96,7 +94,7 @@ class Scheduler:
                 if not self.config.enable_chunked_prefill:
                     break
                 n = budget
-            if not bm.can_admit(seq, cached, n):
+            if not bm.can_admit(cached, n):
                 break
             self.waiting.popleft()
             bm.admit(seq, cached)
@@ -112,10 +110,8 @@ class Scheduler:
         token crosses neither max_tokens nor max_model_len, fits `room` budget tokens, and ends at the first
         stop token (nothing after a stop is ever kept, so nothing after it is worth verifying)."""
         p = seq.params
-        room = min(room, p.max_tokens - seq.num_output_tokens - 1)
-        if self.max_model_len is not None:
-            room = min(room, self.max_model_len - seq.num_tokens - 1)
-        draft = self.proposer.propose(seq.token_ids, room) if room > 0 else []
+        room = min(room, p.max_tokens - seq.num_output_tokens - 1, self.max_model_len - seq.num_tokens - 1)
+        draft = self.proposer.propose(seq.token_ids, room)  # none when room <= 0
         stops = set(p.stop_token_ids or ()) | (set() if p.ignore_eos else self.stop_token_ids)
         for j, tok in enumerate(draft):
             if tok in stops:
@@ -130,9 +126,8 @@ class Scheduler:
         self.block_manager.free_tail(seq, seq.num_tokens)
 
     def _last_token_pending(self, seq: Sequence) -> bool:
-        total = seq.num_scheduled_total
         return (seq.num_output_tokens + seq.num_pending >= seq.params.max_tokens
-                or (self.max_model_len is not None and total >= self.max_model_len))
+                or seq.num_scheduled_total >= self.max_model_len)
 
     def update_computed(self, out: SchedulerOutput) -> None:
         """After the forward pass: the scheduled tokens are now in the cache."""
@@ -154,10 +149,3 @@ class Scheduler:
             seq.status = SequenceStatus.FINISHED_ABORTED
         self.waiting.clear()
         self.running.clear()
-
-    def abort(self, request_id: str) -> Sequence | None:
-        for seq in list(self.running) + list(self.waiting):
-            if seq.request_id == request_id:
-                self.finish(seq, SequenceStatus.FINISHED_ABORTED)
-                return seq
-        return None

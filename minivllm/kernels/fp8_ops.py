@@ -56,11 +56,6 @@ def scaled_mm_native(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_
     return out.to(out_dtype)
 
 
-def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """q * scale in fp32 (scale [M, 1] per row, or [N] per output channel of a weight)."""
-    return q.float() * (scale if scale.dim() == 2 else scale[:, None])
-
-
 # ---- the ops ------------------------------------------------------------------------------------------
 def _kernels_ok(x: torch.Tensor) -> bool:
     """The Triton kernels run on a GPU; the CPU (the engine there, and the graph passes' tests) runs the

@@ -45,7 +45,7 @@ MIN_WAVES = 1  # programs per SM the rule asks for (fewer leaves SMs idle at bat
 
 _pins: dict[str, dict] | None = None  # resolved once per process (or set by the tuner)
 _source = RULE
-_tuning = {"seconds": 0.0, "configs": 0}  # the autotuner's time in this process (Triton's cache is per process)
+_tuning = {"seconds": 0.0}  # the autotuner's time in this process (Triton's cache is per process)
 
 
 def shape_name(n: int, k: int, m_pad: int, silu_mul: bool, norm: bool) -> str:
@@ -159,15 +159,9 @@ def use_pinned(configs: list, named_args: dict, **kwargs) -> list:
 def record_tuning(seconds: float) -> None:
     """The autotuner timed one config (its compile included): triton_gemv's bench function reports here."""
     _tuning["seconds"] += seconds
-    _tuning["configs"] += 1
 
 
 def tuning_seconds() -> float:
     """Seconds this process spent compiling and timing GEMV configs (0 when every shape was pinned or
     cached on disk); the startup report carves them out as their own phase."""
     return _tuning["seconds"]
-
-
-def tuning_count() -> int:
-    """Configs timed by the autotuner in this process."""
-    return _tuning["configs"]

@@ -115,14 +115,11 @@ def attach_custom_ops(model: nn.Module, selection: CustomOpSelection) -> None:
 
 
 class CustomOp(UsesCustomOps):
-    """A layer with forward_native (plain PyTorch) and, where a kernel exists, forward_custom."""
+    """A layer with forward_native (plain PyTorch) and forward_custom (the kernel of KNOWN_OPS[name])."""
 
-    name = "custom_op"
+    name: str
 
     def forward(self, *args, **kwargs):
-        if self.custom_ops.is_enabled(self.name) and hasattr(self, "forward_custom"):
+        if self.custom_ops.is_enabled(self.name):
             return self.forward_custom(*args, **kwargs)
         return self.forward_native(*args, **kwargs)
-
-    def forward_native(self, *args, **kwargs):  # pragma: no cover - abstract
-        raise NotImplementedError

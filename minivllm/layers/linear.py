@@ -20,15 +20,6 @@ class Linear(UsesCustomOps):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(out_features, in_features), requires_grad=False)
         self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False) if bias else None
-        self.weight.weight_loader = self._load  # type: ignore[attr-defined]
-        if self.bias is not None:
-            self.bias.weight_loader = self._load  # type: ignore[attr-defined]
-
-    @staticmethod
-    def _load(param: nn.Parameter, loaded: torch.Tensor, shard_id=None) -> None:
-        if param.shape != loaded.shape:
-            raise ValueError(f"checkpoint tensor has shape {tuple(loaded.shape)}, expected {tuple(param.shape)}")
-        param.data.copy_(loaded)
 
     def forward(self, x: torch.Tensor, silu_mul: bool = False) -> torch.Tensor:
         """silu_mul: x is a gate_up output [T, 2K]; multiply silu(gate) * up (only with custom op "gemv",
@@ -74,7 +65,7 @@ class PackedLinear(Linear):
                 p.weight_loader = self._load_shard  # type: ignore[attr-defined]
                 p.shard_ids = list(shard_sizes)  # type: ignore[attr-defined]
 
-    def _load_shard(self, param: nn.Parameter, loaded: torch.Tensor, shard_id=None) -> None:
+    def _load_shard(self, param: nn.Parameter, loaded: torch.Tensor, shard_id) -> None:
         off, size = self.shard_offsets[shard_id]
         if loaded.shape[0] != size or loaded.shape[1:] != param.shape[1:]:
             raise ValueError(f"checkpoint shard {shard_id!r} has shape {tuple(loaded.shape)}, expected "

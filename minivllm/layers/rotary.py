@@ -65,7 +65,6 @@ def attach_rope_tables(model: nn.Module, max_position: int, device: torch.device
             key = (m.head_dim, m.base, json.dumps(m.rope_scaling, sort_keys=True))
             if key not in tables:
                 tables[key] = cos_sin_table(m.head_dim, max_position, m.base, m.rope_scaling, device)
-            m.max_position = max_position
             m.cos_sin_cache = tables[key]
 
 
@@ -77,7 +76,7 @@ class RotaryEmbedding(CustomOp):
         engine's shared one (attach_rope_tables), and the model is built on the meta device, where this
         table costs nothing."""
         super().__init__()
-        self.head_dim, self.max_position, self.base, self.rope_scaling = head_dim, max_position, base, rope_scaling
+        self.head_dim, self.base, self.rope_scaling = head_dim, base, rope_scaling
         self.register_buffer("cos_sin_cache", cos_sin_table(head_dim, max_position, base, rope_scaling),
                              persistent=False)
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# config.json's torch_dtype names (also what tools/make_random_checkpoint.py writes)
+CHECKPOINT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -63,6 +64,6 @@ class ModelConfig:
             o_bias=arch != "Qwen2ForCausalLM" and bool(cfg.get("attention_bias", False)),
             mlp_bias=arch == "LlamaForCausalLM" and bool(cfg.get("mlp_bias", False)),
             qk_norm=arch == "Qwen3ForCausalLM",
-            torch_dtype=_DTYPES.get(str(dtype)) if dtype else None,
+            torch_dtype=CHECKPOINT_DTYPES.get(str(dtype)) if dtype else None,
             eos_token_ids=eos_ids,
         )

@@ -33,8 +33,6 @@ def check_fp8_supported(device: torch.device) -> None:
 
 
 class Fp8LinearMethod:
-    name = "fp8"
-
     def process_weights_after_loading(self, layer: nn.Module) -> None:
         """weight [N, K] -> FP8 weight [N, K] and weight_scale [N] fp32 (parameters, so the compiled graph and
         its cache see them as the model's)."""

@@ -29,6 +29,7 @@ from transformers import (AutoModelForCausalLM, GenerationConfig, LlamaConfig, P
                           Qwen3Config)
 
 from minivllm import DEFAULT_MODEL
+from minivllm.models.config import CHECKPOINT_DTYPES
 
 _QWEN3_0_6B = dict(
     hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
@@ -64,7 +65,6 @@ SHAPES: dict[str, tuple[type[PretrainedConfig], dict[str, Any]]] = {
         **_LLAMA_3_2_1B["rope_scaling"], "original_max_position_embeddings": 256}}),
     "tiny-qwen2": (Qwen2Config, {**_QWEN2_0_5B, **{k: v for k, v in _TINY.items() if k != "head_dim"}}),
 }
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def make_config(shape: str, dtype: str = "float32", **overrides: Any) -> PretrainedConfig:
@@ -74,8 +74,8 @@ def make_config(shape: str, dtype: str = "float32", **overrides: Any) -> Pretrai
     to transformers 5's `rope_parameters`; `make_random_checkpoint` writes both forms into config.json."""
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {sorted(SHAPES)}, got {shape!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if dtype not in CHECKPOINT_DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(CHECKPOINT_DTYPES)}, got {dtype!r}")
     cls, params = SHAPES[shape]
     params = copy.deepcopy({**params, **overrides})
     theta = params.pop("rope_theta")
@@ -92,7 +92,7 @@ def make_config(shape: str, dtype: str = "float32", **overrides: Any) -> Pretrai
 def random_model(config: PretrainedConfig, seed: int = 0) -> torch.nn.Module:
     """Build the model without transformers' initialisation and fill it: N(0, 0.02) for matrices and biases,
     1 for norm weights. Same seed, same weights (the filling runs on the CPU in a fixed order)."""
-    dtype = DTYPES[str(config.dtype).removeprefix("torch.")]
+    dtype = CHECKPOINT_DTYPES[str(config.dtype).removeprefix("torch.")]
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     model.to_empty(device="cpu")
@@ -141,7 +141,7 @@ def add_classic_config_keys(path: Path, config: PretrainedConfig) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", required=True, choices=sorted(SHAPES))
-    ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
+    ap.add_argument("--dtype", default="bfloat16", choices=sorted(CHECKPOINT_DTYPES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("out_dir")
     args = ap.parse_args(argv)

@@ -70,15 +70,12 @@ def reset_rng_after_failed_capture() -> None:
 def pool_mib(pool) -> float | None:
     """What the caching allocator holds for a graph pool: unlike the device's free memory around a capture,
     this does not move with what else the process loads or frees meanwhile (kernel code loaded on first
-    launch, cuBLAS workspaces, blocks of an earlier engine released during the capture). None if unknown."""
+    launch, cuBLAS workspaces, blocks of an earlier engine released during the capture). None without a pool."""
     if pool is None:
         return None
-    try:  # the allocator segments (cudaMalloc'd blocks) of that pool
-        return sum(seg["total_size"] for seg in torch.cuda.memory_snapshot()
-                   if tuple(seg.get("segment_pool_id", ())) == tuple(pool)) / MiB
-    except Exception as e:  # noqa: BLE001 - a torch without this snapshot field: fall back to free memory
-        logger.debug("no allocator snapshot for the graph pool: %s", e)
-        return None
+    # the allocator segments (cudaMalloc'd blocks) of that pool
+    return sum(seg["total_size"] for seg in torch.cuda.memory_snapshot()
+               if tuple(seg["segment_pool_id"]) == tuple(pool)) / MiB
 
 
 def capture_all_sizes(mode: CUDAGraphMode | str, sizes: list[int], desc: str, capture_one: Callable[[int], None],

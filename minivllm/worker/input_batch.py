@@ -34,9 +34,7 @@ if TYPE_CHECKING:  # the engine's types, named in annotations only: worker/ neve
 
 @dataclass
 class PreparedBatch:
-    num_tokens: int  # real tokens
-    num_padded_tokens: int  # tokens the forward runs on (>= num_tokens when padded for a graph)
-    num_seqs: int
+    num_padded_tokens: int  # tokens the forward runs on (more than the batch's when padded for a graph)
     attn_metadata: AttentionMetadata
     logits_indices: torch.Tensor  # [len(sample_rows)] hidden-state row of each sampled sequence's last token
     sample_rows: list[int]  # which scheduled sequences get a sampled token (unfinished prefill chunks do not)
@@ -181,7 +179,7 @@ class InputBatch:
             unified=unified,
             launch_plans=self.launch_plans,
         )
-        return PreparedBatch(T, Tp, S, meta, self.logits_indices[:k], sample_rows)
+        return PreparedBatch(Tp, meta, self.logits_indices[:k], sample_rows)
 
     def sampling_metadata(self, seqs: list[Sequence]) -> SamplingMetadata:
         """The sampler's view of the sampled rows: their parameters and, for a seeded request, its own

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import torch
 
-from minivllm.config import CacheConfig, EngineConfig, fixed_num_blocks, max_blocks
+from minivllm.config import EngineConfig, fixed_num_blocks, max_blocks
 from minivllm.kernels import gemv_configs
 from minivllm.worker.model_runner import ModelRunner
 
@@ -66,22 +66,21 @@ class StartupReport:
         return "\n".join(rows)
 
 
-def choose_num_blocks(runner: ModelRunner, cache_cfg: CacheConfig, activation_peak: int,
-                      graph_reserve: int) -> int:
+def choose_num_blocks(runner: ModelRunner, activation_peak: int, graph_reserve: int) -> int:
     """How many KV blocks fit: the override, or the byte budget, or a CPU's default (config.fixed_num_blocks),
     or (CUDA) what gpu_memory_utilization leaves, capped as config.max_blocks says."""
     cfg, per_block = runner.config, runner.kv_bytes_per_block()
-    blocks = fixed_num_blocks(cache_cfg, cfg.device, cfg.max_model_len, per_block, cfg.scheduler.max_num_seqs)
+    blocks = fixed_num_blocks(cfg.cache, cfg.device, cfg.max_model_len, per_block, cfg.scheduler.max_num_seqs)
     if blocks is not None:
         return blocks
     free, total = torch.cuda.mem_get_info()
     used_by_others = total - free - torch.cuda.memory_reserved()
-    budget = total * cache_cfg.gpu_memory_utilization - used_by_others - torch.cuda.memory_allocated() \
+    budget = total * cfg.cache.gpu_memory_utilization - used_by_others - torch.cuda.memory_allocated() \
         - activation_peak - graph_reserve
     logger.info("Memory profiling: weights %.2f GiB, activation peak %.2f GiB, graph reserve %.2f GiB, "
                 "budget for KV cache %.2f GiB", torch.cuda.memory_allocated() / GiB, activation_peak / GiB,
                 graph_reserve / GiB, budget / GiB)
-    return min(max(int(budget // per_block), 0), max_blocks(cache_cfg.block_size, cfg.max_model_len,
+    return min(max(int(budget // per_block), 0), max_blocks(cfg.cache.block_size, cfg.max_model_len,
                                                            cfg.scheduler.max_num_seqs))
 
 

@@ -72,7 +72,7 @@ class Worker:
         """Size the KV cache from what is left (after the activations and the future CUDA graphs), allocate it."""
         cfg, runner = self.config, self.model_runner
         reserve = graph_memory_estimate(cfg, self.model_config.num_hidden_layers, activation_peak)
-        num_blocks = choose_num_blocks(runner, cfg.cache, activation_peak, reserve)
+        num_blocks = choose_num_blocks(runner, activation_peak, reserve)
         block_size, max_len = cfg.cache.block_size, cfg.max_model_len
         kv_tokens = num_blocks * block_size
         if kv_tokens < max_len:  # (a CPU's fixed-size cache lowered max_model_len when it was resolved)

@@ -44,7 +44,7 @@ def test_async_equals_sync_with_stops_and_preemption(engines):
     assert _tokens(outs[True]) == _tokens(outs[False])
     assert {o.outputs[0].finish_reason for o in outs[True]} == {"stop", "length"}
     assert engines[True].engine.async_scheduling and not engines[False].engine.async_scheduling
-    assert engines[True].engine.scheduler.num_preemptions > 0  # 16 blocks of 8 for 4 growing sequences
+    assert engines[True].engine.stats["preemptions"] > 0  # 16 blocks of 8 for 4 growing sequences
     for llm in engines.values():
         assert _all_free(llm) and llm.engine.inflight is None
 
@@ -85,7 +85,7 @@ def test_async_chunked_prefill_and_preemption_match_hf(tmp_path):
     prompts = random_prompts(llm.engine.model_config.vocab_size, [20, 14, 25, 9], seed=5)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts],
                         SamplingParams(temperature=0, max_tokens=12, ignore_eos=True), use_tqdm=False)
-    assert llm.engine.scheduler.num_preemptions > 0
+    assert llm.engine.stats["preemptions"] > 0
     for p, o in zip(prompts, outs):
         assert o.outputs[0].token_ids == hf_greedy(str(path), p, 12)
     assert _all_free(llm)

@@ -222,13 +222,13 @@ def test_compile_sizes_add_static_pieces(ckpt, prompts, eager_tokens, monkeypatc
     from minivllm.compilation import backend
 
     hits = []
-    orig = backend._SizeDispatch.__call__
+    orig = backend.SizeDispatch.__call__
 
     def spy(self, *args):
         hits.append(args[self.size_arg].shape[0] in self.static)
         return orig(self, *args)
 
-    monkeypatch.setattr(backend._SizeDispatch, "__call__", spy)
+    monkeypatch.setattr(backend.SizeDispatch, "__call__", spy)
     llm = LLM(ckpt, max_model_len=64, compilation_config={"mode": 3, "compile_sizes": [5],
                                                           "cache_dir": str(tmp_path)})
     assert tokens(llm, prompts) == eager_tokens

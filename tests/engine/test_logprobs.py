@@ -121,7 +121,7 @@ def test_prefix_cache_skipped_and_preemption(ckpt_root):
     for params, cached in [(plain, 0), (sp, 0), (plain, 16)]:  # the first run fills the cache
         assert llm.generate([{"prompt_token_ids": prompts[0]}], params, use_tqdm=False)[0].num_cached_tokens == cached
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
-    assert llm.engine.scheduler.num_preemptions > 0
+    assert llm.engine.stats["preemptions"] > 0
     check_against_hf(path, prompts, outs, 2, 1)
 
 

@@ -27,6 +27,11 @@ def _cpu(tensors):
     return [t.cpu() if t is not None else None for t in tensors]
 
 
+def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """q * scale in fp32 (scale [M, 1] per row, or [N] per output channel of a weight)."""
+    return q.float() * (scale if scale.dim() == 2 else scale[:, None])
+
+
 def test_weight_round_trip_within_e4m3_precision():
     """Per-channel scales: each row's largest |w| maps to 448, and every element comes back within half a step
     of E4M3 (3 mantissa bits: relative 2**-4 for normal values; subnormals a fixed 2**-10 * scale)."""
@@ -34,13 +39,13 @@ def test_weight_round_trip_within_e4m3_precision():
     q, scale = fp8_ops.quantize_weight_per_channel(w)
     assert q.dtype == FP8 and scale.shape == (48,) and scale.dtype == torch.float32
     assert torch.equal(q.float().abs().amax(1), torch.full((48,), 448.0))
-    back = fp8_ops.dequantize(q, scale)
+    back = dequantize(q, scale)
     err = (back - w).abs()
     bound = torch.maximum(w.abs() * 2.0 ** -4, scale[:, None] * 2.0 ** -10)
     assert (err <= bound * (1 + 1e-6)).all(), (err / bound).max()
     # and per-channel is what makes the small rows survive: one scale for the whole tensor loses them
     q_t, s_t = fp8_ops.quantize_per_token_native(w.reshape(1, -1))
-    per_tensor = fp8_ops.dequantize(q_t, s_t).reshape(w.shape)
+    per_tensor = dequantize(q_t, s_t).reshape(w.shape)
     assert (per_tensor - w)[0].abs().mean() > 4 * err[0].mean()  # row 0: 10**6 times smaller than the largest
 
 
@@ -106,7 +111,7 @@ def test_fp8_gemv_equals_dequantized_reference(m, bias):
     wq, ws = fp8_ops.quantize_weight_per_channel(w)
     for out_dtype in (torch.float32, torch.bfloat16):
         got = triton_fp8.fp8_gemv(*_on(xq, xs, wq, ws, b), out_dtype).cpu()
-        ref = fp8_ops.dequantize(xq, xs) @ fp8_ops.dequantize(wq, ws).t() + (b if bias else 0)
+        ref = dequantize(xq, xs) @ dequantize(wq, ws).t() + (b if bias else 0)
         assert got.dtype == out_dtype
         tol = 1e-5 if out_dtype == torch.float32 else 1e-2
         torch.testing.assert_close(got.float(), ref, rtol=tol, atol=tol * ref.abs().max().item())
@@ -126,5 +131,5 @@ def test_scaled_mm_path_equals_dequantized_reference():
     xq, xs = fp8_ops.quantize_per_token_native(x)
     wq, ws = fp8_ops.quantize_weight_per_channel(w)
     got = fp8_ops.fp8_scaled_mm(*_on(xq, xs, wq, ws), None, torch.bfloat16).float().cpu()
-    ref = fp8_ops.dequantize(xq, xs) @ fp8_ops.dequantize(wq, ws).t()
+    ref = dequantize(xq, xs) @ dequantize(wq, ws).t()
     torch.testing.assert_close(got, ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())

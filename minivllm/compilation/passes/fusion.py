@@ -101,10 +101,10 @@ def _act_quant():
 
 
 class PatternPass:
-    """A named PatternMatcherPass whose patterns are traced once per process (tracing them takes seconds)."""
+    """A PatternMatcherPass called as a pass (graph -> matches), traced once per process (tracing takes seconds)."""
 
-    def __init__(self, name: str, patterns: PatternMatcherPass) -> None:
-        self.name, self.patterns = name, patterns
+    def __init__(self, patterns: PatternMatcherPass) -> None:
+        self.patterns = patterns
 
     def __call__(self, graph: fx.Graph) -> int:
         return self.patterns.apply(graph)
@@ -123,7 +123,7 @@ def rms_norm_quant_pass() -> PatternPass:
         for pdl in (False, True):
             register_replacement(*_kernel_add_norm_quant(eps, pdl), [x, r, w], _fake_trace, patterns)
             register_replacement(*_kernel_norm_quant(eps, pdl), [x, w], _fake_trace, patterns)
-    return PatternPass("fuse_norm_quant", patterns)
+    return PatternPass(patterns)
 
 
 @functools.cache
@@ -133,4 +133,4 @@ def act_quant_pass() -> PatternPass:
         register_replacement(*_act_quant(), [torch.empty(5, 32, dtype=dtype)], fwd_only, patterns)
     for pdl in (False, True):
         register_replacement(*_kernel_act_quant(pdl), [torch.empty(5, 32)], _fake_trace, patterns)
-    return PatternPass("fuse_act_quant", patterns)
+    return PatternPass(patterns)

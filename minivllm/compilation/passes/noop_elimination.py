@@ -40,8 +40,6 @@ def _is_noop(node: fx.Node) -> bool:
 
 
 class NoOpEliminationPass:
-    name = "eliminate_noops"
-
     def __call__(self, graph: fx.Graph) -> int:
         removed = 0
         for node in list(graph.nodes):

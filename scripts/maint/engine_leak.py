@@ -28,15 +28,23 @@ ENGINES = [("default", {}), ("eager", {"enforce_eager": True}), ("mode 3", {"com
 
 
 def memory_now(cuda: bool) -> dict:
-    """What the process holds now, after a collection and the allocator's cache handed back."""
+    """What the process holds now, after a collection and the allocator's cache handed back.
+
+    Live CUDA tensors are counted apart from fake ones: a cold torch.compile leaves FakeTensors of CUDA device
+    (shapes only, no memory) in its ShapeEnv, which torch keeps in a class-level lru_cache
+    (ShapeEnv._inner_evaluate_expr, keyed by the ShapeEnv); they outlive the engine but hold no device memory."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
     gc.collect()
     if not cuda:
-        return {"free_gib": None, "allocated_gib": None, "cuda_tensors": None}
+        return {"free_gib": None, "allocated_gib": None, "cuda_tensors": None, "fake_cuda_tensors": None}
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
-    tensors = sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.is_cuda)
+    live = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.is_cuda]
+    fake = sum(isinstance(o, FakeTensor) for o in live)
     return {"free_gib": round(torch.cuda.mem_get_info()[0] / GiB, 3),
-            "allocated_gib": round(torch.cuda.memory_allocated() / GiB, 3), "cuda_tensors": tensors}
+            "allocated_gib": round(torch.cuda.memory_allocated() / GiB, 3), "cuda_tensors": len(live) - fake,
+            "fake_cuda_tensors": fake}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -392,6 +392,9 @@ class EngineConfig:
     custom_ops: tuple[str, ...]
     cudagraph_capture_sizes: tuple[int, ...]  # vLLM's rule, before the per-kind floors and caps below
     full_capture_sizes: tuple[int, ...]  # token counts of FULL graphs (pure decode: = batch sizes)
+    # FULL graphs of any batch, keyed by token count (cudagraph_mode FULL, the unified kernel); else FULL graphs
+    # are of pure-decode batches, keyed by batch size. The capture pass and the dispatcher read this, not the mode.
+    full_graphs_by_tokens: bool
     piecewise_capture_sizes: tuple[int, ...]  # token counts of PIECEWISE graphs
     full_graphs_capture: str  # "plain" or "compiled": the forward a FULL graph records
     min_num_tokens: int  # the padding floor of a traced forward (2: Dynamo's 0/1 specialization)
@@ -488,6 +491,7 @@ class EngineConfig:
                    cache=cache, scheduler=scheduler, compilation=c, compile_mode=mode, cudagraph_mode=graph_mode,
                    cudagraph_downgrade=downgrade, custom_ops=tuple(c.resolved_custom_ops()),
                    cudagraph_capture_sizes=tuple(sizes), full_capture_sizes=tuple(full),
+                   full_graphs_by_tokens=graph_mode is CUDAGraphMode.FULL,
                    piecewise_capture_sizes=tuple(piecewise), full_graphs_capture=full_records,
                    min_num_tokens=floor, max_num_tokens=max_tokens, speculative=speculative,
                    uniform_decode_query_len=q_len)

@@ -63,8 +63,9 @@ class ForwardContext:
     # (k_cache, v_cache) per layer. The attention op finds its cache here by layer index instead of taking
     # it as an argument, so a compiled graph never has the (huge) KV cache as an input it must copy back.
     kv_caches: list | None = None
-    # Which CUDA graphs run this step (NONE: eager) and at which padded token count (the dispatcher's pick).
-    cudagraph_mode: CUDAGraphMode = CUDAGraphMode.NONE
+    # Which CUDA graphs run this step (NONE: eager) and at which padded token count: the dispatcher's pick
+    # (vLLM's name; the engine's setting is EngineConfig.cudagraph_mode, which the dispatcher never reads).
+    cudagraph_runtime_mode: CUDAGraphMode = CUDAGraphMode.NONE
     num_padded_tokens: int | None = None
     capturing: bool = False  # the capture pass: a wrapper without a graph of this size records one
 
@@ -85,11 +86,12 @@ def get_forward_context() -> ForwardContext:
 
 @contextlib.contextmanager
 def set_forward_context(attn_metadata: AttentionMetadata | None, backend: str, kv_caches: list | None = None,
-                        cudagraph_mode: CUDAGraphMode = CUDAGraphMode.NONE,
+                        cudagraph_runtime_mode: CUDAGraphMode = CUDAGraphMode.NONE,
                         num_padded_tokens: int | None = None, capturing: bool = False) -> Iterator[None]:
     local = _local
     prev = local.context
-    local.context = ForwardContext(attn_metadata, backend, kv_caches, cudagraph_mode, num_padded_tokens, capturing)
+    local.context = ForwardContext(attn_metadata, backend, kv_caches, cudagraph_runtime_mode, num_padded_tokens,
+                                   capturing)
     try:
         yield
     finally:

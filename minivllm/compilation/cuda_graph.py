@@ -78,7 +78,7 @@ class CUDAGraphWrapper:
 
     def __call__(self, *args):
         ctx = get_forward_context()
-        if ctx.cudagraph_mode is not self.mode:
+        if ctx.cudagraph_runtime_mode is not self.mode:
             return self.runnable(*args)
         n = ctx.num_padded_tokens
         entry = self.graphs.get(n)

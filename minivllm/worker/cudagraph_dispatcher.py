@@ -3,7 +3,8 @@ v1/cudagraph_dispatcher.py).
 
 Why padding: a graph is recorded for one exact shape, so a batch replays the graph of the smallest captured
 size at or above its own, padded (slot -1: no KV write; seq_len 0 or no query: attention writes zeros);
-the padded rows' outputs are discarded. Which graphs exist depends on the engine's cudagraph_mode:
+the padded rows' outputs are discarded. Which graphs exist follows from the engine's cudagraph_mode, which
+EngineConfig.resolve turns into capture sizes per kind of graph (and how FULL graphs are keyed) once:
 
   FULL                 one graph of the whole forward per TOKEN count, for any batch: prefill, mixed or
                        decode (the unified attention kernel, whose grid depends on the token count only).
@@ -42,8 +43,12 @@ class BatchDescriptor:
 
 
 class CudagraphDispatcher:
-    def __init__(self, mode: CUDAGraphMode | str, min_num_tokens: int = 1, uniform_decode_query_len: int = 1) -> None:
-        self.mode = CUDAGraphMode(mode)  # the engine's mode, as resolved (EngineConfig.cudagraph_mode)
+    """Built from the resolved config's decisions (worker/model_runner.py), not from cudagraph_mode: which sizes
+    exist per kind of graph arrives with `activate`, and full_graphs_by_tokens says how FULL graphs are keyed."""
+
+    def __init__(self, full_graphs_by_tokens: bool = False, min_num_tokens: int = 1,
+                 uniform_decode_query_len: int = 1) -> None:
+        self.by_tokens = full_graphs_by_tokens  # EngineConfig.full_graphs_by_tokens (cudagraph_mode FULL)
         self.min_num_tokens = min_num_tokens
         self.q_len = uniform_decode_query_len  # tokens per request of a decode graph (1 + k: speculation)
         self.full_sizes: list[int] = []  # captured FULL graphs: batch sizes of pure decode, or (mode FULL) tokens
@@ -53,7 +58,7 @@ class CudagraphDispatcher:
 
     def activate(self, mode: CUDAGraphMode, sizes: list[int]) -> None:
         """Make the sizes of runtime `mode` (FULL or PIECEWISE) dispatchable (after their graphs were captured)."""
-        decode = mode is CUDAGraphMode.FULL and self.mode is not CUDAGraphMode.FULL
+        decode = mode is CUDAGraphMode.FULL and not self.by_tokens
         if mode is CUDAGraphMode.FULL:
             self.full_sizes = sorted(sizes)
         else:
@@ -63,11 +68,11 @@ class CudagraphDispatcher:
                             for n in sizes})
 
     def dispatch(self, num_tokens: int, num_seqs: int, decode_only: bool) -> BatchDescriptor:
-        if self.full_sizes and (decode_only or self.mode is CUDAGraphMode.FULL):
+        if self.full_sizes and (decode_only or self.by_tokens):
             # mode FULL: only the token count matters; else a pure-decode batch, by its number of sequences
             # (speculation: q_len tokens per request, so a batch of T tokens fits the graph of ceil(T / q_len)
             # requests; its attention is the unified kernel, which reads the token count only)
-            n = num_tokens if self.mode is CUDAGraphMode.FULL else num_seqs if self.q_len == 1 \
+            n = num_tokens if self.by_tokens else num_seqs if self.q_len == 1 \
                 else -(-num_tokens // self.q_len)
             i = bisect.bisect_left(self.full_sizes, n)
             if i < len(self.full_sizes):

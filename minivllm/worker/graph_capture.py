@@ -125,7 +125,7 @@ def graph_memory_estimate(config: EngineConfig, num_layers: int, activation_peak
     if not (full or piecewise):
         return 0
     largest = max(config.cudagraph_capture_sizes, default=0)
-    q = 1 if config.cudagraph_mode is CUDAGraphMode.FULL else config.uniform_decode_query_len  # speculation
+    q = 1 if config.full_graphs_by_tokens else config.uniform_decode_query_len  # speculation
 
     def per_mode(tokens: int) -> int:
         return int(activation_peak * min(1.0, tokens / config.max_num_tokens))

@@ -53,7 +53,7 @@ class ModelRunner:
         self.kv_cache: torch.Tensor | None = None
         self.kv_caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # per-layer views of kv_cache
         self.compiled = CompiledForward(model.forward)  # the plain forward until the worker compiles
-        self.cudagraph_dispatcher = CudagraphDispatcher(config.cudagraph_mode, config.min_num_tokens,
+        self.cudagraph_dispatcher = CudagraphDispatcher(config.full_graphs_by_tokens, config.min_num_tokens,
                                                         config.uniform_decode_query_len)
         self.full_graph: CUDAGraphWrapper | None = None  # the FULL graphs, one per captured size
         self.graph_pool = None  # one memory pool for every graph of this engine
@@ -112,7 +112,7 @@ class ModelRunner:
         if cfg.full_capture_sizes:
             forward = self.model.forward if cfg.full_graphs_capture == "plain" else self.compiled.forward
             self.full_graph = CUDAGraphWrapper(forward, FULL, "FULL forward")
-            any_batch = cfg.cudagraph_mode is CUDAGraphMode.FULL  # by token count; else pure decode by batch size
+            any_batch = cfg.full_graphs_by_tokens  # by token count; else pure decode by batch size
             stats[FULL.value] = capture_graphs(self, FULL, list(cfg.full_capture_sizes), self.full_graph,
                                                [self.full_graph], self.graph_pool, any_batch,
                                                1 if any_batch else cfg.uniform_decode_query_len).as_dict()

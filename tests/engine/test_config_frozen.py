@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from minivllm import config as config_module
 
@@ -67,3 +68,30 @@ def test_every_config_is_frozen(cls):
         cfg = cls.resolve(model="m")
         with pytest.raises(dataclasses.FrozenInstanceError):
             cfg.max_model_len = 1
+
+
+#: Where the engine's cudagraph_mode may be read: where it is asked for and resolved, and where a run reports it.
+#: Everything that captures or dispatches graphs reads the resolved decisions instead (capture sizes per kind,
+#: full_graphs_by_tokens), and each step's pick travels as the forward context's cudagraph_runtime_mode.
+MODE_READERS = {"engine_args.py", "config.py", "engine/fallback.py", "worker/worker.py", "bench/latency.py",
+                "bench/throughput.py", "demo.py"}
+
+
+def _names_cudagraph_mode(source: str) -> bool:
+    """Whether code (not a string or comment) names cudagraph_mode: an attribute, a keyword or a parameter."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "cudagraph_mode"
+               or isinstance(n, ast.keyword) and n.arg == "cudagraph_mode"
+               or isinstance(n, (ast.arg, ast.AnnAssign)) and "cudagraph_mode" in (
+                   n.arg if isinstance(n, ast.arg) else _text(n.target)).split(".")
+               for n in ast.walk(ast.parse(source)))
+
+
+def test_cudagraph_mode_takes_effect_in_the_config_only():
+    readers = {str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if _names_cudagraph_mode(p.read_text("utf-8"))}
+    assert readers <= MODE_READERS, sorted(readers - MODE_READERS)
+    assert {"config.py", "engine_args.py"} <= readers  # the check sees the code that does name it
+    for mode in ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE", "PIECEWISE"):  # resolved as on a GPU
+        cfg = config_module.EngineConfig.resolve(model="m", device=torch.device("cuda"),
+                                                 compilation=config_module.CompilationConfig(cudagraph_mode=mode))
+        assert cfg.cudagraph_mode == mode and cfg.full_graphs_by_tokens is (mode == "FULL")
+        assert bool(cfg.full_capture_sizes) is (mode != "PIECEWISE")

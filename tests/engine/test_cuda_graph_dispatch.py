@@ -54,7 +54,7 @@ def _dispatch(d: CudagraphDispatcher, sched: SchedulerOutput):
 
 
 def test_dispatcher_pads_to_the_nearest_captured_size():
-    d = CudagraphDispatcher("FULL_AND_PIECEWISE")
+    d = CudagraphDispatcher(full_graphs_by_tokens=False)  # FULL_AND_PIECEWISE: decode graphs by batch size
     assert _dispatch(d, _decode_batch(1)) == (CUDAGraphMode.NONE, None, None)  # nothing captured yet
     d.activate(CUDAGraphMode.FULL, [1, 2, 4, 8])  # as after a capture pass
     d.activate(CUDAGraphMode.PIECEWISE, [1, 2, 4, 8])

@@ -31,7 +31,7 @@ def _mixed_batch(decodes: int, chunk: int):
 
 def _dispatcher(mode: str) -> CudagraphDispatcher:
     """A dispatcher with the sizes the worker would capture for `mode` activated (no graphs needed)."""
-    d = CudagraphDispatcher(mode)
+    d = CudagraphDispatcher(full_graphs_by_tokens=CUDAGraphMode(mode) is FULL)
     m = CUDAGraphMode(mode)
     if m.has_full:
         d.activate(FULL, SIZES if m is FULL else [s for s in SIZES if s <= MAX_NUM_SEQS])
@@ -113,7 +113,7 @@ def test_full_steps_run_through_give_eager_tokens(ckpt):
     llm = LLM(ckpt, **common)
     runner = llm.model_runner
     sizes = [1, 2, 4, 8, 16]
-    runner.cudagraph_dispatcher = d = CudagraphDispatcher("FULL")
+    runner.cudagraph_dispatcher = d = CudagraphDispatcher(full_graphs_by_tokens=True)
     runner.full_graph = CUDAGraphWrapper(runner.compiled.forward, FULL, "FULL forward")
     d.activate(FULL, sizes)  # as after a capture pass; with no graph recorded the wrapper calls the forward
     got = [o.outputs[0].token_ids for o in llm.generate(prompts, sp, use_tqdm=False)]

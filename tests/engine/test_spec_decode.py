@@ -257,7 +257,7 @@ def test_decode_graph_sizes_and_dispatch_count_requests_of_1_plus_k_tokens():
                                scheduler=SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=64))  # as on a GPU
     assert cfg.uniform_decode_query_len == 5
     assert cfg.full_capture_sizes == (1, 2, 4, 8)  # 64 requests of 5 tokens exceed the 64-token step
-    d = CudagraphDispatcher("FULL_DECODE_ONLY", 1, 5)
+    d = CudagraphDispatcher(False, 1, 5)
     d.activate(FULL, [1, 2, 4, 8])  # sizes in requests
     assert d.dispatch(5, 1, True) == BatchDescriptor(FULL, 5, 1, uniform_decode=True)
     assert d.dispatch(3, 3, True).num_padded_tokens == 5  # three requests without drafts fit one of 5 tokens
@@ -272,7 +272,7 @@ def test_verify_steps_through_the_decode_graph_path_give_the_same_tokens(base, s
     llm = spec_llms[2]
     runner = llm.model_runner
     saved = runner.cudagraph_dispatcher, runner.full_graph
-    runner.cudagraph_dispatcher = d = CudagraphDispatcher("FULL_DECODE_ONLY", 1, 3)
+    runner.cudagraph_dispatcher = d = CudagraphDispatcher(False, 1, 3)
     runner.full_graph = CUDAGraphWrapper(runner.compiled.forward, FULL, "FULL forward")
     d.activate(FULL, [1, 2, 4, 8])  # as after a capture pass; with no graph recorded the wrapper calls the forward
     try:

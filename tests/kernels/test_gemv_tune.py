@@ -325,7 +325,7 @@ def test_recapture_full_refuses_a_size_never_captured():
 
     from minivllm.worker.cudagraph_dispatcher import CudagraphDispatcher
 
-    d = CudagraphDispatcher("FULL_DECODE_ONLY")
+    d = CudagraphDispatcher(full_graphs_by_tokens=False)
     runner = SimpleNamespace(cudagraph_dispatcher=d, full_graph=None, graph_pool=None)
     with pytest.raises(ValueError, match="no FULL CUDA graph of batch size 4"):  # nothing to re-capture with
         gemv_tune.recapture_full(runner, 4)

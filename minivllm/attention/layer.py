@@ -44,8 +44,9 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
     kernels = "torch" if ctx.backend == "torch" or not q.is_cuda else "triton"
     plan_key = None
     if kernels == "triton" and meta.decode_only and not meta.unified:  # launches only, no other torch op
-        # A decode step's layers differ only in these addresses: the first layer records its launches, the
-        # others repeat them (launch.LaunchPlan). The key holds whatever else the launches depend on.
+        # A decode step's layers differ only in these addresses: the first layer of a batch shape records its
+        # launches, every later layer repeats them (launch.LaunchPlan), in later steps too when the dict is the
+        # InputBatch's (its metadata tensors never move). The key holds whatever else the launches depend on.
         ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr())
         plan_key = (q.shape, q.stride(), k.stride(), v.stride(), out.stride(), q.dtype, k_cache.shape,
                     k_cache.dtype, scale, use_pdl, prefetch_metadata, batch_invariant, launch.current_stream(),

@@ -15,6 +15,7 @@ import contextlib
 import torch
 
 from minivllm.attention.metadata import get_forward_context
+from minivllm.config import CUDAGraphMode
 from minivllm.kernels import launch, ops
 from minivllm.kernels.op_registry import direct_op
 from minivllm.layers.custom_op import UsesCustomOps
@@ -25,7 +26,8 @@ _MAX_PLANS = 64  # a plan keeps its scratch buffers alive (the split-KV partials
 def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                            layer_idx: int, scale: float, use_pdl: bool = False,
                            prefetch_metadata: bool = False, batch_invariant: bool = False) -> None:
-    """Store this step's K/V into the paged cache, then attend over the cache into `out`. q/k/v/out: [T, heads*D].
+    """Store this step's K/V into the paged cache and attend over the cache into `out`. q/k/v/out: [T, heads*D].
+    Outside a FULL graph a decode step's Triton kernel does both in one launch (kernels/triton_decode.py).
     use_pdl / prefetch_metadata: the kernels' launch choices, from the layer's custom-op selection;
     batch_invariant: batch-independent splits and tiles (ops.paged_attention).
 
@@ -42,6 +44,7 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
     # "triton" and "unregistered" run the same Triton kernels (they differ only in whether this op is
     # registered); off the GPU, the PyTorch reference runs instead.
     kernels = "torch" if ctx.backend == "torch" or not q.is_cuda else "triton"
+    in_graph = ctx.cudagraph_runtime_mode is CUDAGraphMode.FULL  # PIECEWISE graphs leave attention out
     plan_key = None
     if kernels == "triton" and meta.decode_only and not meta.unified:  # launches only, no other torch op
         # A decode step's layers differ only in these addresses: the first layer of a batch shape records its
@@ -49,18 +52,19 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
         # InputBatch's (its metadata tensors never move). The key holds whatever else the launches depend on.
         ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr())
         plan_key = (q.shape, q.stride(), k.stride(), v.stride(), out.stride(), q.dtype, k_cache.shape,
-                    k_cache.dtype, scale, use_pdl, prefetch_metadata, batch_invariant, launch.current_stream(),
+                    k_cache.dtype, scale, use_pdl, prefetch_metadata, batch_invariant, in_graph,
+                    launch.current_stream(),
                     meta.seq_lens.shape[0])  # the kernel's grid: the batch's sequences, not its padded tokens
         plan = meta.launch_plans.get(plan_key)
         if plan is not None and plan.run(ptrs):
             return
     with launch.record() if plan_key is not None else contextlib.nullcontext() as recorded:
         T, num_kv_heads, head_dim = q.shape[0], k_cache.shape[2], k_cache.shape[3]
-        ops.store_kvcache(k.view(T, num_kv_heads, head_dim), v.view(T, num_kv_heads, head_dim), k_cache, v_cache,
-                          meta.slot_mapping, kernels, use_pdl=use_pdl)
         ops.paged_attention(q.view(T, -1, head_dim), k_cache, v_cache, meta, scale, kernels,
                             out=out.view(T, -1, head_dim), use_pdl=use_pdl, prefetch_metadata=prefetch_metadata,
-                            batch_invariant=batch_invariant)
+                            batch_invariant=batch_invariant,
+                            new_kv=(k.view(T, num_kv_heads, head_dim), v.view(T, num_kv_heads, head_dim)),
+                            in_graph=in_graph)
     if plan_key is not None and plan_key not in meta.launch_plans:  # (a strided input would have been copied)
         unit = all(s[-1] == 1 for s in plan_key[1:5])
         if len(meta.launch_plans) >= _MAX_PLANS:  # kept across steps: one per decode batch shape seen

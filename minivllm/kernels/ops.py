@@ -2,7 +2,8 @@
 
 The attention layer's op (`minivllm::unified_attention`, attention/layer.py) is what torch.compile sees as
 one opaque node; inside it, these functions pick the implementation for this batch: the decode kernel for a
-pure-decode batch (one query per sequence, split-KV, CUDA-graph safe), the prefill kernel for anything else
+pure-decode batch (one query per sequence, split-KV, CUDA-graph safe; outside a graph one launch that also
+stores the step's K/V), the prefill kernel for anything else
 (prompts, cached prefixes, chunks, decode rows mixed in), and the unified kernel for a batch laid out for a
 FULL graph of any composition (`meta.unified`: one launch whose grid depends on the token count only).
 Everything the kernels need is an argument: the batch description, the caches, and the launch choices
@@ -65,14 +66,22 @@ def store_kvcache(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                     scale: float, backend: str, out: torch.Tensor | None = None, use_pdl: bool = False,
-                    prefetch_metadata: bool = False, batch_invariant: bool = False) -> torch.Tensor:
+                    prefetch_metadata: bool = False, batch_invariant: bool = False,
+                    new_kv: tuple[torch.Tensor, torch.Tensor] | None = None, in_graph: bool = False) -> torch.Tensor:
     """Attention of q [T, H, D] over the paged cache described by meta; returns [T, H, D] (in `out` if given).
 
+    new_kv: this step's (key, value) [T, Hkv, D], written into the cache at meta.slot_mapping first.
+    in_graph: the call is captured into a CUDA graph. Outside one, a decode batch's Triton attention is one
+    launch (the kernel stores new_kv and merges its splits itself); inside, the KV store, decode and merge
+    kernels stay apart, which is faster there (kernels/triton_decode.py says why).
     use_pdl / prefetch_metadata: launch choices of the decode kernel (see triton_decode.paged_decode_attention).
     batch_invariant: decode splits from the context length only (triton_decode.invariant_num_splits), one
     tile config for prefill and unified (invariant_tiles): a row's softmax has one order in any batch.
     """
     _check_backend(backend)
+    one_launch = backend == "triton" and meta.decode_only and not meta.unified and not in_graph
+    if new_kv is not None and not one_launch:
+        store_kvcache(new_kv[0], new_kv[1], k_cache, v_cache, meta.slot_mapping, backend, use_pdl=use_pdl)
     if backend == "torch":
         # unified: more query rows (padding) than sequences; batch_invariant: the batched einsum of the decode
         # reference changes with the batch, the per-sequence loop of the prefill reference cannot
@@ -107,7 +116,10 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         if out is None:
             out = torch.empty_like(q)
         kernels.paged_decode_attention(q[:S], k_cache, v_cache, meta.block_tables, meta.seq_lens, scale, out=out[:S],
-                                       num_splits=splits, use_pdl=use_pdl, prefetch_metadata=prefetch_metadata)
+                                       num_splits=splits, use_pdl=use_pdl, prefetch_metadata=prefetch_metadata,
+                                       new_kv=(new_kv[0][:S], new_kv[1][:S], meta.slot_mapping)
+                                       if one_launch and new_kv is not None else None,
+                                       split_counters=meta.split_counters if one_launch else None)
         return out
     if out is not None and meta.query_start_loc_cpu is not None and meta.query_start_loc_cpu[-1] < q.shape[0]:
         out[meta.query_start_loc_cpu[-1]:].zero_()  # padding tokens of a padded mixed batch

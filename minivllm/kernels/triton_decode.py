@@ -8,6 +8,14 @@ kernel is organised around reading the cache as few times as possible and keepin
 * Split-KV (flash-decoding): with few sequences there are too few programs to fill ~132 SMs, so each
   context is cut into NUM_SPLITS pieces handled by separate programs; each writes an unnormalised partial
   result (acc, max, sum) and a second small kernel merges them with the log-sum-exp trick.
+* One launch, where attention is launched from Python (eager and PIECEWISE steps, at batch 1 bound by the
+  host's launches): the program whose split holds the step's new token (position seq_len - 1) takes its
+  key and value from the step's k/v instead of the cache and writes them into the cache, and the last
+  split of a (sequence, kv head) to finish merges the partials (a counter on the device says which is
+  last). Inside a CUDA graph the three kernels (KV store, decode, merge) stay apart: a graph launches
+  them for free and PDL hides their edges, and there one kernel was slower (H200: the merge inside the
+  kernel took batch-1 TPOT 0.966 -> 1.006 ms, assets/results/h200 decode_ab_merge_*.json). vLLM writes
+  the cache in its own kernel (reshape_and_cache_flash) in every mode; its launches are C++.
 * CUDA graphs: the grid and NUM_SPLITS depend only on tensor shapes (the max context is
   block_tables.shape[1] * block_size), never on seq_lens values; each program reads its own seq_len on the
   device and skips what it does not need. Nothing here syncs with the host.
@@ -21,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.compat import fix_interpreter
 from minivllm.kernels.launch import cdiv, launch, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
 
@@ -42,16 +50,18 @@ _MIN_TOKENS_PER_WAVE_SPLIT = 512
 _INVARIANT_SPLIT_TOKENS = 256  # batch-invariant mode: one split per this many tokens of the longest context
 
 
-fix_interpreter_for_numpy_2_4()
+fix_interpreter()
 
 
 @triton.jit
-def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_ptr, part_ml_ptr,
+def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_ptr, part_ml_ptr, counter_ptr,
+                   knew_ptr, vnew_ptr, slot_ptr, knew_stride_s, knew_stride_h, vnew_stride_s, vnew_stride_h,
                    scale_log2, q_stride_s, q_stride_h, out_stride_s, out_stride_h,
                    bt_stride_s, kv_stride_blk, kv_stride_tok, kv_stride_head,
                    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
                    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
-                   PRECISION: tl.constexpr, PREFETCH_METADATA: tl.constexpr, USE_PDL: tl.constexpr):
+                   PRECISION: tl.constexpr, PREFETCH_METADATA: tl.constexpr, HAS_NEW_KV: tl.constexpr,
+                   MERGE_IN_KERNEL: tl.constexpr, USE_PDL: tl.constexpr):
     if not PREFETCH_METADATA:
         wait_for_previous_kernel(USE_PDL)
     seq = tl.program_id(0)
@@ -74,9 +84,12 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
         per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), TILE_N) * TILE_N
         start = split * per_split
         end = tl.minimum(start + per_split, seq_len)
+    # With HAS_NEW_KV the cache does not hold the last token yet: the loop reads up to it, and the program
+    # whose share holds it adds it from the step's k/v after the loop.
+    cached_end = tl.minimum(end, seq_len - 1) if HAS_NEW_KV else end
     # The block ids of the first tile; each iteration then requests the next tile's while it works on this one.
     n = start + tl.arange(0, TILE_N)
-    next_block = tl.load(bt_ptr + seq * bt_stride_s + n // BLOCK_SIZE, mask=n < end, other=0)
+    next_block = tl.load(bt_ptr + seq * bt_stride_s + n // BLOCK_SIZE, mask=n < cached_end, other=0)
     if PREFETCH_METADATA:  # seq_lens and block tables come from the step's host copies, not from a kernel
         wait_for_previous_kernel(USE_PDL)
     q_rows = q_ptr + seq * q_stride_s + heads[:, None] * q_stride_h
@@ -87,12 +100,12 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
     l_i = tl.zeros([GROUP_PAD], tl.float32)  # running sum of exp
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
     kv_base = kv_head * kv_stride_head
-    for n0 in range(start, end, TILE_N):
+    for n0 in range(start, cached_end, TILE_N):
         n = n0 + tl.arange(0, TILE_N)
-        n_ok = n < end
+        n_ok = n < cached_end
         block = next_block.to(tl.int64)
         next_block = tl.load(bt_ptr + seq * bt_stride_s + (n + TILE_N) // BLOCK_SIZE,
-                             mask=n + TILE_N < end, other=0)
+                             mask=n + TILE_N < cached_end, other=0)
         tok = kv_base + block * kv_stride_blk + (n % BLOCK_SIZE) * kv_stride_tok  # [TILE_N]
         k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=n_ok[None, :], other=0.0)  # [D, TILE_N]
         s = tl.dot(q, k, input_precision=PRECISION) * scale_log2  # [GROUP_PAD, TILE_N]
@@ -105,16 +118,59 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
 
+    if HAS_NEW_KV:  # noqa: SIM102 - a constexpr test (compiled out) around a runtime one
+        if (start <= seq_len - 1) & (seq_len - 1 < end):  # this program's share holds the new token
+            # rounded to the cache's dtype, as every later step will read it
+            k_new = tl.load(knew_ptr + seq * knew_stride_s + kv_head * knew_stride_h + d).to(k_ptr.dtype.element_ty)
+            v_new = tl.load(vnew_ptr + seq * vnew_stride_s + kv_head * vnew_stride_h + d).to(v_ptr.dtype.element_ty)
+            slot = tl.load(slot_ptr + seq)
+            if slot >= 0:
+                tl.store(k_ptr + slot * kv_stride_tok + kv_base + d, k_new)
+                tl.store(v_ptr + slot * kv_stride_tok + kv_base + d, v_new)
+            s_new = tl.sum(q.to(tl.float32) * k_new.to(tl.float32)[None, :], axis=1) * scale_log2  # [GROUP_PAD]
+            m_new = tl.maximum(m_i, s_new)
+            p_new = tl.exp2(s_new - m_new)
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + p_new
+            acc = acc * alpha[:, None] + p_new[:, None] * v_new.to(tl.float32)[None, :]
+            m_i = m_new
+
+    out_rows = out_ptr + seq * out_stride_s + heads[:, None] * out_stride_h + d[None, :]
     if NUM_SPLITS == 1:
         l_safe = tl.where(l_i > 0, l_i, 1.0)  # seq_len 0 -> acc is 0 -> output 0, never NaN
-        out = acc / l_safe[:, None]
-        tl.store(out_ptr + seq * out_stride_s + heads[:, None] * out_stride_h + d[None, :],
-                 out.to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+        tl.store(out_rows, (acc / l_safe[:, None]).to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
     else:  # partials laid out [S, H, NUM_SPLITS, D] and [S, H, NUM_SPLITS, 2] (max, sum)
-        row = (seq * num_heads + heads) * NUM_SPLITS + split
-        tl.store(part_acc_ptr + row[:, None] * HEAD_DIM + d[None, :], acc, mask=head_ok[:, None])
-        tl.store(part_ml_ptr + row * 2, m_i, mask=head_ok)
-        tl.store(part_ml_ptr + row * 2 + 1, l_i, mask=head_ok)
+        first = (seq * num_heads + heads) * NUM_SPLITS
+        tl.store(part_acc_ptr + (first + split)[:, None] * HEAD_DIM + d[None, :], acc, mask=head_ok[:, None])
+        tl.store(part_ml_ptr + (first + split) * 2, m_i, mask=head_ok)
+        tl.store(part_ml_ptr + (first + split) * 2 + 1, l_i, mask=head_ok)
+        if MERGE_IN_KERNEL:
+            # Count this split done; the last one merges. The barrier puts every thread's stores before the count
+            # (one thread makes it, with release semantics), the count's acquire puts the others' stores before
+            # the merge's loads (read from L2: .cg), as a serial split-K reduction does.
+            tl.debug_barrier()
+            counter = counter_ptr + seq * tl.num_programs(1) + kv_head
+            if tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == NUM_SPLITS - 1:
+                tl.store(counter, 0)  # zeroed again for the next launch
+                m = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+                lsum = tl.zeros([GROUP_PAD], tl.float32)
+                out = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
+                for i in range(NUM_SPLITS):
+                    m_s = tl.load(part_ml_ptr + (first + i) * 2, mask=head_ok, other=float("-inf"),
+                                  cache_modifier=".cg")
+                    l_s = tl.load(part_ml_ptr + (first + i) * 2 + 1, mask=head_ok, other=0.0,
+                                  cache_modifier=".cg")
+                    a_s = tl.load(part_acc_ptr + (first + i)[:, None] * HEAD_DIM + d[None, :], mask=head_ok[:, None],
+                                  other=0.0, cache_modifier=".cg")
+                    m_new = tl.maximum(m, m_s)
+                    m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # both empty so far: weights 0, never NaN
+                    w_old = tl.exp2(m - m_ref)
+                    w_s = tl.exp2(m_s - m_ref)
+                    lsum = lsum * w_old + l_s * w_s
+                    out = out * w_old[:, None] + a_s * w_s[:, None]
+                    m = m_new
+                lsum = tl.where(lsum > 0, lsum, 1.0)
+                tl.store(out_rows, (out / lsum[:, None]).to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
 
 
 @triton.jit
@@ -200,10 +256,10 @@ def check_paged_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
 
 @functools.lru_cache(maxsize=1024)
 def _decode_plan(S: int, H: int, Hkv: int, D: int, block_size: int, max_blocks: int, kv_dtype: torch.dtype,
-                 device: torch.device, use_pdl: bool, prefetch_metadata: bool,
-                 num_splits: int | None) -> tuple[int, dict, dict | None]:
-    """(splits, the decode kernel's constexprs and options, the merge kernel's): they depend on shapes and
-    launch choices only, so they are worked out once per batch shape, not for each of a step's 28 layers
+                 device: torch.device, use_pdl: bool, prefetch_metadata: bool, has_new_kv: bool,
+                 merge_in_kernel: bool, num_splits: int | None) -> tuple[int, dict, dict | None]:
+    """(splits, the decode kernel's constexprs and options, the merge kernel's or None): they depend on shapes
+    and launch choices only, so they are worked out once per batch shape, not for each of a step's 28 layers
     (an eager or PIECEWISE step launches attention from Python, where this host time adds up)."""
     if num_splits is None:
         num_splits = choose_num_splits(S, Hkv, max_blocks * block_size, device)
@@ -212,24 +268,32 @@ def _decode_plan(S: int, H: int, Hkv: int, D: int, block_size: int, max_blocks: 
     decode_kw = dict(GROUP=group, GROUP_PAD=max(16, next_power_of_2(group)), HEAD_DIM=D, BLOCK_SIZE=block_size,
                      TILE_N=tile_n, NUM_SPLITS=num_splits,
                      PRECISION="ieee" if kv_dtype == torch.float32 else "tf32",  # exact fp32 dot; bf16 ignores it
-                     PREFETCH_METADATA=prefetch_metadata, num_warps=num_warps, num_stages=2,
+                     PREFETCH_METADATA=prefetch_metadata, HAS_NEW_KV=has_new_kv,
+                     MERGE_IN_KERNEL=merge_in_kernel and num_splits > 1, num_warps=num_warps, num_stages=2,
                      **launch_options(device, use_pdl))
+    if num_splits == 1 or merge_in_kernel:
+        return num_splits, decode_kw, None
     splits_pad = next_power_of_2(num_splits)
-    merge_kw = dict(HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=splits_pad,
-                    num_warps=4 if splits_pad * D <= 4096 else 8, **launch_options(device, use_pdl))
-    return num_splits, decode_kw, merge_kw if num_splits > 1 else None
+    return num_splits, decode_kw, dict(HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=splits_pad,
+                                       num_warps=4 if splits_pad * D <= 4096 else 8, **launch_options(device, use_pdl))
 
 
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float,
                            out: torch.Tensor | None = None, num_splits: int | None = None,
-                           use_pdl: bool = False, prefetch_metadata: bool = False) -> torch.Tensor:
-    """Attention of q [S, H, D] (one token per sequence) over the first seq_lens[s] cached tokens.
+                           use_pdl: bool = False, prefetch_metadata: bool = False,
+                           new_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                           split_counters: torch.Tensor | None = None) -> torch.Tensor:
+    """Attention of q [S, H, D] (one token per sequence) over the first seq_lens[s] tokens of its context.
 
-    num_splits=None picks split-KV from shapes (see choose_num_splits); pass an int to force it (tests).
-    Rows with seq_len 0 produce zeros. use_pdl: launch with programmatic dependent launch (pdl.py);
-    prefetch_metadata: read seq_lens and the first block ids before the PDL wait, which is safe only when no
-    kernel of the step writes them (the engine's host copies do).
+    new_kv: (key, value [S, Hkv, D], slot_mapping [S]), the step's own K/V (each context's last token),
+    written into the cache at its slot (-1: not written) by this launch and attended from the step's k/v;
+    without it, the cache already holds every token. split_counters: S * Hkv zeroed int32, left zeroed:
+    given, the splits merge inside this launch; without, a merge kernel follows (see the module docstring
+    for which runs where). num_splits=None picks split-KV from shapes (see choose_num_splits); pass an int
+    to force it (tests). Rows with seq_len 0 produce zeros. use_pdl: launch with programmatic dependent
+    launch (pdl.py); prefetch_metadata: read seq_lens and the first block ids before the PDL wait, which is
+    safe only when no kernel of the step writes them (the engine's host copies do).
     """
     S, H, D = q.shape
     q, block_size, Hkv = check_paged_inputs(q, k_cache, v_cache)
@@ -237,17 +301,29 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         out = torch.empty(S, H, D, dtype=q.dtype, device=q.device)
     if S == 0:
         return out
-    num_splits, decode_kw, merge_kw = _decode_plan(S, H, Hkv, D, block_size, block_tables.shape[1],
-                                                   k_cache.dtype, q.device, use_pdl, prefetch_metadata, num_splits)
+    num_splits, decode_kw, merge_kw = _decode_plan(S, H, Hkv, D, block_size, block_tables.shape[1], k_cache.dtype,
+                                                   q.device, use_pdl, prefetch_metadata, new_kv is not None,
+                                                   split_counters is not None, num_splits)
     if num_splits > 1:  # one allocation for both partials: [S, H, splits, D] accumulators, then (max, sum)
         parts = torch.empty(S * H * num_splits * (D + 2), dtype=torch.float32, device=q.device)
         part_acc, part_ml = parts[:S * H * num_splits * D], parts[S * H * num_splits * D:]
     else:
         part_acc = part_ml = out  # unused
+    if split_counters is None:
+        split_counters = out  # unused
+    else:
+        assert split_counters.dtype == torch.int32 and split_counters.numel() >= S * Hkv
+    if new_kv is None:
+        k_new = v_new = slots = out  # unused
+    else:
+        k_new, v_new, slots = new_kv
+        assert k_new.shape == v_new.shape == (S, Hkv, D) and k_new.stride(-1) == v_new.stride(-1) == 1
+        assert slots.dtype == torch.int64 and slots.shape[0] >= S
     launch(_decode_kernel, (S, Hkv, num_splits),
-        q, k_cache, v_cache, block_tables, seq_lens, out, part_acc, part_ml,
+        q, k_cache, v_cache, block_tables, seq_lens, out, part_acc, part_ml, split_counters,
+        k_new, v_new, slots, k_new.stride(0), k_new.stride(1), v_new.stride(0), v_new.stride(1),
         scale * _LOG2E, q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         block_tables.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), **decode_kw)
-    if num_splits > 1:
+    if merge_kw is not None:
         launch(_merge_splits_kernel, (S, H), part_acc, part_ml, out, out.stride(0), out.stride(1), **merge_kw)
     return out

@@ -28,11 +28,11 @@ import torch
 import triton
 import triton.language as tl
 
-from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.compat import fix_interpreter
 from minivllm.kernels.launch import cdiv, next_power_of_2
 from minivllm.kernels.triton_gemv import _short_bench
 
-fix_interpreter_for_numpy_2_4()  # the GEMV's loop bound is a kernel argument (K)
+fix_interpreter()  # the GEMV's loop bound is a kernel argument (K)
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 MIN_SCALE = 1.0 / (FP8_MAX * 512.0)  # as vLLM: an all-zero row gets this scale, never 0 (no division by 0)

@@ -40,9 +40,9 @@ import triton.language as tl
 from minivllm.kernels import gemv_configs
 from minivllm.kernels.launch import cdiv, next_power_of_2
 from minivllm.kernels.pdl import launch_options, wait_for_previous_kernel
-from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.compat import fix_interpreter
 
-fix_interpreter_for_numpy_2_4()  # a loop bound from a kernel argument (K) under TRITON_INTERPRET=1
+fix_interpreter()  # a loop bound from a kernel argument (K) under TRITON_INTERPRET=1
 
 MAX_M = 8  # rows the kernel handles
 # rows it is used for (minivllm::linear): on the H200 it took batch-1 TPOT from 1.41 to 1.22 ms, was even at

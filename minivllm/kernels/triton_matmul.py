@@ -16,10 +16,10 @@ import torch
 import triton
 import triton.language as tl
 
-from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.compat import fix_interpreter
 from minivllm.kernels.launch import cdiv, launch
 
-fix_interpreter_for_numpy_2_4()  # K, a loop bound from an argument, under TRITON_INTERPRET=1
+fix_interpreter()  # K, a loop bound from an argument, under TRITON_INTERPRET=1
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) per dtype, for every M
 CONFIGS = {torch.bfloat16: (16, 32, 128, 4, 4), torch.float16: (16, 32, 128, 4, 4),

@@ -20,11 +20,11 @@ import torch
 import triton
 import triton.language as tl
 
-from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.compat import fix_interpreter
 from minivllm.kernels.launch import cdiv, launch, next_power_of_2
 from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs
 
-fix_interpreter_for_numpy_2_4()
+fix_interpreter()
 
 
 @triton.jit

@@ -34,12 +34,12 @@ import torch
 import triton
 import triton.language as tl
 
-from minivllm.kernels.compat import fix_interpreter_for_numpy_2_4
+from minivllm.kernels.compat import fix_interpreter
 from minivllm.kernels.op_registry import direct_op
 from minivllm.kernels.triton_decode import _LOG2E, check_paged_inputs
 from minivllm.kernels.triton_prefill import _attend_query_block, invariant_tiles, prefill_tile_config
 
-fix_interpreter_for_numpy_2_4()
+fix_interpreter()
 
 
 @triton.jit

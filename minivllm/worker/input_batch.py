@@ -42,7 +42,7 @@ class PreparedBatch:
 
 class InputBatch:
     def __init__(self, max_num_tokens: int, max_num_seqs: int, max_blocks_per_seq: int, block_size: int,
-                 device: torch.device) -> None:
+                 num_kv_heads: int, device: torch.device) -> None:
         self.device, self.block_size = device, block_size
         self.max_num_tokens, self.max_num_seqs = max_num_tokens, max_num_seqs
         self.max_blocks_per_seq = max_blocks_per_seq
@@ -55,6 +55,8 @@ class InputBatch:
         self.block_tables = torch.zeros(max_num_seqs, max_blocks_per_seq, dtype=i32, device=device)
         self.logits_indices = torch.zeros(max_num_seqs, dtype=i64, device=device)
         self.pending_idx = torch.zeros(2, max_num_seqs, dtype=i64, device=device)  # (dst token, src sampled row)
+        # the split decode kernel's finished-split counters (AttentionMetadata.split_counters); it re-zeroes them
+        self.split_counters = torch.zeros(max_num_seqs * num_kv_heads, dtype=i32, device=device)
         # Host staging copies (pinned on CUDA so the copies are asynchronous).
         pin = device.type == "cuda"
         self.cpu_tokens = torch.zeros(4, max_num_tokens, dtype=i64, pin_memory=pin)  # ids, pos, slots, -
@@ -178,6 +180,7 @@ class InputBatch:
             seq_lens_cpu=seq_lens.tolist(),
             unified=unified,
             launch_plans=self.launch_plans,
+            split_counters=self.split_counters,
         )
         return PreparedBatch(Tp, meta, self.logits_indices[:k], sample_rows)
 

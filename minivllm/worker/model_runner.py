@@ -46,7 +46,7 @@ class ModelRunner:
         sc = config.scheduler
         self.max_num_tokens = config.max_num_tokens
         self.input_batch = InputBatch(self.max_num_tokens, max(sc.max_num_seqs, 2), self.max_blocks_per_seq,
-                                      self.block_size, self.device)
+                                      self.block_size, model_config.num_key_value_heads, self.device)
         self.sampler = Sampler(self.device, config.seed)
         # Speculative decoding: every sampled sequence's new tokens come from verifying its draft (maybe empty)
         self.rejection_sampler = RejectionSampler(self.sampler) if config.speculative is not None else None

@@ -69,7 +69,7 @@ def test_dispatcher_pads_to_the_nearest_captured_size():
 
 
 def test_padded_rows_write_no_kv_and_attend_to_nothing():
-    ib = InputBatch(max_num_tokens=16, max_num_seqs=8, max_blocks_per_seq=4, block_size=4,
+    ib = InputBatch(max_num_tokens=16, max_num_seqs=8, max_blocks_per_seq=4, block_size=4, num_kv_heads=2,
                     device=torch.device("cpu"))
     ptrs = {k: v.data_ptr() for k, v in ib.buffers().items()}
     batch = ib.prepare(_decode_batch(3), pad_tokens_to=4, pad_seqs_to=4)
@@ -85,7 +85,7 @@ def test_padded_rows_write_no_kv_and_attend_to_nothing():
 
 
 def test_block_table_rows_are_rewritten_after_preemption():
-    ib = InputBatch(max_num_tokens=16, max_num_seqs=4, max_blocks_per_seq=4, block_size=4,
+    ib = InputBatch(max_num_tokens=16, max_num_seqs=4, max_blocks_per_seq=4, block_size=4, num_kv_heads=2,
                     device=torch.device("cpu"))
     sched = _decode_batch(1)
     seq = sched.scheduled[0].seq
@@ -206,7 +206,7 @@ def test_graph_wrapper_calls_through_in_other_modes_and_replays_in_its_own():
 
 
 def test_dummy_decode_batch_on_the_persistent_buffers():
-    ib = InputBatch(max_num_tokens=16, max_num_seqs=4, max_blocks_per_seq=4, block_size=4,
+    ib = InputBatch(max_num_tokens=16, max_num_seqs=4, max_blocks_per_seq=4, block_size=4, num_kv_heads=2,
                     device=torch.device("cpu"))
     ptrs = {k: v.data_ptr() for k, v in ib.buffers().items()}
     m = ib.dummy_decode(3)  # capture / warm-up: writes nothing, attends to nothing

@@ -77,7 +77,7 @@ def test_full_ignores_the_composition():
 
 
 def test_unified_layout_has_one_shape_for_every_composition():
-    ib = InputBatch(max_num_tokens=32, max_num_seqs=MAX_NUM_SEQS, max_blocks_per_seq=4, block_size=4,
+    ib = InputBatch(max_num_tokens=32, max_num_seqs=MAX_NUM_SEQS, max_blocks_per_seq=4, block_size=4, num_kv_heads=2,
                     device=torch.device("cpu"))
     ptrs = {k: v.data_ptr() for k, v in ib.buffers().items()}
     shapes = set()

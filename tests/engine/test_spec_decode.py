@@ -328,7 +328,7 @@ def test_block_table_rows_follow_a_rollback():
     from minivllm.worker.input_batch import InputBatch
 
     bm = BlockManager(8, 4, enable_prefix_caching=False)
-    ib = InputBatch(64, 2, 8, 4, torch.device("cpu"))
+    ib = InputBatch(64, 2, 8, 4, 2, torch.device("cpu"))
     seq = Sequence("r", list(range(1, 8)), SamplingParams())  # 7 tokens
     seq.num_computed_tokens = 6
     bm.allocate(seq, 1 + 3)  # the last token and a draft of 3: 10 slots, 3 blocks

@@ -253,7 +253,7 @@ def test_decode_batch_with_cached_tokens_on_the_persistent_buffers():
 
     from minivllm.worker.input_batch import InputBatch
 
-    ib = InputBatch(max_num_tokens=16, max_num_seqs=4, max_blocks_per_seq=4, block_size=4,
+    ib = InputBatch(max_num_tokens=16, max_num_seqs=4, max_blocks_per_seq=4, block_size=4, num_kv_heads=2,
                     device=torch.device("cpu"))
     ptrs = {k: v.data_ptr() for k, v in ib.buffers().items()}
     m = lab01.decode_batch(ib, 2, context=5, num_kv_blocks=8)  # 5 cached tokens per row, 2 blocks per row

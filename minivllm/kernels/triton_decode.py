@@ -7,14 +7,17 @@ kernel is organised around reading the cache as few times as possible and keepin
   that share that kv head (a [group, D] x [D, tile] dot, rows padded to 16 for tl.dot).
 * Split-KV (flash-decoding): with few sequences there are too few programs to fill ~132 SMs, so each
   context is cut into NUM_SPLITS pieces handled by separate programs; each writes an unnormalised partial
-  result (acc, max, sum) and a second small kernel merges them with the log-sum-exp trick.
+  result (acc, max, sum) and a second small kernel merges them with the log-sum-exp trick, split by split
+  in order (_merged_splits).
 * One launch, where attention is launched from Python (eager and PIECEWISE steps, at batch 1 bound by the
-  host's launches): the program whose split holds the step's new token (position seq_len - 1) takes its
-  key and value from the step's k/v instead of the cache and writes them into the cache, and the last
-  split of a (sequence, kv head) to finish merges the partials (a counter on the device says which is
-  last). Inside a CUDA graph the three kernels (KV store, decode, merge) stay apart: a graph launches
-  them for free and PDL hides their edges, and there one kernel was slower (H200: the merge inside the
-  kernel took batch-1 TPOT 0.966 -> 1.006 ms, assets/results/h200 decode_ab_merge_*.json). vLLM writes
+  host's launches): the program whose split holds the step's new token (position seq_len - 1) puts its
+  key and value from the step's k/v into its tile in place of the cache's row and writes them into the
+  cache, and the last split of a (sequence, kv head) to finish merges the partials (a counter on the
+  device says which is last), with the merge kernel's arithmetic: the same bits as the three kernels,
+  so graph modes and eager still give the same tokens (tests/engine/test_cuda_graphs_gpu.py). Inside a
+  CUDA graph the three kernels (KV store, decode, merge) stay apart: a graph launches them for free and
+  PDL hides their edges, and there one kernel was slower (H200: the merge inside the kernel took batch-1
+  TPOT 0.966 -> 1.006 ms, assets/results/h200 decode_ab_merge_*.json). vLLM writes
   the cache in its own kernel (reshape_and_cache_flash) in every mode; its launches are C++.
 * CUDA graphs: the grid and NUM_SPLITS depend only on tensor shapes (the max context is
   block_tables.shape[1] * block_size), never on seq_lens values; each program reads its own seq_len on the
@@ -84,12 +87,9 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
         per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), TILE_N) * TILE_N
         start = split * per_split
         end = tl.minimum(start + per_split, seq_len)
-    # With HAS_NEW_KV the cache does not hold the last token yet: the loop reads up to it, and the program
-    # whose share holds it adds it from the step's k/v after the loop.
-    cached_end = tl.minimum(end, seq_len - 1) if HAS_NEW_KV else end
     # The block ids of the first tile; each iteration then requests the next tile's while it works on this one.
     n = start + tl.arange(0, TILE_N)
-    next_block = tl.load(bt_ptr + seq * bt_stride_s + n // BLOCK_SIZE, mask=n < cached_end, other=0)
+    next_block = tl.load(bt_ptr + seq * bt_stride_s + n // BLOCK_SIZE, mask=n < end, other=0)
     if PREFETCH_METADATA:  # seq_lens and block tables come from the step's host copies, not from a kernel
         wait_for_previous_kernel(USE_PDL)
     q_rows = q_ptr + seq * q_stride_s + heads[:, None] * q_stride_h
@@ -100,14 +100,19 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
     l_i = tl.zeros([GROUP_PAD], tl.float32)  # running sum of exp
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
     kv_base = kv_head * kv_stride_head
-    for n0 in range(start, cached_end, TILE_N):
+    if HAS_NEW_KV:  # the new token (position seq_len - 1), rounded to the cache's dtype as the store would
+        k_new = tl.load(knew_ptr + seq * knew_stride_s + kv_head * knew_stride_h + d).to(k_ptr.dtype.element_ty)
+        v_new = tl.load(vnew_ptr + seq * vnew_stride_s + kv_head * vnew_stride_h + d).to(v_ptr.dtype.element_ty)
+    for n0 in range(start, end, TILE_N):
         n = n0 + tl.arange(0, TILE_N)
-        n_ok = n < cached_end
+        n_ok = n < end
         block = next_block.to(tl.int64)
         next_block = tl.load(bt_ptr + seq * bt_stride_s + (n + TILE_N) // BLOCK_SIZE,
-                             mask=n + TILE_N < cached_end, other=0)
+                             mask=n + TILE_N < end, other=0)
         tok = kv_base + block * kv_stride_blk + (n % BLOCK_SIZE) * kv_stride_tok  # [TILE_N]
         k = tl.load(k_ptr + tok[None, :] + d[:, None], mask=n_ok[None, :], other=0.0)  # [D, TILE_N]
+        if HAS_NEW_KV:  # the cache does not hold it yet: the same tile, with the step's row in its place
+            k = tl.where(n[None, :] == seq_len - 1, k_new[:, None], k)
         s = tl.dot(q, k, input_precision=PRECISION) * scale_log2  # [GROUP_PAD, TILE_N]
         s = tl.where(n_ok[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: every tile has >= 1 valid token
@@ -115,25 +120,17 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         v = tl.load(v_ptr + tok[:, None] + d[None, :], mask=n_ok[:, None], other=0.0)  # [TILE_N, D]
+        if HAS_NEW_KV:
+            v = tl.where(n[:, None] == seq_len - 1, v_new[None, :], v)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
 
     if HAS_NEW_KV:  # noqa: SIM102 - a constexpr test (compiled out) around a runtime one
-        if (start <= seq_len - 1) & (seq_len - 1 < end):  # this program's share holds the new token
-            # rounded to the cache's dtype, as every later step will read it
-            k_new = tl.load(knew_ptr + seq * knew_stride_s + kv_head * knew_stride_h + d).to(k_ptr.dtype.element_ty)
-            v_new = tl.load(vnew_ptr + seq * vnew_stride_s + kv_head * vnew_stride_h + d).to(v_ptr.dtype.element_ty)
+        if (start <= seq_len - 1) & (seq_len - 1 < end):  # one program per kv head writes the new token
             slot = tl.load(slot_ptr + seq)
             if slot >= 0:
                 tl.store(k_ptr + slot * kv_stride_tok + kv_base + d, k_new)
                 tl.store(v_ptr + slot * kv_stride_tok + kv_base + d, v_new)
-            s_new = tl.sum(q.to(tl.float32) * k_new.to(tl.float32)[None, :], axis=1) * scale_log2  # [GROUP_PAD]
-            m_new = tl.maximum(m_i, s_new)
-            p_new = tl.exp2(s_new - m_new)
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + p_new
-            acc = acc * alpha[:, None] + p_new[:, None] * v_new.to(tl.float32)[None, :]
-            m_i = m_new
 
     out_rows = out_ptr + seq * out_stride_s + heads[:, None] * out_stride_h + d[None, :]
     if NUM_SPLITS == 1:
@@ -152,49 +149,45 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
             counter = counter_ptr + seq * tl.num_programs(1) + kv_head
             if tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == NUM_SPLITS - 1:
                 tl.store(counter, 0)  # zeroed again for the next launch
-                m = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-                lsum = tl.zeros([GROUP_PAD], tl.float32)
-                out = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
-                for i in range(NUM_SPLITS):
-                    m_s = tl.load(part_ml_ptr + (first + i) * 2, mask=head_ok, other=float("-inf"),
-                                  cache_modifier=".cg")
-                    l_s = tl.load(part_ml_ptr + (first + i) * 2 + 1, mask=head_ok, other=0.0,
-                                  cache_modifier=".cg")
-                    a_s = tl.load(part_acc_ptr + (first + i)[:, None] * HEAD_DIM + d[None, :], mask=head_ok[:, None],
-                                  other=0.0, cache_modifier=".cg")
-                    m_new = tl.maximum(m, m_s)
-                    m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # both empty so far: weights 0, never NaN
-                    w_old = tl.exp2(m - m_ref)
-                    w_s = tl.exp2(m_s - m_ref)
-                    lsum = lsum * w_old + l_s * w_s
-                    out = out * w_old[:, None] + a_s * w_s[:, None]
-                    m = m_new
-                lsum = tl.where(lsum > 0, lsum, 1.0)
-                tl.store(out_rows, (out / lsum[:, None]).to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+                out = _merged_splits(part_acc_ptr, part_ml_ptr, first, head_ok, d, HEAD_DIM, NUM_SPLITS, ".cg")
+                tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+
+
+@triton.jit
+def _merged_splits(part_acc_ptr, part_ml_ptr, first, row_ok, d, HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr,
+                   CACHE: tl.constexpr):
+    """out = sum_i acc_i 2^(m_i - m) / sum_i l_i 2^(m_i - m), m = max_i m_i, for the rows starting at `first`
+    (split i of a row at first + i). The sums run over i in order, element by element, so the merge kernel
+    and the decode kernel's own merge give the same bits whatever their layouts (a tl.sum would not)."""
+    m = tl.full(first.shape, float("-inf"), tl.float32)
+    for i in tl.static_range(NUM_SPLITS):  # unrolled: the loads of every split are issued at once
+        m = tl.maximum(m, tl.load(part_ml_ptr + (first + i) * 2, mask=row_ok, other=float("-inf"),
+                                  cache_modifier=CACHE))
+    m = tl.where(m == float("-inf"), 0.0, m)  # every split empty (seq_len 0): weights 0, never NaN
+    lsum = tl.zeros(first.shape, tl.float32)
+    acc = tl.zeros([first.shape[0], HEAD_DIM], tl.float32)
+    for i in tl.static_range(NUM_SPLITS):
+        w = tl.exp2(tl.load(part_ml_ptr + (first + i) * 2, mask=row_ok, other=float("-inf"), cache_modifier=CACHE)
+                    - m)  # an empty split has m_i = -inf: weight 0
+        lsum += tl.load(part_ml_ptr + (first + i) * 2 + 1, mask=row_ok, other=0.0, cache_modifier=CACHE) * w
+        acc += tl.load(part_acc_ptr + (first + i)[:, None] * HEAD_DIM + d[None, :], mask=row_ok[:, None], other=0.0,
+                       cache_modifier=CACHE) * w[:, None]
+    return acc / tl.where(lsum > 0, lsum, 1.0)[:, None]
 
 
 @triton.jit
 def _merge_splits_kernel(part_acc_ptr, part_ml_ptr, out_ptr, out_stride_s, out_stride_h,
-                         HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr,
-                         USE_PDL: tl.constexpr):
-    """Merge the splits' partials: out = sum_i acc_i 2^(m_i - m) / sum_i l_i 2^(m_i - m), m = max_i m_i."""
+                         HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr, USE_PDL: tl.constexpr):
+    """Merge the splits' partials of one (sequence, head): _merged_splits, as the decode kernel's own merge."""
     wait_for_previous_kernel(USE_PDL)
     seq = tl.program_id(0)
     head = tl.program_id(1)
-    row = (seq * tl.num_programs(1) + head) * NUM_SPLITS
-    i = tl.arange(0, SPLITS_PAD)
+    row = tl.arange(0, 1)  # one row: the head
     d = tl.arange(0, HEAD_DIM)
-    ok = i < NUM_SPLITS
-    m = tl.load(part_ml_ptr + (row + i) * 2, mask=ok, other=float("-inf"))
-    l = tl.load(part_ml_ptr + (row + i) * 2 + 1, mask=ok, other=0.0)
-    acc = tl.load(part_acc_ptr + (row + i)[:, None] * HEAD_DIM + d[None, :], mask=ok[:, None], other=0.0)
-    m_max = tl.max(m, axis=0)
-    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)  # all splits empty (seq_len 0)
-    w = tl.exp2(m - m_max)  # empty splits have m = -inf -> weight 0
-    denom = tl.sum(l * w, axis=0)
-    denom = tl.where(denom > 0, denom, 1.0)
-    out = tl.sum(acc * w[:, None], axis=0) / denom
-    tl.store(out_ptr + seq * out_stride_s + head * out_stride_h + d, out.to(out_ptr.dtype.element_ty))
+    first = (seq * tl.num_programs(1) + head + row) * NUM_SPLITS
+    out = _merged_splits(part_acc_ptr, part_ml_ptr, first, row == 0, d, HEAD_DIM, NUM_SPLITS, "")
+    tl.store(out_ptr + seq * out_stride_s + (head + row)[:, None] * out_stride_h + d[None, :],
+             out.to(out_ptr.dtype.element_ty))
 
 
 def _num_sms(device: torch.device) -> int:
@@ -273,9 +266,8 @@ def _decode_plan(S: int, H: int, Hkv: int, D: int, block_size: int, max_blocks: 
                      **launch_options(device, use_pdl))
     if num_splits == 1 or merge_in_kernel:
         return num_splits, decode_kw, None
-    splits_pad = next_power_of_2(num_splits)
-    return num_splits, decode_kw, dict(HEAD_DIM=D, NUM_SPLITS=num_splits, SPLITS_PAD=splits_pad,
-                                       num_warps=4 if splits_pad * D <= 4096 else 8, **launch_options(device, use_pdl))
+    return num_splits, decode_kw, dict(HEAD_DIM=D, NUM_SPLITS=num_splits, num_warps=4,
+                                       **launch_options(device, use_pdl))
 
 
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

@@ -32,7 +32,8 @@ assert td.__file__.startswith(tree), td.__file__
 kern = td._decode_kernel
 tile_n, num_warps = td.decode_tile_config(128, torch.bfloat16)
 const = dict(GROUP=2, GROUP_PAD=16, HEAD_DIM=128, BLOCK_SIZE=16, TILE_N=tile_n, NUM_SPLITS=1, PRECISION="tf32",
-             PREFETCH_METADATA=False, USE_PDL=False, ROPE=False, NORM=False, MERGE_IN_KERNEL=False, SPLITS_PAD=1)
+             PREFETCH_METADATA=False, USE_PDL=False, ROPE=False, NORM=False, MERGE_IN_KERNEL=False, SPLITS_PAD=1,
+             HAS_NEW_KV=False)
 types = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "bt_ptr": "*i32", "seq_lens_ptr": "*i32",
          "out_ptr": "*bf16", "part_acc_ptr": "*fp32", "part_ml_ptr": "*fp32", "scale_log2": "fp32",
          # arguments of opt-in variants some trees carried (RoPE inside the kernel, merge in the kernel): off

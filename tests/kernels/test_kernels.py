@@ -154,13 +154,15 @@ def test_second_launch_of_a_shape_is_direct_and_correct(num_splits):
         assert launch.stats["direct"] - direct0 >= 2 * (2 + (num_splits > 1))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", LAYOUTS[:2])
 @pytest.mark.parametrize("num_splits", [None, 1, 3])
-def test_paged_decode_stores_the_step_kv_itself(layout, num_splits):
-    """new_kv: the kernel writes each sequence's new key/value (its last token) into the cache and attends
-    to it from the step's k/v, in one launch. The cache slots of the new tokens hold NaN before the call, so
-    a program that read them instead would show; the result and the cache must equal store, then attend.
-    The split counters are handed back zeroed (a CUDA graph replays them), so a second call is right too."""
+def test_one_launch_decode_gives_the_bits_of_store_decode_merge(dtype, layout, num_splits):
+    """new_kv + split_counters (attention launched from Python: one launch) against the KV store, the decode
+    kernel and the merge kernel (what a CUDA graph captures): the same cache and the same bits, so graph modes
+    and eager give the same tokens. The new tokens' cache slots hold NaN before the one launch, so a program
+    that read them there instead of from the step's k/v would show. The split counters come back zeroed
+    (the next launch counts from 0), so a second call is right too."""
     h, hkv, d, block_size = layout
     seq_lens = [CTX, 1, 0, 3 * block_size, 2 * block_size + 5]
     num_blocks = num_blocks_for(seq_lens, block_size)
@@ -170,19 +172,20 @@ def test_paged_decode_stores_the_step_kv_itself(layout, num_splits):
                           for s, n in enumerate(seq_lens)], device=DEVICE)
     counters = torch.zeros(len(seq_lens) * hkv, dtype=torch.int32, device=DEVICE)
     for seed in (1, 2):
-        k_cache, v_cache = make_cache(num_blocks, block_size, hkv, d, torch.float32, seed=seed)
-        kv = torch.randn(2, len(seq_lens), hkv, d, generator=torch.Generator().manual_seed(seed)).to(DEVICE)
+        k_cache, v_cache = make_cache(num_blocks, block_size, hkv, d, dtype, seed=seed)
+        kv = torch.randn(2, len(seq_lens), hkv, d, generator=torch.Generator().manual_seed(seed)).to(DEVICE, dtype)
+        q = torch.randn(len(seq_lens), h, d, generator=torch.Generator().manual_seed(seed)).to(DEVICE, dtype)
         k_ref, v_ref = k_cache.clone(), v_cache.clone()
-        store_kvcache_ref(kv[0], kv[1], k_ref, v_ref, slots)
+        store_kvcache(kv[0], kv[1], k_ref, v_ref, slots)
+        apart = paged_decode_attention(q, k_ref, v_ref, bt, sl, d ** -0.5, num_splits=num_splits)
         for cache in (k_cache, v_cache):
             cache.view(-1, hkv, d)[slots[slots >= 0]] = float("nan")
-        q = torch.randn(len(seq_lens), h, d, generator=torch.Generator().manual_seed(seed)).to(DEVICE)
-        out = paged_decode_attention(q, k_cache, v_cache, bt, sl, d ** -0.5, num_splits=num_splits,
+        one = paged_decode_attention(q, k_cache, v_cache, bt, sl, d ** -0.5, num_splits=num_splits,
                                      new_kv=(kv[0], kv[1], slots), split_counters=counters)
         assert torch.equal(k_cache, k_ref) and torch.equal(v_cache, v_ref)
-        assert not out.isnan().any() and (out[2] == 0).all()  # seq_len 0: nothing stored, zeros out
-        assert rel_err(out, paged_decode_attention_ref(q, k_ref, v_ref, bt, sl, d ** -0.5)) <= TOL[torch.float32]
-        assert (counters == 0).all()
+        assert torch.equal(one, apart)
+        assert (one[2] == 0).all() and (counters == 0).all()  # seq_len 0: nothing stored, zeros out
+        assert rel_err(one, paged_decode_attention_ref(q, k_ref, v_ref, bt, sl, d ** -0.5)) <= TOL[dtype]
 
 
 def test_num_splits_depends_on_shapes_only():

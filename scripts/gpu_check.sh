@@ -16,7 +16,8 @@
 #                   MODES="..." picks): TPOT at batch 1 and 64, a 512-token prefill, greedy tokens vs eager
 #                   in bf16 (scripts/modes_check.py); the comparison in $OUT/modes.json; MODES_TOGETHER=1 adds
 #                   issue 42's order (eager, FULL_DECODE_ONLY, FULL, PIECEWISE, PIECEWISE+ops) built in ONE process
-#                   -> $OUT/modes_together.json, the notebook's case beside one engine per process; MODES_ROUNDS=N
+#                   -> $OUT/modes_together.json, the notebook's case beside one engine per process
+#                   (MODES_TOGETHER_ROUNDS=N: N such processes, per-round ratios and medians); MODES_ROUNDS=N
 #                   alternates the per-mode processes N times (medians, ranges, per-round ratios); MODES_PROFILE=1 adds
 #                   scripts/maint/host_profile.py of a PIECEWISE batch-1 step (cProfile)
 #   all             the six above (two lanes on a two-GPU machine)
@@ -215,10 +216,18 @@ modes() {  # MODES="eager PIECEWISE" runs only those (eager first: the others' t
   TAILN=80 step modes_compare 30 $PY scripts/modes_check.py --compare "$RES/modes_run_eager_1.json" \
     "$RES"/modes_run_*.json --json "$RES/modes.json"
   cp "$RES/modes.json" "$OUT/modes.json" 2>/dev/null
-  # MODES_TOGETHER=1: issue 42's order built in ONE process, as a notebook does (modes_check.py --modes)
-  [ "${MODES_TOGETHER:-0}" = 1 ] && TAILN=60 step modes_together "${MODES_TOGETHER_CAP_S:-240}" $PY scripts/modes_check.py \
-    --model "$CK" --modes eager,FULL_DECODE_ONLY,FULL,PIECEWISE,PIECEWISE+ops --json "$RES/modes_together.json" \
-    && cp "$RES/modes_together.json" "$OUT/" 2>/dev/null
+  # MODES_TOGETHER=1: issue 42's order built in ONE process, as a notebook does (modes_check.py --modes);
+  # MODES_TOGETHER_ROUNDS=N runs that process N times and gives per-round ratios and their medians
+  if [ "${MODES_TOGETHER:-0}" = 1 ]; then
+    rm -f "$RES"/modes_together_*.json
+    for i in $(seq "${MODES_TOGETHER_ROUNDS:-1}"); do
+      TAILN=20 step "modes_together_$i" "${MODES_TOGETHER_CAP_S:-240}" $PY scripts/modes_check.py --model "$CK" \
+        --modes eager,FULL_DECODE_ONLY,FULL,PIECEWISE,PIECEWISE+ops --json "$RES/modes_together_$i.json"
+    done
+    ls "$RES"/modes_together_*.json >/dev/null 2>&1 && TAILN=30 step modes_together 30 $PY scripts/modes_check.py \
+      --together "$RES"/modes_together_*.json --json "$RES/modes_together.json" \
+      && cp "$RES/modes_together.json" "$OUT/" 2>/dev/null
+  fi
   # MODES_PROFILE=1: where one PIECEWISE decode step's host time goes (cProfile)
   [ "${MODES_PROFILE:-0}" = 1 ] && TAILN=40 step modes_profile 90 $PY scripts/maint/host_profile.py --model "$CK" \
     --max-model-len 512 --batch-size 1 --mode PIECEWISE --steps 8 --json "$RES/profile_piecewise.json"

@@ -196,6 +196,23 @@ def run_in_order(args) -> dict:
     return out
 
 
+def together_rounds(files: list[str]) -> dict:
+    """Rounds of the one-process order (gpu_check.sh's MODES_TOGETHER_ROUNDS, a new process each): the first
+    round's comparison, plus per round, and their medians, the PIECEWISE / full-graph TPOT ratio and each
+    mode's prefill against eager's. A ratio measured in one process moves with the host's speed as much as
+    one measured across processes does (issue 42), so the one-process goal is read on its range too."""
+    rs = [json.loads(Path(f).read_text()) for f in files]
+    out = {**rs[0], "rounds": len(rs)}
+    if all("piecewise_over_full_tpot" in r for r in rs):
+        per = {b: [r["piecewise_over_full_tpot"][b] for r in rs] for b in rs[0]["piecewise_over_full_tpot"]}
+        out["piecewise_over_full_tpot_per_round"] = per
+        out["piecewise_over_full_tpot"] = {b: round(statistics.median(v), 3) for b, v in per.items()}
+    out["prefill_vs_eager_per_round"] = {
+        m: {n: [r["modes"][m]["prefill_vs_eager"][n] for r in rs] for n in e["prefill_vs_eager"]}
+        for m, e in rs[0]["modes"].items()}
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model")
@@ -206,12 +223,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--compare", nargs="+", metavar="JSON", help="eager's JSON, then the other modes' JSONs")
     ap.add_argument("--modes", help="comma-separated modes built in order in this one process (eager first), "
                     "e.g. eager,FULL_DECODE_ONLY,FULL,PIECEWISE,PIECEWISE+ops; writes the comparison")
+    ap.add_argument("--together", nargs="+", metavar="JSON", help="rounds of --modes (one JSON each): per-round "
+                    "ratios and their medians")
     ap.add_argument("--json", required=True)
     args = ap.parse_args(argv)
     from minivllm.bench.common import provenance
 
     if args.compare:
         res = compare(args.compare[0], args.compare[1:])
+    elif args.together:
+        res = together_rounds(args.together)
     elif args.modes:
         if not args.model:
             ap.error("--model is required to run modes")

@@ -134,6 +134,16 @@ def test_gpu_check_parses_and_modes_check_runs_on_a_cpu(tmp_path):
     assert seq["one_process"] and seq["order"] == ["eager", "PIECEWISE", "PIECEWISE+ops"]
     assert list(seq["modes"]) == ["PIECEWISE", "PIECEWISE+ops"] and seq["modes"]["PIECEWISE+ops"]["compile_mode"] == 3
     assert all(m["equal_to_eager"] == m["prompts"] == 6 for m in seq["modes"].values())
+    # rounds of that one process (MODES_TOGETHER_ROUNDS): per-round ratios and their medians
+    for i, ratio in enumerate((1.4, 1.2, 2.0)):
+        round_i = {**seq, "piecewise_over_full_tpot": {"1": ratio}}
+        (tmp_path / f"modes_together_{i}.json").write_text(json.dumps(round_i))
+    together = modes_check.main(["--together", *sorted(str(p) for p in tmp_path.glob("modes_together_*.json")),
+                                 "--json", str(tmp_path / "modes_together.json")])
+    assert together["rounds"] == 3 and together["piecewise_over_full_tpot_per_round"] == {"1": [1.4, 1.2, 2.0]}
+    assert together["piecewise_over_full_tpot"] == {"1": 1.4} and together["one_process"]
+    pw_prefill = seq["modes"]["PIECEWISE"]["prefill_vs_eager"]["16"]
+    assert together["prefill_vs_eager_per_round"]["PIECEWISE"]["16"] == [pw_prefill] * 3
 
 
 def test_host_profile_counts_each_step_of_the_embedded_model(tmp_path):

@@ -54,8 +54,8 @@ class AttentionMetadata:
     # The attention launches, built by a step's first layer (attention/layer.py), by layer shape and stream:
     # this step's own, or the InputBatch's, kept across steps (valid while the tensors above never move).
     launch_plans: dict = field(default_factory=dict, repr=False, compare=False)
-    # Zeroed int32, one per (sequence, kv head), that the split decode kernel counts finished splits in and
-    # leaves zeroed (the InputBatch's, at a fixed address for CUDA graphs; None: the kernel allocates them).
+    # Zeroed int32, one per (sequence, kv head), that the one-launch decode kernel counts finished splits in
+    # and leaves zeroed (the InputBatch's; None, metadata built without one: a merge kernel merges the splits).
     split_counters: torch.Tensor | None = None
 
 

@@ -230,6 +230,12 @@ def main(argv: list[str] | None = None) -> dict:
     # attention's launch plans are built once per batch shape, not once per step (worker/input_batch.py)
     counts["plan_builds"] = sum(nc for (f, _l, fn_), (_cc, nc, *_r) in stats.stats.items()
                                 if fn_ == "build" and Path(f).name == "launch.py") / args.steps
+    from minivllm.kernels.launch import BoundPlan
+
+    bound_run = BoundPlan.run.__code__
+    # a PIECEWISE step's layers run their bound plans (attention/layer.py): the launches and nothing else
+    counts["bound_plan_runs"] = sum(nc for (f, _l, fn_), (_cc, nc, *_r) in stats.stats.items()
+                                    if (f, _l) == (bound_run.co_filename, bound_run.co_firstlineno)) / args.steps
     by_calls = sorted(rows, key=lambda r: -r[1])
     cum = sorted(((f"{Path(f).name}:{line}:{fn_}", nc / args.steps, ct / args.steps * 1e6)
                   for (f, line, fn_), (cc, nc, tt, ct, _) in stats.stats.items()), key=lambda r: -r[2])

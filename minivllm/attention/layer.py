@@ -21,6 +21,7 @@ from minivllm.kernels.op_registry import direct_op
 from minivllm.layers.custom_op import UsesCustomOps
 
 _MAX_PLANS = 64  # a plan keeps its scratch buffers alive (the split-KV partials): a bound on what they hold
+_MAX_LAYER_PLANS = 4096  # these share their shape plan's buffers
 
 
 def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
@@ -45,8 +46,26 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
     # registered); off the GPU, the PyTorch reference runs instead.
     kernels = "torch" if ctx.backend == "torch" or not q.is_cuda else "triton"
     in_graph = ctx.cudagraph_runtime_mode is CUDAGraphMode.FULL  # PIECEWISE graphs leave attention out
-    plan_key = None
+    plan_key = layer_key = None
     if kernels == "triton" and meta.decode_only and not meta.unified:  # launches only, no other torch op
+        if ctx.cudagraph_runtime_mode is CUDAGraphMode.PIECEWISE and not ctx.capturing:
+            # Between PIECEWISE graphs q, k, v and out are outputs of the previous piece's graph, at the same
+            # addresses in every step of this graph size, and the layer's caches never move: so the layer's
+            # launches are fixed too (launch.LaunchPlan.bind), checked on their first run as a graph's inputs
+            # are (compilation/cuda_graph.py). A batch-1 PIECEWISE step is host-bound: this is its whole cost.
+            if ctx.stream is None:  # a forward runs on one stream: ask the driver once per step, not per layer
+                ctx.stream = launch.current_stream()
+            layer_key = (layer_idx, ctx.num_padded_tokens, meta.seq_lens.shape[0], ctx.stream)
+            bound = meta.layer_plans.get(layer_key)
+            if bound is not None and not bound.verified:
+                bound.verified = bound.ptrs == (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                                                k_cache.data_ptr(), v_cache.data_ptr())
+                if not bound.verified:
+                    raise RuntimeError(f"attention layer {layer_idx}: an input moved between two PIECEWISE steps "
+                                       f"of {ctx.num_padded_tokens} tokens (its graph outputs must not)")
+            if bound is not None:
+                bound.run()
+                return
         # A decode step's layers differ only in these addresses: the first layer of a batch shape records its
         # launches, every later layer repeats them (launch.LaunchPlan), in later steps too when the dict is the
         # InputBatch's (its metadata tensors never move). The key holds whatever else the launches depend on.
@@ -57,6 +76,8 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
                     meta.seq_lens.shape[0])  # the kernel's grid: the batch's sequences, not its padded tokens
         plan = meta.launch_plans.get(plan_key)
         if plan is not None and plan.run(ptrs):
+            if layer_key is not None:
+                _keep_layer_plan(meta.layer_plans, layer_key, plan, ptrs)
             return
     with launch.record() if plan_key is not None else contextlib.nullcontext() as recorded:
         T, num_kv_heads, head_dim = q.shape[0], k_cache.shape[2], k_cache.shape[3]
@@ -70,6 +91,12 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
         if len(meta.launch_plans) >= _MAX_PLANS:  # kept across steps: one per decode batch shape seen
             meta.launch_plans.clear()
         meta.launch_plans[plan_key] = launch.LaunchPlan.build(recorded, ptrs) if unit else None
+
+
+def _keep_layer_plan(plans: dict, key: tuple, plan: launch.LaunchPlan, ptrs: tuple[int, ...]) -> None:
+    if len(plans) >= _MAX_LAYER_PLANS:  # layers x the decode graph sizes seen
+        plans.clear()
+    plans[key] = launch.BoundPlan(plan, ptrs)
 
 
 @direct_op("minivllm::unified_attention", mutates_args=("out",))

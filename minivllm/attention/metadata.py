@@ -54,6 +54,9 @@ class AttentionMetadata:
     # The attention launches, built by a step's first layer (attention/layer.py), by layer shape and stream:
     # this step's own, or the InputBatch's, kept across steps (valid while the tensors above never move).
     launch_plans: dict = field(default_factory=dict, repr=False, compare=False)
+    # The same launches with one layer's addresses written in, by (layer, graph size, sequences, stream): for
+    # PIECEWISE steps, whose attention inputs are graph outputs at fixed addresses (attention/layer.py).
+    layer_plans: dict = field(default_factory=dict, repr=False, compare=False)
     # Zeroed int32, one per (sequence, kv head), that the one-launch decode kernel counts finished splits in
     # and leaves zeroed (the InputBatch's; None, metadata built without one: a merge kernel merges the splits).
     split_counters: torch.Tensor | None = None
@@ -71,6 +74,7 @@ class ForwardContext:
     cudagraph_runtime_mode: CUDAGraphMode = CUDAGraphMode.NONE
     num_padded_tokens: int | None = None
     capturing: bool = False  # the capture pass: a wrapper without a graph of this size records one
+    stream: int | None = None  # the step's CUDA stream, read by its first attention layer (attention/layer.py)
 
 
 class _Local(threading.local):

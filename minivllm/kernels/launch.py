@@ -195,6 +195,26 @@ class LaunchPlan:
         return True
 
 
+class BoundPlan:
+    """A LaunchPlan with one call's addresses written in, for calls whose tensors never move (an attention
+    layer between PIECEWISE graphs, whose inputs are graph outputs): `run` is the launches and nothing else.
+    `ptrs` are the addresses written in; the caller checks them once (`verified`), as a graph's inputs are."""
+
+    def __init__(self, plan: LaunchPlan, ptrs: tuple[int, ...]) -> None:
+        self.launches = []
+        for fn, head, argv, swaps in plan.launches:
+            argv = list(argv)
+            for i, j in swaps:
+                argv[i] = ptrs[j]
+            self.launches.append((fn, head, argv))
+        self.keep, self.ptrs, self.verified = plan.keep, ptrs, False
+
+    def run(self) -> None:
+        stats["direct"] += len(self.launches)
+        for fn, head, argv in self.launches:
+            fn(*head, *argv)
+
+
 def current_stream() -> int | None:
     """The current CUDA stream's handle, where a direct launch goes (None without CUDA)."""
     return _current_stream(_current_device()) if _current_stream is not None else None

@@ -76,6 +76,7 @@ class InputBatch:
         # so the launches recorded by one step's first layer serve every later step's layers too. A step
         # then builds nothing before its first attention call (a PIECEWISE batch-1 step is host-bound).
         self.launch_plans: dict = {}
+        self.layer_plans: dict = {}  # the same with each layer's addresses, for PIECEWISE steps
 
     def buffers(self) -> dict[str, torch.Tensor]:
         """Every persistent device buffer, by name (tests check their data_ptr() never changes)."""
@@ -179,7 +180,7 @@ class InputBatch:
             query_start_loc_cpu=qsl.tolist(),
             seq_lens_cpu=seq_lens.tolist(),
             unified=unified,
-            launch_plans=self.launch_plans,
+            launch_plans=self.launch_plans, layer_plans=self.layer_plans,
             split_counters=self.split_counters,
         )
         return PreparedBatch(Tp, meta, self.logits_indices[:k], sample_rows)

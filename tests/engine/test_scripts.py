@@ -187,7 +187,8 @@ def test_host_time_times_each_path_and_stands_in_for_graphs_on_a_cpu(tmp_path):
 def test_piecewise_host_replays_every_piece_and_calls_attention_once_a_layer(tmp_path):
     """scripts/piecewise_host.py (the CPU proxy of a PIECEWISE decode step's host time) on the engine it
     builds: one replay per piece (layers + 1) and one attention call per layer each step, attention's
-    launches repeated from a plan built by an earlier step (kernels/launch.py), none through Triton's JIT path.
+    launches repeated from a plan built by an earlier step, bound to each layer's addresses (kernels/launch.py),
+    none through Triton's JIT path.
     A subprocess: the script patches Triton and torch.cuda for its whole process."""
     out = tmp_path / "host.json"
     script = [sys.executable, str(ROOT / "scripts" / "piecewise_host.py")]
@@ -201,6 +202,7 @@ def test_piecewise_host_replays_every_piece_and_calls_attention_once_a_layer(tmp
     assert r["replays_per_step"] == 5 and r["attention_calls_per_step"] == 4
     assert r["jit_launches_per_step"] == 0 and r["direct_launches_per_step"] == 4  # decode, which stores the K/V
     assert r["plan_builds_per_step"] == 0  # the plans of the first steps serve the later ones
+    assert r["bound_plan_runs_per_step"] == 4  # each layer's own addresses written in (attention/layer.py)
     assert 0 < r["prepare_us_per_step"] < r["wall_us_per_step"] and 0 < r["cpu_us_per_step"]
     assert 100 < r["python_calls_per_step"] < 2000
     assert any("cuda_graph.py" in f["function"] for f in r["top_own_us"] + r["top_cum_us"])

@@ -120,6 +120,19 @@ def test_a_launch_plan_repeats_the_recorded_launches_with_new_addresses(fake):
     direct_calls.clear()
     assert not plan.run((torch.zeros(80)[1:65].data_ptr(),)) and not direct_calls  # 4 bytes off alignment
 
+    # one bound plan per layer (a PIECEWISE step's attention): the layer's addresses written in for good,
+    # each layer's its own, and the same launches as the plan's
+    x3 = torch.zeros(64)
+    bound2, bound3 = L.BoundPlan(plan, (x2.data_ptr(),)), L.BoundPlan(plan, (x3.data_ptr(),))
+    expected = []
+    for xs in (x3, x2):
+        assert plan.run((xs.data_ptr(),))
+        expected += direct_calls
+        direct_calls.clear()
+    bound3.run()
+    bound2.run()
+    assert direct_calls == expected and bound2.keep is plan.keep and not bound2.verified
+
 
 def test_no_launch_plan_without_a_kept_kernel(fake):
     kernel, _, _ = fake

@@ -133,7 +133,7 @@ BENCH="$PY -m minivllm.cli bench"  # word-split on purpose: `step` runs its comm
 # ---- stages -------------------------------------------------------------------------------------------------
 tests() {  # TESTS="graphs" or "kernels" runs one half; PYTEST_K="expr" passes -k to both, PYTEST_ARGS more
   local k=(${PYTEST_ARGS:-}); [ -n "${PYTEST_K:-}" ] && k+=(-k "$PYTEST_K")
-  [[ " ${TESTS:-graphs kernels} " == *" graphs "* ]] && TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_graphs 330 \
+  [[ " ${TESTS:-graphs kernels} " == *" graphs "* ]] && TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_graphs "${TESTS_GRAPHS_CAP_S:-450}" \
     $PY -m pytest -q -p no:cacheprovider "${k[@]}" tests/engine/test_cuda_graphs_gpu.py \
     "tests/engine/test_async_scheduling.py::test_async_chunked_prefill_and_preemption_match_hf"
   [[ " ${TESTS:-graphs kernels} " == *" kernels "* ]] && TAILN=15 step tests_kernels "${TESTS_KERNELS_CAP_S:-300}" \

@@ -15,6 +15,7 @@ to the sixth is printed beside it: that part is what engines leave behind.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import sys
 
@@ -37,14 +38,31 @@ def memory_now(cuda: bool) -> dict:
 
     gc.collect()
     if not cuda:
-        return {"free_gib": None, "allocated_gib": None, "cuda_tensors": None, "fake_cuda_tensors": None}
+        return {"free_gib": None, "allocated_gib": None, "cuda_tensors": None, "fake_cuda_tensors": None,
+                "outside_allocator_gib": None, "stack_bytes_per_thread": None}
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     live = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.is_cuda]
     fake = sum(isinstance(o, FakeTensor) for o in live)
-    return {"free_gib": round(torch.cuda.mem_get_info()[0] / GiB, 3),
+    free, total = torch.cuda.mem_get_info()
+    return {"free_gib": round(free / GiB, 3),
             "allocated_gib": round(torch.cuda.memory_allocated() / GiB, 3), "cuda_tensors": len(live) - fake,
-            "fake_cuda_tensors": fake}
+            "fake_cuda_tensors": fake,
+            # the device memory in use that torch's allocator does not hold: the CUDA context, the kernel images
+            # loaded into it, and its local-memory reservation
+            "outside_allocator_gib": round((total - free - torch.cuda.memory_reserved()) / GiB, 3),
+            "stack_bytes_per_thread": stack_limit()}
+
+
+def stack_limit() -> int | None:
+    """The context's per-thread stack (CU_LIMIT_STACK_SIZE). The driver reserves local memory for it on every
+    thread the GPU can hold at once, and grows it, never shrinking, when a kernel needing more is loaded."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    size = ctypes.c_size_t()
+    return size.value if cuda.cuCtxGetLimit(ctypes.byref(size), 0) == 0 else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,6 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     verdict = {"kv_tokens_drift": round(kv_drift, 5), "kv_within_1pct": abs(kv_drift) <= 0.01,
                "free_gib_drift": free_drift, "free_gib_drift_from_the_second": free_drift_after_first,
                "free_within_0.2_gib": None if free_drift is None else free_drift <= 0.2}
+    if cuda:  # what the process paid once: the context's growth outside the allocator, and its local memory
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        threads = torch.cuda.get_device_properties(0).max_threads_per_multi_processor
+        grew = [r["before_outside_allocator_gib"] for r in rows] + [after["outside_allocator_gib"]]
+        stacks = [r["before_stack_bytes_per_thread"] for r in rows] + [after["stack_bytes_per_thread"]]
+        verdict["outside_allocator_gib_before_each_and_after"] = grew
+        verdict["stack_bytes_per_thread_before_each_and_after"] = stacks
+        if None not in stacks[:2]:
+            verdict["local_memory_growth_gib_first_engine"] = round((stacks[1] - stacks[0]) * threads * sms / GiB, 3)
     print(verdict)
     write_json(args.json, {"provenance": provenance(args, model), "engines": rows, "after_all": after,
                            "verdict": verdict})

@@ -101,8 +101,9 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr, part_acc_
     kv_base = kv_head * kv_stride_head
     if HAS_NEW_KV:  # noqa: SIM102 - a constexpr test (compiled out) around a runtime one
         # The program whose split holds the new token (position seq_len - 1) writes the step's K/V into the
-        # cache before its loop reads the tile, which then holds them as after the KV-store kernel. (Putting
-        # them into the tile with tl.where instead cost every tile: batch-64 PIECEWISE TPOT 1.88 -> 2.10 ms.)
+        # cache before its loop reads the tile, which then holds them as after the KV-store kernel. A tl.where
+        # that puts them into each K and V tile costs every tile (H200, batch-64 PIECEWISE TPOT 2.10 ms against
+        # 1.83: assets/results/h200 archive members modes_b7acc77.json, modes_bc19aaf.json).
         if (start <= seq_len - 1) & (seq_len - 1 < end):
             slot = tl.load(slot_ptr + seq)
             if slot >= 0:

@@ -51,7 +51,7 @@ def unified_attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
         if ctx.cudagraph_runtime_mode is CUDAGraphMode.PIECEWISE and not ctx.capturing:
             # Between PIECEWISE graphs q, k, v and out are outputs of the previous piece's graph, at the same
             # addresses in every step of this graph size, and the layer's caches never move: so the layer's
-            # launches are fixed too (launch.LaunchPlan.bind), checked on their first run as a graph's inputs
+            # launches are fixed too (launch.BoundPlan), checked on their first run as a graph's inputs
             # are (compilation/cuda_graph.py). A batch-1 PIECEWISE step is host-bound: this is its whole cost.
             if ctx.stream is None:  # a forward runs on one stream: ask the driver once per step, not per layer
                 ctx.stream = launch.current_stream()

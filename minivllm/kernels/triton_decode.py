@@ -11,8 +11,9 @@ kernel is organised around reading the cache as few times as possible and keepin
   in order (_merged_splits).
 * One launch, where attention is launched from Python (eager and PIECEWISE steps, at batch 1 bound by the
   host's launches): the program whose split holds the step's new token (position seq_len - 1) writes its
-  key and value from the step's k/v into the cache before it reads its tiles, and the last split of a (sequence, kv head) to finish merges the partials (a counter on the
-  device says which is last), with the merge kernel's arithmetic: the same bits as the three kernels,
+  key and value from the step's k/v into the cache before it reads its tiles, and the last split of a
+  (sequence, kv head) to finish merges the partials (a counter on the device says which is last), with
+  the merge kernel's arithmetic: the same bits as the three kernels,
   so graph modes and eager still give the same tokens (tests/engine/test_cuda_graphs_gpu.py). Inside a
   CUDA graph the three kernels (KV store, decode, merge) stay apart: a graph launches them for free and
   PDL hides their edges, and there one kernel was slower (H200: the merge inside the kernel took batch-1

@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                "free_gib_drift": free_drift, "free_gib_drift_from_the_second": free_drift_after_first,
                "free_within_0.2_gib": None if free_drift is None else free_drift <= 0.2}
     if cuda:  # what the process paid once: the context's growth outside the allocator, and its local memory
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        threads = torch.cuda.get_device_properties(0).max_threads_per_multi_processor
+        props = torch.cuda.get_device_properties(0)
+        sms, threads = props.multi_processor_count, props.max_threads_per_multi_processor
         grew = [r["before_outside_allocator_gib"] for r in rows] + [after["outside_allocator_gib"]]
         stacks = [r["before_stack_bytes_per_thread"] for r in rows] + [after["stack_bytes_per_thread"]]
         verdict["outside_allocator_gib_before_each_and_after"] = grew

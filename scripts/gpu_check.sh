@@ -70,7 +70,9 @@
 #   host-time       issue 42's host time per forward (scripts/maint/host_time.py): one engine per path (eager, the
 #                   compiled forward without graphs, FULL_DECODE_ONLY, PIECEWISE, FULL; HOST_TIME_PATHS picks), a
 #                   512-token prefill and a 1-token decode each, host (until the call returns) and wall ms, the
-#                   cProfile of the compiled path (HOST_TIME_PROFILE names others) -> $OUT/host_time.json; HOST_TIME_CC='{"mode": 3}' adds a
+#                   cProfile of the compiled path (HOST_TIME_PROFILE names others) -> $OUT/host_time.json;
+#                   HOST_TIME_PAIRED=1: every path's engine alive, their prefill forwards alternated for
+#                   HOST_TIME_ROUNDS rounds (default 30), the ratio to the first path per round; HOST_TIME_CC='{"mode": 3}' adds a
 #                   compilation_config (an asked-for mode 3); MINIVLLM_AB_BASE=<commit> runs the same script on that
 #                   tree first -> $OUT/host_time_old.json
 #   prepare-trees DIR COMMIT...   (run where the git history is, not on the GPU) DIR/<commit>.tar.gz of each
@@ -188,6 +190,7 @@ host_time() {
   local a=(--model "$CK" --dtype bfloat16 --max-model-len 1024 --profile "${HOST_TIME_PROFILE:-compiled}"
            --paths "${HOST_TIME_PATHS:-eager,compiled,full_decode_only,piecewise,full}")
   [ -n "${HOST_TIME_CC:-}" ] && a+=(--compilation-config "$HOST_TIME_CC")
+  [ "${HOST_TIME_PAIRED:-0}" = 1 ] && a+=(--paired --repeats "${HOST_TIME_ROUNDS:-30}")
   local base=${MINIVLLM_AB_BASE:-} old
   if [ -n "$base" ] && old=$(tree "$base"); then  # the new script on the old engine: same measurement
     TAILN=14 step host_time_old 280 in_tree "$old" "$base" $PY "$ROOT/scripts/maint/host_time.py" "${a[@]}" \

@@ -31,6 +31,10 @@ Dynamo frames and guards, the graph wrappers, AOTAutograd's runtime wrapper).
     python scripts/maint/host_time.py --model /tmp/ckpt/qwen3-0.6b --dtype bfloat16 --profile compiled \
         --paths eager,compiled,full_decode_only,piecewise,full --json host_time.json
 
+`--paired` keeps every path's engine alive and alternates their prefill forwards instead, `--repeats` rounds in a
+rotated order, and gives each path's ratio to the first path within each round: host time drifts on a shared
+host, and paths timed one after the other compare the host's moments (gpu_check: HOST_TIME_PAIRED=1).
+
 A maintenance tool: the engine does not need it.
 """
 
@@ -139,15 +143,23 @@ def tiny_checkpoint(directory: Path) -> str:
                                       head_dim=16, vocab_size=1024))
 
 
+def prepared(runner, sched):
+    """The step's batch as execute_model prepares it (the dispatcher's pick, the same padding), and its mode."""
+    from minivllm.config import CUDAGraphMode
+
+    pick = runner.cudagraph_dispatcher.dispatch(sched.num_tokens, len(sched.scheduled), sched.is_uniform_decode)
+    unified = pick.mode is CUDAGraphMode.FULL and (not pick.uniform_decode or runner.config.uniform_decode_query_len > 1)
+    return runner.input_batch.prepare(sched, pick.num_padded_tokens, pick.num_padded_seqs, None, unified=unified), \
+        pick.mode
+
+
 def time_forward(runner, sched, repeats: int, profile: bool, stand_in: bool) -> dict:
     """The step's forward as execute_model runs it (the dispatcher's pick, the same padding), `repeats` times."""
     from minivllm.attention.metadata import set_forward_context
     from minivllm.config import CUDAGraphMode
 
-    pick = runner.cudagraph_dispatcher.dispatch(sched.num_tokens, len(sched.scheduled), sched.is_uniform_decode)
-    unified = pick.mode is CUDAGraphMode.FULL and (not pick.uniform_decode or runner.config.uniform_decode_query_len > 1)
-    batch = runner.input_batch.prepare(sched, pick.num_padded_tokens, pick.num_padded_seqs, None, unified=unified)
-    mode, n = pick.mode, batch.num_padded_tokens
+    batch, mode = prepared(runner, sched)
+    n = batch.num_padded_tokens
     if stand_in:  # piecewise on a CPU: capture this size with the stand-in graphs, then replay them
         mode = CUDAGraphMode.PIECEWISE
         ib = runner.input_batch
@@ -236,6 +248,70 @@ def measure(model: str, path: str, args: argparse.Namespace) -> dict:
     return {"path": path, "startup_s": round(startup_s, 2), **config, **results}
 
 
+def paired(model: str, paths: list[str], args: argparse.Namespace) -> dict:
+    """Every path's engine alive at once, their prefill forwards timed in turn, `--repeats` rounds.
+
+    Why: on a shared host the same forward's host time drifts by tens of percent within a minute (on the
+    H200 host, one path's identical 512-token prefill took 14.2 ms in one run and 17.3 ms in the next), so
+    paths timed one after the other compare the host's moments, not the paths. Alternating them, each
+    round in a rotated order, gives every path the same moments: the ratio of each round's pair is the
+    comparison, and its median and spread say how sure it is."""
+    from minivllm import LLM
+    from minivllm.sampling_params import SamplingParams
+
+    engines, batches = {}, {}
+    for path in paths:
+        llm = LLM(model=model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len,
+                  max_num_seqs=args.max_num_seqs, max_num_batched_tokens=max(args.prefill, 2048),
+                  async_scheduling=False, num_gpu_blocks_override=max(2 * args.max_model_len // 16, 64),
+                  **engine_settings(path, args))
+        engine, runner = llm.engine, llm.model_runner
+        real = runner.execute_model
+
+        def hooked(sched, prev=None, path=path, runner=runner, real=real):
+            batches[path] = (runner, *prepared(runner, sched))  # its buffers keep this batch: no later step runs
+            return real(sched, prev)
+
+        prompt = random_prompts(1, args.prefill, min(runner.model_config.vocab_size, 1000), seed=0)[0]
+        engine.add_request(engine.next_request_id(), prompt, SamplingParams(temperature=0, max_tokens=2))
+        runner.execute_model = hooked
+        try:
+            engine.step()  # the whole prompt in one step
+        finally:
+            del runner.execute_model
+        engines[path] = llm
+    times: dict[str, list[float]] = {p: [] for p in paths}
+    with torch.inference_mode():
+        for runner, batch, mode in batches.values():
+            for _ in range(3):
+                runner.run_forward(batch, mode)
+        sync()
+        for i in range(args.repeats):
+            order = paths[i % len(paths):] + paths[:i % len(paths)]
+            for path in order:
+                runner, batch, mode = batches[path]
+                t0 = time.perf_counter()
+                runner.run_forward(batch, mode)
+                times[path].append((time.perf_counter() - t0) * 1e3)
+                sync()
+    for llm in engines.values():
+        llm.shutdown()
+    base = paths[0]
+    out = {"base": base, "tokens": args.prefill, "rounds": args.repeats, "paths": {}}
+    for path in paths:
+        ratios = sorted(t / b for t, b in zip(times[path], times[base]))
+        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        out["paths"][path] = {"host_ms": statistics.median(times[path]), "host_ms_min": min(times[path]),
+                              "over_base": statistics.median(ratios), "over_base_q1_q3": [q[0], q[2]],
+                              "rounds_at_or_below_base": sum(r <= 1 for r in ratios)}
+    print_table(f"{args.prefill}-token prefill forward, paths alternated ({args.repeats} rounds): host ms and the "
+                f"ratio to {base} within each round",
+                ["path", "host ms", "min", f"/ {base} median", "q1", "q3", f"rounds <= {base}"],
+                [[p, r["host_ms"], r["host_ms_min"], r["over_base"], *r["over_base_q1_q3"],
+                  r["rounds_at_or_below_base"]] for p, r in out["paths"].items()], ".3f")
+    return out
+
+
 def run(args: argparse.Namespace) -> dict:
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = set(paths) - set(PATHS)
@@ -247,6 +323,13 @@ def run(args: argparse.Namespace) -> dict:
     tmp = tempfile.TemporaryDirectory()
     model = args.model or tiny_checkpoint(Path(tmp.name))
     args.cache_dir = args.cache_dir or str(Path(tmp.name) / "compile_cache")
+    if args.paired:
+        result = {"bench": "host_time_paired", "provenance": provenance(args, model if args.model else None),
+                  "model": "tiny qwen3-0.6b structure (random)" if not args.model else args.model,
+                  **paired(model, paths, args)}
+        write_json(args.json, jsonable(result))
+        tmp.cleanup()
+        return result
     rows = []
     for p in paths:
         rows.append(measure(model, p, args))
@@ -298,6 +381,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--max-num-seqs", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--profile", default="", help="paths to cProfile, e.g. compiled,eager")
+    ap.add_argument("--paired", action="store_true",
+                    help="keep every path's engine and alternate their prefill forwards (the first path is the base)")
     ap.add_argument("--json", default=None)
     return ap.parse_args(argv)
 

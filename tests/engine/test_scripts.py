@@ -184,6 +184,26 @@ def test_host_time_times_each_path_and_stands_in_for_graphs_on_a_cpu(tmp_path):
     assert any("cuda_graph.py" in w["function"] for w in rows["piecewise"]["prefill"]["profile"]["watched"])
 
 
+def test_host_time_paired_alternates_live_engines_and_gives_each_round_its_ratio(tmp_path):
+    """host_time.py --paired: every path's engine alive at once, the prefill forwards timed in turn, and the
+    ratio to the first path taken within each round (the base's own ratio is 1 in every round)."""
+    import host_time
+
+    from tests.helpers import tiny_checkpoint
+
+    ckpt = str(tiny_checkpoint("qwen3-gqa2-d16", str(tmp_path)))
+    out = tmp_path / "paired.json"
+    host_time.run(host_time.parse_args(["--model", ckpt, "--paths", "eager,compiled", "--paired", "--prefill", "16",
+                                        "--max-model-len", "128", "--repeats", "3",
+                                        "--compilation-config", '{"backend": "eager"}',
+                                        "--cache-dir", str(tmp_path / "cc"), "--json", str(out)]))
+    r = json.loads(out.read_text())
+    assert r["bench"] == "host_time_paired" and r["base"] == "eager" and r["rounds"] == 3
+    assert r["paths"]["eager"]["over_base"] == 1.0 and r["paths"]["eager"]["rounds_at_or_below_base"] == 3
+    compiled = r["paths"]["compiled"]
+    assert compiled["host_ms"] > 0 and compiled["over_base_q1_q3"][0] <= compiled["over_base"] <= compiled["over_base_q1_q3"][1]
+
+
 def test_piecewise_host_replays_every_piece_and_calls_attention_once_a_layer(tmp_path):
     """scripts/piecewise_host.py (the CPU proxy of a PIECEWISE decode step's host time) on the engine it
     builds: one replay per piece (layers + 1) and one attention call per layer each step, attention's

@@ -237,11 +237,13 @@ def piecewise_gap_text(res: dict | None) -> str:
                              f"{round(pw / fu, 2)}x (modes.PIECEWISE / modes.{full} .decode.{b}.tpot_ms.median)")
     mj = _other_record(MODES_RESULTS) or {}
     commit = _get(mj, "provenance", "commit")
+    # modes_check.py divides by FULL_DECODE_ONLY (the full decode graphs) where the record has it, else by FULL
+    over = "FULL_DECODE_ONLY" if _get(mj, "modes", "FULL_DECODE_ONLY") else "FULL"
     for b in ("1", "64"):
-        t = {k: _get(mj, "modes", k, "tpot_ms", b) for k in ("PIECEWISE", "FULL", "FULL_AND_PIECEWISE")}
+        t = {k: _get(mj, "modes", k, "tpot_ms", b) for k in ("PIECEWISE", over, "FULL", "FULL_AND_PIECEWISE")}
         if all(t.values()):
-            lines.append(f"{MODES_RESULTS} (at {commit}), batch {b}: PIECEWISE {t['PIECEWISE']} ms, "
-                         f"FULL {t['FULL']} ms, FULL_AND_PIECEWISE {t['FULL_AND_PIECEWISE']} ms TPOT; PIECEWISE / FULL = "
+            listed = ", ".join(f"{k} {v} ms" for k, v in t.items())
+            lines.append(f"{MODES_RESULTS} (at {commit}), batch {b}: {listed} TPOT; PIECEWISE / {over} = "
                          f"{_get(mj, 'piecewise_over_full_tpot', b)}x (modes.<mode>.tpot_ms.{b})")
     return "\n".join(lines) or _why_missing(res)
 
@@ -421,7 +423,7 @@ def verdicts_table(res: dict | None) -> str:
 # vocabulary 151936, tied embeddings): a property of the model, not a measurement. One decode step reads them all.
 QWEN3_06B_PARAMS = 596_049_920
 KERNELS_RESULTS = "kernels.json"  # the device's measured copy bandwidth (`minivllm bench kernels`)
-MODES_RESULTS = "modes.json"  # every graph mode, one process each (`scripts/gpu_check.sh piecewise`)
+MODES_RESULTS = "modes.json"  # every graph mode, one process each (`scripts/gpu_check.sh modes`)
 
 
 def _other_record(name: str, *keys):

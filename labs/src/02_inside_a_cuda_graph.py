@@ -308,31 +308,33 @@ if rec:
 # **How close PIECEWISE comes to a full graph.** A PIECEWISE decode step replays 29 pieces and, between them,
 # launches the 28 attention ops from the host. The engine builds those attention launches once for a batch shape
 # and reuses them in every layer of every later step ([kernels/launch.py](../minivllm/kernels/launch.py) `LaunchPlan`). That shrank the gap, but
-# how much is left depends on the run: in assets/results/h200/modes.json (0b18ca8, one process per mode, 37 prompts)
-# PIECEWISE decoded at {rec}`modes.json:piecewise_over_full_tpot.1:.2f`x FULL's TPOT at batch 1 and {rec}`modes.json:piecewise_over_full_tpot.64:.2f`x at batch 64 (`piecewise_over_full_tpot`; {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.1:.1f`x and {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.64:.1f`x
-# before the launch plan, archive member modes_b6d9efd.json), while this lab's own record, made with the same code
-# (5b7709e) but this lab's engines, has PIECEWISE at {rec}`lab02.json:modes.PIECEWISE.decode.1.tpot_ms.median:.2f` ms against FULL's {rec}`lab02.json:modes.FULL.decode.1.tpot_ms.median:.2f` ms at batch 1 and {rec}`lab02.json:modes.PIECEWISE.decode.8.tpot_ms.median:.2f` against
-# {rec}`lab02.json:modes.FULL.decode.8.tpot_ms.median:.2f` ms at batch 8 (`modes.PIECEWISE.decode` against `modes.FULL.decode`). Both runs are single runs; what separates the two modes is
-# still host time between the pieces, which a full graph does not have. The cell below prints the record's ratio and
-# modes.json's, each with
-# its commit. FULL_AND_PIECEWISE decodes faster than FULL (modes.json `modes.FULL_AND_PIECEWISE.tpot_ms` against
-# `modes.FULL.tpot_ms`): its decode graphs hold the decode attention kernel, which can split a context's KV cache
-# across programs, while under FULL a pure-decode batch also runs the unified kernel, without KV splits. That kernel sums in another order, so FULL's bf16 greedy tokens equal eager's for 23 of 37 prompts
-# (`modes.FULL.equal_to_eager`; 37 of 37 in fp32), while PIECEWISE and FULL_AND_PIECEWISE give 37 of 37 (README,
+# how much is left depends on the run: in assets/results/h200/modes.json (d4e8cd4, one process per mode,
+# {rec}`modes.json:modes.PIECEWISE.prompts` prompts) PIECEWISE decoded at {rec}`modes.json:piecewise_over_full_tpot.1:.2f`x the TPOT of the full decode graphs (FULL_DECODE_ONLY) at batch 1 and {rec}`modes.json:piecewise_over_full_tpot.64:.2f`x at batch 64
+# (`piecewise_over_full_tpot`; {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.1:.1f`x and {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.64:.1f`x of FULL
+# before the launch plan, archive member modes_b6d9efd.json), while this lab's own record, made with older code
+# (5b7709e) and this lab's engines, has PIECEWISE at {rec}`lab02.json:modes.PIECEWISE.decode.1.tpot_ms.median:.2f` ms against FULL's {rec}`lab02.json:modes.FULL.decode.1.tpot_ms.median:.2f` ms at batch 1 and {rec}`lab02.json:modes.PIECEWISE.decode.8.tpot_ms.median:.2f` against
+# {rec}`lab02.json:modes.FULL.decode.8.tpot_ms.median:.2f` ms at batch 8 (`modes.PIECEWISE.decode` against `modes.FULL.decode`). Both runs are single runs; what separates PIECEWISE
+# from the full decode graphs is still host time between the pieces, which a full graph does not have. The cell below
+# prints the record's ratio and modes.json's, each with its commit. In modes.json FULL decodes slower than
+# FULL_AND_PIECEWISE ({rec}`modes.json:modes.FULL.tpot_ms.1:.2f` against {rec}`modes.json:modes.FULL_AND_PIECEWISE.tpot_ms.1:.2f` ms at batch 1, `modes.<mode>.tpot_ms`), and even slower than PIECEWISE:
+# the decode graphs of FULL_AND_PIECEWISE hold the decode attention kernel, which splits a context's KV cache
+# across programs, while under FULL a pure-decode batch also runs the unified kernel, without KV splits. That kernel
+# sums in another order, so FULL's bf16 greedy tokens equal eager's for {rec}`modes.json:modes.FULL.equal_to_eager` of {rec}`modes.json:modes.FULL.prompts` prompts
+# (`modes.FULL.equal_to_eager`; all of them in fp32), while PIECEWISE and FULL_AND_PIECEWISE give {rec}`modes.json:modes.PIECEWISE.equal_to_eager` and {rec}`modes.json:modes.FULL_AND_PIECEWISE.equal_to_eager` (README,
 # "Where minivllm differs from vLLM").
 
 # %% [markdown] tags=["lang-zh"]
 # **PIECEWISE 离整图有多近。** PIECEWISE 的一个 decode 步要重放 29 段分段图，并在段与段之间从主机 launch 28 次 attention。
 # 同一种 batch 形状，引擎只构建一次这些 attention 的 launch，之后每一步的每一层都复用（[kernels/launch.py](../minivllm/kernels/launch.py) 的
-# `LaunchPlan`）。差距因此缩小了，但还剩多少取决于这次运行：assets/results/h200/modes.json（0b18ca8，每种模式一个进程，37 个 prompt）里，
-# PIECEWISE 的 decode TPOT 在 batch 1 是 FULL 的 {rec}`modes.json:piecewise_over_full_tpot.1:.2f` 倍，batch 64 是 {rec}`modes.json:piecewise_over_full_tpot.64:.2f` 倍（`piecewise_over_full_tpot`；launch plan 之前是 {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.1:.1f` 倍和 {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.64:.1f` 倍，
-# 见 archive 里的 modes_b6d9efd.json）；而本 lab 自己的记录用的是同一份代码（5b7709e）、本 lab 的引擎配置，PIECEWISE 在 batch 1 是 {rec}`lab02.json:modes.PIECEWISE.decode.1.tpot_ms.median:.2f` ms，FULL 是
-# {rec}`lab02.json:modes.FULL.decode.1.tpot_ms.median:.2f` ms；batch 8 是 {rec}`lab02.json:modes.PIECEWISE.decode.8.tpot_ms.median:.2f` 对 {rec}`lab02.json:modes.FULL.decode.8.tpot_ms.median:.2f` ms（`modes.PIECEWISE.decode` 对比 `modes.FULL.decode`）。两者都只跑了一次；把两种模式拉开的仍是段与段之间的
+# `LaunchPlan`）。差距因此缩小了，但还剩多少取决于这次运行：assets/results/h200/modes.json（d4e8cd4，每种模式一个进程，{rec}`modes.json:modes.PIECEWISE.prompts` 个 prompt）里，
+# PIECEWISE 的 decode TPOT 在 batch 1 是整图 decode（FULL_DECODE_ONLY）的 {rec}`modes.json:piecewise_over_full_tpot.1:.2f` 倍，batch 64 是 {rec}`modes.json:piecewise_over_full_tpot.64:.2f` 倍（`piecewise_over_full_tpot`；launch plan 之前是 FULL 的 {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.1:.1f` 倍和 {rec}`archive.json:files.modes_b6d9efd.json.piecewise_over_full_tpot.64:.1f` 倍，
+# 见 archive 里的 modes_b6d9efd.json）；而本 lab 自己的记录用的是更早的代码（5b7709e）、本 lab 的引擎配置，PIECEWISE 在 batch 1 是 {rec}`lab02.json:modes.PIECEWISE.decode.1.tpot_ms.median:.2f` ms，FULL 是
+# {rec}`lab02.json:modes.FULL.decode.1.tpot_ms.median:.2f` ms；batch 8 是 {rec}`lab02.json:modes.PIECEWISE.decode.8.tpot_ms.median:.2f` 对 {rec}`lab02.json:modes.FULL.decode.8.tpot_ms.median:.2f` ms（`modes.PIECEWISE.decode` 对比 `modes.FULL.decode`）。两者都只跑了一次；把 PIECEWISE 和整图 decode 拉开的仍是段与段之间的
 # 主机时间，而整图没有这部分开销。
-# 下面的单元格打印记录里的比值和 modes.json 的比值，各带其 commit。FULL_AND_PIECEWISE 的 decode 比 FULL 快（modes.json 的 `modes.FULL_AND_PIECEWISE.tpot_ms` 对比
-# `modes.FULL.tpot_ms`）：它的 decode 整图用的是能把一个上下文的 KV cache 切给多个 program 的 decode attention kernel，而 FULL 下纯 decode 批也走
-# unified kernel，不切 KV。这个 kernel 的求和顺序不同，所以 FULL 在 bf16 下的贪心 token 只有 37 个 prompt 中的 23 个与 eager 相同
-# （`modes.FULL.equal_to_eager`；fp32 下 37 个全同），PIECEWISE 和 FULL_AND_PIECEWISE 都是 37 个全同（见 README 的 "Where minivllm differs from vLLM"）。
+# 下面的单元格打印记录里的比值和 modes.json 的比值，各带其 commit。modes.json 里 FULL 的 decode 比 FULL_AND_PIECEWISE 慢（batch 1 为 {rec}`modes.json:modes.FULL.tpot_ms.1:.2f` 对
+# {rec}`modes.json:modes.FULL_AND_PIECEWISE.tpot_ms.1:.2f` ms，`modes.<mode>.tpot_ms`），甚至比 PIECEWISE 还慢：FULL_AND_PIECEWISE 的 decode 整图用的是能把一个上下文的 KV cache 切给多个 program 的 decode attention kernel，而 FULL 下纯 decode 批也走
+# unified kernel，不切 KV。这个 kernel 的求和顺序不同，所以 FULL 在 bf16 下的贪心 token 只有 {rec}`modes.json:modes.FULL.prompts` 个 prompt 中的 {rec}`modes.json:modes.FULL.equal_to_eager` 个与 eager 相同
+# （`modes.FULL.equal_to_eager`；fp32 下全部相同），PIECEWISE 和 FULL_AND_PIECEWISE 分别是 {rec}`modes.json:modes.PIECEWISE.equal_to_eager` 个和 {rec}`modes.json:modes.FULL_AND_PIECEWISE.equal_to_eager` 个（见 README 的 "Where minivllm differs from vLLM"）。
 
 # %% tags=["nbval-check-output"]
 print(lab.piecewise_gap_text(rec))

@@ -134,6 +134,15 @@ def engine_settings(path: str, args: argparse.Namespace) -> dict:
     return kw
 
 
+def build_llm(model: str, path: str, args: argparse.Namespace, **extra):
+    """The path's engine with the command line's settings (one prompt of --prefill tokens fits in one step)."""
+    from minivllm import LLM
+
+    return LLM(model=model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len,
+               max_num_seqs=args.max_num_seqs, max_num_batched_tokens=max(args.prefill, 2048),
+               async_scheduling=False, **extra, **engine_settings(path, args))
+
+
 def tiny_checkpoint(directory: Path) -> str:
     """Qwen3-0.6B's structure (28 layers, q/k norm, GQA) with narrow layers: host time shows, compute does not."""
     from minivllm.tools.make_random_checkpoint import make_random_checkpoint
@@ -205,16 +214,13 @@ def cprofile(fn, calls: int, top: int = 25) -> dict:
 
 def measure(model: str, path: str, args: argparse.Namespace) -> dict:
     """Build the path's engine, time a `--prefill`-token prefill and a 1-token decode of one request."""
-    from minivllm import LLM
     from minivllm.layers.custom_op import CustomOpSelection
     from minivllm.sampling_params import SamplingParams
 
     stand_in = path == "piecewise" and args.device == "cpu"
     with cpu_graph_stand_in() if stand_in else contextlib.nullcontext(), CLOCK.installed():
         t0 = time.perf_counter()
-        llm = LLM(model=model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len,
-                  max_num_seqs=args.max_num_seqs, max_num_batched_tokens=max(args.prefill, 2048),
-                  async_scheduling=False, **engine_settings(path, args))
+        llm = build_llm(model, path, args)
         startup_s = time.perf_counter() - t0
         engine, runner = llm.engine, llm.model_runner
         results, profile = {}, path in args.profile
@@ -256,15 +262,12 @@ def paired(model: str, paths: list[str], args: argparse.Namespace) -> dict:
     paths timed one after the other compare the host's moments, not the paths. Alternating them, each
     round in a rotated order, gives every path the same moments: the ratio of each round's pair is the
     comparison, and its median and spread say how sure it is."""
-    from minivllm import LLM
     from minivllm.sampling_params import SamplingParams
 
     engines, batches = {}, {}
     for path in paths:
-        llm = LLM(model=model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len,
-                  max_num_seqs=args.max_num_seqs, max_num_batched_tokens=max(args.prefill, 2048),
-                  async_scheduling=False, num_gpu_blocks_override=max(2 * args.max_model_len // 16, 64),
-                  **engine_settings(path, args))
+        # every engine stays alive: a small KV cache each, not gpu_memory_utilization's share of the GPU
+        llm = build_llm(model, path, args, num_gpu_blocks_override=max(2 * args.max_model_len // 16, 64))
         engine, runner = llm.engine, llm.model_runner
         real = runner.execute_model
 
@@ -323,10 +326,13 @@ def run(args: argparse.Namespace) -> dict:
     tmp = tempfile.TemporaryDirectory()
     model = args.model or tiny_checkpoint(Path(tmp.name))
     args.cache_dir = args.cache_dir or str(Path(tmp.name) / "compile_cache")
+    def head() -> dict:  # after the runs, as the provenance's date says when they ended
+        return {"provenance": provenance(args, model if args.model else None),
+                "model": "tiny qwen3-0.6b structure (random)" if not args.model else args.model}
+
     if args.paired:
-        result = {"bench": "host_time_paired", "provenance": provenance(args, model if args.model else None),
-                  "model": "tiny qwen3-0.6b structure (random)" if not args.model else args.model,
-                  **paired(model, paths, args)}
+        measured = paired(model, paths, args)
+        result = {"bench": "host_time_paired", **head(), **measured}
         write_json(args.json, jsonable(result))
         tmp.cleanup()
         return result
@@ -360,8 +366,7 @@ def run(args: argparse.Namespace) -> dict:
                 print_table(f"{r['path']} {kind}: watched functions", ["function", "calls", "own us", "cum us"],
                             [[p["function"][-70:], p["calls"], p["own_us"], p["cum_us"]] for p in prof["watched"]],
                             ".1f")
-    result = {"bench": "host_time", "provenance": provenance(args, model if args.model else None),
-              "model": "tiny qwen3-0.6b structure (random)" if not args.model else args.model, "paths": rows}
+    result = {"bench": "host_time", **head(), "paths": rows}
     write_json(args.json, jsonable(result))
     tmp.cleanup()
     return result

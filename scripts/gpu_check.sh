@@ -73,8 +73,8 @@
 #                   cProfile of the compiled path (HOST_TIME_PROFILE names others) -> $OUT/host_time.json;
 #                   HOST_TIME_PAIRED=1: every path's engine alive, their prefill forwards alternated for
 #                   HOST_TIME_ROUNDS rounds (default 30), the ratio to the first path per round;
-#                   HOST_TIME_CC='{"mode": 3}' adds a compilation_config (an asked-for mode 3); MINIVLLM_AB_BASE=<commit> runs the same script on that
-#                   tree first -> $OUT/host_time_old.json
+#                   HOST_TIME_CC='{"mode": 3}' adds a compilation_config (an asked-for mode 3);
+#                   MINIVLLM_AB_BASE=<commit> runs the same script on that tree first -> $OUT/host_time_old.json
 #   prepare-trees DIR COMMIT...   (run where the git history is, not on the GPU) DIR/<commit>.tar.gz of each
 #                   commit's minivllm/, for a device that gets a copy of the tree without .git
 #

@@ -47,7 +47,8 @@
 #   leak            six engines built and dropped with `del` in one process (default, eager, mode 3, FULL, PIECEWISE,
 #                   default): free memory, live tensors and KV tokens before each (scripts/maint/engine_leak.py ->
 #                   engine_leak.json, also copied to $OUT); issue 41's check: the sixth's KV tokens within 1% of
-#                   the first's, free memory within 0.2 GiB
+#                   the first's, free memory within 0.2 GiB; LEAK_MODULE_LOADING=EAGER runs it once more with every
+#                   kernel image loaded when the context is created (-> engine_leak_eager.json)
 #   bisect-kernels  the decode attention kernel at each commit of MINIVLLM_BISECT_COMMITS (default: every
 #                   commit that touched the decode kernel, its launcher or bench kernels since 40cba88)
 #   gemv-floor      batch-1 GEMV configs for the Llama-3.2-1B and Qwen3-0.6B shapes, chosen by TPOT inside the FULL
@@ -184,6 +185,11 @@ invariance() {
 leak() {
   TAILN=12 step engine_leak 420 $PY scripts/maint/engine_leak.py --model "$CK" --json "$RES/engine_leak.json"
   cp "$RES/engine_leak.json" "$OUT/" 2>/dev/null
+  if [ -n "${LEAK_MODULE_LOADING:-}" ]; then
+    TAILN=12 CUDA_MODULE_LOADING=$LEAK_MODULE_LOADING step engine_leak_eager 420 $PY scripts/maint/engine_leak.py \
+      --model "$CK" --json "$RES/engine_leak_eager.json"
+    cp "$RES/engine_leak_eager.json" "$OUT/" 2>/dev/null
+  fi
   return 0
 }
 host_time() {

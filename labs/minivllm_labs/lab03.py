@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from minivllm.config import CompilationMode
 from minivllm_labs.common import REPO_ROOT, max_positions, quiet_engine_logs, round_floats
 
 CAPTURE_SIZES = [1, 2, 4, 8, 16, 32, 64]
@@ -277,12 +278,12 @@ def measure_setup(model: str, setup: EngineSetup, batches: tuple[int, ...], new_
 
 
 def _compile_facts(llm) -> dict:
-    """Traces, breaks, recompiles and pieces of this engine (none at level 0 without graphs: nothing was
-    compiled, and the report's counters would then be the whole process's)."""
+    """Traces, breaks, recompiles and pieces of this engine (none at mode 0, with or without graphs: nothing
+    is compiled, and the report's counters would then be the whole process's)."""
     keys = ("graphs_traced_at_startup", "recompiles_at_runtime", "graph_breaks", "pieces", "compiled_pieces",
             "attention_splits")
     rep = llm.compile_report()
-    if llm.config.compilation.level == 0 and getattr(llm.model_runner, "piecewise", None) is None:
+    if llm.config.compile_mode == CompilationMode.NONE:
         return {k: (0 if k in keys[:3] else None) for k in keys}
     return {k: rep.get(k) for k in keys}
 

@@ -183,3 +183,19 @@ def test_split_pieces_cut_at_every_attention_op():
     text = lab03.split_text(split)
     assert f"into {n + 1} pieces" in text and "piece 0:" in text
     assert "not recorded yet" in lab03.split_text(None)
+
+
+def test_compile_facts_are_zero_for_a_mode_0_engine_and_read_from_its_report_otherwise():
+    """At mode 0 (asked for, or the default on a CPU) nothing is compiled, so the counters of what the process
+    compiled before must not be reported as this engine's; at mode 1 the engine's own report is read (one
+    traced graph, no breaks; stock torch.compile recompiles when the 3-token prefill is followed by 1-token
+    decodes, Dynamo's 0/1 specialization)."""
+    from minivllm import DEFAULT_MODEL, LLM, SamplingParams
+
+    for cc, traced in (({"mode": 1, "backend": "eager"}, 1), ({"mode": 0}, 0), (None, 0)):
+        with LLM(DEFAULT_MODEL, device="cpu", max_model_len=64, compilation_config=cc) as llm:
+            llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=2), use_tqdm=False)
+            facts = lab03._compile_facts(llm)
+        assert facts["graphs_traced_at_startup"] == traced, (cc, facts)
+        assert facts["graph_breaks"] == 0, (cc, facts)
+        assert (facts["recompiles_at_runtime"] == 0) == (traced == 0), (cc, facts)

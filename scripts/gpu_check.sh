@@ -48,7 +48,9 @@
 #                   default): free memory, live tensors and KV tokens before each (scripts/maint/engine_leak.py ->
 #                   engine_leak.json, also copied to $OUT); issue 41's check: the sixth's KV tokens within 1% of
 #                   the first's, free memory within 0.2 GiB; LEAK_MODULE_LOADING=EAGER runs it once more with every
-#                   kernel image loaded when the context is created (-> engine_leak_eager.json)
+#                   kernel image loaded when the context is created (-> engine_leak_eager.json);
+#                   LEAK_WARM_LIBRARIES=1 once more after the engines' library calls alone (cuBLAS, sampler ops;
+#                   -> engine_leak_libs.json); LEAK_DEFAULT=0 skips the plain walk
 #   bisect-kernels  the decode attention kernel at each commit of MINIVLLM_BISECT_COMMITS (default: every
 #                   commit that touched the decode kernel, its launcher or bench kernels since 40cba88)
 #   gemv-floor      batch-1 GEMV configs for the Llama-3.2-1B and Qwen3-0.6B shapes, chosen by TPOT inside the FULL
@@ -183,8 +185,15 @@ invariance() {
     tests/engine/test_batch_invariance_gpu.py tests/kernels/test_batch_invariance.py
 }
 leak() {
-  TAILN=12 step engine_leak 420 $PY scripts/maint/engine_leak.py --model "$CK" --json "$RES/engine_leak.json"
-  cp "$RES/engine_leak.json" "$OUT/" 2>/dev/null
+  if [ "${LEAK_DEFAULT:-1}" = 1 ]; then
+    TAILN=12 step engine_leak 420 $PY scripts/maint/engine_leak.py --model "$CK" --json "$RES/engine_leak.json"
+    cp "$RES/engine_leak.json" "$OUT/" 2>/dev/null
+  fi
+  if [ "${LEAK_WARM_LIBRARIES:-0}" = 1 ]; then
+    TAILN=16 step engine_leak_libs 420 $PY scripts/maint/engine_leak.py --model "$CK" --warm-libraries \
+      --json "$RES/engine_leak_libs.json"
+    cp "$RES/engine_leak_libs.json" "$OUT/" 2>/dev/null
+  fi
   if [ -n "${LEAK_MODULE_LOADING:-}" ]; then
     TAILN=12 CUDA_MODULE_LOADING=$LEAK_MODULE_LOADING step engine_leak_eager 420 $PY scripts/maint/engine_leak.py \
       --model "$CK" --json "$RES/engine_leak_eager.json"

@@ -8,7 +8,9 @@ memory before it within 0.2 GiB of the free memory before the first. The first e
 pays once (cuBLAS workspaces, kernel images loaded into the CUDA context), so the drift from the second engine
 to the sixth is printed beside it: that part is what engines leave behind. Run under CUDA_MODULE_LOADING=EAGER, every kernel image of the libraries
 torch has loaded enters the context when it is created, before the first engine: what is left of the drift is
-then what engines, not lazily loaded kernels, leave.
+then what engines, not lazily loaded kernels, leave. --warm-libraries first runs, with no engine, the library
+calls every engine makes (cuBLAS matmuls, the sampler's ops, in the engine's dtypes), each phase followed by the
+same memory figures: what of the first engine's one-time growth is those libraries' kernel images.
 
     python scripts/maint/engine_leak.py --model /tmp/ckpt/qwen3-0.6b --json engine_leak.json
     python scripts/maint/engine_leak.py --device cpu --max-model-len 64   # the same walk on a CPU (no memory figures)
@@ -68,6 +70,33 @@ def stack_limit() -> int | None:
     return size.value if cuda.cuCtxGetLimit(ctypes.byref(size), 0) == 0 else None
 
 
+def library_phases(device: torch.device, vocab: int = 151936, hidden: int = 1024) -> list[dict]:
+    """The library calls an engine makes, with no engine: after each phase, what the process holds."""
+    import torch.nn.functional as F
+
+    def cublas() -> None:
+        for dtype in (torch.bfloat16, torch.float32):
+            w = torch.randn(3 * hidden, hidden, device=device, dtype=dtype)
+            for rows in (1, 2, 64, 512):
+                F.linear(torch.randn(rows, hidden, device=device, dtype=dtype), w)
+
+    def sampler() -> None:
+        logits = torch.randn(64, vocab, device=device)
+        probs = logits.softmax(-1)
+        logits.argmax(-1), logits.topk(5, -1), logits.log_softmax(-1).sort(-1, descending=True)
+        probs.div(torch.empty_like(probs).exponential_()).argmax(-1), torch.multinomial(probs, 1)
+        probs.cumsum(-1)
+
+    phases = [("context", lambda: torch.zeros(1, device=device)), ("cublas matmuls", cublas),
+              ("sampler ops", sampler)]
+    rows = []
+    for name, run in phases:
+        run()
+        rows.append({"phase": name, **memory_now(device.type == "cuda")})
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="checkpoint directory (default: the embedded model)")
@@ -76,11 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     # the cap decides and the KV check cannot see a leak
     p.add_argument("--max-model-len", type=int, default=8192)
     p.add_argument("--json", default=None)
+    p.add_argument("--warm-libraries", action="store_true",
+                   help="run the engines' library calls (cuBLAS, sampler ops) before the first engine")
     args = p.parse_args(argv)
     from minivllm import DEFAULT_MODEL, LLM, SamplingParams
 
     model = args.model or DEFAULT_MODEL
     cuda = args.device != "cpu" and torch.cuda.is_available()
+    phases = library_phases(torch.device("cuda" if cuda else "cpu")) if args.warm_libraries else None
     rows = []
     for name, kwargs in ENGINES:
         before = memory_now(cuda)
@@ -111,9 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         verdict["stack_bytes_per_thread_before_each_and_after"] = stacks
         if None not in stacks[:2]:
             verdict["local_memory_growth_gib_first_engine"] = round((stacks[1] - stacks[0]) * threads * sms / GiB, 3)
+    if phases and cuda:
+        verdict["outside_allocator_gib_after_library_phases"] = phases[-1]["outside_allocator_gib"]
     print(verdict)
-    write_json(args.json, {"provenance": provenance(args, model), "engines": rows, "after_all": after,
-                           "verdict": verdict})
+    write_json(args.json, {"provenance": provenance(args, model), "library_phases": phases, "engines": rows,
+                           "after_all": after, "verdict": verdict})
     return 0 if verdict["kv_within_1pct"] and verdict["free_within_0.2_gib"] is not False else 1
 
 

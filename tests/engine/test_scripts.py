@@ -226,3 +226,14 @@ def test_piecewise_host_replays_every_piece_and_calls_attention_once_a_layer(tmp
     assert 0 < r["prepare_us_per_step"] < r["wall_us_per_step"] and 0 < r["cpu_us_per_step"]
     assert 100 < r["python_calls_per_step"] < 2000
     assert any("cuda_graph.py" in f["function"] for f in r["top_own_us"] + r["top_cum_us"])
+
+
+def test_engine_leak_library_phases_run_the_engines_library_calls_without_an_engine():
+    """scripts/maint/engine_leak.py --warm-libraries: the cuBLAS and sampler calls run with no engine, each phase
+    followed by the memory figures (None on a CPU, where there is no device memory to read)."""
+    import engine_leak
+    import torch
+
+    rows = engine_leak.library_phases(torch.device("cpu"), vocab=1000, hidden=32)
+    assert [r["phase"] for r in rows] == ["context", "cublas matmuls", "sampler ops"]
+    assert all(r["free_gib"] is None and r["outside_allocator_gib"] is None for r in rows)

@@ -44,11 +44,15 @@ def memory_now(cuda: bool) -> dict:
     gc.collect()
     if not cuda:
         return {"free_gib": None, "allocated_gib": None, "cuda_tensors": None, "fake_cuda_tensors": None,
-                "outside_allocator_gib": None, "stack_bytes_per_thread": None}
+                "outside_allocator_gib": None, "stack_bytes_per_thread": None, "triton_modules_loaded": None}
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
-    live = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.is_cuda]
+    objects = gc.get_objects()
+    live = [o for o in objects if isinstance(o, torch.Tensor) and o.is_cuda]
     fake = sum(isinstance(o, FakeTensor) for o in live)
+    # Triton kernels whose module is loaded into the context: what the first engine's growth is set against
+    triton_loaded = sum(1 for o in objects
+                        if type(o).__name__ == "CompiledKernel" and getattr(o, "module", None) is not None)
     free, total = torch.cuda.mem_get_info()
     return {"free_gib": round(free / GiB, 3),
             "allocated_gib": round(torch.cuda.memory_allocated() / GiB, 3), "cuda_tensors": len(live) - fake,
@@ -56,7 +60,7 @@ def memory_now(cuda: bool) -> dict:
             # the device memory in use that torch's allocator does not hold: the CUDA context, the kernel images
             # loaded into it, and its local-memory reservation
             "outside_allocator_gib": round((total - free - torch.cuda.memory_reserved()) / GiB, 3),
-            "stack_bytes_per_thread": stack_limit()}
+            "stack_bytes_per_thread": stack_limit(), "triton_modules_loaded": triton_loaded}
 
 
 def stack_limit() -> int | None:
@@ -68,6 +72,20 @@ def stack_limit() -> int | None:
         return None
     size = ctypes.c_size_t()
     return size.value if cuda.cuCtxGetLimit(ctypes.byref(size), 0) == 0 else None
+
+
+TRITON_PROBE_MODULES = 32
+try:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _add_k(x_ptr, K: tl.constexpr):
+        """A kernel per K (a constexpr): each K is compiled and loaded as a module of its own."""
+        offs = tl.arange(0, 64)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs) + K)
+except ImportError:  # no Triton: the probe phase is a CUDA-only one anyway
+    _add_k = None
 
 
 def library_phases(device: torch.device, vocab: int = 151936, hidden: int = 1024) -> list[dict]:
@@ -87,8 +105,16 @@ def library_phases(device: torch.device, vocab: int = 151936, hidden: int = 1024
         probs.div(torch.empty_like(probs).exponential_()).argmax(-1), torch.multinomial(probs, 1)
         probs.cumsum(-1)
 
+    def triton_modules() -> None:  # what one more loaded kernel costs the context, from 32 trivial ones
+        for k in range(1, TRITON_PROBE_MODULES + 1):
+            x = torch.zeros(64, device=device)
+            _add_k[(1,)](x, K=k)
+            assert x[0].item() == k
+
     phases = [("context", lambda: torch.zeros(1, device=device)), ("cublas matmuls", cublas),
               ("sampler ops", sampler)]
+    if device.type == "cuda":
+        phases.append((f"{TRITON_PROBE_MODULES} triton modules", triton_modules))
     rows = []
     for name, run in phases:
         run()
@@ -145,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             verdict["local_memory_growth_gib_first_engine"] = round((stacks[1] - stacks[0]) * threads * sms / GiB, 3)
     if phases and cuda:
         verdict["outside_allocator_gib_after_library_phases"] = phases[-1]["outside_allocator_gib"]
+        grew_probe = phases[-1]["outside_allocator_gib"] - phases[-2]["outside_allocator_gib"]
+        verdict["outside_allocator_mib_per_triton_module"] = round(grew_probe * 1024 / TRITON_PROBE_MODULES, 2)
+        verdict["triton_modules_loaded_by_the_first_engine"] = \
+            rows[1]["before_triton_modules_loaded"] - rows[0]["before_triton_modules_loaded"]
     print(verdict)
     write_json(args.json, {"provenance": provenance(args, model), "library_phases": phases, "engines": rows,
                            "after_all": after, "verdict": verdict})

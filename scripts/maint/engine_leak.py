@@ -88,6 +88,14 @@ except ImportError:  # no Triton: the probe phase is a CUDA-only one anyway
     _add_k = None
 
 
+def load_triton_modules(device: torch.device, n: int) -> None:
+    """Compile and launch n trivial Triton kernels, one module each: what one more loaded kernel costs."""
+    for k in range(1, n + 1):
+        x = torch.zeros(64, device=device)
+        _add_k[(1,)](x, K=k)
+        assert x[0].item() == k, (k, x[0].item())
+
+
 def library_phases(device: torch.device, vocab: int = 151936, hidden: int = 1024) -> list[dict]:
     """The library calls an engine makes, with no engine: after each phase, what the process holds."""
     import torch.nn.functional as F
@@ -105,16 +113,11 @@ def library_phases(device: torch.device, vocab: int = 151936, hidden: int = 1024
         probs.div(torch.empty_like(probs).exponential_()).argmax(-1), torch.multinomial(probs, 1)
         probs.cumsum(-1)
 
-    def triton_modules() -> None:  # what one more loaded kernel costs the context, from 32 trivial ones
-        for k in range(1, TRITON_PROBE_MODULES + 1):
-            x = torch.zeros(64, device=device)
-            _add_k[(1,)](x, K=k)
-            assert x[0].item() == k
-
     phases = [("context", lambda: torch.zeros(1, device=device)), ("cublas matmuls", cublas),
               ("sampler ops", sampler)]
     if device.type == "cuda":
-        phases.append((f"{TRITON_PROBE_MODULES} triton modules", triton_modules))
+        phases.append((f"{TRITON_PROBE_MODULES} triton modules",
+                       lambda: load_triton_modules(device, TRITON_PROBE_MODULES)))
     rows = []
     for name, run in phases:
         run()

@@ -237,3 +237,4 @@ def test_engine_leak_library_phases_run_the_engines_library_calls_without_an_eng
     rows = engine_leak.library_phases(torch.device("cpu"), vocab=1000, hidden=32)
     assert [r["phase"] for r in rows] == ["context", "cublas matmuls", "sampler ops"]
     assert all(r["free_gib"] is None and r["outside_allocator_gib"] is None for r in rows)
+    engine_leak.load_triton_modules(torch.device("cpu"), 3)  # the CUDA-only phase's kernels, in the interpreter

@@ -184,21 +184,15 @@ invariance() {
   TAILN=15 MINIVLLM_GPU_MODEL=$CK step tests_invariance 540 $PY -m pytest -q -p no:cacheprovider \
     tests/engine/test_batch_invariance_gpu.py tests/kernels/test_batch_invariance.py
 }
+leak_walk() {  # NAME [ARGS...]: one six-engine walk -> $RES/NAME.json, copied to $OUT
+  local name=$1; shift
+  TAILN=14 step "$name" 420 $PY scripts/maint/engine_leak.py --model "$CK" "$@" --json "$RES/$name.json"
+  cp "$RES/$name.json" "$OUT/" 2>/dev/null
+}
 leak() {
-  if [ "${LEAK_DEFAULT:-1}" = 1 ]; then
-    TAILN=12 step engine_leak 420 $PY scripts/maint/engine_leak.py --model "$CK" --json "$RES/engine_leak.json"
-    cp "$RES/engine_leak.json" "$OUT/" 2>/dev/null
-  fi
-  if [ "${LEAK_WARM_LIBRARIES:-0}" = 1 ]; then
-    TAILN=16 step engine_leak_libs 420 $PY scripts/maint/engine_leak.py --model "$CK" --warm-libraries \
-      --json "$RES/engine_leak_libs.json"
-    cp "$RES/engine_leak_libs.json" "$OUT/" 2>/dev/null
-  fi
-  if [ -n "${LEAK_MODULE_LOADING:-}" ]; then
-    TAILN=12 CUDA_MODULE_LOADING=$LEAK_MODULE_LOADING step engine_leak_eager 420 $PY scripts/maint/engine_leak.py \
-      --model "$CK" --json "$RES/engine_leak_eager.json"
-    cp "$RES/engine_leak_eager.json" "$OUT/" 2>/dev/null
-  fi
+  [ "${LEAK_DEFAULT:-1}" = 1 ] && leak_walk engine_leak
+  [ "${LEAK_WARM_LIBRARIES:-0}" = 1 ] && leak_walk engine_leak_libs --warm-libraries
+  [ -n "${LEAK_MODULE_LOADING:-}" ] && CUDA_MODULE_LOADING=$LEAK_MODULE_LOADING leak_walk engine_leak_eager
   return 0
 }
 host_time() {

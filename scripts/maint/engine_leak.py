@@ -6,11 +6,12 @@ collector sees; after its startup, the KV cache's size in tokens. The engines: d
 PIECEWISE, default. The check (issue 41): the sixth engine's KV tokens within 1% of the first's, and the free
 memory before it within 0.2 GiB of the free memory before the first. The first engine also pays what a process
 pays once (cuBLAS workspaces, kernel images loaded into the CUDA context), so the drift from the second engine
-to the sixth is printed beside it: that part is what engines leave behind. Run under CUDA_MODULE_LOADING=EAGER, every kernel image of the libraries
-torch has loaded enters the context when it is created, before the first engine: what is left of the drift is
-then what engines, not lazily loaded kernels, leave. --warm-libraries first runs, with no engine, the library
-calls every engine makes (cuBLAS matmuls, the sampler's ops, in the engine's dtypes), each phase followed by the
-same memory figures: what of the first engine's one-time growth is those libraries' kernel images.
+to the sixth is printed beside it: that part is what engines leave behind. Under CUDA_MODULE_LOADING=EAGER the
+kernel images of the libraries loaded so far enter the context when it is created; what the first engine loads
+later (Triton's and Inductor's kernels) still grows it. --warm-libraries first runs, with no engine, the library
+calls every engine makes (cuBLAS matmuls, the sampler's ops) and 32 trivial Triton kernels, each phase followed
+by the same memory figures: what of the first engine's one-time growth is those libraries' kernel images, and
+what one more loaded Triton module costs.
 
     python scripts/maint/engine_leak.py --model /tmp/ckpt/qwen3-0.6b --json engine_leak.json
     python scripts/maint/engine_leak.py --device cpu --max-model-len 64   # the same walk on a CPU (no memory figures)
@@ -172,12 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         verdict["stack_bytes_per_thread_before_each_and_after"] = stacks
         if None not in stacks[:2]:
             verdict["local_memory_growth_gib_first_engine"] = round((stacks[1] - stacks[0]) * threads * sms / GiB, 3)
-    if phases and cuda:
+        verdict["triton_modules_loaded_by_the_first_engine"] = \
+            rows[1]["before_triton_modules_loaded"] - rows[0]["before_triton_modules_loaded"]
+    if phases and cuda:  # the last phase is the Triton probe (CUDA only)
         verdict["outside_allocator_gib_after_library_phases"] = phases[-1]["outside_allocator_gib"]
         grew_probe = phases[-1]["outside_allocator_gib"] - phases[-2]["outside_allocator_gib"]
         verdict["outside_allocator_mib_per_triton_module"] = round(grew_probe * 1024 / TRITON_PROBE_MODULES, 2)
-        verdict["triton_modules_loaded_by_the_first_engine"] = \
-            rows[1]["before_triton_modules_loaded"] - rows[0]["before_triton_modules_loaded"]
     print(verdict)
     write_json(args.json, {"provenance": provenance(args, model), "library_phases": phases, "engines": rows,
                            "after_all": after, "verdict": verdict})
